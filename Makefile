@@ -1,0 +1,74 @@
+# tool-catalog-operator
+
+IMG ?= tool-catalog-operator:dev
+# Go tools are pinned in go.mod (`tool` directives) and run with `go tool`.
+CONTROLLER_GEN ?= go tool controller-gen
+# Directory holding kube-apiserver, etcd and kubectl for envtest; built from
+# Go modules by hack/build-controlplane.sh unless set.
+KUBEBUILDER_ASSETS ?=
+GO_TEST_FLAGS ?= -timeout 20m
+export GOFLAGS ?= -buildvcs=false
+
+SHELL = /usr/bin/env bash -o pipefail
+.SHELLFLAGS = -ec
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: ## Generate CRDs and RBAC from the API types and markers.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=true webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+
+.PHONY: generate
+generate: ## Generate DeepCopy methods.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
+
+.PHONY: fmt
+fmt: ## Run go fmt.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: controlplane
+controlplane: ## Build kube-apiserver, etcd and kubectl for envtest into bin/ (cached).
+	@bash hack/build-controlplane.sh >/dev/null
+
+.PHONY: test
+test: manifests generate fmt vet ## Run all tests against a real kube-apiserver, etcd and redis-server.
+	@command -v redis-server >/dev/null || { echo "redis-server not found: install it (apt-get install redis-server)"; exit 1; }
+	assets="$${KUBEBUILDER_ASSETS:-$$(bash hack/build-controlplane.sh)}"; \
+	KUBEBUILDER_ASSETS="$$assets" go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: bench
+bench: ## Run the benchmarks.
+	go test -run '^$$' -bench . -benchmem ./...
+
+##@ Build
+
+.PHONY: build
+build: manifests generate fmt vet ## Build the manager binary into bin/.
+	go build -o bin/manager ./cmd/manager
+
+.PHONY: run
+run: manifests generate fmt vet ## Run the manager against the current kubeconfig.
+	go run ./cmd/manager
+
+##@ Deployment
+
+.PHONY: install
+install: manifests ## Install the CRDs into the cluster of the current kubeconfig.
+	kubectl apply --server-side -f config/crd/bases
+
+.PHONY: uninstall
+uninstall: manifests ## Remove the CRDs from the cluster of the current kubeconfig.
+	kubectl delete --ignore-not-found -f config/crd/bases

@@ -1,0 +1,462 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ToolCatalogSpec declares which tools form a catalog, how they are embedded
+// and where the catalog is published.
+type ToolCatalogSpec struct {
+	// selector selects the ToolDefinitions of this catalog, in the catalog's
+	// namespace. An empty selector ({}) selects every ToolDefinition of the
+	// namespace.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="selector.matchExpressions operator must be one of In, NotIn, Exists, DoesNotExist"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['Exists', 'DoesNotExist'] ? (!has(e.values) || size(e.values) == 0) : (has(e.values) && size(e.values) > 0))",message="selector.matchExpressions: In and NotIn need values, Exists and DoesNotExist must have none"
+	Selector metav1.LabelSelector `json:"selector"`
+
+	// redis is where the catalog is published.
+	// +required
+	Redis RedisSpec `json:"redis"`
+
+	// embedding configures the provider that turns tool queries into vectors.
+	// +optional
+	// +kubebuilder:default={}
+	Embedding EmbeddingSpec `json:"embedding,omitempty"`
+
+	// queryGeneration configures the provider that writes synthetic user
+	// queries for each tool; the tool's vector is the centroid of its
+	// queries' embeddings.
+	// +optional
+	// +kubebuilder:default={}
+	QueryGeneration QueryGenerationSpec `json:"queryGeneration,omitempty"`
+
+	// search holds the defaults published for consumers that search the
+	// catalog.
+	// +optional
+	// +kubebuilder:default={}
+	Search SearchSpec `json:"search,omitempty"`
+
+	// publish configures versioning and update notifications.
+	// +optional
+	// +kubebuilder:default={}
+	Publish PublishSpec `json:"publish,omitempty"`
+}
+
+// RedisMode is how the Redis deployment is addressed.
+// +kubebuilder:validation:Enum=standalone;sentinel;cluster
+type RedisMode string
+
+const (
+	// RedisModeStandalone is a single Redis server.
+	RedisModeStandalone RedisMode = "standalone"
+	// RedisModeSentinel is a primary found through Sentinel.
+	RedisModeSentinel RedisMode = "sentinel"
+	// RedisModeCluster is a Redis Cluster.
+	RedisModeCluster RedisMode = "cluster"
+)
+
+// RedisSpec is the Redis target of a catalog.
+// +kubebuilder:validation:XValidation:rule="(has(self.mode) && self.mode != 'standalone') || size(self.addresses) == 1",message="standalone mode takes exactly one address; use mode sentinel or cluster for several"
+// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'sentinel' || (has(self.masterName) && size(self.masterName) > 0)",message="masterName is required when mode is sentinel"
+// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'cluster' || !has(self.db) || self.db == 0",message="db must be 0 when mode is cluster"
+type RedisSpec struct {
+	// addresses are host:port pairs: the server (standalone), the sentinels
+	// (sentinel) or some cluster nodes (cluster).
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=261
+	// +kubebuilder:validation:items:Pattern=`^\S+:[0-9]{1,5}$`
+	Addresses []string `json:"addresses"`
+
+	// mode is standalone, sentinel or cluster.
+	// +optional
+	// +kubebuilder:default=standalone
+	Mode RedisMode `json:"mode,omitempty"`
+
+	// masterName is the Sentinel master set name; required in sentinel mode.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	MasterName string `json:"masterName,omitempty"`
+
+	// db is the logical database number (standalone and sentinel only).
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1023
+	DB int32 `json:"db,omitempty"`
+
+	// keyPrefix is the prefix of every key of this catalog. It defaults to
+	// `toolcatalog:{<namespace>/<name>}`; the braces are a Redis Cluster
+	// hash tag that keeps all keys of a catalog in one slot so they can be
+	// written in one transaction. A custom prefix must keep a hash tag in
+	// cluster mode.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	KeyPrefix string `json:"keyPrefix,omitempty"`
+
+	// username is the Redis ACL user name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Username string `json:"username,omitempty"`
+
+	// passwordSecretRef selects the Secret key holding the Redis password.
+	// +optional
+	PasswordSecretRef *SecretKeySelector `json:"passwordSecretRef,omitempty"`
+
+	// tls configures TLS to Redis.
+	// +optional
+	TLS *RedisTLS `json:"tls,omitempty"`
+}
+
+// RedisTLS configures TLS to Redis.
+type RedisTLS struct {
+	// enabled turns TLS on.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// caSecretRef selects the Secret key holding the PEM CA bundle that
+	// signs the server certificates; the system roots are used when absent.
+	// +optional
+	CASecretRef *SecretKeySelector `json:"caSecretRef,omitempty"`
+
+	// insecureSkipVerify disables server certificate verification. Use it
+	// for testing only.
+	// +optional
+	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+}
+
+// ProviderType names a provider implementation.
+// +kubebuilder:validation:Enum=builtin;openai
+type ProviderType string
+
+const (
+	// ProviderBuiltin runs in the operator with no network and no key.
+	ProviderBuiltin ProviderType = "builtin"
+	// ProviderOpenAI is any OpenAI-compatible HTTP API (OpenAI, Azure
+	// OpenAI, OpenRouter, Ollama, vLLM, TEI, LiteLLM).
+	ProviderOpenAI ProviderType = "openai"
+)
+
+// EmbeddingSpec configures the embedding provider.
+// +kubebuilder:validation:XValidation:rule="!has(self.provider) || self.provider != 'openai' || (has(self.model) && size(self.model) > 0)",message="model is required when provider is openai"
+type EmbeddingSpec struct {
+	// provider is builtin (offline, the default) or openai (any
+	// OpenAI-compatible /v1/embeddings endpoint).
+	// +optional
+	// +kubebuilder:default=builtin
+	Provider ProviderType `json:"provider,omitempty"`
+
+	// model is the embedding model id. Required for openai; for builtin,
+	// empty selects the built-in model. Changing it makes every tool stale.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Model string `json:"model,omitempty"`
+
+	// dimensions requests vectors of this length from models that support
+	// it; the returned length is checked against it.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16384
+	Dimensions int32 `json:"dimensions,omitempty"`
+
+	// baseURL is the API base URL, for example https://api.openai.com/v1 or
+	// http://ollama:11434/v1.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://`
+	BaseURL string `json:"baseURL,omitempty"`
+
+	// apiKeySecretRef selects the Secret key holding the API key.
+	// +optional
+	APIKeySecretRef *SecretKeySelector `json:"apiKeySecretRef,omitempty"`
+
+	// batchSize is the number of texts sent per embeddings request.
+	// +optional
+	// +kubebuilder:default=64
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=2048
+	BatchSize int32 `json:"batchSize,omitempty"`
+
+	// timeout bounds each embeddings request, for example 30s.
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// QueryGenerationSpec configures the synthetic query generator.
+// +kubebuilder:validation:XValidation:rule="!has(self.provider) || self.provider != 'openai' || (has(self.models) && size(self.models) > 0)",message="models needs at least one model when provider is openai"
+type QueryGenerationSpec struct {
+	// provider is builtin (offline templates, the default) or openai (any
+	// OpenAI-compatible /v1/chat/completions endpoint).
+	// +optional
+	// +kubebuilder:default=builtin
+	Provider ProviderType `json:"provider,omitempty"`
+
+	// models is the ordered list of chat models to use; when one keeps
+	// failing the next is tried.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	Models []string `json:"models,omitempty"`
+
+	// baseURL is the API base URL.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://`
+	BaseURL string `json:"baseURL,omitempty"`
+
+	// apiKeySecretRef selects the Secret key holding the API key.
+	// +optional
+	APIKeySecretRef *SecretKeySelector `json:"apiKeySecretRef,omitempty"`
+
+	// fallback is a second endpoint tried when every model failed.
+	// +optional
+	Fallback *QueryGenerationFallback `json:"fallback,omitempty"`
+
+	// queriesPerTool is the number of queries each tool should have,
+	// curated exampleQueries included. A stored query set of another size is
+	// invalid and regenerated.
+	// +optional
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=50
+	QueriesPerTool int32 `json:"queriesPerTool,omitempty"`
+
+	// concurrency is the maximum number of generation requests in flight.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=32
+	Concurrency int32 `json:"concurrency,omitempty"`
+
+	// maxRetries is the number of retries per model after a failed request.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	MaxRetries *int32 `json:"maxRetries,omitempty"`
+}
+
+// QueryGenerationFallback is an alternative chat endpoint.
+type QueryGenerationFallback struct {
+	// baseURL is the fallback API base URL.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://`
+	BaseURL string `json:"baseURL"`
+
+	// model is the fallback chat model id.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Model string `json:"model"`
+
+	// apiKeySecretRef selects the Secret key holding the fallback API key.
+	// +optional
+	APIKeySecretRef *SecretKeySelector `json:"apiKeySecretRef,omitempty"`
+}
+
+// SearchMethod is how consumers rank tools for a query.
+// +kubebuilder:validation:Enum=semantic;bm25;hybrid
+type SearchMethod string
+
+const (
+	// SearchSemantic ranks by cosine similarity of embeddings.
+	SearchSemantic SearchMethod = "semantic"
+	// SearchBM25 ranks by BM25 over tool names, descriptions and parameters.
+	SearchBM25 SearchMethod = "bm25"
+	// SearchHybrid fuses semantic and BM25 rankings (reciprocal rank fusion).
+	SearchHybrid SearchMethod = "hybrid"
+)
+
+// SearchSpec holds search defaults published with the catalog.
+type SearchSpec struct {
+	// method is semantic, bm25 or hybrid.
+	// +optional
+	// +kubebuilder:default=hybrid
+	Method SearchMethod `json:"method,omitempty"`
+
+	// topK is the number of tools a search returns, always-included tools
+	// counted.
+	// +optional
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	TopK int32 `json:"topK,omitempty"`
+
+	// similarityThreshold drops semantic matches whose cosine similarity is
+	// below it (0 to 1).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1
+	SimilarityThreshold *float64 `json:"similarityThreshold,omitempty"`
+
+	// alwaysInclude lists tool names (spec.name) returned by every search,
+	// in addition to tools marked alwaysInclude.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9_-]{1,64}$`
+	AlwaysInclude []string `json:"alwaysInclude,omitempty"`
+}
+
+// PublishSpec configures how versions are published.
+type PublishSpec struct {
+	// channel is the Redis pub/sub channel announcing new versions.
+	// +optional
+	// +kubebuilder:default="toolcatalog:updates"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Channel string `json:"channel,omitempty"`
+
+	// retainVersions is the number of past catalog versions kept in Redis.
+	// +optional
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	RetainVersions int32 `json:"retainVersions,omitempty"`
+
+	// resyncInterval is how often the catalog is checked against Redis even
+	// without changes, so a flushed Redis is republished.
+	// +optional
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	ResyncInterval *metav1.Duration `json:"resyncInterval,omitempty"`
+}
+
+// ToolCatalogStatus is the observed state of a ToolCatalog.
+type ToolCatalogStatus struct {
+	// observedGeneration is the metadata.generation of the last successful
+	// reconciliation.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// version is the current published catalog version (0: none yet).
+	// +optional
+	Version int64 `json:"version,omitempty"`
+
+	// schemaHash is the hash of the published tools' schemas.
+	// +optional
+	SchemaHash string `json:"schemaHash,omitempty"`
+
+	// counts summarises the selected tools.
+	// +optional
+	Counts ToolCounts `json:"counts,omitempty"`
+
+	// failingTools lists tools that are rejected, conflicting or failed to
+	// refresh, with the reason; bounded, see counts for totals.
+	// +optional
+	// +listType=map
+	// +listMapKey=toolDefinition
+	// +kubebuilder:validation:MaxItems=20
+	FailingTools []ToolFailure `json:"failingTools,omitempty"`
+
+	// lastPublishedTime is when the current version was published.
+	// +optional
+	LastPublishedTime *metav1.Time `json:"lastPublishedTime,omitempty"`
+
+	// lastHandledRefreshAt is the last handled value of the
+	// toolcatalog.dev/refresh-requested-at annotation.
+	// +optional
+	LastHandledRefreshAt string `json:"lastHandledRefreshAt,omitempty"`
+
+	// conditions: Ready, Published and EmbeddingsSynced.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ToolCounts counts a catalog's tools by state.
+type ToolCounts struct {
+	// tools is the number of selected, valid tools in the catalog.
+	// +optional
+	Tools int32 `json:"tools"`
+	// embedded is the number of tools whose embedding is up to date.
+	// +optional
+	Embedded int32 `json:"embedded"`
+	// stale is the number of tools whose embedding predates their spec or model.
+	// +optional
+	Stale int32 `json:"stale"`
+	// invalid is the number of tools whose stored query set is missing or
+	// of the wrong size.
+	// +optional
+	Invalid int32 `json:"invalid"`
+	// rejected is the number of selected tools left out because their spec
+	// is invalid or conflicts with another tool.
+	// +optional
+	Rejected int32 `json:"rejected"`
+	// failed is the number of tools whose last refresh failed.
+	// +optional
+	Failed int32 `json:"failed"`
+}
+
+// ToolFailure explains why a tool is not (fully) in the catalog.
+type ToolFailure struct {
+	// toolDefinition is the metadata.name of the ToolDefinition.
+	// +required
+	ToolDefinition string `json:"toolDefinition"`
+	// tool is the tool's spec.name.
+	// +optional
+	Tool string `json:"tool,omitempty"`
+	// reason is a PascalCase cause.
+	// +required
+	Reason string `json:"reason"`
+	// message says what went wrong and what to fix.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=tc,categories=toolcatalog
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+// +kubebuilder:printcolumn:name="Version",type=integer,JSONPath=`.status.version`
+// +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.counts.tools`
+// +kubebuilder:printcolumn:name="Stale",type=integer,JSONPath=`.status.counts.stale`,priority=1
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.counts.failed`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// ToolCatalog selects ToolDefinitions, keeps their embeddings current and
+// publishes them to Redis as a versioned catalog that agent runtimes search.
+type ToolCatalog struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec declares the catalog.
+	// +required
+	Spec ToolCatalogSpec `json:"spec"`
+
+	// status is the observed state of the catalog.
+	// +optional
+	Status ToolCatalogStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ToolCatalogList is a list of ToolCatalogs.
+type ToolCatalogList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ToolCatalog `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ToolCatalog{}, &ToolCatalogList{})
+}
+
+// GetConditions returns a pointer to the status conditions, for helpers that
+// set conditions on either kind.
+func (t *ToolCatalog) GetConditions() *[]metav1.Condition { return &t.Status.Conditions }

@@ -1,0 +1,180 @@
+package controllers
+
+import (
+	"context"
+	"regexp"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+)
+
+var hexHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+func weatherTool(namespace, name string) *v1alpha1.ToolDefinition {
+	return &v1alpha1.ToolDefinition{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: v1alpha1.ToolDefinitionSpec{
+			Name:        "get_weather",
+			Description: "Get the current weather for a city.",
+			Parameters:  rawJSON(`{"type":"object","properties":{"city":{"type":"string"},"unit":{"type":"string","enum":["c","f"]}},"required":["city"]}`),
+		},
+	}
+}
+
+func TestToolDefinitionValidHashAndGeneration(t *testing.T) {
+	g := gomegaFor(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+
+	td := weatherTool(ns, "weather")
+	g.Expect(k8sClient.Create(ctx, td)).To(Succeed())
+
+	var firstHash string
+	g.Eventually(func(g Gomega) {
+		got := getTD(g, ns, "weather")
+		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+		g.Expect(got.Status.SpecHash).To(MatchRegexp(hexHash.String()))
+		want, err := catalog.SpecHash(got.Spec.Name, got.Spec.Description, got.Spec.Parameters.Raw)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got.Status.SpecHash).To(Equal(want))
+		expectCondition(g, got, v1alpha1.ConditionValid, metav1.ConditionTrue, v1alpha1.ReasonSpecValid)
+		ready := expectCondition(g, got, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSpecValid)
+		g.Expect(ready.ObservedGeneration).To(Equal(got.Generation))
+		firstHash = got.Status.SpecHash
+	}).Should(Succeed())
+
+	// Editing the description is drift: a new generation and a new hash.
+	got := getTD(g, ns, "weather")
+	firstGeneration := got.Generation
+	got.Spec.Description = "Get the current weather and a three-day forecast for a city."
+	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := getTD(g, ns, "weather")
+		g.Expect(got.Generation).To(Equal(firstGeneration + 1))
+		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+		g.Expect(got.Status.SpecHash).To(MatchRegexp(hexHash.String()))
+		g.Expect(got.Status.SpecHash).NotTo(Equal(firstHash))
+	}).Should(Succeed())
+
+	// A flag does not change what the model reads: same hash.
+	got = getTD(g, ns, "weather")
+	hashAfterEdit := got.Status.SpecHash
+	got.Spec.AllowRepeat = true
+	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := getTD(g, ns, "weather")
+		g.Expect(got.Status.ObservedGeneration).To(Equal(firstGeneration + 2))
+		g.Expect(got.Status.SpecHash).To(Equal(hashAfterEdit))
+	}).Should(Succeed())
+}
+
+func TestToolDefinitionParameterKeyOrderDoesNotChangeHash(t *testing.T) {
+	g := gomegaFor(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+
+	a := weatherTool(ns, "ordered")
+	b := weatherTool(ns, "reordered")
+	b.Spec.Parameters = rawJSON(`{"required":["city"],"properties":{"unit":{"enum":["c","f"],"type":"string"},"city":{"type":"string"}},"type":"object"}`)
+	g.Expect(k8sClient.Create(ctx, a)).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, b)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		ha := getTD(g, ns, "ordered").Status.SpecHash
+		hb := getTD(g, ns, "reordered").Status.SpecHash
+		g.Expect(ha).To(MatchRegexp(hexHash.String()))
+		g.Expect(hb).To(Equal(ha))
+	}).Should(Succeed())
+}
+
+func TestToolDefinitionInvalidSchemaIsRejectedWithEvent(t *testing.T) {
+	tests := []struct {
+		name        string
+		parameters  string
+		wantReason  string
+		wantMessage []string
+	}{
+		{"type is a number", `{"type":12}`, v1alpha1.ReasonInvalidParametersSchema, []string{"not a valid JSON Schema", "at /type"}},
+		{"required is not a list", `{"type":"object","properties":{"city":{"type":"string"}},"required":"city"}`, v1alpha1.ReasonInvalidParametersSchema, []string{"at /required", "want array"}},
+		{"dangling reference", `{"type":"object","properties":{"city":{"$ref":"#/$defs/missing"}}}`, v1alpha1.ReasonInvalidParametersSchema, []string{"#/$defs/missing", "not found"}},
+		{"not an object schema", `{"type":"string"}`, v1alpha1.ReasonParametersNotObject, []string{"must describe an object", "type string"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := gomegaFor(t)
+			ctx := context.Background()
+			ns := newNamespace(t)
+			td := weatherTool(ns, "bad")
+			td.Spec.Parameters = rawJSON(tt.parameters)
+			g.Expect(k8sClient.Create(ctx, td)).To(Succeed())
+
+			g.Eventually(func(g Gomega) {
+				got := getTD(g, ns, "bad")
+				g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+				valid := expectCondition(g, got, v1alpha1.ConditionValid, metav1.ConditionFalse, tt.wantReason)
+				for _, s := range tt.wantMessage {
+					g.Expect(valid.Message).To(ContainSubstring(s))
+				}
+				expectCondition(g, got, v1alpha1.ConditionReady, metav1.ConditionFalse, tt.wantReason)
+				// The hash is still recorded: catalogs use it to tell a fixed
+				// spec from the rejected one.
+				g.Expect(got.Status.SpecHash).To(MatchRegexp(hexHash.String()))
+			}).Should(Succeed())
+
+			g.Eventually(func(g Gomega) {
+				ev := hasEvent(eventsFor(g, ns, "bad"), corev1.EventTypeWarning, tt.wantReason)
+				g.Expect(ev).NotTo(BeNil(), "no Warning event with reason %s", tt.wantReason)
+				g.Expect(ev.Note).To(ContainSubstring(tt.wantMessage[0]))
+				g.Expect(ev.Regarding.Kind).To(Equal("ToolDefinition"))
+			}).Should(Succeed())
+		})
+	}
+}
+
+func TestToolDefinitionRecoversWhenSchemaIsFixed(t *testing.T) {
+	g := gomegaFor(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+
+	td := weatherTool(ns, "fixme")
+	td.Spec.Parameters = rawJSON(`{"type":"object","required":"city"}`)
+	g.Expect(k8sClient.Create(ctx, td)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		expectCondition(g, getTD(g, ns, "fixme"), v1alpha1.ConditionValid, metav1.ConditionFalse, v1alpha1.ReasonInvalidParametersSchema)
+	}).Should(Succeed())
+
+	got := getTD(g, ns, "fixme")
+	got.Spec.Parameters = rawJSON(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)
+	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := getTD(g, ns, "fixme")
+		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+		expectCondition(g, got, v1alpha1.ConditionValid, metav1.ConditionTrue, v1alpha1.ReasonSpecValid)
+		expectCondition(g, got, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSpecValid)
+	}).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(hasEvent(eventsFor(g, ns, "fixme"), corev1.EventTypeNormal, v1alpha1.ReasonSpecValid)).NotTo(BeNil())
+	}).Should(Succeed())
+}
+
+func TestToolDefinitionWithoutParametersIsValid(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	td := weatherTool(ns, "noargs")
+	td.Spec.Name = "get_server_time"
+	td.Spec.Description = "Return the server's current time in UTC."
+	td.Spec.Parameters = nil
+	g.Expect(k8sClient.Create(context.Background(), td)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := getTD(g, ns, "noargs")
+		expectCondition(g, got, v1alpha1.ConditionValid, metav1.ConditionTrue, v1alpha1.ReasonSpecValid)
+		want, err := catalog.SpecHash("get_server_time", "Return the server's current time in UTC.", nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got.Status.SpecHash).To(Equal(want))
+	}).Should(Succeed())
+}

@@ -1,0 +1,112 @@
+package catalog
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// printer renders the validator's messages in English.
+var printer = message.NewPrinter(language.English)
+
+// ParametersError explains why a tool's parameters schema is rejected.
+type ParametersError struct {
+	// NotObject is true when the schema is valid JSON Schema but does not
+	// describe an object.
+	NotObject bool
+	// Detail says what is wrong and where.
+	Detail string
+}
+
+func (e *ParametersError) Error() string { return e.Detail }
+
+// parametersURL names the schema in error messages.
+const parametersURL = "urn:toolcatalog:parameters"
+
+// ValidateParameters checks that a tool's parameters value is a valid JSON
+// Schema (against the metaschema of its $schema, draft 2020-12 by default)
+// that describes an object. Empty input means "no parameters" and is valid.
+// External references are refused: the schema must be self-contained, and
+// validating it never reads a file or the network.
+func ValidateParameters(doc []byte) error {
+	if len(bytes.TrimSpace(doc)) == 0 {
+		return nil
+	}
+	value, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return &ParametersError{Detail: fmt.Sprintf("parameters is not valid JSON: %v", err)}
+	}
+	obj, ok := value.(map[string]any)
+	if !ok {
+		return &ParametersError{Detail: "parameters must be a JSON object (a JSON Schema with type: object)"}
+	}
+
+	c := jsonschema.NewCompiler()
+	c.UseLoader(refusingLoader{})
+	if err := c.AddResource(parametersURL, value); err != nil {
+		return &ParametersError{Detail: fmt.Sprintf("parameters is not a valid JSON Schema: %v", err)}
+	}
+	if _, err := c.Compile(parametersURL); err != nil {
+		return &ParametersError{Detail: "parameters is not a valid JSON Schema: " + describeCompileError(err)}
+	}
+
+	if t, ok := obj["type"]; !ok || t != "object" {
+		got := "no type"
+		if ok {
+			got = fmt.Sprintf("type %v", t)
+		}
+		return &ParametersError{NotObject: true, Detail: fmt.Sprintf("parameters must describe an object (type: object), found %s", got)}
+	}
+	return nil
+}
+
+// describeCompileError turns a compiler error into one line naming each
+// offending location and keyword.
+func describeCompileError(err error) string {
+	var sve *jsonschema.SchemaValidationError
+	if errors.As(err, &sve) {
+		var ve *jsonschema.ValidationError
+		if errors.As(sve.Err, &ve) {
+			leaves := leafErrors(ve, nil)
+			msgs := make([]string, 0, len(leaves))
+			for _, l := range leaves {
+				msgs = append(msgs, fmt.Sprintf("at %s: %s", instanceLocation(l.InstanceLocation), l.ErrorKind.LocalizedString(printer)))
+			}
+			return strings.Join(msgs, "; ")
+		}
+		return sve.Err.Error()
+	}
+	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	return strings.ReplaceAll(msg, parametersURL, "parameters")
+}
+
+// leafErrors collects the innermost causes, which name the actual problem
+// rather than the metaschema's composition keywords.
+func leafErrors(ve *jsonschema.ValidationError, acc []*jsonschema.ValidationError) []*jsonschema.ValidationError {
+	if len(ve.Causes) == 0 {
+		return append(acc, ve)
+	}
+	for _, c := range ve.Causes {
+		acc = leafErrors(c, acc)
+	}
+	return acc
+}
+
+func instanceLocation(loc []string) string {
+	if len(loc) == 0 {
+		return "the top level"
+	}
+	return "/" + strings.Join(loc, "/")
+}
+
+// refusingLoader makes every external $ref an error.
+type refusingLoader struct{}
+
+func (refusingLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("external reference %q is not allowed: parameters must be self-contained (use $defs and local $ref)", url)
+}

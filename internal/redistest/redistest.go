@@ -1,0 +1,185 @@
+// Package redistest starts a real redis-server for tests: on a free loopback
+// port, in a temporary directory, with persistence off, and stops it again.
+// It deliberately has no in-memory stand-in: tests talk to the server the
+// operator talks to in production.
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// InstallHint says how to get the server binary on Debian.
+const InstallHint = "redis-server not found in PATH: install it (apt-get install redis-server)"
+
+const (
+	startAttempts = 5
+	readyTimeout  = 10 * time.Second
+	stopTimeout   = 5 * time.Second
+)
+
+// Server is a running redis-server process.
+type Server struct {
+	// Addr is the server's host:port on the loopback interface.
+	Addr string
+
+	cmd     *exec.Cmd
+	dir     string
+	ownsDir bool
+	exited  chan struct{}
+	waitErr error
+}
+
+// New starts a server for the test and stops it when the test ends. It fails
+// the test, saying how to install redis-server, when the binary is missing.
+func New(t testing.TB) *Server {
+	t.Helper()
+	s, err := Start(t.TempDir())
+	if err != nil {
+		t.Fatalf("starting redis-server: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("stopping redis-server: %v", err)
+		}
+	})
+	return s
+}
+
+// Start starts a server whose files live in dir; an empty dir means a new
+// temporary directory, removed by Stop. Use it from TestMain to share one
+// server per test package.
+func Start(dir string) (*Server, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, errors.New(InstallHint)
+	}
+	ownsDir := false
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "redistest-"); err != nil {
+			return nil, err
+		}
+		ownsDir = true
+	}
+	var lastErr error
+	// Another process may take the free port between probing and binding;
+	// try again with a new one.
+	for range startAttempts {
+		s, err := startOnce(bin, dir)
+		if err == nil {
+			s.ownsDir = ownsDir
+			return s, nil
+		}
+		lastErr = err
+	}
+	if ownsDir {
+		_ = os.RemoveAll(dir)
+	}
+	return nil, lastErr
+}
+
+func startOnce(bin, dir string) (*Server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	logFile := filepath.Join(dir, "redis-"+strconv.Itoa(port)+".log")
+	cmd := exec.Command(bin,
+		"--port", strconv.Itoa(port),
+		"--bind", "127.0.0.1",
+		"--dir", dir,
+		"--logfile", logFile,
+		"--save", "",
+		"--appendonly", "no",
+		"--daemonize", "no",
+	)
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("running %s: %w", bin, err)
+	}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir, exited: make(chan struct{})}
+	go func() {
+		s.waitErr = cmd.Wait()
+		close(s.exited)
+	}()
+	if err := s.waitReady(); err != nil {
+		_ = s.Stop()
+		log, _ := os.ReadFile(logFile)
+		return nil, fmt.Errorf("redis-server on %s did not become ready: %w; log:\n%s", s.Addr, err, log)
+	}
+	return s, nil
+}
+
+func (s *Server) waitReady() error {
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer c.Close()
+	for {
+		select {
+		case <-s.exited:
+			return fmt.Errorf("process exited: %v", s.waitErr)
+		default:
+		}
+		if err := c.Ping(ctx).Err(); err == nil {
+			return nil
+		} else if ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Client returns a new client connected to the server.
+func (s *Server) Client() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: s.Addr})
+}
+
+// Stop terminates the server and waits for it to exit; it is safe to call
+// more than once.
+func (s *Server) Stop() error {
+	select {
+	case <-s.exited:
+	default:
+		_ = s.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-s.exited:
+		case <-time.After(stopTimeout):
+			_ = s.cmd.Process.Kill()
+			<-s.exited
+		}
+	}
+	if s.ownsDir {
+		return os.RemoveAll(s.dir)
+	}
+	return nil
+}
+
+// Exited reports whether the server process has exited.
+func (s *Server) Exited() bool {
+	select {
+	case <-s.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,78 @@
+package redistest
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestServerMultiExecRoundTripAndStop(t *testing.T) {
+	s, err := Start("")
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	ctx := context.Background()
+	c := s.Client()
+	defer c.Close()
+
+	var incr *redis.IntCmd
+	var get *redis.StringCmd
+	cmds, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, "k", "v", 0)
+		incr = p.Incr(ctx, "n")
+		get = p.Get(ctx, "k")
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("MULTI/EXEC: %v", err)
+	}
+	// One result per queued command.
+	if len(cmds) != 3 {
+		t.Fatalf("got %d command results, want 3", len(cmds))
+	}
+	if incr.Val() != 1 || get.Val() != "v" {
+		t.Fatalf("INCR = %d, GET = %q; want 1, \"v\"", incr.Val(), get.Val())
+	}
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil || len(info) == 0 {
+		t.Fatalf("INFO server: %v", err)
+	}
+
+	if err := s.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if !s.Exited() {
+		t.Fatal("process still running after Stop")
+	}
+	if conn, err := net.DialTimeout("tcp", s.Addr, time.Second); err == nil {
+		conn.Close()
+		t.Fatalf("something still listens on %s after Stop", s.Addr)
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+}
+
+func TestNewStopsAtCleanup(t *testing.T) {
+	var s *Server
+	t.Run("inner", func(t *testing.T) {
+		s = New(t)
+		if err := s.Client().Ping(context.Background()).Err(); err != nil {
+			t.Fatalf("PING: %v", err)
+		}
+	})
+	if !s.Exited() {
+		t.Fatal("server still running after the test that started it ended")
+	}
+}
+
+func TestStartWithoutBinaryExplainsInstall(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := Start("")
+	if err == nil || err.Error() != InstallHint {
+		t.Fatalf("Start without redis-server = %v, want %q", err, InstallHint)
+	}
+}
