@@ -3,6 +3,7 @@
 IMG ?= tool-catalog-operator:dev
 # Go tools are pinned in go.mod (`tool` directives) and run with `go tool`.
 CONTROLLER_GEN ?= go tool controller-gen
+KUBECTL ?= kubectl
 # Directory holding kube-apiserver, etcd and kubectl for envtest; built from
 # Go modules by hack/build-controlplane.sh unless set.
 KUBEBUILDER_ASSETS ?=
@@ -67,8 +68,8 @@ run: manifests generate fmt vet ## Run the manager against the current kubeconfi
 
 .PHONY: install
 install: manifests ## Install the CRDs into the cluster of the current kubeconfig.
-	kubectl apply --server-side -f config/crd/bases
+	$(KUBECTL) apply --server-side -f config/crd/bases
 
 .PHONY: uninstall
 uninstall: manifests ## Remove the CRDs from the cluster of the current kubeconfig.
-	kubectl delete --ignore-not-found -f config/crd/bases
+	$(KUBECTL) delete --ignore-not-found -f config/crd/bases

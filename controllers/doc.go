@@ -1,0 +1,3 @@
+// Package controllers holds the reconcilers of ToolDefinition and
+// ToolCatalog. They orchestrate; the domain logic lives in internal/.
+package controllers

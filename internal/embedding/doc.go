@@ -1,0 +1,3 @@
+// Package embedding turns tool queries into vectors and generates synthetic
+// queries, behind small provider interfaces.
+package embedding
