@@ -1,0 +1,122 @@
+package embedding
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"strings"
+)
+
+const (
+	// BuiltinLexicalModel identifies the builtin lexical embedder's vectors.
+	BuiltinLexicalModel = "builtin-hashed-ngrams-v1"
+	// BuiltinLexicalDimensions is its vector length.
+	BuiltinLexicalDimensions = 512
+
+	wordWeight   = 1.0
+	bigramWeight = 0.5
+	// charWeight is the total weight of a word's character n-grams.
+	charWeight = 0.7
+)
+
+// LexicalEmbedder is the builtin offline embedder: it hashes words, word
+// pairs and character 3- to 5-grams into a fixed-length vector (the hashing
+// trick), then L2-normalises it. Texts sharing words or word parts get a
+// higher cosine similarity than unrelated texts; it knows no synonyms. It
+// is deterministic across runs, processes and platforms, needs no network
+// and no key, and handles any Unicode text.
+type LexicalEmbedder struct{}
+
+var _ Embedder = LexicalEmbedder{}
+
+// Model returns BuiltinLexicalModel.
+func (LexicalEmbedder) Model() string { return BuiltinLexicalModel }
+
+// Dimensions returns BuiltinLexicalDimensions.
+func (LexicalEmbedder) Dimensions() int { return BuiltinLexicalDimensions }
+
+// Embed returns one normalised vector per text; a blank text is an error.
+func (e LexicalEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i, t := range texts {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if strings.TrimSpace(t) == "" {
+			return nil, &Error{Kind: KindInvalidInput, Provider: "builtin embedder", Model: BuiltinLexicalModel, Err: fmt.Errorf("text %d is empty", i)}
+		}
+		out[i] = embedLexical(t)
+	}
+	return out, nil
+}
+
+func embedLexical(text string) []float32 {
+	acc := make([]float64, BuiltinLexicalDimensions)
+	add := func(feature string, weight float64) {
+		h := fnv.New64a()
+		h.Write([]byte(feature))
+		sum := h.Sum64()
+		idx := sum % BuiltinLexicalDimensions
+		// The top bit picks the sign so collisions cancel on average
+		// instead of piling up.
+		if sum>>63 == 1 {
+			weight = -weight
+		}
+		acc[idx] += weight
+	}
+
+	var content []string
+	for _, w := range words(text) {
+		if !stopwords[w] {
+			content = append(content, stem(w))
+		}
+	}
+	if len(content) == 0 {
+		// Only stopwords: better to use them than to return nothing.
+		for _, w := range words(text) {
+			content = append(content, stem(w))
+		}
+	}
+	for i, w := range content {
+		add("w:"+w, wordWeight)
+		if i > 0 {
+			add("b:"+content[i-1]+" "+w, bigramWeight)
+		}
+		grams := charNgrams(w)
+		gw := charWeight / math.Sqrt(float64(len(grams)))
+		for _, g := range grams {
+			add("c:"+g, gw)
+		}
+	}
+
+	var norm float64
+	for _, x := range acc {
+		norm += x * x
+	}
+	norm = math.Sqrt(norm)
+	v := make([]float32, len(acc))
+	if norm == 0 {
+		return v
+	}
+	for i, x := range acc {
+		v[i] = float32(x / norm)
+	}
+	return v
+}
+
+// charNgrams returns the 3- to 5-grams of a word wrapped in boundary marks;
+// a word shorter than three runes yields itself.
+func charNgrams(w string) []string {
+	r := []rune("<" + w + ">")
+	if len(r) < 3 {
+		return []string{string(r)}
+	}
+	var out []string
+	for n := 3; n <= 5; n++ {
+		for i := 0; i+n <= len(r); i++ {
+			out = append(out, string(r[i:i+n]))
+		}
+	}
+	return out
+}

@@ -1,3 +1,0 @@
-// Package embedding turns tool queries into vectors and generates synthetic
-// queries, behind small provider interfaces.
-package embedding

@@ -1,0 +1,67 @@
+package embedding
+
+import (
+	"strings"
+	"unicode"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// words splits text into lower-case words: NFKC-normalised runs of letters,
+// digits and combining marks, with camelCase, snake_case and kebab-case
+// names split into their parts ("getWeather" → "get", "weather"). Text
+// without any letter or digit falls back to its space-separated fields, so
+// emoji and symbols still yield tokens.
+func words(text string) []string {
+	text = norm.NFKC.String(text)
+	var out []string
+	var cur []rune
+	flush := func() {
+		if len(cur) > 0 {
+			out = append(out, strings.ToLower(string(cur)))
+			cur = cur[:0]
+		}
+	}
+	runes := []rune(text)
+	for i, r := range runes {
+		if !(unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)) {
+			flush()
+			continue
+		}
+		// A lower-to-upper change starts a new word (camelCase), as does
+		// the last upper of an acronym followed by a lower (HTTPServer).
+		if len(cur) > 0 && unicode.IsUpper(r) {
+			prev := runes[i-1]
+			nextLower := i+1 < len(runes) && unicode.IsLower(runes[i+1])
+			if unicode.IsLower(prev) || unicode.IsDigit(prev) || (unicode.IsUpper(prev) && nextLower) {
+				flush()
+			}
+		}
+		cur = append(cur, r)
+	}
+	flush()
+	if len(out) == 0 {
+		for _, f := range strings.Fields(text) {
+			out = append(out, strings.ToLower(f))
+		}
+	}
+	return out
+}
+
+// stopwords are frequent English words that say nothing about a tool.
+var stopwords = map[string]bool{
+	"a": true, "an": true, "the": true, "and": true, "or": true, "of": true, "to": true, "in": true,
+	"on": true, "for": true, "with": true, "by": true, "at": true, "from": true, "is": true, "are": true,
+	"be": true, "it": true, "its": true, "this": true, "that": true, "as": true, "into": true, "i": true,
+	"me": true, "my": true, "you": true, "your": true, "we": true, "our": true, "can": true, "do": true,
+	"does": true, "please": true, "will": true, "would": true, "what": true, "how": true, "some": true,
+}
+
+// stem removes a plural ending so that "issues" and "issue" share a feature.
+func stem(w string) string {
+	r := []rune(w)
+	if len(r) > 3 && r[len(r)-1] == 's' && r[len(r)-2] != 's' && r[len(r)-2] != 'u' && r[len(r)-2] != 'i' {
+		return string(r[:len(r)-1])
+	}
+	return w
+}
