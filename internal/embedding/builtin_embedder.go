@@ -92,7 +92,9 @@ func embedLexical(text string) []float32 {
 
 	var norm float64
 	for _, x := range acc {
-		norm += x * x
+		// The conversion forbids fusing into an FMA, whose rounding
+		// differs, so every platform computes the same bytes.
+		norm += float64(x * x)
 	}
 	norm = math.Sqrt(norm)
 	v := make([]float32, len(acc))

@@ -33,7 +33,7 @@ type OpenAIConfig struct {
 	// Retry is the retry policy; the zero value is DefaultRetryPolicy.
 	Retry RetryPolicy
 	// HTTPClient replaces the default HTTP client.
-	HTTPClient *http.Client
+	HTTPClient *http.Client `json:"-"`
 }
 
 func (c OpenAIConfig) timeout() time.Duration {
@@ -135,9 +135,9 @@ func (c OpenAIConfig) call(ctx context.Context, provider, model string, op func(
 	}
 	if last != nil {
 		last.Attempts = attempts
-		if !errors.Is(err, last) {
-			// Stopped by the context or the deadline: keep the cause
-			// and the classification of the last failure.
+		if err != error(last) {
+			// Stopped by the context or the deadline: say so, and keep
+			// the classification of the last failure.
 			return &Error{Kind: last.Kind, Provider: provider, Model: model, StatusCode: last.StatusCode, Attempts: attempts, Err: err}
 		}
 		return last

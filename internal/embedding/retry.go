@@ -25,7 +25,7 @@ type RetryPolicy struct {
 	MaxRetryAfter time.Duration
 	// Sleep waits for d or until ctx is done; nil uses a timer. Tests
 	// inject it to observe delays without waiting.
-	Sleep func(ctx context.Context, d time.Duration) error
+	Sleep func(ctx context.Context, d time.Duration) error `json:"-"`
 }
 
 // DefaultRetryPolicy retries three times, starting at 500ms and doubling,

@@ -1,6 +1,7 @@
 package embedding
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 
@@ -17,10 +18,12 @@ func words(text string) []string {
 	var out []string
 	var cur []rune
 	flush := func() {
-		if len(cur) > 0 {
+		// A run of combining marks alone (an emoji's variation
+		// selector, say) is no word.
+		if slices.ContainsFunc(cur, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
 			out = append(out, strings.ToLower(string(cur)))
-			cur = cur[:0]
 		}
+		cur = cur[:0]
 	}
 	runes := []rune(text)
 	for i, r := range runes {
