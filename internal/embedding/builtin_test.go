@@ -218,3 +218,39 @@ func TestCentroidOfEmbeddedQueries(t *testing.T) {
 		t.Error("centroid of weather queries prefers an unrelated text")
 	}
 }
+
+// countingEmbedder counts Embed calls and texts.
+type countingEmbedder struct {
+	LexicalEmbedder
+	calls, texts int
+}
+
+func (c *countingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	c.calls++
+	c.texts += len(texts)
+	return c.LexicalEmbedder.Embed(ctx, texts)
+}
+
+func TestQueryCentroidsEmbedsAllToolsInOneCall(t *testing.T) {
+	e := &countingEmbedder{}
+	sets := [][]string{
+		{"weather in Paris", "rain tomorrow"},
+		{},
+		{"open an issue", "file a bug", "report a defect"},
+	}
+	centroids, errs, err := QueryCentroids(context.Background(), e, sets)
+	mustf(t, err, "QueryCentroids")
+	if e.calls != 1 || e.texts != 5 {
+		t.Fatalf("%d calls with %d texts, want 1 call with 5", e.calls, e.texts)
+	}
+	if errs[0] != nil || errs[2] != nil || errs[1] == nil || centroids[1] != nil {
+		t.Fatalf("errs %v; want only the empty set to fail", errs)
+	}
+	for _, i := range []int{0, 2} {
+		vecs, _ := LexicalEmbedder{}.Embed(context.Background(), sets[i])
+		want, _ := Centroid(vecs)
+		if !slices.Equal(centroids[i], want) {
+			t.Errorf("centroid %d differs from Centroid of its own vectors", i)
+		}
+	}
+}

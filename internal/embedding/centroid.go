@@ -1,6 +1,7 @@
 package embedding
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -60,4 +61,30 @@ func Cosine(a, b []float32) float64 {
 		return 0
 	}
 	return dot / (math.Sqrt(na) * math.Sqrt(nb))
+}
+
+// QueryCentroids embeds the queries of several tools in one Embed call (so
+// the embedder batches across tools) and returns one centroid per query set,
+// in order. A set that yields no centroid (empty, or vectors that cancel
+// out) gets an error in errs at its index and a nil centroid; err is set
+// when the embedding call itself failed, and then no centroid is returned.
+func QueryCentroids(ctx context.Context, e Embedder, sets [][]string) (centroids [][]float32, errs []error, err error) {
+	var texts []string
+	for _, s := range sets {
+		texts = append(texts, s...)
+	}
+	var vecs [][]float32
+	if len(texts) > 0 {
+		if vecs, err = e.Embed(ctx, texts); err != nil {
+			return nil, nil, err
+		}
+	}
+	centroids = make([][]float32, len(sets))
+	errs = make([]error, len(sets))
+	offset := 0
+	for i, s := range sets {
+		centroids[i], errs[i] = Centroid(vecs[offset : offset+len(s)])
+		offset += len(s)
+	}
+	return centroids, errs, nil
 }
