@@ -139,6 +139,12 @@ func TestOpenAIQueryGeneratorRotatesModels(t *testing.T) {
 	}
 }
 
+// fallbackTo is a fallback route to a fake server, with its own key and no
+// retries.
+func fallbackTo(f *fakeOpenAI, model string) *OpenAIFallback {
+	return &OpenAIFallback{OpenAIConfig: OpenAIConfig{BaseURL: f.baseURL(), APIKey: "fallback-key", Retry: fastRetry(0)}, Model: model}
+}
+
 func withRetries(c OpenAIConfig, n int) OpenAIConfig {
 	c.Retry = fastRetry(n)
 	return c
@@ -156,7 +162,7 @@ func TestOpenAIQueryGeneratorFallsBackToSecondEndpoint(t *testing.T) {
 		}
 		writeChat(w, req.Model, queriesJSON("from fallback one", "from fallback two"))
 	}
-	fallback := &OpenAIFallback{OpenAIConfig: OpenAIConfig{BaseURL: fb.baseURL(), APIKey: "fallback-key", Retry: fastRetry(0)}, Model: "llama3.1"}
+	fallback := fallbackTo(fb, "llama3.1")
 	g, err := NewOpenAIQueryGenerator(OpenAIQueryGeneratorConfig{OpenAIConfig: withRetries(primary.config(), 1), Models: []string{"a", "b"}, Fallback: fallback})
 	mustf(t, err, "NewOpenAIQueryGenerator")
 	got, err := g.GenerateQueries(context.Background(), QueryRequest{Tool: weatherSpec, Count: 2})
@@ -181,7 +187,7 @@ func TestOpenAIQueryGeneratorAuthFailureSkipsToFallback(t *testing.T) {
 	fb.onChat = func(w http.ResponseWriter, r *http.Request, n int, req chatRequest) {
 		writeChat(w, req.Model, queriesJSON("x one", "x two"))
 	}
-	fallback := &OpenAIFallback{OpenAIConfig: OpenAIConfig{BaseURL: fb.baseURL(), APIKey: "fallback-key", Retry: fastRetry(0)}, Model: "fb"}
+	fallback := fallbackTo(fb, "fb")
 	g := newTestGenerator(t, primary, []string{"a", "b", "c"}, fallback)
 	_, err := g.GenerateQueries(context.Background(), QueryRequest{Tool: weatherSpec, Count: 2})
 	mustf(t, err, "GenerateQueries")
@@ -203,7 +209,7 @@ func TestOpenAIQueryGeneratorEverythingFails(t *testing.T) {
 	fb.onChat = func(w http.ResponseWriter, r *http.Request, n int, req chatRequest) {
 		writeAPIError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "The model `fb` does not exist")
 	}
-	fallback := &OpenAIFallback{OpenAIConfig: OpenAIConfig{BaseURL: fb.baseURL(), APIKey: "fallback-key", Retry: fastRetry(0)}, Model: "fb"}
+	fallback := fallbackTo(fb, "fb")
 	g, err := NewOpenAIQueryGenerator(OpenAIQueryGeneratorConfig{OpenAIConfig: withRetries(primary.config(), 1), Models: []string{"a", "b"}, Fallback: fallback})
 	mustf(t, err, "NewOpenAIQueryGenerator")
 	got, err := g.GenerateQueries(context.Background(), QueryRequest{Tool: weatherSpec, Count: 2})
