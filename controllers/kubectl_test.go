@@ -60,6 +60,7 @@ func TestKubectlExplainShowsFieldDocs(t *testing.T) {
 				out, err = tryKubectl(t, "explain", tt.resource)
 				return err
 			}).Should(Succeed())
+			t.Logf("kubectl explain %s:\n%s", tt.resource, out)
 			for _, s := range tt.want {
 				if !strings.Contains(out, s) {
 					t.Errorf("kubectl explain %s does not mention %q:\n%s", tt.resource, s, out)
