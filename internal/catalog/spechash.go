@@ -1,13 +1,13 @@
 package catalog
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"hash"
+
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
 // specHashDomain versions the encoding: a change of the encoding must change
@@ -21,7 +21,7 @@ const specHashDomain = "toolcatalog.dev/spec-hash/v1"
 // so key order in the source YAML or JSON does not change the hash. Empty or
 // absent parameters hash alike.
 func SpecHash(name, description string, parameters []byte) (string, error) {
-	params, err := CanonicalJSON(parameters)
+	params, err := contract.CanonicalJSON(parameters)
 	if err != nil {
 		return "", fmt.Errorf("canonicalising parameters: %w", err)
 	}
@@ -37,31 +37,4 @@ func writeLengthPrefixed(h hash.Hash, b []byte) {
 	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
 	h.Write(n[:])
 	h.Write(b)
-}
-
-// CanonicalJSON re-encodes a JSON document with object keys sorted, no
-// insignificant whitespace, no HTML escaping and numbers kept as written.
-// Empty input (or only whitespace) yields empty output.
-func CanonicalJSON(doc []byte) ([]byte, error) {
-	if len(bytes.TrimSpace(doc)) == 0 {
-		return nil, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("unexpected data after the JSON value")
-	}
-	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
-	enc.SetEscapeHTML(false)
-	// encoding/json writes map keys in sorted order, which is what makes
-	// the output canonical.
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
 }

@@ -1,0 +1,231 @@
+package catalog
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+// Action is what a pass does for one tool.
+type Action int
+
+const (
+	// ActionNone leaves the tool as stored.
+	ActionNone Action = iota
+	// ActionEmbed recomputes the vector from the stored query set.
+	ActionEmbed
+	// ActionRegenerate writes new synthetic queries (keeping the curated
+	// example queries) and embeds them.
+	ActionRegenerate
+)
+
+func (a Action) String() string {
+	return [...]string{"none", "embed", "regenerate"}[a]
+}
+
+// Mode is a refresh request's mode; "" is a normal pass.
+type Mode string
+
+// Refresh modes (the values of the toolcatalog.dev/refresh-mode annotation).
+const (
+	ModeNormal      Mode = ""
+	ModeForce       Mode = "force"
+	ModeInvalidOnly Mode = "invalid-only"
+	ModeEmbedOnly   Mode = "embed-only"
+)
+
+// PlanTool is a selected, valid tool.
+type PlanTool struct {
+	// Name is spec.name.
+	Name string
+	// SpecHash is the current spec hash.
+	SpecHash string
+	// ExampleQueries are the curated queries.
+	ExampleQueries []string
+}
+
+// StoredTool is what Redis holds for a tool.
+type StoredTool struct {
+	// Metadata is the parsed entry; nil when absent or unreadable.
+	Metadata *contract.Metadata
+	// MetadataErr says why an existing entry could not be read.
+	MetadataErr error
+	// HasVector is true when P:embeddings has an entry.
+	HasVector bool
+}
+
+// PlanInput is everything a pass's plan depends on.
+type PlanInput struct {
+	Tools  []PlanTool
+	Stored map[string]StoredTool
+	// Model and Dimensions identify the configured embedding; Dimensions
+	// 0 means any length is accepted.
+	Model      string
+	Dimensions int
+	// QueriesPerTool is the expected size of a query set.
+	QueriesPerTool int
+	// Mode and Targets come from a refresh request; empty Targets means
+	// every tool.
+	Mode    Mode
+	Targets []string
+}
+
+// ToolPlan is the plan for one tool.
+type ToolPlan struct {
+	Name string
+	// Stale says the stored vector does not match the current spec or
+	// model; StaleReason says how.
+	Stale       bool
+	StaleReason string
+	// Invalid says the stored query set cannot be used as is.
+	Invalid       bool
+	InvalidReason string
+	// Action is what this pass does.
+	Action Action
+	// Deferred is true when the tool needs work this pass does not do
+	// because of the refresh mode; a normal pass follows.
+	Deferred bool
+	// Queries are the queries kept: the stored set for ActionEmbed, the
+	// curated examples for ActionRegenerate.
+	Queries []string
+	// Generate is how many queries to generate (ActionRegenerate).
+	Generate int
+}
+
+// ExpectedQueries is the size of a tool's query set: queriesPerTool, or
+// more when more example queries are curated (they are never dropped).
+func ExpectedQueries(queriesPerTool int, examples []string) int {
+	return max(queriesPerTool, len(examples))
+}
+
+// Plan classifies every tool and decides this pass's action for it.
+//
+// Stale: the spec hash or the embedding model/dimensions differ from what
+// was embedded, the metadata is missing or unreadable, or the vector is
+// missing. Invalid: the stored query set is missing, not of the expected
+// size, has an empty entry, or lacks a curated example query.
+//
+// A normal pass regenerates queries where the spec changed or the set is
+// invalid and re-embeds where only the model or vector is off. force
+// regenerates every targeted tool; invalid-only only handles targeted tools
+// with invalid sets; embed-only re-embeds targeted tools from their stored
+// queries and generates nothing. A refresh with targets and no mode forces
+// those targets.
+func Plan(in PlanInput) []ToolPlan {
+	targeted := map[string]bool{}
+	for _, t := range in.Targets {
+		targeted[t] = true
+	}
+	mode := in.Mode
+	if mode == ModeNormal && len(in.Targets) > 0 {
+		mode = ModeForce
+	}
+	plans := make([]ToolPlan, 0, len(in.Tools))
+	for _, t := range in.Tools {
+		p := classify(t, in)
+		normal := normalAction(p)
+		isTarget := len(in.Targets) == 0 || targeted[t.Name]
+		switch {
+		case mode == ModeNormal || !isTarget:
+			// Non-targeted tools of a forced refresh get normal work;
+			// restricted modes leave them for the next pass.
+			if mode == ModeNormal || mode == ModeForce {
+				p.Action = normal
+			}
+		case mode == ModeForce:
+			p.Action = ActionRegenerate
+		case mode == ModeInvalidOnly:
+			if p.Invalid {
+				p.Action = ActionRegenerate
+			}
+		case mode == ModeEmbedOnly:
+			// Only a tool whose queries still describe its spec can be
+			// re-embedded without generating.
+			if !p.Invalid && !specChanged(p) {
+				p.Action = ActionEmbed
+			}
+		}
+		p.Deferred = p.Action == ActionNone && normal != ActionNone
+		stored := in.Stored[t.Name]
+		expected := ExpectedQueries(in.QueriesPerTool, t.ExampleQueries)
+		switch p.Action {
+		case ActionEmbed:
+			p.Queries = append([]string(nil), stored.Metadata.SyntheticQueries...)
+		case ActionRegenerate:
+			p.Queries = append([]string(nil), t.ExampleQueries...)
+			p.Generate = expected - len(t.ExampleQueries)
+		}
+		plans = append(plans, p)
+	}
+	return plans
+}
+
+// Stale reasons.
+const (
+	StaleNew         = "not embedded yet"
+	StaleUnreadable  = "stored metadata is unreadable"
+	StaleSpecChanged = "spec changed since it was embedded"
+	StaleModel       = "embedding model changed"
+	StaleNoVector    = "vector is missing"
+)
+
+func classify(t PlanTool, in PlanInput) ToolPlan {
+	p := ToolPlan{Name: t.Name}
+	stored, ok := in.Stored[t.Name]
+	m := stored.Metadata
+	switch {
+	case !ok || (m == nil && stored.MetadataErr == nil):
+		p.Stale, p.StaleReason = true, StaleNew
+	case m == nil:
+		p.Stale, p.StaleReason = true, StaleUnreadable
+	case m.SpecHash != t.SpecHash:
+		p.Stale, p.StaleReason = true, StaleSpecChanged
+	case m.Model != in.Model || (in.Dimensions > 0 && m.Dimensions != in.Dimensions):
+		p.Stale, p.StaleReason = true, StaleModel
+	case !stored.HasVector:
+		p.Stale, p.StaleReason = true, StaleNoVector
+	}
+	if m == nil {
+		p.Invalid, p.InvalidReason = true, "no stored query set"
+		return p
+	}
+	if reason := invalidQuerySet(m.SyntheticQueries, ExpectedQueries(in.QueriesPerTool, t.ExampleQueries), t.ExampleQueries); reason != "" {
+		p.Invalid, p.InvalidReason = true, reason
+	}
+	return p
+}
+
+func specChanged(p ToolPlan) bool {
+	return p.Stale && (p.StaleReason == StaleNew || p.StaleReason == StaleUnreadable || p.StaleReason == StaleSpecChanged)
+}
+
+func normalAction(p ToolPlan) Action {
+	switch {
+	case p.Invalid || specChanged(p):
+		return ActionRegenerate
+	case p.Stale:
+		return ActionEmbed
+	}
+	return ActionNone
+}
+
+// invalidQuerySet says what is wrong with a stored query set, or "".
+func invalidQuerySet(queries []string, expected int, examples []string) string {
+	if len(queries) != expected {
+		return fmt.Sprintf("stored query set has %d entries, want %d", len(queries), expected)
+	}
+	have := map[string]bool{}
+	for i, q := range queries {
+		if strings.TrimSpace(q) == "" {
+			return fmt.Sprintf("stored query %d is empty", i+1)
+		}
+		have[q] = true
+	}
+	for _, e := range examples {
+		if !have[e] {
+			return fmt.Sprintf("stored query set lacks the example query %q", e)
+		}
+	}
+	return ""
+}

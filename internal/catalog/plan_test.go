@@ -1,0 +1,119 @@
+package catalog
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+func stored(hash, model string, dims int, queries ...string) StoredTool {
+	return StoredTool{HasVector: true, Metadata: &contract.Metadata{SpecHash: hash, Model: model, Dimensions: dims, SyntheticQueries: queries}}
+}
+
+var fiveQueries = []string{"q1", "q2", "q3", "q4", "q5"}
+
+func TestPlanClassification(t *testing.T) {
+	tests := []struct {
+		name        string
+		tool        PlanTool
+		stored      *StoredTool
+		wantStale   string
+		wantInvalid bool
+		wantAction  Action
+		wantGen     int
+	}{
+		{"up to date", PlanTool{Name: "a", SpecHash: "h"}, ptr(stored("h", "m", 8, fiveQueries...)), "", false, ActionNone, 0},
+		{"new tool", PlanTool{Name: "a", SpecHash: "h"}, nil, StaleNew, true, ActionRegenerate, 5},
+		{"unreadable metadata", PlanTool{Name: "a", SpecHash: "h"}, &StoredTool{MetadataErr: errors.New("bad json"), HasVector: true}, StaleUnreadable, true, ActionRegenerate, 5},
+		{"spec changed", PlanTool{Name: "a", SpecHash: "h2"}, ptr(stored("h", "m", 8, fiveQueries...)), StaleSpecChanged, false, ActionRegenerate, 5},
+		{"model changed keeps queries", PlanTool{Name: "a", SpecHash: "h"}, ptr(stored("h", "old-model", 8, fiveQueries...)), StaleModel, false, ActionEmbed, 0},
+		{"dimensions changed", PlanTool{Name: "a", SpecHash: "h"}, ptr(stored("h", "m", 4, fiveQueries...)), StaleModel, false, ActionEmbed, 0},
+		{"vector missing", PlanTool{Name: "a", SpecHash: "h"}, &StoredTool{Metadata: stored("h", "m", 8, fiveQueries...).Metadata}, StaleNoVector, false, ActionEmbed, 0},
+		{"too few queries", PlanTool{Name: "a", SpecHash: "h"}, ptr(stored("h", "m", 8, "q1", "q2")), "", true, ActionRegenerate, 5},
+		{"empty query", PlanTool{Name: "a", SpecHash: "h"}, ptr(stored("h", "m", 8, "q1", "q2", " ", "q4", "q5")), "", true, ActionRegenerate, 5},
+		{"example kept, rest generated", PlanTool{Name: "a", SpecHash: "h2", ExampleQueries: []string{"ex1", "ex2"}}, ptr(stored("h", "m", 8, fiveQueries...)), StaleSpecChanged, true, ActionRegenerate, 3},
+		{"new example makes the set invalid", PlanTool{Name: "a", SpecHash: "h", ExampleQueries: []string{"ex1"}}, ptr(stored("h", "m", 8, fiveQueries...)), "", true, ActionRegenerate, 4},
+		{"examples above queriesPerTool all count", PlanTool{Name: "a", SpecHash: "h", ExampleQueries: []string{"1", "2", "3", "4", "5", "6"}}, ptr(stored("h", "m", 8, "1", "2", "3", "4", "5", "6")), "", false, ActionNone, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := PlanInput{Tools: []PlanTool{tt.tool}, Stored: map[string]StoredTool{}, Model: "m", Dimensions: 8, QueriesPerTool: 5}
+			if tt.stored != nil {
+				in.Stored["a"] = *tt.stored
+			}
+			p := Plan(in)[0]
+			if p.StaleReason != tt.wantStale || p.Stale != (tt.wantStale != "") {
+				t.Errorf("stale = %v (%q), want %q", p.Stale, p.StaleReason, tt.wantStale)
+			}
+			if p.Invalid != tt.wantInvalid {
+				t.Errorf("invalid = %v (%q), want %v", p.Invalid, p.InvalidReason, tt.wantInvalid)
+			}
+			if p.Action != tt.wantAction || p.Generate != tt.wantGen {
+				t.Errorf("action %s generate %d, want %s %d", p.Action, p.Generate, tt.wantAction, tt.wantGen)
+			}
+			if p.Action == ActionRegenerate && !slices.Equal(p.Queries, tt.tool.ExampleQueries) {
+				t.Errorf("regenerate keeps %q, want the examples %q", p.Queries, tt.tool.ExampleQueries)
+			}
+			if p.Action == ActionEmbed && !slices.Equal(p.Queries, tt.stored.Metadata.SyntheticQueries) {
+				t.Errorf("embed uses %q, want the stored set", p.Queries)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestPlanModes(t *testing.T) {
+	tools := []PlanTool{
+		{Name: "fresh", SpecHash: "h"},
+		{Name: "changed", SpecHash: "new"},
+		{Name: "broken", SpecHash: "h"},
+		{Name: "remodel", SpecHash: "h"},
+	}
+	st := map[string]StoredTool{
+		"fresh":   stored("h", "m", 8, fiveQueries...),
+		"changed": stored("old", "m", 8, fiveQueries...),
+		"broken":  stored("h", "m", 8, "only one"),
+		"remodel": stored("h", "other", 8, fiveQueries...),
+	}
+	tests := []struct {
+		mode     Mode
+		targets  []string
+		want     map[string]Action
+		deferred []string
+	}{
+		{ModeNormal, nil, map[string]Action{"fresh": ActionNone, "changed": ActionRegenerate, "broken": ActionRegenerate, "remodel": ActionEmbed}, nil},
+		{ModeForce, nil, map[string]Action{"fresh": ActionRegenerate, "changed": ActionRegenerate, "broken": ActionRegenerate, "remodel": ActionRegenerate}, nil},
+		{ModeForce, []string{"fresh"}, map[string]Action{"fresh": ActionRegenerate, "changed": ActionRegenerate, "broken": ActionRegenerate, "remodel": ActionEmbed}, nil},
+		{ModeNormal, []string{"fresh"}, map[string]Action{"fresh": ActionRegenerate, "changed": ActionRegenerate, "broken": ActionRegenerate, "remodel": ActionEmbed}, nil},
+		{ModeInvalidOnly, nil, map[string]Action{"fresh": ActionNone, "changed": ActionNone, "broken": ActionRegenerate, "remodel": ActionNone}, []string{"changed", "remodel"}},
+		{ModeEmbedOnly, nil, map[string]Action{"fresh": ActionEmbed, "changed": ActionNone, "broken": ActionNone, "remodel": ActionEmbed}, []string{"changed", "broken"}},
+		{ModeEmbedOnly, []string{"remodel"}, map[string]Action{"fresh": ActionNone, "changed": ActionNone, "broken": ActionNone, "remodel": ActionEmbed}, []string{"changed", "broken"}},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.mode)+"/"+joinNames(tt.targets), func(t *testing.T) {
+			plans := Plan(PlanInput{Tools: tools, Stored: st, Model: "m", Dimensions: 8, QueriesPerTool: 5, Mode: tt.mode, Targets: tt.targets})
+			var deferred []string
+			for _, p := range plans {
+				if p.Action != tt.want[p.Name] {
+					t.Errorf("%s: action %s, want %s", p.Name, p.Action, tt.want[p.Name])
+				}
+				if p.Deferred {
+					deferred = append(deferred, p.Name)
+				}
+			}
+			if !slices.Equal(deferred, tt.deferred) {
+				t.Errorf("deferred %v, want %v", deferred, tt.deferred)
+			}
+		})
+	}
+}
+
+func joinNames(n []string) string {
+	if len(n) == 0 {
+		return "all"
+	}
+	return n[0]
+}

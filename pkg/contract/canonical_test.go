@@ -1,0 +1,21 @@
+package contract
+
+import "testing"
+
+func TestCanonicalJSON(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{"b":1,"a":{"d":[3,1],"c":"<x>"}}`, `{"a":{"c":"<x>","d":[3,1]},"b":1}`},
+		{"  {\n\"n\": 1.50e3 }", `{"n":1.50e3}`},
+		{`"ü"`, `"ü"`},
+		{``, ``},
+	}
+	for _, tt := range tests {
+		got, err := CanonicalJSON([]byte(tt.in))
+		if err != nil {
+			t.Fatalf("CanonicalJSON(%q): %v", tt.in, err)
+		}
+		if string(got) != tt.want {
+			t.Errorf("CanonicalJSON(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}

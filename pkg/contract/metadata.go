@@ -1,0 +1,36 @@
+package contract
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Metadata is what is stored per tool in the P:metadata hash (public API):
+// what was embedded, with which model, from which queries.
+type Metadata struct {
+	SpecHash         string    `json:"spec_hash"`
+	Description      string    `json:"description"`
+	Model            string    `json:"model"`
+	Dimensions       int       `json:"dimensions"`
+	SyntheticQueries []string  `json:"synthetic_queries"`
+	EmbeddedAt       time.Time `json:"embedded_at"`
+}
+
+// ParseMetadata decodes a stored entry strictly: unknown shapes and missing
+// identity fields are errors, which make the tool stale.
+func ParseMetadata(data string) (*Metadata, error) {
+	m := &Metadata{}
+	dec := json.NewDecoder(strings.NewReader(data))
+	if err := dec.Decode(m); err != nil {
+		return nil, fmt.Errorf("parsing tool metadata: %w", err)
+	}
+	if m.SpecHash == "" || m.Model == "" {
+		return nil, fmt.Errorf("tool metadata lacks spec_hash or model")
+	}
+	return m, nil
+}
+
+// Marshal encodes the entry.
+func (m *Metadata) Marshal() ([]byte, error) { return json.Marshal(m) }
