@@ -22,6 +22,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 )
 
 // The suite runs one real kube-apiserver and etcd (envtest) with the CRDs of
@@ -32,6 +35,9 @@ var (
 	k8sClient  client.Client
 	testScheme = runtime.NewScheme()
 	kubeconfig string
+	// redisServer is the real redis-server the catalogs of the suite use.
+	redisServer *redistest.Server
+	redisPool   *store.Pool
 )
 
 const (
@@ -106,6 +112,27 @@ func runSuite(m *testing.M) int {
 		Recorder: mgr.GetEventRecorder("tooldefinition-controller"),
 	}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up tooldefinition controller: %v\n", err)
+		return 1
+	}
+	redisServer, err = redistest.Start("")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting redis-server: %v\n", err)
+		return 1
+	}
+	defer redisServer.Stop()
+	fast := embedding.DefaultRetryPolicy()
+	fast.MaxRetries = 1
+	fast.Backoff.Duration = 10 * time.Millisecond
+	redisPool = store.NewPool()
+	defer redisPool.Close()
+	if err := (&ToolCatalogReconciler{
+		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
+		Recorder:    mgr.GetEventRecorder("toolcatalog-controller"),
+		Redis:       redisPool,
+		RetryPolicy: &fast,
+	}).SetupWithManager(ctx, mgr); err != nil {
+		fmt.Fprintf(os.Stderr, "setting up toolcatalog controller: %v\n", err)
 		return 1
 	}
 	mgrDone := make(chan error, 1)

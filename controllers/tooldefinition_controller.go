@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -13,7 +16,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
@@ -27,6 +33,7 @@ type ToolDefinitionReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=tooldefinitions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolcatalogs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=tooldefinitions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -52,6 +59,7 @@ func (r *ToolDefinitionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err := r.reconcileSpec(ctx, base, td); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.reconcileEmbedded(ctx, td)
 	td.Status.ObservedGeneration = td.Generation
 	return ctrl.Result{}, nil
 }
@@ -78,14 +86,57 @@ func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *
 		}
 	}
 	setCondition(td, v1alpha1.ConditionValid, status, reason, message)
-	// Until catalogs report embeddings, a tool is ready when it is valid.
-	setCondition(td, v1alpha1.ConditionReady, status, reason, message)
-
 	r.recordValidTransition(base, td)
 	if status == metav1.ConditionFalse {
 		ctrl.LoggerFrom(ctx).Info("Tool spec rejected", "reason", reason, "detail", message)
+		setCondition(td, v1alpha1.ConditionReady, status, reason, message)
 	}
 	return nil
+}
+
+// reconcileEmbedded derives Embedded from the records the selecting
+// catalogs wrote, and Ready from Valid and Embedded.
+func (r *ToolDefinitionReconciler) reconcileEmbedded(ctx context.Context, td *v1alpha1.ToolDefinition) {
+	catalogs := catalogsSelecting(ctx, r.Client, td)
+	sort.Strings(catalogs)
+	var failed, pending, done []string
+	for _, name := range catalogs {
+		rec := recordOf(td, name)
+		switch {
+		case rec == nil:
+			pending = append(pending, name+" has not processed it yet")
+		case rec.Reason != "":
+			failed = append(failed, fmt.Sprintf("%s: %s: %s", name, rec.Reason, rec.Message))
+		case rec.SpecHash != td.Status.SpecHash:
+			pending = append(pending, fmt.Sprintf("%s still serves an earlier spec (version %d)", name, rec.CatalogVersion))
+		default:
+			done = append(done, fmt.Sprintf("%s (version %d)", name, rec.CatalogVersion))
+		}
+	}
+	status, reason := metav1.ConditionTrue, v1alpha1.ReasonEmbedded
+	message := "embedded in " + strings.Join(done, ", ")
+	switch {
+	case len(catalogs) == 0:
+		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonNotSelected, "no ToolCatalog in the namespace selects this tool"
+	case len(failed) > 0:
+		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonEmbeddingFailed, strings.Join(failed, "; ")
+	case len(pending) > 0:
+		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonEmbeddingPending, strings.Join(pending, "; ")
+	}
+	setCondition(td, v1alpha1.ConditionEmbedded, status, reason, truncate(message, 1024))
+
+	if valid := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid); valid == nil || valid.Status != metav1.ConditionTrue {
+		return
+	}
+	switch {
+	case status == metav1.ConditionTrue:
+		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionTrue, reason, message)
+	case reason == v1alpha1.ReasonNotSelected:
+		// Nothing to wait for: a valid tool no catalog selects is ready.
+		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSpecValid, "tool spec is valid; no catalog selects it")
+	default:
+		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, truncate(message, 1024))
+	}
 }
 
 // recordValidTransition emits an event when validity changes, or when a
@@ -119,13 +170,63 @@ func (r *ToolDefinitionReconciler) patchStatus(ctx context.Context, base, td *v1
 	return nil
 }
 
-// SetupWithManager registers the controller. Status-only updates do not
-// trigger a pass: the outcome depends on the spec alone.
+// SetupWithManager registers the controller. It runs on spec and label
+// changes, when a catalog's record in status changes, and when a catalog
+// that selects (or selected) the tool is created, changed or deleted; its
+// own condition updates do not trigger it.
 func (r *ToolDefinitionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.ToolDefinition{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1alpha1.ToolDefinition{}, builder.WithPredicates(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, catalogRecordsChanged{}))).
+		Watches(&v1alpha1.ToolCatalog{}, handler.Funcs{
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueueLimiter) {
+				r.enqueueSelected(ctx, q, e.Object)
+			},
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueueLimiter) {
+				if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
+					r.enqueueSelected(ctx, q, e.ObjectOld, e.ObjectNew)
+				}
+			},
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueueLimiter) {
+				r.enqueueSelected(ctx, q, e.Object)
+			},
+		}).
 		Named("tooldefinition").
 		Complete(r)
+}
+
+// enqueueSelected queues the ToolDefinitions any version of a catalog
+// selects.
+func (r *ToolDefinitionReconciler) enqueueSelected(ctx context.Context, q workqueueLimiter, objs ...client.Object) {
+	for _, obj := range objs {
+		tc, ok := obj.(*v1alpha1.ToolCatalog)
+		if !ok {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(&tc.Spec.Selector)
+		if err != nil {
+			continue
+		}
+		list := &v1alpha1.ToolDefinitionList{}
+		if err := r.List(ctx, list, client.InNamespace(tc.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Listing ToolDefinitions")
+			continue
+		}
+		for i := range list.Items {
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+}
+
+// catalogRecordsChanged passes updates whose status.catalogs changed.
+type catalogRecordsChanged struct {
+	predicate.Funcs
+}
+
+func (catalogRecordsChanged) Update(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*v1alpha1.ToolDefinition)
+	n, ok2 := e.ObjectNew.(*v1alpha1.ToolDefinition)
+	return ok1 && ok2 && !equality.Semantic.DeepEqual(o.Status.Catalogs, n.Status.Catalogs)
 }
 
 func parametersBytes(td *v1alpha1.ToolDefinition) []byte {

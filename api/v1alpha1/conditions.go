@@ -73,3 +73,76 @@ const (
 	// calling the query generator.
 	RefreshModeEmbedOnly RefreshMode = "embed-only"
 )
+
+// Condition reasons of ToolDefinition's Embedded condition.
+const (
+	// ReasonEmbedded means every selecting catalog embedded the current spec.
+	ReasonEmbedded = "Embedded"
+	// ReasonEmbeddingPending means a selecting catalog has not embedded the
+	// current spec yet.
+	ReasonEmbeddingPending = "EmbeddingPending"
+	// ReasonEmbeddingFailed means a selecting catalog failed to embed the
+	// current spec; the message names the catalog and the cause.
+	ReasonEmbeddingFailed = "EmbeddingFailed"
+	// ReasonNotSelected means no ToolCatalog selects the tool.
+	ReasonNotSelected = "NotSelected"
+)
+
+// Condition reasons of ToolCatalog.
+const (
+	// ReasonSucceeded (Ready=True) means the catalog is published and
+	// every selected tool is embedded.
+	ReasonSucceeded = "Succeeded"
+	// ReasonVersionPublished (Published=True) means this pass published a
+	// new version.
+	ReasonVersionPublished = "VersionPublished"
+	// ReasonUpToDate (Published=True) means Redis already holds the
+	// current catalog.
+	ReasonUpToDate = "UpToDate"
+	// ReasonRedisUnavailable means Redis could not be read or written;
+	// the pass is retried with backoff and nothing was half-written.
+	ReasonRedisUnavailable = "RedisUnavailable"
+	// ReasonSecretNotFound means a referenced Secret or key is missing.
+	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonInvalidConfiguration means the spec cannot be used as is; the
+	// message names the field.
+	ReasonInvalidConfiguration = "InvalidConfiguration"
+	// ReasonPublishBlocked means publishing would mix vectors of two
+	// embedding models; the previous version stays until every tool is
+	// re-embedded.
+	ReasonPublishBlocked = "PublishBlocked"
+	// ReasonAllEmbedded (EmbeddingsSynced=True) means every selected tool
+	// is embedded with its current spec.
+	ReasonAllEmbedded = "AllEmbedded"
+	// ReasonToolsFailed means some tools failed to refresh; they keep
+	// their previous embedding and are listed in status.failingTools.
+	ReasonToolsFailed = "ToolsFailed"
+	// ReasonProviderAuthFailed means a provider rejected the API key.
+	ReasonProviderAuthFailed = "ProviderAuthFailed"
+	// ReasonToolsRejected means selected ToolDefinitions are invalid.
+	ReasonToolsRejected = "ToolsRejected"
+	// ReasonNameConflict means two selected ToolDefinitions share a
+	// spec.name; neither is updated until one is renamed or unselected.
+	ReasonNameConflict = "NameConflict"
+	// ReasonRefreshPending means a restricted refresh left work for the
+	// next pass, which follows shortly.
+	ReasonRefreshPending = "RefreshPending"
+	// ReasonInvalidRefreshRequest means a refresh annotation could not be
+	// understood; it is recorded as handled and ignored.
+	ReasonInvalidRefreshRequest = "InvalidRefreshRequest"
+)
+
+// Per-tool failure reasons, used in ToolCatalog status.failingTools and in
+// ToolDefinition status.catalogs.
+const (
+	// ReasonInvalidSpec means the tool's spec failed validation.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonQueryGenerationFailed means no synthetic queries could be
+	// generated for the tool.
+	ReasonQueryGenerationFailed = "QueryGenerationFailed"
+	// ReasonEmbeddingError means the tool's queries could not be embedded.
+	ReasonEmbeddingError = "EmbeddingError"
+)
+
+// FinalizerCleanup lets a ToolCatalog remove its Redis keys before it goes.
+const FinalizerCleanup = "toolcatalog.dev/cleanup"

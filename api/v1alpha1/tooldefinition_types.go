@@ -141,6 +141,17 @@ type CatalogEmbeddingStatus struct {
 	// embeddedTime is when the embedding was computed.
 	// +optional
 	EmbeddedTime *metav1.Time `json:"embeddedTime,omitempty"`
+
+	// reason is why the current spec is not embedded in this catalog
+	// (InvalidSpec, NameConflict, QueryGenerationFailed, EmbeddingError);
+	// empty when it is, or while it is pending.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// message explains reason.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
 }
 
 // +kubebuilder:object:root=true

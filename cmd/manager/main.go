@@ -15,16 +15,21 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/controllers"
+	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 )
 
 func main() {
 	var (
 		metricsAddr, probeAddr string
 		leaderElect            bool
+		qps                    float64
+		burst                  int
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one of several replicas reconciles.")
+	flag.Float64Var(&qps, "kube-api-qps", 50, "Queries per second to the Kubernetes API; status writes for many tools need more than client-go's default of 5.")
+	flag.IntVar(&burst, "kube-api-burst", 100, "Burst of queries to the Kubernetes API.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -35,7 +40,9 @@ func main() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	restCfg := ctrl.GetConfigOrDie()
+	restCfg.QPS, restCfg.Burst = float32(qps), burst
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
@@ -53,6 +60,18 @@ func main() {
 		log.Error(err, "Unable to set up controller", "controller", "tooldefinition")
 		os.Exit(1)
 	}
+	ctx := ctrl.SetupSignalHandler()
+	redisPool := store.NewPool()
+	defer redisPool.Close()
+	if err := (&controllers.ToolCatalogReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("toolcatalog-controller"),
+		Redis:     redisPool,
+	}).SetupWithManager(ctx, mgr); err != nil {
+		log.Error(err, "Unable to set up controller", "controller", "toolcatalog")
+		os.Exit(1)
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		log.Error(err, "Unable to set up health check")
 		os.Exit(1)
@@ -63,7 +82,7 @@ func main() {
 	}
 
 	log.Info("Starting manager")
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "Manager exited with an error")
 		os.Exit(1)
 	}

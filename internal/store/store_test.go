@@ -175,7 +175,7 @@ func TestReadFailsWhenRedisIsDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := s.Client()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer c.Close()
 	_ = s.Stop()
 	k := contract.Keys{Prefix: "p"}
