@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
 )
 
-func newTestEmbedder(t *testing.T, f *fakeOpenAI, mutate func(*OpenAIEmbedderConfig)) *OpenAIEmbedder {
+func newTestEmbedder(t *testing.T, f *openaitest.Server, mutate func(*OpenAIEmbedderConfig)) *OpenAIEmbedder {
 	t.Helper()
-	cfg := OpenAIEmbedderConfig{OpenAIConfig: f.config(), Model: "text-embedding-3-small"}
+	cfg := OpenAIEmbedderConfig{OpenAIConfig: configFor(f), Model: "text-embedding-3-small"}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -30,7 +32,7 @@ func checkVectors(t *testing.T, texts []string, got [][]float32, dims int) {
 		t.Fatalf("got %d vectors for %d texts", len(got), len(texts))
 	}
 	for i, text := range texts {
-		want := testVector(text, dims)
+		want := openaitest.Vector(text, dims)
 		if len(got[i]) != dims {
 			t.Fatalf("vector %d has %d dimensions, want %d", i, len(got[i]), dims)
 		}
@@ -44,8 +46,8 @@ func checkVectors(t *testing.T, texts []string, got [][]float32, dims int) {
 
 func TestOpenAIEmbedderHappyPath(t *testing.T) {
 	f := newFakeOpenAI(t)
-	f.onEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req embeddingsRequest) {
-		writeEmbeddings(w, req, 16, nil)
+	f.OnEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.EmbeddingsRequest) {
+		openaitest.WriteEmbeddings(w, req, 16, nil)
 	}
 	e := newTestEmbedder(t, f, nil)
 	texts := []string{"what's the weather in Paris", "open a bug report", "send an email to Ana"}
@@ -53,7 +55,7 @@ func TestOpenAIEmbedderHappyPath(t *testing.T) {
 	mustf(t, err, "Embed")
 	checkVectors(t, texts, got, 16)
 
-	reqs := f.embeddingRequests()
+	reqs := f.EmbeddingRequests()
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests, want 1", len(reqs))
 	}
@@ -70,14 +72,14 @@ func TestOpenAIEmbedderHappyPath(t *testing.T) {
 
 func TestOpenAIEmbedderSendsConfiguredDimensions(t *testing.T) {
 	f := newFakeOpenAI(t)
-	f.onEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req embeddingsRequest) {
-		writeEmbeddings(w, req, *req.Dimensions, nil)
+	f.OnEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.EmbeddingsRequest) {
+		openaitest.WriteEmbeddings(w, req, *req.Dimensions, nil)
 	}
 	e := newTestEmbedder(t, f, func(c *OpenAIEmbedderConfig) { c.Dimensions = 64 })
 	got, err := e.Embed(context.Background(), []string{"a text"})
 	mustf(t, err, "Embed")
 	checkVectors(t, []string{"a text"}, got, 64)
-	if d := f.embeddingRequests()[0].Dimensions; d == nil || *d != 64 {
+	if d := f.EmbeddingRequests()[0].Dimensions; d == nil || *d != 64 {
 		t.Fatalf("dimensions sent = %v, want 64", d)
 	}
 }
@@ -86,9 +88,9 @@ func TestOpenAIEmbedderBatchesAndKeepsInputOrder(t *testing.T) {
 	for _, tt := range []struct{ n, batch, wantRequests int }{{10, 3, 4}, {64, 64, 1}, {65, 64, 2}, {7, 1, 7}} {
 		t.Run(fmt.Sprintf("N=%d,B=%d", tt.n, tt.batch), func(t *testing.T) {
 			f := newFakeOpenAI(t)
-			f.onEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req embeddingsRequest) {
+			f.OnEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.EmbeddingsRequest) {
 				// Answer each batch's items out of index order.
-				writeEmbeddings(w, req, 8, func(items []embeddingItem) { slices.Reverse(items) })
+				openaitest.WriteEmbeddings(w, req, 8, func(items []openaitest.EmbeddingItem) { slices.Reverse(items) })
 			}
 			e := newTestEmbedder(t, f, func(c *OpenAIEmbedderConfig) { c.BatchSize = tt.batch })
 			texts := make([]string, tt.n)
@@ -99,7 +101,7 @@ func TestOpenAIEmbedderBatchesAndKeepsInputOrder(t *testing.T) {
 			mustf(t, err, "Embed")
 			checkVectors(t, texts, got, 8)
 
-			reqs := f.embeddingRequests()
+			reqs := f.EmbeddingRequests()
 			if len(reqs) != tt.wantRequests {
 				t.Fatalf("%d requests, want ceil(%d/%d) = %d", len(reqs), tt.n, tt.batch, tt.wantRequests)
 			}
@@ -122,13 +124,13 @@ func TestOpenAIEmbedderBatchesAndKeepsInputOrder(t *testing.T) {
 
 func TestOpenAIEmbedderHonoursRetryAfter(t *testing.T) {
 	f := newFakeOpenAI(t)
-	f.onEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req embeddingsRequest) {
+	f.OnEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.EmbeddingsRequest) {
 		if n == 0 {
 			w.Header().Set("Retry-After", "1")
-			writeAPIError(w, http.StatusTooManyRequests, "requests", "rate_limit_exceeded", "Rate limit reached for requests")
+			openaitest.WriteError(w, http.StatusTooManyRequests, "requests", "rate_limit_exceeded", "Rate limit reached for requests")
 			return
 		}
-		writeEmbeddings(w, req, 8, nil)
+		openaitest.WriteEmbeddings(w, req, 8, nil)
 	}
 	rec := &sleepRecorder{real: true}
 	e := newTestEmbedder(t, f, func(c *OpenAIEmbedderConfig) {
@@ -139,7 +141,7 @@ func TestOpenAIEmbedderHonoursRetryAfter(t *testing.T) {
 	_, err := e.Embed(context.Background(), []string{"hello"})
 	elapsed := time.Since(start)
 	mustf(t, err, "Embed")
-	if got := len(f.embeddingRequests()); got != 2 {
+	if got := len(f.EmbeddingRequests()); got != 2 {
 		t.Fatalf("%d requests, want 2", got)
 	}
 	if d := rec.recorded(); !slices.Equal(d, []time.Duration{time.Second}) {
@@ -150,12 +152,12 @@ func TestOpenAIEmbedderHonoursRetryAfter(t *testing.T) {
 
 func TestOpenAIEmbedderRetriesServerErrors(t *testing.T) {
 	f := newFakeOpenAI(t)
-	f.onEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req embeddingsRequest) {
+	f.OnEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.EmbeddingsRequest) {
 		if n < 2 {
-			writeAPIError(w, http.StatusInternalServerError, "server_error", "", "The server had an error while processing your request.")
+			openaitest.WriteError(w, http.StatusInternalServerError, "server_error", "", "The server had an error while processing your request.")
 			return
 		}
-		writeEmbeddings(w, req, 8, nil)
+		openaitest.WriteEmbeddings(w, req, 8, nil)
 	}
 	rec := &sleepRecorder{}
 	e := newTestEmbedder(t, f, func(c *OpenAIEmbedderConfig) {
@@ -164,7 +166,7 @@ func TestOpenAIEmbedderRetriesServerErrors(t *testing.T) {
 	got, err := e.Embed(context.Background(), []string{"hello"})
 	mustf(t, err, "Embed")
 	checkVectors(t, []string{"hello"}, got, 8)
-	if n := len(f.embeddingRequests()); n != 3 {
+	if n := len(f.EmbeddingRequests()); n != 3 {
 		t.Fatalf("%d requests, want 3 (500, 500, 200)", n)
 	}
 	d := rec.recorded()
@@ -176,19 +178,19 @@ func TestOpenAIEmbedderRetriesServerErrors(t *testing.T) {
 
 func TestOpenAIEmbedderRetriesTimeouts(t *testing.T) {
 	f := newFakeOpenAI(t)
-	f.onEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req embeddingsRequest) {
+	f.OnEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.EmbeddingsRequest) {
 		if n == 0 {
 			// Hang until the client gives up.
 			<-r.Context().Done()
 			return
 		}
-		writeEmbeddings(w, req, 8, nil)
+		openaitest.WriteEmbeddings(w, req, 8, nil)
 	}
 	e := newTestEmbedder(t, f, func(c *OpenAIEmbedderConfig) { c.Timeout = 200 * time.Millisecond })
 	start := time.Now()
 	_, err := e.Embed(context.Background(), []string{"hello"})
 	mustf(t, err, "Embed")
-	if n := len(f.embeddingRequests()); n != 2 {
+	if n := len(f.EmbeddingRequests()); n != 2 {
 		t.Fatalf("%d requests, want 2 (timeout, then success)", n)
 	}
 	t.Logf("timeout then 200: 2 requests, call took %v with a 200ms request timeout", time.Since(start).Round(time.Millisecond))
@@ -208,9 +210,9 @@ func TestOpenAIEmbedderClassifiesClientErrorsWithoutRetry(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
 			f := newFakeOpenAI(t)
-			f.onEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req embeddingsRequest) {
+			f.OnEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.EmbeddingsRequest) {
 				// Servers sometimes echo the key they rejected.
-				writeAPIError(w, tt.status, "invalid_request_error", tt.code, "Incorrect API key provided: "+testAPIKey+".")
+				openaitest.WriteError(w, tt.status, "invalid_request_error", tt.code, "Incorrect API key provided: "+testAPIKey+".")
 			}
 			e := newTestEmbedder(t, f, nil)
 			_, err := e.Embed(context.Background(), []string{"hello"})
@@ -221,7 +223,7 @@ func TestOpenAIEmbedderClassifiesClientErrorsWithoutRetry(t *testing.T) {
 			if pe.Kind != tt.wantKind || pe.StatusCode != tt.status || pe.Attempts != 1 {
 				t.Errorf("kind %s status %d attempts %d; want %s %d 1", pe.Kind, pe.StatusCode, pe.Attempts, tt.wantKind, tt.status)
 			}
-			if n := len(f.embeddingRequests()); n != 1 {
+			if n := len(f.EmbeddingRequests()); n != 1 {
 				t.Errorf("%d requests, want 1: %d must not be retried", n, tt.status)
 			}
 			if strings.Contains(err.Error(), testAPIKey) || strings.Contains(fmt.Sprintf("%+v %#v", err, err), testAPIKey) {
@@ -248,20 +250,20 @@ func TestOpenAIEmbedderMalformedBodies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeOpenAI(t)
-			f.onEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req embeddingsRequest) {
+			f.OnEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.EmbeddingsRequest) {
 				if n == 0 {
 					w.Header().Set("Content-Type", "application/json")
 					_, _ = w.Write([]byte(tt.body))
 					return
 				}
-				writeEmbeddings(w, req, 8, nil)
+				openaitest.WriteEmbeddings(w, req, 8, nil)
 			}
 			// A malformed answer is retried like a failure ...
 			e := newTestEmbedder(t, f, nil)
 			got, err := e.Embed(context.Background(), []string{"hello"})
 			mustf(t, err, "Embed after one malformed answer")
 			checkVectors(t, []string{"hello"}, got, 8)
-			if n := len(f.embeddingRequests()); n != 2 {
+			if n := len(f.EmbeddingRequests()); n != 2 {
 				t.Fatalf("%d requests, want 2", n)
 			}
 		})
@@ -270,7 +272,7 @@ func TestOpenAIEmbedderMalformedBodies(t *testing.T) {
 	// ... and when it persists, the error is classified and no vector
 	// comes back.
 	f := newFakeOpenAI(t)
-	f.onEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req embeddingsRequest) {
+	f.OnEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.EmbeddingsRequest) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`not json at all`))
 	}
@@ -279,15 +281,15 @@ func TestOpenAIEmbedderMalformedBodies(t *testing.T) {
 	if KindOf(err) != KindMalformed || got != nil {
 		t.Fatalf("got %v, %v; want a MalformedResponse error and no vectors", got, err)
 	}
-	if n := len(f.embeddingRequests()); n != 3 {
+	if n := len(f.EmbeddingRequests()); n != 3 {
 		t.Fatalf("%d requests, want 3 (1 + 2 retries)", n)
 	}
 }
 
 func TestOpenAIEmbedderRejectsWrongVectorLength(t *testing.T) {
 	f := newFakeOpenAI(t)
-	f.onEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req embeddingsRequest) {
-		writeEmbeddings(w, req, 4, nil)
+	f.OnEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.EmbeddingsRequest) {
+		openaitest.WriteEmbeddings(w, req, 4, nil)
 	}
 	e := newTestEmbedder(t, f, func(c *OpenAIEmbedderConfig) { c.Dimensions = 8 })
 	got, err := e.Embed(context.Background(), []string{"hello", "world"})
@@ -297,19 +299,19 @@ func TestOpenAIEmbedderRejectsWrongVectorLength(t *testing.T) {
 	if !strings.Contains(err.Error(), "4 dimensions, expected 8") {
 		t.Errorf("message does not say what is wrong: %v", err)
 	}
-	if n := len(f.embeddingRequests()); n != 1 {
+	if n := len(f.EmbeddingRequests()); n != 1 {
 		t.Errorf("%d requests, want 1: a configuration error is not retried", n)
 	}
 }
 
 func TestOpenAIEmbedderFailsWholeCallWhenALaterBatchFails(t *testing.T) {
 	f := newFakeOpenAI(t)
-	f.onEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req embeddingsRequest) {
+	f.OnEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.EmbeddingsRequest) {
 		if n == 1 {
-			writeAPIError(w, http.StatusBadRequest, "invalid_request_error", "", "input too long")
+			openaitest.WriteError(w, http.StatusBadRequest, "invalid_request_error", "", "input too long")
 			return
 		}
-		writeEmbeddings(w, req, 8, nil)
+		openaitest.WriteEmbeddings(w, req, 8, nil)
 	}
 	e := newTestEmbedder(t, f, func(c *OpenAIEmbedderConfig) { c.BatchSize = 2 })
 	got, err := e.Embed(context.Background(), []string{"a", "b", "c", "d"})
@@ -323,8 +325,8 @@ func TestOpenAIEmbedderFailsWholeCallWhenALaterBatchFails(t *testing.T) {
 
 func TestOpenAIEmbedderRespectsContextDeadline(t *testing.T) {
 	f := newFakeOpenAI(t)
-	f.onEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req embeddingsRequest) {
-		writeAPIError(w, http.StatusServiceUnavailable, "server_error", "", "overloaded")
+	f.OnEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.EmbeddingsRequest) {
+		openaitest.WriteError(w, http.StatusServiceUnavailable, "server_error", "", "overloaded")
 	}
 	e := newTestEmbedder(t, f, func(c *OpenAIEmbedderConfig) {
 		// Real sleeps, with a backoff far beyond the deadline.
@@ -353,15 +355,15 @@ func TestOpenAIEmbedderRejectsEmptyText(t *testing.T) {
 	if KindOf(err) != KindInvalidInput {
 		t.Fatalf("want InvalidInput, got %v", err)
 	}
-	if n := len(f.embeddingRequests()); n != 0 {
+	if n := len(f.EmbeddingRequests()); n != 0 {
 		t.Fatalf("%d requests sent for invalid input", n)
 	}
 }
 
 func TestOpenAIConnectionRefusedIsUnavailable(t *testing.T) {
 	f := newFakeOpenAI(t)
-	url := f.baseURL()
-	f.srv.Close()
+	url := f.BaseURL()
+	f.Close()
 	e, err := NewOpenAIEmbedder(OpenAIEmbedderConfig{OpenAIConfig: OpenAIConfig{BaseURL: url, Retry: fastRetry(1)}, Model: "m"})
 	mustf(t, err, "NewOpenAIEmbedder")
 	_, err = e.Embed(context.Background(), []string{"hello"})

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
 )
 
 var weatherSpec = ToolSpec{
@@ -18,14 +20,14 @@ var weatherSpec = ToolSpec{
 	Parameters:  json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`),
 }
 
-func newTestGenerator(t *testing.T, f *fakeOpenAI, models []string, fallback *OpenAIFallback) *OpenAIQueryGenerator {
+func newTestGenerator(t *testing.T, f *openaitest.Server, models []string, fallback *OpenAIFallback) *OpenAIQueryGenerator {
 	t.Helper()
-	g, err := NewOpenAIQueryGenerator(OpenAIQueryGeneratorConfig{OpenAIConfig: f.config(), Models: models, Fallback: fallback})
+	g, err := NewOpenAIQueryGenerator(OpenAIQueryGeneratorConfig{OpenAIConfig: configFor(f), Models: models, Fallback: fallback})
 	mustf(t, err, "NewOpenAIQueryGenerator")
 	return g
 }
 
-func chatModels(reqs []chatRequest) []string {
+func chatModels(reqs []openaitest.ChatRequest) []string {
 	var out []string
 	for _, r := range reqs {
 		out = append(out, r.Model)
@@ -35,8 +37,8 @@ func chatModels(reqs []chatRequest) []string {
 
 func TestOpenAIQueryGeneratorHappyPath(t *testing.T) {
 	f := newFakeOpenAI(t)
-	f.onChat = func(w http.ResponseWriter, r *http.Request, n int, req chatRequest) {
-		writeChat(w, req.Model, queriesJSON(" will it rain in Oslo tomorrow ", "weather in Lisbon right now", "do I need an umbrella in London today"))
+	f.OnChat = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.ChatRequest) {
+		openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON(" will it rain in Oslo tomorrow ", "weather in Lisbon right now", "do I need an umbrella in London today"))
 	}
 	g := newTestGenerator(t, f, []string{"gpt-4o-mini"}, nil)
 	got, err := g.GenerateQueries(context.Background(), QueryRequest{Tool: weatherSpec, Count: 3, Existing: []string{"is it sunny in Rome"}})
@@ -46,7 +48,7 @@ func TestOpenAIQueryGeneratorHappyPath(t *testing.T) {
 		t.Fatalf("got %q, want %q (trimmed, in order)", got, want)
 	}
 
-	reqs := f.chatRequests()
+	reqs := f.ChatRequests()
 	if len(reqs) != 1 || reqs[0].Model != "gpt-4o-mini" || len(reqs[0].Messages) != 2 {
 		t.Fatalf("requests %+v", reqs)
 	}
@@ -103,46 +105,46 @@ func TestParseQueries(t *testing.T) {
 
 func TestOpenAIQueryGeneratorRetriesMalformedAnswer(t *testing.T) {
 	f := newFakeOpenAI(t)
-	f.onChat = func(w http.ResponseWriter, r *http.Request, n int, req chatRequest) {
+	f.OnChat = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.ChatRequest) {
 		if n == 0 {
-			writeChat(w, req.Model, queriesJSON("only one")) // wrong count
+			openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON("only one")) // wrong count
 			return
 		}
-		writeChat(w, req.Model, queriesJSON("first query", "second query"))
+		openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON("first query", "second query"))
 	}
 	g := newTestGenerator(t, f, []string{"m1"}, nil)
 	got, err := g.GenerateQueries(context.Background(), QueryRequest{Tool: weatherSpec, Count: 2})
 	mustf(t, err, "GenerateQueries")
-	if len(got) != 2 || len(f.chatRequests()) != 2 {
-		t.Fatalf("got %q after %d requests; want 2 queries after 2 requests", got, len(f.chatRequests()))
+	if len(got) != 2 || len(f.ChatRequests()) != 2 {
+		t.Fatalf("got %q after %d requests; want 2 queries after 2 requests", got, len(f.ChatRequests()))
 	}
 }
 
 func TestOpenAIQueryGeneratorRotatesModels(t *testing.T) {
 	f := newFakeOpenAI(t)
-	f.onChat = func(w http.ResponseWriter, r *http.Request, n int, req chatRequest) {
+	f.OnChat = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.ChatRequest) {
 		if req.Model == "model-a" {
-			writeAPIError(w, http.StatusInternalServerError, "server_error", "", "model-a is down")
+			openaitest.WriteError(w, http.StatusInternalServerError, "server_error", "", "model-a is down")
 			return
 		}
-		writeChat(w, req.Model, queriesJSON("q one", "q two"))
+		openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON("q one", "q two"))
 	}
-	g, err := NewOpenAIQueryGenerator(OpenAIQueryGeneratorConfig{OpenAIConfig: withRetries(f.config(), 2), Models: []string{"model-a", "model-b"}})
+	g, err := NewOpenAIQueryGenerator(OpenAIQueryGeneratorConfig{OpenAIConfig: withRetries(configFor(f), 2), Models: []string{"model-a", "model-b"}})
 	mustf(t, err, "NewOpenAIQueryGenerator")
 	got, err := g.GenerateQueries(context.Background(), QueryRequest{Tool: weatherSpec, Count: 2})
 	mustf(t, err, "GenerateQueries")
 	if len(got) != 2 {
 		t.Fatalf("got %q", got)
 	}
-	if models := chatModels(f.chatRequests()); !slices.Equal(models, []string{"model-a", "model-a", "model-a", "model-b"}) {
+	if models := chatModels(f.ChatRequests()); !slices.Equal(models, []string{"model-a", "model-a", "model-a", "model-b"}) {
 		t.Fatalf("models tried %v, want model-a three times (1 + 2 retries) then model-b", models)
 	}
 }
 
 // fallbackTo is a fallback route to a fake server, with its own key and no
 // retries.
-func fallbackTo(f *fakeOpenAI, model string) *OpenAIFallback {
-	return &OpenAIFallback{OpenAIConfig: OpenAIConfig{BaseURL: f.baseURL(), APIKey: "fallback-key", Retry: fastRetry(0)}, Model: model}
+func fallbackTo(f *openaitest.Server, model string) *OpenAIFallback {
+	return &OpenAIFallback{OpenAIConfig: OpenAIConfig{BaseURL: f.BaseURL(), APIKey: "fallback-key", Retry: fastRetry(0)}, Model: model}
 }
 
 func withRetries(c OpenAIConfig, n int) OpenAIConfig {
@@ -152,65 +154,65 @@ func withRetries(c OpenAIConfig, n int) OpenAIConfig {
 
 func TestOpenAIQueryGeneratorFallsBackToSecondEndpoint(t *testing.T) {
 	primary := newFakeOpenAI(t)
-	primary.onChat = func(w http.ResponseWriter, r *http.Request, n int, req chatRequest) {
-		writeAPIError(w, http.StatusBadGateway, "server_error", "", "bad gateway")
+	primary.OnChat = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.ChatRequest) {
+		openaitest.WriteError(w, http.StatusBadGateway, "server_error", "", "bad gateway")
 	}
 	fb := newFakeOpenAI(t)
-	fb.onChat = func(w http.ResponseWriter, r *http.Request, n int, req chatRequest) {
+	fb.OnChat = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.ChatRequest) {
 		if got := r.Header.Get("Authorization"); got != "Bearer fallback-key" {
 			t.Errorf("fallback got Authorization %q, want its own key", got)
 		}
-		writeChat(w, req.Model, queriesJSON("from fallback one", "from fallback two"))
+		openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON("from fallback one", "from fallback two"))
 	}
 	fallback := fallbackTo(fb, "llama3.1")
-	g, err := NewOpenAIQueryGenerator(OpenAIQueryGeneratorConfig{OpenAIConfig: withRetries(primary.config(), 1), Models: []string{"a", "b"}, Fallback: fallback})
+	g, err := NewOpenAIQueryGenerator(OpenAIQueryGeneratorConfig{OpenAIConfig: withRetries(configFor(primary), 1), Models: []string{"a", "b"}, Fallback: fallback})
 	mustf(t, err, "NewOpenAIQueryGenerator")
 	got, err := g.GenerateQueries(context.Background(), QueryRequest{Tool: weatherSpec, Count: 2})
 	mustf(t, err, "GenerateQueries")
 	if !slices.Equal(got, []string{"from fallback one", "from fallback two"}) {
 		t.Fatalf("got %q", got)
 	}
-	if m := chatModels(primary.chatRequests()); !slices.Equal(m, []string{"a", "a", "b", "b"}) {
+	if m := chatModels(primary.ChatRequests()); !slices.Equal(m, []string{"a", "a", "b", "b"}) {
 		t.Errorf("primary saw %v, want a,a,b,b", m)
 	}
-	if m := chatModels(fb.chatRequests()); !slices.Equal(m, []string{"llama3.1"}) {
+	if m := chatModels(fb.ChatRequests()); !slices.Equal(m, []string{"llama3.1"}) {
 		t.Errorf("fallback saw %v, want llama3.1 once", m)
 	}
 }
 
 func TestOpenAIQueryGeneratorAuthFailureSkipsToFallback(t *testing.T) {
 	primary := newFakeOpenAI(t)
-	primary.onChat = func(w http.ResponseWriter, r *http.Request, n int, req chatRequest) {
-		writeAPIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided")
+	primary.OnChat = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.ChatRequest) {
+		openaitest.WriteError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided")
 	}
 	fb := newFakeOpenAI(t)
-	fb.onChat = func(w http.ResponseWriter, r *http.Request, n int, req chatRequest) {
-		writeChat(w, req.Model, queriesJSON("x one", "x two"))
+	fb.OnChat = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.ChatRequest) {
+		openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON("x one", "x two"))
 	}
 	fallback := fallbackTo(fb, "fb")
 	g := newTestGenerator(t, primary, []string{"a", "b", "c"}, fallback)
 	_, err := g.GenerateQueries(context.Background(), QueryRequest{Tool: weatherSpec, Count: 2})
 	mustf(t, err, "GenerateQueries")
-	if m := chatModels(primary.chatRequests()); !slices.Equal(m, []string{"a"}) {
+	if m := chatModels(primary.ChatRequests()); !slices.Equal(m, []string{"a"}) {
 		t.Fatalf("primary saw %v; a rejected key must not be retried on other models of the same endpoint", m)
 	}
 }
 
 func TestOpenAIQueryGeneratorEverythingFails(t *testing.T) {
 	primary := newFakeOpenAI(t)
-	primary.onChat = func(w http.ResponseWriter, r *http.Request, n int, req chatRequest) {
+	primary.OnChat = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.ChatRequest) {
 		if req.Model == "a" {
-			writeAPIError(w, http.StatusInternalServerError, "server_error", "", "a exploded")
+			openaitest.WriteError(w, http.StatusInternalServerError, "server_error", "", "a exploded")
 			return
 		}
-		writeChat(w, req.Model, "I cannot help with that.")
+		openaitest.WriteChat(w, req.Model, "I cannot help with that.")
 	}
 	fb := newFakeOpenAI(t)
-	fb.onChat = func(w http.ResponseWriter, r *http.Request, n int, req chatRequest) {
-		writeAPIError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "The model `fb` does not exist")
+	fb.OnChat = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.ChatRequest) {
+		openaitest.WriteError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "The model `fb` does not exist")
 	}
 	fallback := fallbackTo(fb, "fb")
-	g, err := NewOpenAIQueryGenerator(OpenAIQueryGeneratorConfig{OpenAIConfig: withRetries(primary.config(), 1), Models: []string{"a", "b"}, Fallback: fallback})
+	g, err := NewOpenAIQueryGenerator(OpenAIQueryGeneratorConfig{OpenAIConfig: withRetries(configFor(primary), 1), Models: []string{"a", "b"}, Fallback: fallback})
 	mustf(t, err, "NewOpenAIQueryGenerator")
 	got, err := g.GenerateQueries(context.Background(), QueryRequest{Tool: weatherSpec, Count: 2})
 	if err == nil || got != nil {
@@ -224,7 +226,7 @@ func TestOpenAIQueryGeneratorEverythingFails(t *testing.T) {
 	if strings.Contains(err.Error(), testAPIKey) {
 		t.Errorf("error leaks the key")
 	}
-	t.Logf("every route failing: %d primary requests, %d fallback requests; error: %v", len(primary.chatRequests()), len(fb.chatRequests()), err)
+	t.Logf("every route failing: %d primary requests, %d fallback requests; error: %v", len(primary.ChatRequests()), len(fb.ChatRequests()), err)
 }
 
 func TestGenerateAllBoundsConcurrency(t *testing.T) {
@@ -235,7 +237,7 @@ func TestGenerateAllBoundsConcurrency(t *testing.T) {
 	var mu sync.Mutex
 	arrived := 0
 	full := make(chan struct{})
-	f.hold = func() {
+	f.Hold = func() {
 		mu.Lock()
 		arrived++
 		if arrived == limit {
@@ -248,8 +250,8 @@ func TestGenerateAllBoundsConcurrency(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	f.onChat = func(w http.ResponseWriter, r *http.Request, n int, req chatRequest) {
-		writeChat(w, req.Model, queriesJSON(fmt.Sprintf("query %d one", n), fmt.Sprintf("query %d two", n)))
+	f.OnChat = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.ChatRequest) {
+		openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON(fmt.Sprintf("query %d one", n), fmt.Sprintf("query %d two", n)))
 	}
 	g := newTestGenerator(t, f, []string{"m"}, nil)
 	reqs := make([]QueryRequest, tools)
@@ -262,10 +264,10 @@ func TestGenerateAllBoundsConcurrency(t *testing.T) {
 			t.Fatalf("result %d: %v %q", i, r.Err, r.Queries)
 		}
 	}
-	if peak := f.peakInFlight(); peak != limit {
+	if peak := f.PeakInFlight(); peak != limit {
 		t.Fatalf("server saw at most %d requests in flight, want exactly the limit %d", peak, limit)
 	}
-	t.Logf("%d tools, concurrency %d: %d requests, peak %d in flight", tools, limit, len(f.chatRequests()), f.peakInFlight())
+	t.Logf("%d tools, concurrency %d: %d requests, peak %d in flight", tools, limit, len(f.ChatRequests()), f.PeakInFlight())
 }
 
 func TestGenerateAllKeepsOrderAndIsolatesFailures(t *testing.T) {
