@@ -91,6 +91,9 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 
+	// Tests create hundreds of objects; client-go's default 5 QPS would
+	// make that crawl.
+	cfg.QPS, cfg.Burst = 500, 1000
 	if k8sClient, err = client.New(cfg, client.Options{Scheme: testScheme}); err != nil {
 		fmt.Fprintf(os.Stderr, "creating client: %v\n", err)
 		return 1
@@ -147,12 +150,16 @@ func runSuite(m *testing.M) int {
 	return code
 }
 
-// zapLevel keeps controller logs quiet unless TEST_LOG_LEVEL asks otherwise.
+// zapLevel keeps controller logs quiet (tests provoke reconcile errors on
+// purpose) unless TEST_LOG_LEVEL=debug or =error asks for them.
 func zapLevel() zapcore.Level {
-	if os.Getenv("TEST_LOG_LEVEL") == "debug" {
+	switch os.Getenv("TEST_LOG_LEVEL") {
+	case "debug":
 		return zapcore.DebugLevel
+	case "error":
+		return zapcore.ErrorLevel
 	}
-	return zapcore.ErrorLevel
+	return zapcore.DPanicLevel
 }
 
 // newNamespace creates a namespace for one test and deletes it afterwards.

@@ -1,0 +1,207 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+// threeTools creates the catalog "tools" with three tools and waits for
+// version 1.
+func threeTools(t *testing.T, g *WithT, ns string, p *provider) {
+	t.Helper()
+	weather := testTool(ns, "weather", "get_weather", "Get the current weather for a city.", "tools")
+	weather.Spec.Permissions = &v1alpha1.ToolPermissions{AllowedPrincipals: []string{"group:b", "group:a"}}
+	weather.Spec.AlwaysInclude = true
+	issue := testTool(ns, "issue", "create_issue", "Open an issue in a GitHub repository.", "tools")
+	issue.Spec.ExampleQueries = []string{"file a bug about the login page"}
+	email := testTool(ns, "email", "send_email", "Send an email to a recipient.", "tools")
+	email.Spec.Parameters = nil
+	createAll(g, weather, issue, email, testCatalog(ns, "tools", p))
+	waitVersion(g, ns, "tools", 1)
+}
+
+func TestCatalogPublishesFirstVersion(t *testing.T) {
+	g := gomegaFor(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	p := newProvider(t)
+	rc := redisClient(t)
+	k := catalogKeys(ns, "tools")
+
+	sub := rc.Subscribe(ctx, "toolcatalog:test:"+ns)
+	defer sub.Close()
+	_, err := sub.Receive(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	threeTools(t, g, ns, p)
+	tc := getTC(g, ns, "tools")
+
+	// The document follows the contract.
+	doc := storedDoc(g, rc, k)
+	g.Expect(doc.Version).To(BeEquivalentTo(1))
+	g.Expect(doc.Catalog).To(Equal(ns + "/tools"))
+	g.Expect(doc.SchemaHash).To(MatchRegexp(`^[0-9a-f]{64}$`))
+	g.Expect(doc.SchemaHash).To(Equal(tc.Status.SchemaHash))
+	g.Expect(doc.Embedding).To(Equal(contract.EmbeddingInfo{Provider: "openai", Model: testEmbeddingModel, Dimensions: testDims}))
+	g.Expect(doc.Search.Method).To(Equal("hybrid"))
+	g.Expect(doc.Search.TopK).To(Equal(5))
+	var names []string
+	for _, tool := range doc.Tools {
+		names = append(names, tool.Name)
+	}
+	g.Expect(names).To(Equal([]string{"create_issue", "get_weather", "send_email"}))
+	weather, _ := doc.ToolByName("get_weather")
+	g.Expect(weather.AlwaysInclude).To(BeTrue())
+	g.Expect(string(weather.Parameters)).To(Equal(`{"properties":{"q":{"type":"string"}},"required":["q"],"type":"object"}`))
+	email, _ := doc.ToolByName("send_email")
+	g.Expect(string(email.Parameters)).To(Equal(`{"properties":{},"type":"object"}`))
+	g.Expect(doc.Permissions).To(Equal(map[string][]string{"get_weather": {"group:a", "group:b"}}))
+	raw := map[string]any{}
+	g.Expect(json.Unmarshal([]byte(rc.Get(ctx, k.Catalog()).Val()), &raw)).To(Succeed())
+	g.Expect(raw).To(HaveKey("generated_at"))
+	g.Expect(rc.Get(ctx, k.CatalogVersion(1)).Val()).To(Equal(rc.Get(ctx, k.Catalog()).Val()))
+	g.Expect(rc.Get(ctx, k.Version()).Val()).To(Equal("1"))
+
+	// One vector and one metadata entry per tool.
+	vecs := rc.HGetAll(ctx, k.Embeddings()).Val()
+	g.Expect(vecs).To(HaveLen(3))
+	for name, v := range vecs {
+		g.Expect(v).To(HaveLen(4*testDims), "vector of %s", name)
+	}
+	meta := storedMetadata(g, rc, k)
+	g.Expect(meta).To(HaveLen(3))
+	issueTD := getTD(g, ns, "issue")
+	g.Expect(meta["create_issue"].SpecHash).To(Equal(issueTD.Status.SpecHash))
+	g.Expect(meta["create_issue"].Model).To(Equal(testEmbeddingModel))
+	g.Expect(meta["create_issue"].Dimensions).To(Equal(testDims))
+	about := shortHash(issueTD.Spec.Description)
+	g.Expect(meta["create_issue"].SyntheticQueries).To(Equal([]string{"file a bug about the login page",
+		"create_issue request number 1 about " + about, "create_issue request number 2 about " + about}))
+	g.Expect(meta["get_weather"].SyntheticQueries).To(HaveLen(3))
+
+	// One chat call per tool and all queries embedded in one request.
+	g.Expect(p.chatCalls()).To(Equal(map[string]int{"get_weather": 1, "create_issue": 1, "send_email": 1}))
+	reqs, texts := p.embeddingCalls()
+	g.Expect(reqs).To(Equal(1))
+	g.Expect(texts).To(Equal(9))
+
+	// Subscribers hear about it.
+	msg, err := sub.ReceiveMessage(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	var notice contract.Notice
+	g.Expect(json.Unmarshal([]byte(msg.Payload), &notice)).To(Succeed())
+	g.Expect(notice).To(Equal(contract.Notice{Catalog: ns + "/tools", Version: 1, SchemaHash: doc.SchemaHash}))
+
+	// Status and records.
+	g.Expect(tc.Status.Counts).To(Equal(v1alpha1.ToolCounts{Tools: 3, Embedded: 3}))
+	g.Expect(tc.Status.LastPublishedTime).NotTo(BeNil())
+	expectCondition(g, tc, v1alpha1.ConditionPublished, metav1.ConditionTrue, v1alpha1.ReasonVersionPublished)
+	expectCondition(g, tc, v1alpha1.ConditionEmbeddingsSynced, metav1.ConditionTrue, v1alpha1.ReasonAllEmbedded)
+	g.Eventually(func(g Gomega) {
+		td := getTD(g, ns, "issue")
+		rec := recordOf(td, "tools")
+		g.Expect(rec).NotTo(BeNil())
+		g.Expect(rec.SpecHash).To(Equal(td.Status.SpecHash))
+		g.Expect(rec.Model).To(Equal(testEmbeddingModel))
+		g.Expect(rec.QueryCount).To(BeEquivalentTo(3))
+		g.Expect(rec.CatalogVersion).To(BeEquivalentTo(1))
+		g.Expect(rec.EmbeddedTime).NotTo(BeNil())
+		expectCondition(g, td, v1alpha1.ConditionEmbedded, metav1.ConditionTrue, v1alpha1.ReasonEmbedded)
+		expectCondition(g, td, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonEmbedded)
+		// The record is owned by the catalog's own field manager.
+		var managers []string
+		for _, mf := range td.ManagedFields {
+			if mf.Subresource == "status" {
+				managers = append(managers, mf.Manager)
+			}
+		}
+		g.Expect(managers).To(ContainElement("toolcatalog.dev/catalog-tools"))
+	}).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(hasEvent(eventsFor(g, ns, "tools"), corev1.EventTypeNormal, v1alpha1.ReasonVersionPublished)).NotTo(BeNil())
+	}).Should(Succeed())
+}
+
+func TestCatalogReembedsOnlyTheEditedTool(t *testing.T) {
+	g := gomegaFor(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	p := newProvider(t)
+	rc := redisClient(t)
+	k := catalogKeys(ns, "tools")
+	threeTools(t, g, ns, p)
+	before := storedMetadata(g, rc, k)
+	vecBefore := rc.HGetAll(ctx, k.Embeddings()).Val()
+	chatBefore := p.chatCalls()
+	embBefore, _ := p.embeddingCalls()
+
+	td := getTD(g, ns, "weather")
+	td.Spec.Description = "Get the current weather and a three-day forecast for a city."
+	g.Expect(k8sClient.Update(ctx, td)).To(Succeed())
+	tc := waitVersion(g, ns, "tools", 2)
+
+	// Exactly that tool: one chat call for it, one embeddings request
+	// with its three queries.
+	chat := p.chatCalls()
+	g.Expect(chat["get_weather"]).To(Equal(chatBefore["get_weather"] + 1))
+	g.Expect(chat["create_issue"]).To(Equal(chatBefore["create_issue"]))
+	g.Expect(chat["send_email"]).To(Equal(chatBefore["send_email"]))
+	reqs := p.EmbeddingRequests()
+	g.Expect(reqs).To(HaveLen(embBefore + 1))
+	g.Expect(reqs[len(reqs)-1].Input).To(HaveLen(3))
+
+	after := storedMetadata(g, rc, k)
+	vecAfter := rc.HGetAll(ctx, k.Embeddings()).Val()
+	g.Expect(after["get_weather"].SpecHash).NotTo(Equal(before["get_weather"].SpecHash))
+	for _, other := range []string{"create_issue", "send_email"} {
+		g.Expect(after[other]).To(Equal(before[other]), "metadata of %s rewritten", other)
+		g.Expect(vecAfter[other]).To(Equal(vecBefore[other]), "vector of %s rewritten", other)
+	}
+	doc := storedDoc(g, rc, k)
+	w, _ := doc.ToolByName("get_weather")
+	g.Expect(w.Description).To(Equal(td.Spec.Description))
+	g.Expect(tc.Status.Version).To(BeEquivalentTo(2))
+
+	g.Eventually(func(g Gomega) {
+		td := getTD(g, ns, "weather")
+		g.Expect(recordOf(td, "tools").CatalogVersion).To(BeEquivalentTo(2))
+		g.Expect(recordOf(td, "tools").SpecHash).To(Equal(td.Status.SpecHash))
+		expectCondition(g, td, v1alpha1.ConditionEmbedded, metav1.ConditionTrue, v1alpha1.ReasonEmbedded)
+		g.Expect(recordOf(getTD(g, ns, "issue"), "tools").CatalogVersion).To(BeEquivalentTo(1))
+	}).Should(Succeed())
+
+	// A change the model does not read (a label) makes no version and no
+	// provider call. The refresh token proves a pass ran after it.
+	issue := getTD(g, ns, "issue")
+	issue.Labels["team"] = "platform"
+	g.Expect(k8sClient.Update(ctx, issue)).To(Succeed())
+	chatBefore = p.chatCalls()
+	embBefore, _ = p.embeddingCalls()
+	dump := dumpCatalog(rc, k)
+	tc = requestRefresh(g, ns, "tools", "after-label", "", "")
+	g.Expect(tc.Status.Version).To(BeEquivalentTo(2))
+	g.Expect(p.chatCalls()).To(Equal(chatBefore))
+	embAfter, _ := p.embeddingCalls()
+	g.Expect(embAfter).To(Equal(embBefore))
+	g.Expect(dumpCatalog(rc, k)).To(Equal(dump))
+	expectCondition(g, tc, v1alpha1.ConditionPublished, metav1.ConditionTrue, v1alpha1.ReasonUpToDate)
+}
+
+// sortedKeys is for readable failure messages.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
