@@ -100,3 +100,31 @@ func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
 }
+
+func TestKubectlDescribeShowsCatalogAndToolState(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	p := newProvider(t)
+	threeTools(t, g, ns, p)
+	g.Eventually(func(g Gomega) {
+		expectCondition(g, getTD(g, ns, "weather"), v1alpha1.ConditionEmbedded, metav1.ConditionTrue, v1alpha1.ReasonEmbedded)
+	}).Should(Succeed())
+
+	out := runKubectl(t, "get", "tc", "-n", ns, "-o", "wide")
+	t.Logf("kubectl get tc -o wide:\n%s", out)
+	g.Expect(out).To(MatchRegexp(`tools\s+True\s+version 1 serves 3 tools\s+1\s+3\s+0\s+0`))
+
+	out = runKubectl(t, "describe", "tc", "-n", ns, "tools")
+	t.Logf("kubectl describe tc:\n%s", out)
+	for _, re := range []string{`Version:\s+1`, `Schema Hash:\s+[0-9a-f]{64}`, `Embedded:\s+3`, `Stale:\s+0`, `Type:\s+EmbeddingsSynced`,
+		`Normal\s+VersionPublished\s+.*published version 1: 3 tools`} {
+		g.Expect(out).To(MatchRegexp(re))
+	}
+
+	out = runKubectl(t, "describe", "td", "-n", ns, "weather")
+	t.Logf("kubectl describe td:\n%s", out)
+	for _, re := range []string{`Spec Hash:\s+[0-9a-f]{64}`, `Catalog:\s+tools`, `Catalog Version:\s+1`, `Query Count:\s+3`,
+		`Message:\s+embedded in tools \(version 1\)`, `Type:\s+Embedded`} {
+		g.Expect(out).To(MatchRegexp(re))
+	}
+}

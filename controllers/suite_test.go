@@ -62,6 +62,7 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	store.RouteLogs(ctrl.Log)
 
 	testEnv = &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},

@@ -102,7 +102,7 @@ func TestCatalogPublishesFirstVersion(t *testing.T) {
 	g.Expect(notice).To(Equal(contract.Notice{Catalog: ns + "/tools", Version: 1, SchemaHash: doc.SchemaHash}))
 
 	// Status and records.
-	g.Expect(tc.Status.Counts).To(Equal(v1alpha1.ToolCounts{Tools: 3, Embedded: 3}))
+	g.Expect(tc.Status.Counts).To(Equal(&v1alpha1.ToolCounts{Tools: 3, Embedded: 3}))
 	g.Expect(tc.Status.LastPublishedTime).NotTo(BeNil())
 	expectCondition(g, tc, v1alpha1.ConditionPublished, metav1.ConditionTrue, v1alpha1.ReasonVersionPublished)
 	expectCondition(g, tc, v1alpha1.ConditionEmbeddingsSynced, metav1.ConditionTrue, v1alpha1.ReasonAllEmbedded)

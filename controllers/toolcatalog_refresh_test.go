@@ -188,7 +188,7 @@ func TestCatalogProviderFailures(t *testing.T) {
 	p.fail("get_weather", 0)
 	tc = waitVersion(g, ns, "tools", 3)
 	g.Expect(tc.Status.FailingTools).To(BeEmpty())
-	g.Expect(tc.Status.Counts).To(Equal(v1alpha1.ToolCounts{Tools: 3, Embedded: 3}))
+	g.Expect(tc.Status.Counts).To(Equal(&v1alpha1.ToolCounts{Tools: 3, Embedded: 3}))
 	g.Eventually(func(g Gomega) {
 		g.Expect(hasEvent(eventsFor(g, ns, "tools"), "Normal", "Recovered")).NotTo(BeNil())
 	}).Should(Succeed())

@@ -51,7 +51,7 @@ func (p *pass) applyStatus(st *v1alpha1.ToolCatalogStatus) {
 			c.Failed++
 		}
 	}
-	st.Counts = c
+	st.Counts = &c
 	st.Version = max(st.Version, p.version)
 	st.SchemaHash = p.doc.SchemaHash
 	if p.blocked != "" && p.prevDoc != nil {
@@ -321,7 +321,7 @@ func (p *pass) summary() string {
 	sort.Strings(embedded)
 	parts := []string{fmt.Sprintf("%d tools", len(p.doc.Tools))}
 	if len(embedded) > 0 {
-		parts = append(parts, fmt.Sprintf("re-embedded %d (%s)", len(embedded), listNames(embedded)))
+		parts = append(parts, fmt.Sprintf("embedded %d (%s)", len(embedded), listNames(embedded)))
 	}
 	if len(p.removed) > 0 {
 		parts = append(parts, fmt.Sprintf("removed %d (%s)", len(p.removed), listNames(p.removed)))

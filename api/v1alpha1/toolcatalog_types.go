@@ -350,7 +350,7 @@ type ToolCatalogStatus struct {
 
 	// counts summarises the selected tools.
 	// +optional
-	Counts ToolCounts `json:"counts,omitempty"`
+	Counts *ToolCounts `json:"counts,omitempty"`
 
 	// failingTools lists tools that are rejected, conflicting or failed to
 	// refresh, with the reason; bounded, see counts for totals.

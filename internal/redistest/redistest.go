@@ -33,11 +33,16 @@ type Server struct {
 	// Addr is the server's host:port on the loopback interface.
 	Addr string
 
-	cmd     *exec.Cmd
 	dir     string
 	ownsDir bool
+	proc    *process
+}
+
+// process is one run of redis-server.
+type process struct {
+	cmd     *exec.Cmd
 	exited  chan struct{}
-	waitErr error
+	waitErr error // set before exited is closed
 }
 
 // New starts a server for the test and stops it when the test ends. It fails
@@ -93,6 +98,10 @@ func startOnce(bin, dir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	return startOnPort(bin, dir, port)
+}
+
+func startOnPort(bin, dir string, port int) (*Server, error) {
 	logFile := filepath.Join(dir, "redis-"+strconv.Itoa(port)+".log")
 	cmd := exec.Command(bin,
 		"--port", strconv.Itoa(port),
@@ -107,11 +116,12 @@ func startOnce(bin, dir string) (*Server, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("running %s: %w", bin, err)
 	}
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir, exited: make(chan struct{})}
+	proc := &process{cmd: cmd, exited: make(chan struct{})}
 	go func() {
-		s.waitErr = cmd.Wait()
-		close(s.exited)
+		proc.waitErr = cmd.Wait()
+		close(proc.exited)
 	}()
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, proc: proc}
 	if err := s.waitReady(); err != nil {
 		_ = s.Stop()
 		log, _ := os.ReadFile(logFile)
@@ -127,8 +137,8 @@ func (s *Server) waitReady() error {
 	defer c.Close()
 	for {
 		select {
-		case <-s.exited:
-			return fmt.Errorf("process exited: %v", s.waitErr)
+		case <-s.proc.exited:
+			return fmt.Errorf("process exited: %v", s.proc.waitErr)
 		default:
 		}
 		if err := c.Ping(ctx).Err(); err == nil {
@@ -140,6 +150,29 @@ func (s *Server) waitReady() error {
 	}
 }
 
+// Restart starts a new, empty server on the same address after Stop, as
+// a Redis without persistence comes back after a crash.
+func (s *Server) Restart() error {
+	if !s.Exited() {
+		return errors.New("redis-server is still running: Stop it first")
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return errors.New(InstallHint)
+	}
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return err
+	}
+	_, portStr, _ := net.SplitHostPort(s.Addr)
+	port, _ := strconv.Atoi(portStr)
+	next, err := startOnPort(bin, s.dir, port)
+	if err != nil {
+		return err
+	}
+	s.proc = next.proc
+	return nil
+}
+
 // Client returns a new client connected to the server.
 func (s *Server) Client() *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: s.Addr})
@@ -149,14 +182,14 @@ func (s *Server) Client() *redis.Client {
 // more than once.
 func (s *Server) Stop() error {
 	select {
-	case <-s.exited:
+	case <-s.proc.exited:
 	default:
-		_ = s.cmd.Process.Signal(os.Interrupt)
+		_ = s.proc.cmd.Process.Signal(os.Interrupt)
 		select {
-		case <-s.exited:
+		case <-s.proc.exited:
 		case <-time.After(stopTimeout):
-			_ = s.cmd.Process.Kill()
-			<-s.exited
+			_ = s.proc.cmd.Process.Kill()
+			<-s.proc.exited
 		}
 	}
 	if s.ownsDir {
@@ -168,7 +201,7 @@ func (s *Server) Stop() error {
 // Exited reports whether the server process has exited.
 func (s *Server) Exited() bool {
 	select {
-	case <-s.exited:
+	case <-s.proc.exited:
 		return true
 	default:
 		return false

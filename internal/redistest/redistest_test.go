@@ -76,3 +76,29 @@ func TestStartWithoutBinaryExplainsInstall(t *testing.T) {
 		t.Fatalf("Start without redis-server = %v, want %q", err, InstallHint)
 	}
 }
+
+func TestRestartComesBackEmptyOnTheSameAddress(t *testing.T) {
+	s := New(t)
+	ctx := context.Background()
+	c := s.Client()
+	defer c.Close()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Restart(); err == nil {
+		t.Fatal("Restart of a running server succeeded")
+	}
+	addr := s.Addr
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	if s.Addr != addr || s.Exited() {
+		t.Fatalf("restarted on %s (exited %v), want %s", s.Addr, s.Exited(), addr)
+	}
+	if n, err := c.Exists(ctx, "k").Result(); err != nil || n != 0 {
+		t.Fatalf("after restart: exists = %d, %v; want an empty server", n, err)
+	}
+}

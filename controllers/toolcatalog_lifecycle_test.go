@@ -1,0 +1,194 @@
+package controllers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
+)
+
+func TestCatalogDropsDeletedAndUnlabelledTools(t *testing.T) {
+	g := gomegaFor(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	p := newProvider(t)
+	rc := redisClient(t)
+	k := catalogKeys(ns, "tools")
+	threeTools(t, g, ns, p)
+
+	g.Expect(k8sClient.Delete(ctx, getTD(g, ns, "email"))).To(Succeed())
+	td := getTD(g, ns, "issue")
+	delete(td.Labels, catalogLabel)
+	g.Expect(k8sClient.Update(ctx, td)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		tc := getTC(g, ns, "tools")
+		g.Expect(tc.Status.Counts.Tools).To(BeEquivalentTo(1))
+		g.Expect(storedDoc(g, rc, k).Tools).To(HaveLen(1))
+	}).Should(Succeed())
+	doc := storedDoc(g, rc, k)
+	g.Expect(doc.Tools[0].Name).To(Equal("get_weather"))
+	g.Expect(sortedKeys(rc.HGetAll(ctx, k.Embeddings()).Val())).To(Equal([]string{"get_weather"}))
+	g.Expect(sortedKeys(rc.HGetAll(ctx, k.Metadata()).Val())).To(Equal([]string{"get_weather"}))
+	// The unlabelled tool no longer carries this catalog's record.
+	g.Eventually(func(g Gomega) {
+		td := getTD(g, ns, "issue")
+		g.Expect(recordOf(td, "tools")).To(BeNil())
+		expectCondition(g, td, v1alpha1.ConditionEmbedded, metav1.ConditionFalse, v1alpha1.ReasonNotSelected)
+	}).Should(Succeed())
+}
+
+func TestCatalogReportsConflictsAndRejectedTools(t *testing.T) {
+	g := gomegaFor(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	p := newProvider(t)
+	rc := redisClient(t)
+	k := catalogKeys(ns, "tools")
+	threeTools(t, g, ns, p)
+	published, _ := storedDoc(g, rc, k).ToolByName("send_email")
+
+	// A second ToolDefinition takes the name send_email: neither wins,
+	// and the published entry stays as it was.
+	dup := testTool(ns, "email-v2", "send_email", "Send an email, the new way.", "tools")
+	bad := testTool(ns, "broken", "broken_tool", "A tool with a broken schema.", "tools")
+	bad.Spec.Parameters = rawJSON(`{"type":"object","required":"x"}`)
+	createAll(g, dup, bad)
+
+	var tc *v1alpha1.ToolCatalog
+	g.Eventually(func(g Gomega) {
+		tc = getTC(g, ns, "tools")
+		g.Expect(tc.Status.FailingTools).To(HaveLen(3))
+	}).Should(Succeed())
+	reasons := map[string]string{}
+	for _, f := range tc.Status.FailingTools {
+		reasons[f.ToolDefinition] = f.Reason
+	}
+	g.Expect(reasons).To(Equal(map[string]string{"email": v1alpha1.ReasonNameConflict, "email-v2": v1alpha1.ReasonNameConflict, "broken": v1alpha1.ReasonInvalidSpec}))
+	g.Expect(tc.Status.Counts.Rejected).To(BeEquivalentTo(3))
+	g.Expect(tc.Status.Counts.Tools).To(BeEquivalentTo(2))
+	c := expectCondition(g, tc, v1alpha1.ConditionEmbeddingsSynced, metav1.ConditionFalse, v1alpha1.ReasonNameConflict)
+	g.Expect(c.Message).To(ContainSubstring("send_email"))
+	still, ok := storedDoc(g, rc, k).ToolByName("send_email")
+	g.Expect(ok).To(BeTrue())
+	g.Expect(still).To(Equal(published))
+	_, ok = storedDoc(g, rc, k).ToolByName("broken_tool")
+	g.Expect(ok).To(BeFalse())
+	g.Eventually(func(g Gomega) {
+		rec := recordOf(getTD(g, ns, "email-v2"), "tools")
+		g.Expect(rec).NotTo(BeNil())
+		g.Expect(rec.Reason).To(Equal(v1alpha1.ReasonNameConflict))
+		g.Expect(rec.Message).To(ContainSubstring("email, email-v2"))
+	}).Should(Succeed())
+
+	// Resolving the conflict publishes the survivor.
+	g.Expect(k8sClient.Delete(ctx, getTD(g, ns, "email"))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got, _ := storedDoc(g, rc, k).ToolByName("send_email")
+		g.Expect(got.Description).To(Equal("Send an email, the new way."))
+	}).Should(Succeed())
+}
+
+func TestCatalogSurvivesRedisOutageAndFlush(t *testing.T) {
+	g := gomegaFor(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	p := newProvider(t)
+	own := redistest.New(t)
+	rc := own.Client()
+	defer rc.Close()
+	k := catalogKeys(ns, "tools")
+
+	tc := testCatalog(ns, "tools", p)
+	tc.Spec.Redis.Addresses = []string{own.Addr}
+	tc.Spec.Publish.ResyncInterval = &metav1.Duration{Duration: 2 * time.Second}
+	createAll(g, testTool(ns, "weather", "get_weather", "Get the weather.", "tools"), tc)
+	waitVersion(g, ns, "tools", 1)
+
+	// Redis goes away: the condition says so.
+	g.Expect(own.Stop()).To(Succeed())
+	td := getTD(g, ns, "weather")
+	td.Spec.Description = "Get the weather and the forecast."
+	g.Expect(k8sClient.Update(ctx, td)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		tc := getTC(g, ns, "tools")
+		c := expectCondition(g, tc, v1alpha1.ConditionPublished, metav1.ConditionFalse, v1alpha1.ReasonRedisUnavailable)
+		g.Expect(c.Message).To(ContainSubstring(own.Addr))
+		expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonRedisUnavailable)
+	}).Should(Succeed())
+
+	// It comes back empty (no persistence): the catalog is published again
+	// with a newer version than consumers have seen.
+	g.Expect(own.Restart()).To(Succeed())
+	tc = waitVersion(g, ns, "tools", 2)
+	doc := storedDoc(g, rc, k)
+	g.Expect(doc.Version).To(BeEquivalentTo(2))
+	g.Expect(doc.Tools[0].Description).To(Equal("Get the weather and the forecast."))
+	g.Expect(rc.HLen(ctx, k.Embeddings()).Val()).To(BeEquivalentTo(1))
+
+	// FLUSHALL: the periodic resync republishes.
+	g.Expect(rc.FlushAll(ctx).Err()).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(rc.Get(ctx, k.Version()).Val()).To(Equal("3"))
+		g.Expect(storedDoc(g, rc, k).Tools).To(HaveLen(1))
+		g.Expect(rc.HLen(ctx, k.Metadata()).Val()).To(BeEquivalentTo(1))
+	}).Should(Succeed())
+}
+
+func TestCatalogDeletionRemovesItsKeys(t *testing.T) {
+	g := gomegaFor(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	p := newProvider(t)
+	rc := redisClient(t)
+	k := catalogKeys(ns, "tools")
+	threeTools(t, g, ns, p)
+	other := catalogKeys(ns, "other")
+	g.Expect(rc.Set(ctx, other.Catalog(), "keep me", 0).Err()).To(Succeed())
+	g.Expect(rc.Keys(ctx, k.Prefix+"*").Val()).NotTo(BeEmpty())
+	g.Expect(getTC(g, ns, "tools").Finalizers).To(ContainElement(v1alpha1.FinalizerCleanup))
+
+	g.Expect(k8sClient.Delete(ctx, getTC(g, ns, "tools"))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "tools"}, &v1alpha1.ToolCatalog{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+	}).Should(Succeed())
+	g.Expect(rc.Keys(ctx, k.Prefix+"*").Val()).To(BeEmpty())
+	g.Expect(rc.Get(ctx, other.Catalog()).Val()).To(Equal("keep me"))
+	g.Eventually(func(g Gomega) {
+		td := getTD(g, ns, "weather")
+		g.Expect(td.Status.Catalogs).To(BeEmpty())
+		expectCondition(g, td, v1alpha1.ConditionEmbedded, metav1.ConditionFalse, v1alpha1.ReasonNotSelected)
+	}).Should(Succeed())
+}
+
+func TestCatalogWaitsForItsSecret(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	p := newProvider(t)
+	p.APIKeys = []string{"sk-good"}
+	tc := testCatalog(ns, "tools", p)
+	tc.Spec.Embedding.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "openai", Key: "apiKey"}
+	tc.Spec.QueryGeneration.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "openai", Key: "apiKey"}
+	createAll(g, tc, testTool(ns, "weather", "get_weather", "Get the weather.", "tools"))
+
+	g.Eventually(func(g Gomega) {
+		tc := getTC(g, ns, "tools")
+		c := expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound)
+		g.Expect(c.Message).To(ContainSubstring("Secret " + ns + "/openai"))
+		g.Expect(c.Message).To(ContainSubstring("spec.embedding.apiKeySecretRef"))
+		g.Expect(hasEvent(eventsFor(g, ns, "tools"), "Warning", v1alpha1.ReasonSecretNotFound)).NotTo(BeNil())
+	}).Should(Succeed())
+	g.Expect(p.ChatRequests()).To(BeEmpty())
+
+	// Creating the Secret is enough: the watch on Secrets starts a pass.
+	createAll(g, secret(ns, "openai", map[string]string{"apiKey": "sk-good"}))
+	waitVersion(g, ns, "tools", 1)
+}
