@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -80,7 +81,9 @@ func TestCatalogPublishesFirstVersion(t *testing.T) {
 	meta := storedMetadata(g, rc, k)
 	g.Expect(meta).To(HaveLen(3))
 	issueTD := getTD(g, ns, "issue")
-	g.Expect(meta["create_issue"].SpecHash).To(Equal(issueTD.Status.SpecHash))
+	wantHash, err := catalog.SpecHash(issueTD.Spec.Name, issueTD.Spec.Description, issueTD.Spec.Parameters.Raw)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(meta["create_issue"].SpecHash).To(Equal(wantHash))
 	g.Expect(meta["create_issue"].Model).To(Equal(testEmbeddingModel))
 	g.Expect(meta["create_issue"].Dimensions).To(Equal(testDims))
 	about := shortHash(issueTD.Spec.Description)

@@ -119,6 +119,7 @@ func TestAPIServerRejectsInvalidSpecs(t *testing.T) {
 		{"standalone with two addresses", validCatalogYAML, fn(set([]any{"a:6379", "b:6379"}, "redis", "addresses")), []string{"spec.redis", "standalone mode takes exactly one address"}},
 		{"sentinel without master", validCatalogYAML, fn(set("sentinel", "redis", "mode")), []string{"spec.redis", "masterName is required"}},
 		{"cluster with db", validCatalogYAML, fn(set("cluster", "redis", "mode"), set(int64(2), "redis", "db")), []string{"spec.redis", "db must be 0"}},
+		{"cluster prefix without hash tag", validCatalogYAML, fn(set("cluster", "redis", "mode"), set([]any{"a:6379", "b:6379"}, "redis", "addresses"), set("tools:prod", "redis", "keyPrefix")), []string{"spec.redis", "hash tag"}},
 		{"openai embedding without model", validCatalogYAML, fn(set("openai", "embedding", "provider")), []string{"spec.embedding", "model is required"}},
 		{"openai queries without models", validCatalogYAML, fn(set("openai", "queryGeneration", "provider")), []string{"spec.queryGeneration", "models needs at least one model"}},
 		{"fallback without model", validCatalogYAML, fn(set(map[string]any{"baseURL": "http://llm:8000/v1"}, "queryGeneration", "fallback")), []string{"spec.queryGeneration.fallback.model", "Required"}},

@@ -60,6 +60,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="(has(self.mode) && self.mode != 'standalone') || size(self.addresses) == 1",message="standalone mode takes exactly one address; use mode sentinel or cluster for several"
 // +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'sentinel' || (has(self.masterName) && size(self.masterName) > 0)",message="masterName is required when mode is sentinel"
 // +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'cluster' || !has(self.db) || self.db == 0",message="db must be 0 when mode is cluster"
+// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'cluster' || !has(self.keyPrefix) || self.keyPrefix.matches('[{][^}]+[}]')",message="in cluster mode keyPrefix must contain a hash tag such as {team/catalog}, so a catalog's keys share one slot"
 type RedisSpec struct {
 	// addresses are host:port pairs: the server (standalone), the sentinels
 	// (sentinel) or some cluster nodes (cluster).
