@@ -1,6 +1,8 @@
 package embedding
 
 import (
+	"github.com/toolcatalog/tool-catalog-operator/internal/text"
+
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -51,7 +53,7 @@ func (e LexicalEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 	return out, nil
 }
 
-func embedLexical(text string) []float32 {
+func embedLexical(s string) []float32 {
 	acc := make([]float64, BuiltinLexicalDimensions)
 	add := func(feature string, weight float64) {
 		h := fnv.New64a()
@@ -67,15 +69,15 @@ func embedLexical(text string) []float32 {
 	}
 
 	var content []string
-	for _, w := range words(text) {
-		if !stopwords[w] {
-			content = append(content, stem(w))
+	for _, w := range text.Words(s) {
+		if !text.Stopwords[w] {
+			content = append(content, text.Stem(w))
 		}
 	}
 	if len(content) == 0 {
 		// Only stopwords: better to use them than to return nothing.
-		for _, w := range words(text) {
-			content = append(content, stem(w))
+		for _, w := range text.Words(s) {
+			content = append(content, text.Stem(w))
 		}
 	}
 	for i, w := range content {

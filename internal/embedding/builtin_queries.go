@@ -1,6 +1,8 @@
 package embedding
 
 import (
+	"github.com/toolcatalog/tool-catalog-operator/internal/text"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -63,14 +65,14 @@ func queryBases(tool ToolSpec) []string {
 	for _, c := range descriptionClauses(tool.Description) {
 		bases = append(bases, lowerFirst(c))
 	}
-	name := strings.Join(words(tool.Name), " ")
+	name := strings.Join(text.Words(tool.Name), " ")
 	if name != "" {
 		bases = append(bases, name)
 	}
 	if params := parameterNames(tool.Parameters); len(params) > 0 {
 		var phrases []string
 		for _, p := range params {
-			phrases = append(phrases, strings.Join(words(p), " "))
+			phrases = append(phrases, strings.Join(text.Words(p), " "))
 		}
 		bases = append(bases, name+" by "+joinAnd(phrases))
 		for _, p := range phrases {
@@ -85,12 +87,12 @@ func descriptionClauses(desc string) []string {
 	var out []string
 	for _, sentence := range strings.FieldsFunc(desc, func(r rune) bool { return r == '.' || r == ';' || r == '\n' || r == '!' || r == '?' }) {
 		sentence = strings.Join(strings.Fields(sentence), " ")
-		if len(words(sentence)) < 2 {
+		if len(text.Words(sentence)) < 2 {
 			continue
 		}
 		// "Get the weather for a city: temperature, wind" also yields
 		// the shorter "Get the weather for a city".
-		if head, _, ok := strings.Cut(sentence, ":"); ok && len(words(head)) >= 2 {
+		if head, _, ok := strings.Cut(sentence, ":"); ok && len(text.Words(head)) >= 2 {
 			out = append(out, strings.TrimSpace(head))
 		}
 		out = append(out, sentence)

@@ -99,26 +99,6 @@ func TestLexicalEmbedderRejectsBlankText(t *testing.T) {
 	}
 }
 
-func TestWords(t *testing.T) {
-	tests := []struct {
-		in   string
-		want []string
-	}{
-		{"get_current_weather", []string{"get", "current", "weather"}},
-		{"createGitHubIssue", []string{"create", "git", "hub", "issue"}},
-		{"HTTPServer-status", []string{"http", "server", "status"}},
-		{"run SQL v2query", []string{"run", "sql", "v2query"}},
-		{"Ünïcödé, 東京!", []string{"ünïcödé", "東京"}},
-		{"ﬁle", []string{"file"}}, // NFKC folds the ligature
-		{"🌧️ ☔", []string{"🌧️", "☔"}},
-	}
-	for _, tt := range tests {
-		if got := words(tt.in); !slices.Equal(got, tt.want) {
-			t.Errorf("words(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
-
 func TestTemplateQueryGenerator(t *testing.T) {
 	gen := TemplateQueryGenerator{}
 	req := QueryRequest{

@@ -1,4 +1,6 @@
-package embedding
+// Package text splits names and prose into comparable words, the same way
+// for embedding, search and query generation.
+package text
 
 import (
 	"slices"
@@ -8,12 +10,12 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// words splits text into lower-case words: NFKC-normalised runs of letters,
+// Words splits text into lower-case words: NFKC-normalised runs of letters,
 // digits and combining marks, with camelCase, snake_case and kebab-case
 // names split into their parts ("getWeather" → "get", "weather"). Text
 // without any letter or digit falls back to its space-separated fields, so
 // emoji and symbols still yield tokens.
-func words(text string) []string {
+func Words(text string) []string {
 	text = norm.NFKC.String(text)
 	var out []string
 	var cur []rune
@@ -51,8 +53,8 @@ func words(text string) []string {
 	return out
 }
 
-// stopwords are frequent English words that say nothing about a tool.
-var stopwords = map[string]bool{
+// Stopwords are frequent English words that say nothing about a tool.
+var Stopwords = map[string]bool{
 	"a": true, "an": true, "the": true, "and": true, "or": true, "of": true, "to": true, "in": true,
 	"on": true, "for": true, "with": true, "by": true, "at": true, "from": true, "is": true, "are": true,
 	"be": true, "it": true, "its": true, "this": true, "that": true, "as": true, "into": true, "i": true,
@@ -60,8 +62,8 @@ var stopwords = map[string]bool{
 	"does": true, "please": true, "will": true, "would": true, "what": true, "how": true, "some": true,
 }
 
-// stem removes a plural ending so that "issues" and "issue" share a feature.
-func stem(w string) string {
+// Stem removes a plural ending so that "issues" and "issue" share a feature.
+func Stem(w string) string {
 	r := []rune(w)
 	if len(r) > 3 && r[len(r)-1] == 's' && r[len(r)-2] != 's' && r[len(r)-2] != 'u' && r[len(r)-2] != 'i' {
 		return string(r[:len(r)-1])
