@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,10 +62,29 @@ func New(t testing.TB) *Server {
 	return s
 }
 
+// NewCluster starts a one-node Redis Cluster (cluster mode on, every slot
+// assigned to the node) for the test, so code can be tested with a real
+// ClusterClient, including cross-slot rules.
+func NewCluster(t testing.TB) *Server {
+	t.Helper()
+	s, err := start(t.TempDir(), true)
+	if err != nil {
+		t.Fatalf("starting redis-server in cluster mode: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("stopping redis-server: %v", err)
+		}
+	})
+	return s
+}
+
 // Start starts a server whose files live in dir; an empty dir means a new
 // temporary directory, removed by Stop. Use it from TestMain to share one
 // server per test package.
-func Start(dir string) (*Server, error) {
+func Start(dir string) (*Server, error) { return start(dir, false) }
+
+func start(dir string, cluster bool) (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, errors.New(InstallHint)
@@ -80,7 +100,7 @@ func Start(dir string) (*Server, error) {
 	// Another process may take the free port between probing and binding;
 	// try again with a new one.
 	for range startAttempts {
-		s, err := startOnce(bin, dir)
+		s, err := startOnce(bin, dir, cluster)
 		if err == nil {
 			s.ownsDir = ownsDir
 			return s, nil
@@ -93,17 +113,25 @@ func Start(dir string) (*Server, error) {
 	return nil, lastErr
 }
 
-func startOnce(bin, dir string) (*Server, error) {
+func startOnce(bin, dir string, cluster bool) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	return startOnPort(bin, dir, port)
+	s, err := startOnPort(bin, dir, port, cluster)
+	if err != nil || !cluster {
+		return s, err
+	}
+	if err := s.assignAllSlots(); err != nil {
+		_ = s.Stop()
+		return nil, err
+	}
+	return s, nil
 }
 
-func startOnPort(bin, dir string, port int) (*Server, error) {
+func startOnPort(bin, dir string, port int, cluster bool) (*Server, error) {
 	logFile := filepath.Join(dir, "redis-"+strconv.Itoa(port)+".log")
-	cmd := exec.Command(bin,
+	args := []string{
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
 		"--dir", dir,
@@ -111,7 +139,11 @@ func startOnPort(bin, dir string, port int) (*Server, error) {
 		"--save", "",
 		"--appendonly", "no",
 		"--daemonize", "no",
-	)
+	}
+	if cluster {
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes-"+strconv.Itoa(port)+".conf")
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("running %s: %w", bin, err)
@@ -165,12 +197,34 @@ func (s *Server) Restart() error {
 	}
 	_, portStr, _ := net.SplitHostPort(s.Addr)
 	port, _ := strconv.Atoi(portStr)
-	next, err := startOnPort(bin, s.dir, port)
+	next, err := startOnPort(bin, s.dir, port, false)
 	if err != nil {
 		return err
 	}
 	s.proc = next.proc
 	return nil
+}
+
+// assignAllSlots makes the node own every slot and waits for the cluster
+// to report ok.
+func (s *Server) assignAllSlots() error {
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", "0", "16383").Err(); err != nil {
+		return fmt.Errorf("assigning slots: %w", err)
+	}
+	for {
+		info, err := c.ClusterInfo(ctx).Result()
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("cluster did not become ok: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Client returns a new client connected to the server.

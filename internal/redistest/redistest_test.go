@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,5 +101,25 @@ func TestRestartComesBackEmptyOnTheSameAddress(t *testing.T) {
 	}
 	if n, err := c.Exists(ctx, "k").Result(); err != nil || n != 0 {
 		t.Fatalf("after restart: exists = %d, %v; want an empty server", n, err)
+	}
+}
+
+func TestNewClusterServesAClusterClient(t *testing.T) {
+	s := NewCluster(t)
+	ctx := context.Background()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{s.Addr}})
+	defer c.Close()
+	// Keys sharing a hash tag can be written in one transaction ...
+	if _, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, "{cat}:a", "1", 0)
+		p.Set(ctx, "{cat}:b", "2", 0)
+		return nil
+	}); err != nil {
+		t.Fatalf("MULTI on one slot: %v", err)
+	}
+	// ... keys in different slots cannot: this is a real cluster.
+	err := c.Do(ctx, "MSET", "a", "1", "b", "2").Err()
+	if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+		t.Fatalf("MSET across slots = %v, want a CROSSSLOT error", err)
 	}
 }

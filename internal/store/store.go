@@ -165,7 +165,7 @@ func Delete(ctx context.Context, c redis.UniversalClient, k contract.Keys) error
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("reading %s: %w", k.Version(), err)
 	}
-	keys := []string{k.Catalog(), k.Version(), k.Embeddings(), k.Metadata()}
+	keys := []string{k.Catalog(), k.Version(), k.Embeddings(), k.Metadata(), k.Usage()}
 	for n := version; n >= 1 && n > version-maxRetainVersions-1; n-- {
 		keys = append(keys, k.CatalogVersion(n))
 	}

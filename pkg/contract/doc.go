@@ -12,6 +12,7 @@
 //	P:version       string  current version number
 //	P:embeddings    hash    tool name → float32 little-endian vector
 //	P:metadata      hash    tool name → Metadata JSON
+//	P:usage         zset    tool name → use count, written by consumers
 //
 // A Notice {catalog, version, schema_hash} is published on the catalog's
 // channel (default "toolcatalog:updates") after each new version.

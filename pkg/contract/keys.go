@@ -35,6 +35,11 @@ func (k Keys) Embeddings() string { return k.Prefix + ":embeddings" }
 // Metadata is P:metadata.
 func (k Keys) Metadata() string { return k.Prefix + ":metadata" }
 
+// Usage is P:usage, a sorted set of tool name → use count that consumers
+// maintain; the operator neither writes nor publishes it, and deletes it
+// with the catalog.
+func (k Keys) Usage() string { return k.Prefix + ":usage" }
+
 // EncodeVector encodes a vector as float32 little-endian bytes.
 func EncodeVector(v []float32) []byte {
 	b := make([]byte, 4*len(v))

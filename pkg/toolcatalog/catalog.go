@@ -1,0 +1,138 @@
+// Package toolcatalog is what an agent runtime imports to use published
+// tool catalogs: load a catalog from Redis, follow its new versions, check
+// permissions and search it (semantic, BM25 or hybrid) to send a model only
+// the few relevant tools. It reads the Redis contract of pkg/contract and
+// does not depend on Kubernetes libraries.
+package toolcatalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolcatalog/tool-catalog-operator/internal/store"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+// ErrNotPublished means Redis holds no catalog under the keys.
+var ErrNotPublished = errors.New("no catalog is published under these keys")
+
+// Catalog is one loaded version of a catalog. It is immutable and safe for
+// concurrent use.
+type Catalog struct {
+	// Document is the published catalog document.
+	Document *contract.Document
+	// Vectors are the tools' centroid vectors by tool name; a tool without
+	// a usable vector is searched by BM25 only.
+	Vectors map[string][]float32
+	// Metadata is each tool's embedding metadata by tool name.
+	Metadata map[string]*contract.Metadata
+
+	tools  map[string]int // name → index in Document.Tools
+	index  *bm25Index
+	always []string
+}
+
+// Keys returns the keys of the catalog namespace/name with the default
+// prefix; use contract.Keys{Prefix: p} for a catalog with spec.redis.keyPrefix.
+func Keys(namespace, name string) contract.Keys {
+	return contract.Keys{Prefix: contract.DefaultPrefix(namespace, name)}
+}
+
+// Load reads a catalog's document, vectors and metadata from Redis in one
+// round trip. c may be a standalone, Sentinel or Cluster client.
+func Load(ctx context.Context, c redis.UniversalClient, keys contract.Keys) (*Catalog, error) {
+	snap, err := store.Read(ctx, c, keys)
+	if err != nil {
+		return nil, err
+	}
+	if snap.Document == nil {
+		return nil, fmt.Errorf("%w (%s)", ErrNotPublished, keys.Catalog())
+	}
+	doc, err := contract.ParseDocument(snap.Document)
+	if err != nil {
+		return nil, err
+	}
+	return New(doc, snap.Vectors, snap.Metadata)
+}
+
+// New builds a Catalog from its parts, as read from Redis: raw vectors are
+// float32 little-endian, metadata is JSON. Vectors of the wrong length for
+// the document's model are left out (such a tool is found by BM25 only).
+func New(doc *contract.Document, rawVectors map[string][]byte, rawMetadata map[string]string) (*Catalog, error) {
+	c := &Catalog{Document: doc, Vectors: map[string][]float32{}, Metadata: map[string]*contract.Metadata{}, tools: map[string]int{}}
+	for i, t := range doc.Tools {
+		c.tools[t.Name] = i
+		if raw, ok := rawVectors[t.Name]; ok {
+			v, err := contract.DecodeVector(raw)
+			if err == nil && len(v) > 0 && (doc.Embedding.Dimensions == 0 || len(v) == doc.Embedding.Dimensions) {
+				c.Vectors[t.Name] = v
+			}
+		}
+		if raw, ok := rawMetadata[t.Name]; ok {
+			if m, err := contract.ParseMetadata(raw); err == nil {
+				c.Metadata[t.Name] = m
+			}
+		}
+	}
+	c.index = newBM25Index(doc.Tools)
+	seen := map[string]bool{}
+	for _, t := range doc.Tools {
+		if t.AlwaysInclude {
+			seen[t.Name] = true
+		}
+	}
+	for _, n := range doc.Search.AlwaysInclude {
+		if _, ok := c.tools[n]; ok {
+			seen[n] = true
+		}
+	}
+	for _, t := range doc.Tools {
+		if seen[t.Name] {
+			c.always = append(c.always, t.Name)
+		}
+	}
+	return c, nil
+}
+
+// Version is the catalog's version.
+func (c *Catalog) Version() int64 { return c.Document.Version }
+
+// SchemaHash identifies the catalog's content.
+func (c *Catalog) SchemaHash() string { return c.Document.SchemaHash }
+
+// Tool returns a tool by name.
+func (c *Catalog) Tool(name string) (contract.Tool, bool) {
+	i, ok := c.tools[name]
+	if !ok {
+		return contract.Tool{}, false
+	}
+	return c.Document.Tools[i], true
+}
+
+// Tools returns every tool, sorted by name.
+func (c *Catalog) Tools() []contract.Tool { return c.Document.Tools }
+
+// AlwaysIncluded lists the tools every search returns: those marked
+// alwaysInclude and those the catalog's search defaults name.
+func (c *Catalog) AlwaysIncluded() []string { return c.always }
+
+// IsAllowed reports whether a principal may use a tool: true when the tool
+// exists and its permissions are absent, list "*" or list the principal.
+func (c *Catalog) IsAllowed(tool, principal string) bool {
+	if _, ok := c.tools[tool]; !ok {
+		return false
+	}
+	allowed, ok := c.Document.Permissions[tool]
+	if !ok || len(allowed) == 0 {
+		return true
+	}
+	for _, p := range allowed {
+		if p == "*" || p == principal {
+			return true
+		}
+	}
+	return false
+}

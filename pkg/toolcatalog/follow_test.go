@@ -1,0 +1,227 @@
+package toolcatalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/store"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+var server *redistest.Server
+
+func TestMain(m *testing.M) {
+	var err error
+	if server, err = redistest.Start(""); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = server.Stop()
+	os.Exit(code)
+}
+
+// publish writes a version of the fixture catalog whose get_weather
+// description carries the version, as the operator would.
+func publish(t *testing.T, c redis.UniversalClient, k contract.Keys, channel string, version int64, notify bool) *contract.Document {
+	t.Helper()
+	ctx := context.Background()
+	cat := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 3})
+	doc := *cat.Document
+	doc.Tools = append([]contract.Tool(nil), doc.Tools...)
+	doc.Tools[0].Description = fmt.Sprintf("Weather, version %d.", version)
+	doc.Catalog = "ns/follow"
+	if err := doc.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	doc.Version = version
+	raw, _ := doc.Marshal()
+	vectors, meta := map[string][]byte{}, map[string][]byte{}
+	for name, v := range cat.Vectors {
+		vectors[name] = contract.EncodeVector(v)
+		m, _ := (&contract.Metadata{SpecHash: "h", Model: doc.Embedding.Model, Dimensions: len(v), SyntheticQueries: []string{"q"}}).Marshal()
+		meta[name] = m
+	}
+	if err := store.Write(ctx, c, k, store.Update{ExpectVersion: version - 1, Version: version, Document: raw, Vectors: vectors, Metadata: meta, Retain: 5}); err != nil {
+		t.Fatalf("writing version %d: %v", version, err)
+	}
+	if notify {
+		notice, _ := json.Marshal(contract.Notice{Catalog: doc.Catalog, Version: version, SchemaHash: doc.SchemaHash})
+		if err := store.Notify(ctx, c, channel, notice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &doc
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	c := server.Client()
+	defer c.Close()
+	k := Keys("ns", t.Name())
+	if _, err := Load(context.Background(), c, k); !errors.Is(err, ErrNotPublished) {
+		t.Fatalf("Load of an absent catalog: %v, want ErrNotPublished", err)
+	}
+	doc := publish(t, c, k, "unused", 1, false)
+	cat, err := Load(context.Background(), c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cat.Version() != 1 || cat.SchemaHash() != doc.SchemaHash || len(cat.Vectors) != len(fixture) || len(cat.Metadata) != len(fixture) {
+		t.Fatalf("loaded version %d, %d vectors, %d metadata", cat.Version(), len(cat.Vectors), len(cat.Metadata))
+	}
+	if got := firstRanked(search(t, cat, "will it rain tomorrow", Options{Method: Semantic, Embedder: BuiltinEmbedder()})); got != "get_weather" {
+		t.Fatalf("search on the loaded catalog: top %s", got)
+	}
+}
+
+func TestFollowReloadsNewerVersionsOnly(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := server.Client()
+	defer c.Close()
+	k := Keys("ns", t.Name())
+	channel := "updates:" + t.Name()
+	publish(t, c, k, channel, 1, false)
+
+	var updates atomic.Int64
+	f, err := Follow(ctx, c, k, FollowOptions{Channel: channel, RecheckInterval: time.Hour, OnUpdate: func(*Catalog) { updates.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Current().Version() != 1 {
+		t.Fatalf("initial version %d", f.Current().Version())
+	}
+
+	v2 := publish(t, c, k, channel, 2, true)
+	eventually(t, "version 2", func() bool { return f.Current().Version() == 2 })
+	if f.Current().SchemaHash() != v2.SchemaHash {
+		t.Fatal("schema hash of version 2 not loaded")
+	}
+
+	// An old notice and a duplicate change nothing.
+	before := f.Reloads()
+	for _, n := range []contract.Notice{{Catalog: "ns/follow", Version: 1}, {Catalog: "ns/follow", Version: 2}, {Catalog: "ns/other", Version: 99}} {
+		raw, _ := json.Marshal(n)
+		if err := c.Publish(ctx, channel, raw).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Publish(ctx, channel, "not json").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A marker version proves the notices above were processed first.
+	publish(t, c, k, channel, 3, true)
+	eventually(t, "version 3", func() bool { return f.Current().Version() == 3 })
+	if got := f.Reloads() - before; got != 1 {
+		t.Fatalf("%d reloads for stale, duplicate, foreign and malformed notices plus version 3, want 1", got)
+	}
+	if updates.Load() != 3 {
+		t.Fatalf("OnUpdate called %d times, want 3 (v1, v2, v3)", updates.Load())
+	}
+}
+
+func TestFollowRechecksAfterReconnect(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := server.Client()
+	defer c.Close()
+	k := Keys("ns", t.Name())
+	channel := "updates:" + t.Name()
+	publish(t, c, k, channel, 1, false)
+	f, err := Follow(ctx, c, k, FollowOptions{Channel: channel, RecheckInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Drop the subscriber's connection, and publish version 2 while it is
+	// gone, with no notice anybody could receive.
+	if err := c.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, c, k, channel, 2, false)
+	eventually(t, "version 2 after the reconnect", func() bool { return f.Current().Version() == 2 })
+}
+
+func TestFollowerCheckDetectsStaleCatalog(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := server.Client()
+	defer c.Close()
+	k := Keys("ns", t.Name())
+	publish(t, c, k, "none", 1, false)
+	f, err := Follow(ctx, c, k, FollowOptions{Channel: "none:" + t.Name(), RecheckInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reloaded, err := f.Check(ctx); err != nil || reloaded {
+		t.Fatalf("Check with nothing new: %v, %v", reloaded, err)
+	}
+	publish(t, c, k, "none", 2, false)
+	if reloaded, err := f.Check(ctx); err != nil || !reloaded || f.Current().Version() != 2 {
+		t.Fatalf("Check after version 2: %v, %v, version %d", reloaded, err, f.Current().Version())
+	}
+}
+
+func TestLoadAndFollowOnRedisCluster(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cluster := redistest.NewCluster(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{cluster.Addr}})
+	defer c.Close()
+	k := Keys("team-a", "tools")
+	// The operator's MULTI/EXEC over a catalog's keys works on a cluster
+	// because they share the hash tag.
+	publish(t, c, k, "updates", 1, false)
+	f, err := Follow(ctx, c, k, FollowOptions{Channel: "updates", RecheckInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, c, k, "updates", 2, true)
+	eventually(t, "version 2 on the cluster", func() bool { return f.Current().Version() == 2 })
+	// A prefix without a hash tag spreads keys over slots, and the
+	// transaction is refused rather than half-applied.
+	bad := contract.Keys{Prefix: "notag"}
+	err = store.Write(ctx, c, bad, store.Update{Version: 1, Document: []byte("{}"), Retain: 1, Vectors: map[string][]byte{"a": {0, 0, 0, 0}}})
+	if err == nil {
+		t.Fatal("a cross-slot catalog write succeeded on a cluster")
+	}
+	if n, _ := c.Exists(ctx, bad.Catalog(), bad.Version()).Result(); n != 0 {
+		t.Fatalf("a refused write left %d keys", n)
+	}
+}
+
+func TestUsageCounts(t *testing.T) {
+	ctx := context.Background()
+	c := server.Client()
+	defer c.Close()
+	k := Keys("ns", t.Name())
+	for _, tool := range []string{"a", "b", "b", "c", "b", "c"} {
+		if err := RecordUsage(ctx, c, k, tool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	top, err := TopUsed(ctx, c, k, 2)
+	if err != nil || len(top) != 2 || top[0] != "b" || top[1] != "c" {
+		t.Fatalf("TopUsed = %v, %v; want [b c]", top, err)
+	}
+}

@@ -1,0 +1,294 @@
+package toolcatalog
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+// Method is a search method.
+type Method string
+
+// Search methods.
+const (
+	Semantic Method = "semantic"
+	BM25     Method = "bm25"
+	Hybrid   Method = "hybrid"
+)
+
+// QueryEmbedder embeds search queries. It must be the catalog's own model:
+// vectors of different models are never compared.
+type QueryEmbedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+	Model() string
+}
+
+// Options tune one search; zero values take the catalog's published
+// defaults.
+type Options struct {
+	// Method is semantic, bm25 or hybrid.
+	Method Method
+	// TopK is how many tools to return, always-included ones counted.
+	TopK int
+	// Threshold drops semantic matches with a lower cosine similarity.
+	Threshold *float64
+	// AlwaysInclude adds tool names to the catalog's always-included ones.
+	AlwaysInclude []string
+	// Popular names most-used tools to include after the always-included
+	// ones (see TopUsed).
+	Popular []string
+	// Principal, when set, hides tools the principal may not use.
+	Principal string
+	// Embedder embeds the query for semantic and hybrid search; without
+	// one (or when it fails) the search falls back to BM25.
+	Embedder QueryEmbedder
+	// K1 and B are the BM25 parameters; RRFK is the reciprocal rank
+	// fusion constant of hybrid search.
+	K1, B float64
+	RRFK  int
+}
+
+// Arm is one ranking's view of a tool.
+type Arm struct {
+	Score float64
+	Rank  int // 1-based
+}
+
+// Why a tool is in the results.
+const (
+	WhyExactName     = "exact-name"
+	WhyAlwaysInclude = "always-include"
+	WhyPopular       = "popular"
+	WhyRanked        = "ranked"
+)
+
+// Result is one returned tool with the scores that placed it.
+type Result struct {
+	Tool contract.Tool
+	// Why is exact-name, always-include, popular or ranked.
+	Why string
+	// Score is the ranking score of the effective method (cosine, BM25
+	// or fused), 0 when the tool is not ranked by it.
+	Score float64
+	// Semantic and BM25 are the arms' scores and ranks, nil when the arm
+	// did not rank the tool.
+	Semantic *Arm
+	BM25     *Arm
+}
+
+// Response is a search's outcome.
+type Response struct {
+	Results []Result
+	// Method is the method actually used.
+	Method Method
+	// Fallback says why semantic ranking was not used, when it was asked
+	// for but could not be.
+	Fallback string
+}
+
+// Search ranks the catalog's tools for a query. An exact tool name ranks
+// first; always-included tools come next, then popular ones, then the
+// ranking, up to TopK tools in all. Always-included tools are returned even
+// when they alone exceed TopK. Ties are broken by name, so equal scores
+// order the same way every time.
+func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Response, error) {
+	opts = c.withDefaults(opts)
+	switch opts.Method {
+	case Semantic, BM25, Hybrid:
+	default:
+		return nil, fmt.Errorf("unknown search method %q: use semantic, bm25 or hybrid", opts.Method)
+	}
+	allowed := func(name string) bool { return opts.Principal == "" || c.IsAllowed(name, opts.Principal) }
+
+	resp := &Response{Method: opts.Method}
+	var semantic, lexical []ranked
+	if opts.Method != BM25 {
+		var reason string
+		semantic, reason = c.semanticRanking(ctx, query, opts, allowed)
+		if reason != "" {
+			resp.Method, resp.Fallback = BM25, reason
+		}
+	}
+	// BM25 is cheap: rank it always, so every result shows both arms.
+	lexical = c.bm25Ranking(query, opts, allowed)
+	order := lexical
+	switch resp.Method {
+	case Semantic:
+		order = semantic
+	case Hybrid:
+		order = fuse(opts.RRFK, semantic, lexical)
+	}
+
+	arms := map[string]*Result{}
+	for _, t := range c.Document.Tools {
+		arms[t.Name] = &Result{Tool: t}
+	}
+	attach(arms, semantic, func(r *Result, a *Arm) { r.Semantic = a })
+	attach(arms, lexical, func(r *Result, a *Arm) { r.BM25 = a })
+	attach(arms, order, func(r *Result, a *Arm) { r.Score = a.Score })
+
+	seen := map[string]bool{}
+	add := func(name, why string) {
+		r, ok := arms[name]
+		if !ok || seen[name] || !allowed(name) {
+			return
+		}
+		seen[name] = true
+		out := *r
+		out.Why = why
+		resp.Results = append(resp.Results, out)
+	}
+	q := strings.TrimSpace(query)
+	for _, t := range c.Document.Tools {
+		if strings.EqualFold(t.Name, q) {
+			add(t.Name, WhyExactName)
+		}
+	}
+	for _, n := range c.always {
+		add(n, WhyAlwaysInclude)
+	}
+	for _, n := range opts.AlwaysInclude {
+		add(n, WhyAlwaysInclude)
+	}
+	for _, n := range opts.Popular {
+		if len(resp.Results) >= opts.TopK {
+			break
+		}
+		add(n, WhyPopular)
+	}
+	for _, r := range order {
+		if len(resp.Results) >= opts.TopK {
+			break
+		}
+		add(r.name, WhyRanked)
+	}
+	return resp, nil
+}
+
+func (c *Catalog) withDefaults(o Options) Options {
+	d := c.Document.Search
+	if o.Method == "" {
+		o.Method = Method(d.Method)
+		if o.Method == "" {
+			o.Method = Hybrid
+		}
+	}
+	if o.TopK <= 0 {
+		o.TopK = d.TopK
+		if o.TopK <= 0 {
+			o.TopK = 5
+		}
+	}
+	if o.Threshold == nil {
+		o.Threshold = d.SimilarityThreshold
+	}
+	if o.K1 == 0 {
+		o.K1 = DefaultK1
+	}
+	if o.B == 0 {
+		o.B = DefaultB
+	}
+	if o.RRFK <= 0 {
+		o.RRFK = DefaultRRFK
+	}
+	return o
+}
+
+// ranked is a tool's place in one ranking.
+type ranked struct {
+	name  string
+	score float64
+}
+
+// sortRanked orders by score, then name.
+func sortRanked(r []ranked) {
+	sort.Slice(r, func(i, j int) bool {
+		if r[i].score != r[j].score {
+			return r[i].score > r[j].score
+		}
+		return r[i].name < r[j].name
+	})
+}
+
+// semanticRanking ranks tools by cosine similarity of the query and their
+// centroids; it returns a reason instead when it cannot.
+func (c *Catalog) semanticRanking(ctx context.Context, query string, opts Options, allowed func(string) bool) ([]ranked, string) {
+	switch {
+	case opts.Embedder == nil:
+		return nil, "no query embedder configured"
+	case opts.Embedder.Model() != c.Document.Embedding.Model:
+		return nil, fmt.Sprintf("the query embedder's model %s is not the catalog's model %s", opts.Embedder.Model(), c.Document.Embedding.Model)
+	case strings.TrimSpace(query) == "":
+		return nil, "empty query"
+	}
+	vecs, err := opts.Embedder.Embed(ctx, []string{query})
+	if err != nil {
+		return nil, fmt.Sprintf("embedding the query failed: %v", err)
+	}
+	q := vecs[0]
+	var out []ranked
+	for name, v := range c.Vectors {
+		if len(v) != len(q) || !allowed(name) {
+			continue
+		}
+		s := cosine(q, v)
+		if opts.Threshold != nil && s < *opts.Threshold {
+			continue
+		}
+		out = append(out, ranked{name, s})
+	}
+	sortRanked(out)
+	return out, ""
+}
+
+func (c *Catalog) bm25Ranking(query string, opts Options, allowed func(string) bool) []ranked {
+	var out []ranked
+	for doc, s := range c.index.scores(query, opts.K1, opts.B) {
+		name := c.Document.Tools[doc].Name
+		if allowed(name) {
+			out = append(out, ranked{name, s})
+		}
+	}
+	sortRanked(out)
+	return out
+}
+
+// fuse combines rankings by reciprocal rank fusion: Σ 1/(k + rank).
+func fuse(k int, lists ...[]ranked) []ranked {
+	scores := map[string]float64{}
+	for _, l := range lists {
+		for i, r := range l {
+			scores[r.name] += 1 / float64(k+i+1)
+		}
+	}
+	out := make([]ranked, 0, len(scores))
+	for n, s := range scores {
+		out = append(out, ranked{n, s})
+	}
+	sortRanked(out)
+	return out
+}
+
+func attach(results map[string]*Result, list []ranked, set func(*Result, *Arm)) {
+	for i, r := range list {
+		if res, ok := results[r.name]; ok {
+			set(res, &Arm{Score: r.score, Rank: i + 1})
+		}
+	}
+}
+
+func cosine(a, b []float32) float64 {
+	var dot, na, nb float64
+	for i := range a {
+		dot += float64(a[i]) * float64(b[i])
+		na += float64(a[i]) * float64(a[i])
+		nb += float64(b[i]) * float64(b[i])
+	}
+	if na == 0 || nb == 0 {
+		return 0
+	}
+	return dot / (sqrt(na) * sqrt(nb))
+}

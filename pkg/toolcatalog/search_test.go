@@ -1,0 +1,282 @@
+package toolcatalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+type fixtureTool struct {
+	name, description string
+	params            string
+	queries           []string
+	always            bool
+	principals        []string
+}
+
+var fixture = []fixtureTool{
+	{name: "get_weather", description: "Get the current weather conditions and forecast for a city.", params: `{"type":"object","properties":{"city":{"type":"string"}}}`,
+		queries: []string{"will it rain tomorrow", "weather forecast for Paris", "is it sunny outside", "temperature in London today"}},
+	{name: "send_email", description: "Send an email message to a recipient.", params: `{"type":"object","properties":{"to":{},"subject":{},"body":{}}}`,
+		queries: []string{"email my manager", "send a message to Ana", "write to the team by mail"}},
+	{name: "create_issue", description: "Open an issue in a GitHub repository.", params: `{"type":"object","properties":{"repo":{},"title":{}}}`,
+		queries: []string{"file a bug report", "open a ticket about the crash", "report a defect in the repo"}},
+	{name: "run_sql", description: "Run a read-only SQL query against the analytics warehouse.", params: `{"type":"object","properties":{"query":{}}}`,
+		queries: []string{"how many orders last week", "query the sales table", "count active users in the database"}, principals: []string{"group:analysts"}},
+	{name: "web_search", description: "Search the web for recent information.", params: `{"type":"object","properties":{"query":{}}}`,
+		queries: []string{"look up recent news", "search online for reviews"}, always: true},
+	{name: "translate_text", description: "Translate text between languages.", params: `{"type":"object","properties":{"text":{},"target":{}}}`,
+		queries: []string{"say hello in Spanish", "translate this paragraph to German"}, principals: []string{"*"}},
+}
+
+// buildFixture embeds each tool's queries with the builtin model and
+// publishes centroids, as the operator does.
+func buildFixture(t testing.TB, tools []fixtureTool, search contract.SearchDefaults) *Catalog {
+	t.Helper()
+	doc := &contract.Document{
+		Version: 1, Catalog: "ns/fixture", Search: search,
+		Embedding:   contract.EmbeddingInfo{Provider: "builtin", Model: embedding.BuiltinLexicalModel, Dimensions: embedding.BuiltinLexicalDimensions},
+		Permissions: map[string][]string{},
+	}
+	vectors := map[string][]byte{}
+	for _, ft := range tools {
+		tool, err := contract.NormalizeTool(contract.Tool{Name: ft.name, Description: ft.description, Parameters: json.RawMessage(ft.params), AlwaysInclude: ft.always})
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc.Tools = append(doc.Tools, tool)
+		if ft.principals != nil {
+			doc.Permissions[ft.name] = ft.principals
+		}
+		vecs, err := embedding.LexicalEmbedder{}.Embed(context.Background(), append(ft.queries, ft.description))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := embedding.Centroid(vecs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vectors[ft.name] = contract.EncodeVector(c)
+	}
+	if err := doc.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(doc, vectors, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func names(rs []Result) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Tool.Name
+	}
+	return out
+}
+
+func search(t *testing.T, c *Catalog, q string, o Options) *Response {
+	t.Helper()
+	r, err := c.Search(context.Background(), q, o)
+	if err != nil {
+		t.Fatalf("Search(%q): %v", q, err)
+	}
+	return r
+}
+
+func firstRanked(r *Response) string {
+	for _, res := range r.Results {
+		if res.Why == WhyRanked || res.Why == WhyExactName {
+			return res.Tool.Name
+		}
+	}
+	return ""
+}
+
+func TestSearchTopResultPerMethod(t *testing.T) {
+	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 3})
+	emb := BuiltinEmbedder()
+	tests := []struct {
+		query  string
+		method Method
+		want   string
+	}{
+		{"send an email to the finance team", BM25, "send_email"},
+		{"github repository issue", BM25, "create_issue"},
+		{"will it rain in Oslo tomorrow", Semantic, "get_weather"},
+		{"file a bug about the crash", Semantic, "create_issue"},
+		{"translate this sentence to French", Hybrid, "translate_text"},
+		{"how many orders were placed last week", Hybrid, "run_sql"},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.method)+"/"+tt.query, func(t *testing.T) {
+			r := search(t, c, tt.query, Options{Method: tt.method, Embedder: emb})
+			if r.Method != tt.method || r.Fallback != "" {
+				t.Fatalf("method %s (fallback %q), want %s", r.Method, r.Fallback, tt.method)
+			}
+			if got := firstRanked(r); got != tt.want {
+				t.Fatalf("top ranked %s, want %s; results %v", got, tt.want, names(r.Results))
+			}
+		})
+	}
+}
+
+func TestSearchResultsExplainThemselves(t *testing.T) {
+	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 4})
+	r := search(t, c, "send an email", Options{Embedder: BuiltinEmbedder()})
+	if r.Method != Hybrid {
+		t.Fatalf("method %s, want the catalog default hybrid", r.Method)
+	}
+	if r.Results[0].Tool.Name != "web_search" || r.Results[0].Why != WhyAlwaysInclude {
+		t.Fatalf("first result %s (%s), want the always-included web_search", r.Results[0].Tool.Name, r.Results[0].Why)
+	}
+	top := r.Results[1]
+	if top.Tool.Name != "send_email" || top.Why != WhyRanked || top.Semantic == nil || top.BM25 == nil {
+		t.Fatalf("second result %+v, want send_email ranked by both arms", top)
+	}
+	if top.Semantic.Rank != 1 || top.BM25.Rank != 1 {
+		t.Errorf("arm ranks %d/%d, want 1/1", top.Semantic.Rank, top.BM25.Rank)
+	}
+	if want := 2.0 / float64(DefaultRRFK+1); top.Score != want {
+		t.Errorf("fused score %v, want %v (1/61 from each arm)", top.Score, want)
+	}
+}
+
+func TestSearchExactNameRanksFirst(t *testing.T) {
+	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "bm25", TopK: 3})
+	r := search(t, c, "  Create_Issue ", Options{})
+	if r.Results[0].Tool.Name != "create_issue" || r.Results[0].Why != WhyExactName {
+		t.Fatalf("results %v, want create_issue first as exact-name", names(r.Results))
+	}
+}
+
+func TestSearchAlwaysIncludeAndThresholdEdges(t *testing.T) {
+	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "semantic", TopK: 5, AlwaysInclude: []string{"translate_text"}})
+	emb := BuiltinEmbedder()
+
+	// topK smaller than the always-included list: all of them, nothing else.
+	r := search(t, c, "weather", Options{TopK: 1, Embedder: emb, AlwaysInclude: []string{"send_email"}})
+	if got := names(r.Results); len(got) != 3 || got[0] != "translate_text" && got[0] != "web_search" {
+		t.Fatalf("results %v, want exactly the three always-included tools", got)
+	}
+	for _, res := range r.Results {
+		if res.Why != WhyAlwaysInclude {
+			t.Fatalf("%s returned as %s", res.Tool.Name, res.Why)
+		}
+	}
+
+	// A threshold above every score leaves only the always-included tools.
+	high := 0.9999
+	r = search(t, c, "weather forecast", Options{Embedder: emb, Threshold: &high})
+	if got := names(r.Results); len(got) != 2 {
+		t.Fatalf("results %v, want only the two always-included tools", got)
+	}
+	// A low one lets the match through.
+	low := 0.05
+	r = search(t, c, "weather forecast", Options{Embedder: emb, Threshold: &low})
+	if r.Results[2].Tool.Name != "get_weather" {
+		t.Fatalf("results %v, want get_weather after the always-included tools", names(r.Results))
+	}
+}
+
+func TestSearchPermissionFiltering(t *testing.T) {
+	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "bm25", TopK: 10})
+	for _, tt := range []struct {
+		tool, principal string
+		want            bool
+	}{
+		{"run_sql", "group:analysts", true},
+		{"run_sql", "group:sales", false},
+		{"get_weather", "anyone", true}, // no permissions: everyone
+		{"translate_text", "anyone", true}, // "*": everyone
+		{"no_such_tool", "anyone", false},
+	} {
+		if got := c.IsAllowed(tt.tool, tt.principal); got != tt.want {
+			t.Errorf("IsAllowed(%s, %s) = %v, want %v", tt.tool, tt.principal, got, tt.want)
+		}
+	}
+	query := "query the sales database with SQL"
+	if got := firstRanked(search(t, c, query, Options{Principal: "group:analysts"})); got != "run_sql" {
+		t.Fatalf("analyst's top result %s, want run_sql", got)
+	}
+	for _, res := range search(t, c, query, Options{Principal: "group:sales"}).Results {
+		if res.Tool.Name == "run_sql" {
+			t.Fatal("run_sql shown to a principal it does not allow")
+		}
+	}
+	// Exact names do not bypass permissions either.
+	if got := names(search(t, c, "run_sql", Options{Principal: "group:sales"}).Results); len(got) > 0 && got[0] == "run_sql" {
+		t.Fatal("exact-name match bypassed permissions")
+	}
+}
+
+type failingEmbedder struct{ model string }
+
+func (f failingEmbedder) Embed(context.Context, []string) ([][]float32, error) {
+	return nil, errors.New("provider down")
+}
+func (f failingEmbedder) Model() string { return f.model }
+
+func TestSearchFallsBackToBM25(t *testing.T) {
+	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 3})
+	for name, emb := range map[string]QueryEmbedder{
+		"no embedder":    nil,
+		"another model":  failingEmbedder{model: "text-embedding-3-small"},
+		"embedder fails": failingEmbedder{model: embedding.BuiltinLexicalModel},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := search(t, c, "send an email", Options{Embedder: emb})
+			if r.Method != BM25 || r.Fallback == "" {
+				t.Fatalf("method %s fallback %q, want a BM25 fallback with a reason", r.Method, r.Fallback)
+			}
+			if got := firstRanked(r); got != "send_email" {
+				t.Fatalf("top %s, want send_email", got)
+			}
+			for _, res := range r.Results {
+				if res.Semantic != nil {
+					t.Fatalf("%s carries a semantic score after fallback", res.Tool.Name)
+				}
+			}
+		})
+	}
+}
+
+func TestSearchStableOrderForEqualScores(t *testing.T) {
+	twins := []fixtureTool{
+		{name: "zeta_lookup", description: "Look up a record.", params: `{}`, queries: []string{"look up a record"}},
+		{name: "alpha_lookup", description: "Look up a record.", params: `{}`, queries: []string{"look up a record"}},
+		{name: "mid_lookup", description: "Look up a record.", params: `{}`, queries: []string{"look up a record"}},
+	}
+	c := buildFixture(t, twins, contract.SearchDefaults{Method: "hybrid", TopK: 3})
+	for range 20 {
+		r := search(t, c, "record", Options{Method: BM25})
+		got := names(r.Results)
+		// Names differ in BM25 length only through the name words, which
+		// are equal in count, so scores tie and names decide.
+		if got[0] != "alpha_lookup" || got[1] != "mid_lookup" || got[2] != "zeta_lookup" {
+			t.Fatalf("order %v, want alphabetical for equal scores", got)
+		}
+	}
+}
+
+func TestSearchRejectsUnknownMethod(t *testing.T) {
+	c := buildFixture(t, fixture, contract.SearchDefaults{})
+	if _, err := c.Search(context.Background(), "x", Options{Method: "fuzzy"}); err == nil {
+		t.Fatal("want an error for an unknown method")
+	}
+}
+
+func TestSearchPopularTools(t *testing.T) {
+	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "bm25", TopK: 3})
+	r := search(t, c, "send an email", Options{Popular: []string{"run_sql", "create_issue"}, Principal: "group:sales"})
+	// run_sql is popular but not allowed; create_issue is.
+	got := names(r.Results)
+	if len(got) != 3 || got[0] != "web_search" || got[1] != "create_issue" || got[2] != "send_email" {
+		t.Fatalf("results %v, want web_search (always), create_issue (popular), send_email (ranked)", got)
+	}
+}
