@@ -192,7 +192,7 @@ func TestSearchPermissionFiltering(t *testing.T) {
 	}{
 		{"run_sql", "group:analysts", true},
 		{"run_sql", "group:sales", false},
-		{"get_weather", "anyone", true}, // no permissions: everyone
+		{"get_weather", "anyone", true},    // no permissions: everyone
 		{"translate_text", "anyone", true}, // "*": everyone
 		{"no_such_tool", "anyone", false},
 	} {
