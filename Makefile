@@ -51,8 +51,13 @@ test: manifests generate fmt vet ## Run all tests against a real kube-apiserver,
 	KUBEBUILDER_ASSETS="$$assets" go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: bench
-bench: ## Run the benchmarks.
+bench: ## Run the Go benchmarks (embedding, search latency at 1k and 10k tools).
 	go test -run '^$$' -bench . -benchmem ./...
+
+DATA ?= internal/retrieval/testdata/mini
+.PHONY: bench-retrieval
+bench-retrieval: ## Measure retrieval quality and latency on DATA (tools.json + queries.json), e.g. DATA=../shared/bench/seal-tools.
+	go run ./cmd/bench-retrieval -data $(DATA)
 
 ##@ Build
 

@@ -33,6 +33,11 @@ type Catalog struct {
 	tools  map[string]int // name → index in Document.Tools
 	index  *bm25Index
 	always []string
+	// matrix holds the unit-length vectors of vecNames row by row, so a
+	// semantic search is one pass of dot products over contiguous memory.
+	matrix   []float32
+	vecNames []string
+	dims     int
 }
 
 // Keys returns the keys of the catalog namespace/name with the default
@@ -78,6 +83,7 @@ func New(doc *contract.Document, rawVectors map[string][]byte, rawMetadata map[s
 		}
 	}
 	c.index = newBM25Index(doc.Tools)
+	c.buildMatrix()
 	seen := map[string]bool{}
 	for _, t := range doc.Tools {
 		if t.AlwaysInclude {
@@ -135,4 +141,31 @@ func (c *Catalog) IsAllowed(tool, principal string) bool {
 		}
 	}
 	return false
+}
+
+// buildMatrix lays the vectors out for search, normalised, in tool order.
+func (c *Catalog) buildMatrix() {
+	for _, t := range c.Document.Tools {
+		v, ok := c.Vectors[t.Name]
+		if !ok || (c.dims != 0 && len(v) != c.dims) {
+			continue
+		}
+		n := norm(v)
+		if n == 0 {
+			continue
+		}
+		c.dims = len(v)
+		c.vecNames = append(c.vecNames, t.Name)
+		for _, x := range v {
+			c.matrix = append(c.matrix, float32(float64(x)/n))
+		}
+	}
+}
+
+func norm(v []float32) float64 {
+	var s float64
+	for _, x := range v {
+		s += float64(x) * float64(x)
+	}
+	return sqrt(s)
 }

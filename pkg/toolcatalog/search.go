@@ -1,8 +1,12 @@
 package toolcatalog
 
 import (
+	"container/heap"
+
 	"context"
 	"fmt"
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
 	"sort"
 	"strings"
 
@@ -122,24 +126,19 @@ func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Resp
 		order = fuse(opts.RRFK, semantic, lexical)
 	}
 
-	arms := map[string]*Result{}
-	for _, t := range c.Document.Tools {
-		arms[t.Name] = &Result{Tool: t}
-	}
-	attach(arms, semantic, func(r *Result, a *Arm) { r.Semantic = a })
-	attach(arms, lexical, func(r *Result, a *Arm) { r.BM25 = a })
-	attach(arms, order, func(r *Result, a *Arm) { r.Score = a.Score })
-
+	semArms, lexArms, finalArms := armsOf(semantic), armsOf(lexical), armsOf(order)
 	seen := map[string]bool{}
 	add := func(name, why string) {
-		r, ok := arms[name]
+		t, ok := c.Tool(name)
 		if !ok || seen[name] || !allowed(name) {
 			return
 		}
 		seen[name] = true
-		out := *r
-		out.Why = why
-		resp.Results = append(resp.Results, out)
+		r := Result{Tool: t, Why: why, Semantic: semArms[name], BM25: lexArms[name]}
+		if a := finalArms[name]; a != nil {
+			r.Score = a.Score
+		}
+		resp.Results = append(resp.Results, r)
 	}
 	q := strings.TrimSpace(query)
 	for _, t := range c.Document.Tools {
@@ -203,14 +202,57 @@ type ranked struct {
 	score float64
 }
 
-// sortRanked orders by score, then name.
+// better orders by score, then name, so equal scores always order alike.
+func better(a, b ranked) bool {
+	if a.score != b.score {
+		return a.score > b.score
+	}
+	return a.name < b.name
+}
+
+// sortRanked orders a ranking best first.
 func sortRanked(r []ranked) {
-	sort.Slice(r, func(i, j int) bool {
-		if r[i].score != r[j].score {
-			return r[i].score > r[j].score
+	sort.Slice(r, func(i, j int) bool { return better(r[i], r[j]) })
+}
+
+// depth is how many tools each arm ranks: enough for any topK and for
+// reciprocal rank fusion, whose contributions beyond it are negligible
+// (under 1/(k+depth) each), without sorting every tool of a large catalog.
+func depth(topK int) int { return max(100, 10*topK) }
+
+// topRanked keeps the best d entries, sorted, by heap selection:
+// O(n log d) instead of sorting all n.
+func topRanked(all []ranked, d int) []ranked {
+	if len(all) <= d {
+		sortRanked(all)
+		return all
+	}
+	h := rankHeap(all[:0:0])
+	for _, r := range all {
+		if len(h) < d {
+			heap.Push(&h, r)
+		} else if better(r, h[0]) {
+			h[0] = r
+			heap.Fix(&h, 0)
 		}
-		return r[i].name < r[j].name
-	})
+	}
+	out := []ranked(h)
+	sortRanked(out)
+	return out
+}
+
+// rankHeap is a min-heap: the worst kept entry on top.
+type rankHeap []ranked
+
+func (h rankHeap) Len() int           { return len(h) }
+func (h rankHeap) Less(i, j int) bool { return better(h[j], h[i]) }
+func (h rankHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *rankHeap) Push(x any)        { *h = append(*h, x.(ranked)) }
+func (h *rankHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // semanticRanking ranks tools by cosine similarity of the query and their
@@ -229,31 +271,45 @@ func (c *Catalog) semanticRanking(ctx context.Context, query string, opts Option
 		return nil, fmt.Sprintf("embedding the query failed: %v", err)
 	}
 	q := vecs[0]
-	var out []ranked
-	for name, v := range c.Vectors {
-		if len(v) != len(q) || !allowed(name) {
+	if len(q) != c.dims {
+		return nil, fmt.Sprintf("the query vector has %d dimensions, the catalog's %d", len(q), c.dims)
+	}
+	qn := norm(q)
+	if qn == 0 {
+		return nil, "the query embeds to a zero vector"
+	}
+	unit := make([]float32, len(q))
+	for i, x := range q {
+		unit[i] = float32(float64(x) / qn)
+	}
+	// One matrix-vector product scores every tool.
+	scores := make([]float32, len(c.vecNames))
+	blas32.Gemv(blas.NoTrans, 1, blas32.General{Rows: len(c.vecNames), Cols: c.dims, Stride: c.dims, Data: c.matrix},
+		blas32.Vector{N: c.dims, Inc: 1, Data: unit}, 0, blas32.Vector{N: len(scores), Inc: 1, Data: scores})
+	out := make([]ranked, 0, len(c.vecNames))
+	for row, name := range c.vecNames {
+		if !allowed(name) {
 			continue
 		}
-		s := cosine(q, v)
+		s := float64(scores[row])
 		if opts.Threshold != nil && s < *opts.Threshold {
 			continue
 		}
 		out = append(out, ranked{name, s})
 	}
-	sortRanked(out)
-	return out, ""
+	return topRanked(out, depth(opts.TopK)), ""
 }
 
 func (c *Catalog) bm25Ranking(query string, opts Options, allowed func(string) bool) []ranked {
-	var out []ranked
-	for doc, s := range c.index.scores(query, opts.K1, opts.B) {
+	scores := c.index.scores(query, opts.K1, opts.B)
+	out := make([]ranked, 0, len(scores))
+	for doc, s := range scores {
 		name := c.Document.Tools[doc].Name
 		if allowed(name) {
 			out = append(out, ranked{name, s})
 		}
 	}
-	sortRanked(out)
-	return out
+	return topRanked(out, depth(opts.TopK))
 }
 
 // fuse combines rankings by reciprocal rank fusion: Σ 1/(k + rank).
@@ -272,23 +328,11 @@ func fuse(k int, lists ...[]ranked) []ranked {
 	return out
 }
 
-func attach(results map[string]*Result, list []ranked, set func(*Result, *Arm)) {
+// armsOf indexes a ranking by name.
+func armsOf(list []ranked) map[string]*Arm {
+	out := make(map[string]*Arm, len(list))
 	for i, r := range list {
-		if res, ok := results[r.name]; ok {
-			set(res, &Arm{Score: r.score, Rank: i + 1})
-		}
+		out[r.name] = &Arm{Score: r.score, Rank: i + 1}
 	}
-}
-
-func cosine(a, b []float32) float64 {
-	var dot, na, nb float64
-	for i := range a {
-		dot += float64(a[i]) * float64(b[i])
-		na += float64(a[i]) * float64(a[i])
-		nb += float64(b[i]) * float64(b[i])
-	}
-	if na == 0 || nb == 0 {
-		return 0
-	}
-	return dot / (sqrt(na) * sqrt(nb))
+	return out
 }

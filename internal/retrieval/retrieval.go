@@ -1,0 +1,224 @@
+// Package retrieval measures how well a catalog finds the right tools: it
+// builds a catalog in-process from a dataset of tools with the project's
+// real query generator and embedder, runs the dataset's queries through
+// each search method and reports recall, hit rate, MRR and latency.
+package retrieval
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
+)
+
+// Tool is one entry of tools.json.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// Query is one entry of queries.json.
+type Query struct {
+	Query string   `json:"query"`
+	Gold  []string `json:"gold"`
+}
+
+// Dataset is a retrieval dataset.
+type Dataset struct {
+	Tools   []Tool
+	Queries []Query
+}
+
+// LoadDataset reads dir/tools.json and dir/queries.json. Queries whose gold
+// tools are not all in tools.json are an error: they could never be found.
+func LoadDataset(dir string) (*Dataset, error) {
+	d := &Dataset{}
+	for file, dst := range map[string]any{"tools.json": &d.Tools, "queries.json": &d.Queries} {
+		raw, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(raw, dst); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+	}
+	names := map[string]bool{}
+	for _, t := range d.Tools {
+		if names[t.Name] {
+			return nil, fmt.Errorf("tools.json: tool %q appears twice", t.Name)
+		}
+		names[t.Name] = true
+	}
+	for i, q := range d.Queries {
+		if len(q.Gold) == 0 {
+			return nil, fmt.Errorf("queries.json: query %d has no gold tools", i)
+		}
+		for _, g := range q.Gold {
+			if !names[g] {
+				return nil, fmt.Errorf("queries.json: query %d names unknown tool %q", i, g)
+			}
+		}
+	}
+	return d, nil
+}
+
+// BuildOptions say how to build the catalog.
+type BuildOptions struct {
+	Embedder       embedding.Embedder
+	Generator      embedding.QueryGenerator
+	QueriesPerTool int
+	Concurrency    int
+}
+
+// Build turns the dataset's tools into a searchable catalog the way the
+// operator does: generate queries per tool, embed them in batches, publish
+// each tool's centroid.
+func Build(ctx context.Context, tools []Tool, o BuildOptions) (*toolcatalog.Catalog, error) {
+	doc := &contract.Document{
+		Version: 1, Catalog: "bench/retrieval",
+		Embedding: contract.EmbeddingInfo{Model: o.Embedder.Model()},
+		Search:    contract.SearchDefaults{Method: string(toolcatalog.Hybrid), TopK: 10},
+	}
+	reqs := make([]embedding.QueryRequest, len(tools))
+	for i, t := range tools {
+		entry, err := contract.NormalizeTool(contract.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+		if err != nil {
+			return nil, err
+		}
+		doc.Tools = append(doc.Tools, entry)
+		reqs[i] = embedding.QueryRequest{Tool: embedding.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters},
+			Count: catalog.ExpectedQueries(o.QueriesPerTool, nil)}
+	}
+	sets := make([][]string, len(tools))
+	for i, r := range embedding.GenerateAll(ctx, o.Generator, reqs, o.Concurrency) {
+		if r.Err != nil {
+			return nil, fmt.Errorf("generating queries for %s: %w", tools[i].Name, r.Err)
+		}
+		sets[i] = r.Queries
+	}
+	centroids, errs, err := embedding.QueryCentroids(ctx, o.Embedder, sets)
+	if err != nil {
+		return nil, err
+	}
+	vectors := map[string][]byte{}
+	for i, c := range centroids {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("embedding %s: %w", tools[i].Name, errs[i])
+		}
+		vectors[tools[i].Name] = contract.EncodeVector(c)
+		doc.Embedding.Dimensions = len(c)
+	}
+	if err := doc.Seal(); err != nil {
+		return nil, err
+	}
+	return toolcatalog.New(doc, vectors, nil)
+}
+
+// Ks are the cut-offs reported.
+var Ks = []int{1, 5, 10}
+
+// Metrics are one method's results over a query set.
+type Metrics struct {
+	Method  toolcatalog.Method
+	Queries int
+	// Recall[k] is the mean share of gold tools in the top k; Hit[k] the
+	// share of queries with at least one gold tool in the top k.
+	Recall, Hit map[int]float64
+	// MRR is the mean reciprocal rank of the first gold tool (0 beyond 10).
+	MRR float64
+	// Latency percentiles of one search, query embedding included.
+	P50, P90, P99 time.Duration
+	// Fallbacks counts searches that fell back to BM25.
+	Fallbacks int
+}
+
+// Evaluate runs every query through one method.
+func Evaluate(ctx context.Context, c *toolcatalog.Catalog, queries []Query, method toolcatalog.Method, emb toolcatalog.QueryEmbedder) (*Metrics, error) {
+	m := &Metrics{Method: method, Queries: len(queries), Recall: map[int]float64{}, Hit: map[int]float64{}}
+	maxK := Ks[len(Ks)-1]
+	latencies := make([]time.Duration, 0, len(queries))
+	for _, q := range queries {
+		start := time.Now()
+		resp, err := c.Search(ctx, q.Query, toolcatalog.Options{Method: method, TopK: maxK, Embedder: emb})
+		latencies = append(latencies, time.Since(start))
+		if err != nil {
+			return nil, err
+		}
+		if resp.Fallback != "" {
+			m.Fallbacks++
+		}
+		var got []string
+		for _, r := range resp.Results {
+			got = append(got, r.Tool.Name)
+		}
+		recall, hit, rr := Score(got, q.Gold)
+		for _, k := range Ks {
+			m.Recall[k] += recall[k]
+			m.Hit[k] += hit[k]
+		}
+		m.MRR += rr
+	}
+	n := float64(max(len(queries), 1))
+	for _, k := range Ks {
+		m.Recall[k] /= n
+		m.Hit[k] /= n
+	}
+	m.MRR /= n
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	m.P50, m.P90, m.P99 = percentile(latencies, 50), percentile(latencies, 90), percentile(latencies, 99)
+	return m, nil
+}
+
+// Score rates one ranked list against the gold tools: recall and hit at
+// each of Ks, and the reciprocal rank of the first gold tool.
+func Score(ranked, gold []string) (recall, hit map[int]float64, rr float64) {
+	recall, hit = map[int]float64{}, map[int]float64{}
+	isGold := map[string]bool{}
+	for _, g := range gold {
+		isGold[g] = true
+	}
+	found := 0
+	for i, name := range ranked {
+		if isGold[name] {
+			found++
+			if rr == 0 {
+				rr = 1 / float64(i+1)
+			}
+		}
+		for _, k := range Ks {
+			if i+1 == k {
+				recall[k] = float64(found) / float64(len(isGold))
+				if found > 0 {
+					hit[k] = 1
+				}
+			}
+		}
+	}
+	// Lists shorter than k keep their final counts.
+	for _, k := range Ks {
+		if len(ranked) < k {
+			recall[k] = float64(found) / float64(len(isGold))
+			if found > 0 {
+				hit[k] = 1
+			}
+		}
+	}
+	return recall, hit, rr
+}
+
+func percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := (len(sorted)*p + 99) / 100
+	return sorted[min(max(i-1, 0), len(sorted)-1)]
+}

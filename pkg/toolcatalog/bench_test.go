@@ -1,0 +1,86 @@
+package toolcatalog
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+var (
+	benchVerbs = []string{"get", "create", "delete", "update", "list", "search", "send", "book", "convert", "analyze",
+		"schedule", "cancel", "export", "import", "summarize", "translate", "track", "scale", "approve", "archive"}
+	benchNouns = []string{"weather", "email", "issue", "invoice", "flight", "order", "user", "report", "image", "song",
+		"event", "ticket", "payment", "document", "deployment", "package", "contract", "stock", "recipe", "playlist",
+		"account", "message", "shipment", "dataset", "review"}
+	benchQueries = []string{"will it rain tomorrow in Paris", "send the quarterly report to finance", "book a flight to Denver",
+		"cancel my last order", "how much is my stock worth", "track the shipment from Berlin", "scale the api deployment"}
+)
+
+// benchCatalog builds a catalog of n distinct synthetic tools with builtin
+// vectors.
+func benchCatalog(b *testing.B, n int) *Catalog {
+	b.Helper()
+	doc := &contract.Document{Version: 1, Catalog: "bench/search",
+		Embedding: contract.EmbeddingInfo{Model: embedding.BuiltinLexicalModel, Dimensions: embedding.BuiltinLexicalDimensions},
+		Search:    contract.SearchDefaults{Method: "hybrid", TopK: 5}}
+	texts := make([]string, n)
+	for i := range n {
+		verb, noun := benchVerbs[i%len(benchVerbs)], benchNouns[(i/len(benchVerbs))%len(benchNouns)]
+		name := fmt.Sprintf("%s_%s_%d", verb, noun, i)
+		texts[i] = fmt.Sprintf("%s the %s in system %d, with options for region %d", verb, noun, i%97, i%13)
+		t, _ := contract.NormalizeTool(contract.Tool{Name: name, Description: texts[i], Parameters: []byte(`{"type":"object","properties":{"id":{},"region":{}}}`)})
+		doc.Tools = append(doc.Tools, t)
+	}
+	vecs, err := embedding.LexicalEmbedder{}.Embed(context.Background(), texts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw := map[string][]byte{}
+	for i, v := range vecs {
+		raw[doc.Tools[i].Name] = contract.EncodeVector(v)
+	}
+	if err := doc.Seal(); err != nil {
+		b.Fatal(err)
+	}
+	c, err := New(doc, raw, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+func BenchmarkSearch(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		c := benchCatalog(b, n)
+		for _, m := range []Method{BM25, Semantic, Hybrid} {
+			b.Run(fmt.Sprintf("tools=%d/method=%s", n, m), func(b *testing.B) {
+				opts := Options{Method: m, TopK: 10, Embedder: BuiltinEmbedder()}
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if _, err := c.Search(context.Background(), benchQueries[i%len(benchQueries)], opts); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkLoadIndex10k(b *testing.B) {
+	c := benchCatalog(b, 10000)
+	raw := map[string][]byte{}
+	for name, v := range c.Vectors {
+		raw[name] = contract.EncodeVector(v)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := New(c.Document, raw, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
