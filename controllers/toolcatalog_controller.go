@@ -25,9 +25,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
 const (
@@ -61,6 +61,10 @@ type ToolCatalogReconciler struct {
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolcatalogs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolcatalogs/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+
+func (r *ToolCatalogReconciler) resolver() *catalogconfig.Resolver {
+	return &catalogconfig.Resolver{Reader: r.APIReader, RetryPolicy: r.RetryPolicy}
+}
 
 func (r *ToolCatalogReconciler) now() time.Time {
 	if r.Now != nil {
@@ -103,7 +107,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		if err := patchCatalogStatus(ctx, r.Client, base, tc); err != nil {
 			retErr = kerrors.NewAggregate([]error{retErr, err})
 		}
-		var cerr *configError
+		var cerr *catalogconfig.Error
 		if errors.As(retErr, &cerr) {
 			// Fixing it changes the catalog or a watched Secret, which
 			// triggers a pass; until then, check back at the resync.
@@ -112,11 +116,11 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}()
 
 	resync = 10 * time.Minute
-	cfg, err := r.resolveConfig(ctx, tc)
+	cfg, err := r.resolver().Resolve(ctx, tc)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	resync = cfg.resync
+	resync = cfg.Resync
 	timeout := r.PassTimeout
 	if timeout == 0 {
 		timeout = defaultPassTimeout
@@ -136,7 +140,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if len(p.pendingTools()) > 0 {
 		return ctrl.Result{RequeueAfter: pendingRequeue}, nil
 	}
-	return ctrl.Result{RequeueAfter: cfg.resync}, nil
+	return ctrl.Result{RequeueAfter: cfg.Resync}, nil
 }
 
 func (p *pass) retryableFailures() int {
@@ -152,13 +156,13 @@ func (p *pass) retryableFailures() int {
 // setStatus writes the conditions and summary of a pass (or of the error
 // that stopped it).
 func (r *ToolCatalogReconciler) setStatus(tc *v1alpha1.ToolCatalog, p *pass, err error) {
-	var cerr *configError
+	var cerr *catalogconfig.Error
 	var rerr *redisError
 	switch {
 	case errors.As(err, &cerr):
 		tc.Status.ObservedGeneration = tc.Generation
-		setCondition(tc, v1alpha1.ConditionPublished, metav1.ConditionFalse, cerr.reason, cerr.message)
-		setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionFalse, cerr.reason, cerr.message)
+		setCondition(tc, v1alpha1.ConditionPublished, metav1.ConditionFalse, cerr.Reason, cerr.Message)
+		setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionFalse, cerr.Reason, cerr.Message)
 		return
 	case errors.As(err, &rerr):
 		msg := fmt.Sprintf("cannot reach Redis at %s: %v; retrying with backoff, nothing was written", strings.Join(tc.Spec.Redis.Addresses, ","), rerr.err)
@@ -238,17 +242,14 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 	if !controllerutil.ContainsFinalizer(tc, v1alpha1.FinalizerCleanup) {
 		return ctrl.Result{}, nil
 	}
-	keys := contract.Keys{Prefix: tc.Spec.Redis.KeyPrefix}
-	if keys.Prefix == "" {
-		keys.Prefix = contract.DefaultPrefix(tc.Namespace, tc.Name)
-	}
-	opts, err := r.redisOptions(ctx, tc)
-	var cerr *configError
+	keys := catalogconfig.KeysOf(tc)
+	opts, err := r.resolver().RedisOptions(ctx, tc)
+	var cerr *catalogconfig.Error
 	switch {
 	case errors.As(err, &cerr):
 		// The Secret is gone (deleted with the namespace, say): try
 		// without it rather than block the deletion forever.
-		r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, cerr.reason, "Cleanup", "cleaning up without credentials: %s", cerr.message)
+		r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, cerr.Reason, "Cleanup", "cleaning up without credentials: %s", cerr.Message)
 	case err != nil:
 		return ctrl.Result{}, err
 	}
@@ -292,7 +293,7 @@ func isRedisAuthError(err error) bool {
 // label changes, before and after), and the Secrets they refer to.
 func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ToolCatalog{}, secretRefIndex, func(o client.Object) []string {
-		return secretNames(o.(*v1alpha1.ToolCatalog))
+		return catalogconfig.SecretNames(o.(*v1alpha1.ToolCatalog))
 	}); err != nil {
 		return fmt.Errorf("indexing catalogs by secret: %w", err)
 	}

@@ -24,11 +24,11 @@ import (
 // the entry and vector it was last published with, if any: nothing already
 // published is lost because of a bad edit or a provider outage.
 func (p *pass) buildDocument(now time.Time) error {
-	model := p.cfg.embedder.Model()
+	model := p.cfg.Embedder.Model()
 	doc := &contract.Document{
 		Catalog:     p.tc.Namespace + "/" + p.tc.Name,
-		Embedding:   contract.EmbeddingInfo{Provider: p.cfg.provider, Model: model, Dimensions: p.cfg.dimensions},
-		Search:      p.cfg.search,
+		Embedding:   contract.EmbeddingInfo{Provider: p.cfg.Provider, Model: model, Dimensions: p.cfg.Dimensions},
+		Search:      p.cfg.Search,
 		Permissions: map[string][]string{},
 	}
 	inDoc := map[string]bool{}
@@ -137,9 +137,9 @@ func (r *ToolCatalogReconciler) publish(ctx context.Context, p *pass, rc redis.U
 	if err != nil {
 		return fmt.Errorf("encoding catalog document: %w", err)
 	}
-	err = store.Write(ctx, rc, p.cfg.keys, store.Update{
+	err = store.Write(ctx, rc, p.cfg.Keys, store.Update{
 		ExpectVersion: p.snap.Version, Version: version, Document: data,
-		Vectors: vectors, Metadata: metas, Remove: p.removed, Retain: p.cfg.retain,
+		Vectors: vectors, Metadata: metas, Remove: p.removed, Retain: p.cfg.Retain,
 	})
 	if errors.Is(err, store.ErrConflict) {
 		return err
@@ -155,7 +155,7 @@ func (r *ToolCatalogReconciler) publish(ctx context.Context, p *pass, rc redis.U
 	}
 
 	notice, _ := json.Marshal(contract.Notice{Catalog: p.doc.Catalog, Version: version, SchemaHash: p.doc.SchemaHash})
-	if err := store.Notify(ctx, rc, p.cfg.channel, notice); err != nil {
+	if err := store.Notify(ctx, rc, p.cfg.Channel, notice); err != nil {
 		// The version is written; consumers that missed the notice find
 		// it when they next check P:version.
 		ctrl.LoggerFrom(ctx).Error(err, "Published version but could not announce it", "version", version)

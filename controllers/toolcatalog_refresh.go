@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -44,7 +45,7 @@ type toolResult struct {
 // pass is the state of one incremental refresh of a catalog.
 type pass struct {
 	tc  *v1alpha1.ToolCatalog
-	cfg *catalogConfig
+	cfg *catalogconfig.Config
 
 	tools    []selectedTool
 	failures []toolFailure
@@ -85,13 +86,13 @@ func (e *redisError) Unwrap() error { return e.err }
 
 // refresh runs one incremental pass: select, read, plan, generate, embed,
 // publish.
-func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogConfig) (*pass, error) {
+func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config) (*pass, error) {
 	p := &pass{tc: tc, cfg: cfg, results: map[string]toolResult{}}
 	if err := r.selectTools(ctx, p); err != nil {
 		return p, err
 	}
-	rc := r.Redis.Get(catalogID(tc), cfg.redis)
-	snap, err := store.Read(ctx, rc, cfg.keys)
+	rc := r.Redis.Get(catalogID(tc), cfg.Redis)
+	snap, err := store.Read(ctx, rc, cfg.Keys)
 	if err != nil {
 		return p, &redisError{err}
 	}
@@ -100,7 +101,7 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 	p.readRefreshRequest()
 	p.plans = catalog.Plan(catalog.PlanInput{
 		Tools: p.planTools(), Stored: p.stored,
-		Model: cfg.embedder.Model(), Dimensions: cfg.dimensions, QueriesPerTool: cfg.queriesPerTool,
+		Model: cfg.Embedder.Model(), Dimensions: cfg.Dimensions, QueriesPerTool: cfg.QueriesPerTool,
 		Mode: p.mode, Targets: p.targets,
 	})
 	queries := r.generateQueries(ctx, p)
@@ -119,7 +120,7 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 func (r *ToolCatalogReconciler) selectTools(ctx context.Context, p *pass) error {
 	sel, err := metav1.LabelSelectorAsSelector(&p.tc.Spec.Selector)
 	if err != nil {
-		return &configError{reason: v1alpha1.ReasonInvalidConfiguration, message: fmt.Sprintf("spec.selector: %v", err)}
+		return &catalogconfig.Error{Reason: v1alpha1.ReasonInvalidConfiguration, Message: fmt.Sprintf("spec.selector: %v", err)}
 	}
 	list := &v1alpha1.ToolDefinitionList{}
 	if err := r.List(ctx, list, client.InNamespace(p.tc.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
@@ -257,7 +258,7 @@ func (r *ToolCatalogReconciler) generateQueries(ctx context.Context, p *pass) ma
 			names = append(names, pl.Name)
 		}
 	}
-	for i, res := range embedding.GenerateAll(ctx, p.cfg.generator, reqs, p.cfg.concurrency) {
+	for i, res := range embedding.GenerateAll(ctx, p.cfg.Generator, reqs, p.cfg.Concurrency) {
 		name := names[i]
 		if res.Err != nil {
 			p.fail(toolFailure{toolDefinition: p.tool(name).td.Name, tool: name, reason: v1alpha1.ReasonQueryGenerationFailed,
@@ -286,13 +287,13 @@ func (r *ToolCatalogReconciler) embedTools(ctx context.Context, p *pass, sets ma
 	for i, n := range names {
 		querySets[i] = sets[n]
 	}
-	centroids, errs, err := embedding.QueryCentroids(ctx, p.cfg.embedder, querySets)
+	centroids, errs, err := embedding.QueryCentroids(ctx, p.cfg.Embedder, querySets)
 	if err != nil && len(names) > 1 && isolatable(err) {
 		centroids, errs = make([][]float32, len(names)), make([]error, len(names))
 		for i := range names {
 			var one [][]float32
 			var oneErrs []error
-			one, oneErrs, errs[i] = embedding.QueryCentroids(ctx, p.cfg.embedder, querySets[i:i+1])
+			one, oneErrs, errs[i] = embedding.QueryCentroids(ctx, p.cfg.Embedder, querySets[i:i+1])
 			if errs[i] == nil {
 				centroids[i], errs[i] = one[0], oneErrs[0]
 			}
@@ -313,7 +314,7 @@ func (r *ToolCatalogReconciler) embedTools(ctx context.Context, p *pass, sets ma
 		p.results[name] = toolResult{
 			vector: contract.EncodeVector(centroids[i]),
 			meta: contract.Metadata{
-				SpecHash: t.entry.SpecHash, Description: t.entry.Description, Model: p.cfg.embedder.Model(),
+				SpecHash: t.entry.SpecHash, Description: t.entry.Description, Model: p.cfg.Embedder.Model(),
 				Dimensions: len(centroids[i]), SyntheticQueries: querySets[i], EmbeddedAt: now,
 			},
 		}

@@ -112,7 +112,7 @@ func (p *pass) syncedCondition() (metav1.ConditionStatus, string, string) {
 	if pending := p.pendingTools(); len(pending) > 0 {
 		return metav1.ConditionFalse, v1alpha1.ReasonRefreshPending, fmt.Sprintf("%d tools wait for the next pass (%s)", len(pending), listNames(pending))
 	}
-	return metav1.ConditionTrue, v1alpha1.ReasonAllEmbedded, fmt.Sprintf("%d of %d tools embedded with %s", len(p.tools), len(p.tools), p.cfg.embedder.Model())
+	return metav1.ConditionTrue, v1alpha1.ReasonAllEmbedded, fmt.Sprintf("%d of %d tools embedded with %s", len(p.tools), len(p.tools), p.cfg.Embedder.Model())
 }
 
 // pendingTools lists tools a restricted refresh left for the next pass.

@@ -1,0 +1,275 @@
+// Package catalogconfig resolves a ToolCatalog's spec against its Secrets
+// into Redis options and providers, for the controller and the kubectl
+// plugin alike.
+package catalogconfig
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/store"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+// Config is a ToolCatalog's spec resolved against its Secrets.
+type Config struct {
+	Keys      contract.Keys
+	Redis     store.Options
+	Embedder  embedding.Embedder
+	Generator embedding.QueryGenerator
+	// Provider is the embedding provider's name for the document.
+	Provider string
+	// Dimensions is the configured vector length, 0 when any is accepted.
+	Dimensions     int
+	QueriesPerTool int
+	Concurrency    int
+	Channel        string
+	Retain         int
+	Resync         time.Duration
+	Search         contract.SearchDefaults
+}
+
+// Error is a problem the user must fix in the catalog or a Secret;
+// retrying does not help until something changes.
+type Error struct {
+	// Reason is the condition reason to report.
+	Reason string
+	// Message says what to fix.
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Resolver reads the Secrets a catalog refers to.
+type Resolver struct {
+	// Reader reads Secrets; the controller passes an uncached reader so
+	// Secret data never sits in the informer cache.
+	Reader client.Reader
+	// RetryPolicy overrides the providers' retry policy.
+	RetryPolicy *embedding.RetryPolicy
+}
+
+// KeysOf returns a catalog's Redis keys.
+func KeysOf(tc *v1alpha1.ToolCatalog) contract.Keys {
+	if p := tc.Spec.Redis.KeyPrefix; p != "" {
+		return contract.Keys{Prefix: p}
+	}
+	return contract.Keys{Prefix: contract.DefaultPrefix(tc.Namespace, tc.Name)}
+}
+
+// SecretNames lists the Secrets a catalog refers to, for the field index
+// that maps a changed Secret to its catalogs.
+func SecretNames(tc *v1alpha1.ToolCatalog) []string {
+	var names []string
+	add := func(ref *v1alpha1.SecretKeySelector) {
+		if ref != nil {
+			names = append(names, ref.Name)
+		}
+	}
+	add(tc.Spec.Redis.PasswordSecretRef)
+	if tc.Spec.Redis.TLS != nil {
+		add(tc.Spec.Redis.TLS.CASecretRef)
+	}
+	add(tc.Spec.Embedding.APIKeySecretRef)
+	add(tc.Spec.QueryGeneration.APIKeySecretRef)
+	if fb := tc.Spec.QueryGeneration.Fallback; fb != nil {
+		add(fb.APIKeySecretRef)
+	}
+	return names
+}
+
+// Resolve reads the Secrets a catalog refers to and builds its Redis
+// options and providers.
+func (r *Resolver) Resolve(ctx context.Context, tc *v1alpha1.ToolCatalog) (*Config, error) {
+	spec := tc.Spec
+	cfg := &Config{
+		Keys:           KeysOf(tc),
+		QueriesPerTool: int(orDefault(spec.QueryGeneration.QueriesPerTool, 5)),
+		Concurrency:    int(orDefault(spec.QueryGeneration.Concurrency, embedding.DefaultConcurrency)),
+		Channel:        spec.Publish.Channel,
+		Retain:         int(orDefault(spec.Publish.RetainVersions, 5)),
+		Resync:         10 * time.Minute,
+		Search: contract.SearchDefaults{
+			Method:              string(spec.Search.Method),
+			TopK:                int(orDefault(spec.Search.TopK, 5)),
+			SimilarityThreshold: spec.Search.SimilarityThreshold,
+			AlwaysInclude:       spec.Search.AlwaysInclude,
+		},
+	}
+	if cfg.Channel == "" {
+		cfg.Channel = contract.DefaultChannel
+	}
+	if cfg.Search.Method == "" {
+		cfg.Search.Method = string(v1alpha1.SearchHybrid)
+	}
+	if d := spec.Publish.ResyncInterval; d != nil && d.Duration > 0 {
+		cfg.Resync = d.Duration
+	}
+
+	var err error
+	if cfg.Redis, err = r.RedisOptions(ctx, tc); err != nil {
+		return nil, err
+	}
+	if err := r.buildEmbedder(ctx, tc, cfg); err != nil {
+		return nil, err
+	}
+	if err := r.buildGenerator(ctx, tc, cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// RedisOptions builds the connection settings of a catalog's Redis.
+func (r *Resolver) RedisOptions(ctx context.Context, tc *v1alpha1.ToolCatalog) (store.Options, error) {
+	rs := tc.Spec.Redis
+	o := store.Options{Addresses: rs.Addresses, Mode: string(rs.Mode), MasterName: rs.MasterName, DB: int(rs.DB), Username: rs.Username}
+	if o.Mode == "" {
+		o.Mode = string(v1alpha1.RedisModeStandalone)
+	}
+	if o.Mode != string(v1alpha1.RedisModeSentinel) {
+		o.MasterName = ""
+	}
+	if rs.PasswordSecretRef != nil {
+		pw, err := r.SecretValue(ctx, tc.Namespace, rs.PasswordSecretRef, "spec.redis.passwordSecretRef")
+		if err != nil {
+			return o, err
+		}
+		o.Password = pw
+	}
+	if rs.TLS != nil && rs.TLS.Enabled {
+		o.TLS = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: rs.TLS.InsecureSkipVerify} //nolint:gosec // opt-in, documented as for testing only
+		fp := fmt.Sprintf("insecure=%t", rs.TLS.InsecureSkipVerify)
+		if rs.TLS.CASecretRef != nil {
+			ca, err := r.SecretValue(ctx, tc.Namespace, rs.TLS.CASecretRef, "spec.redis.tls.caSecretRef")
+			if err != nil {
+				return o, err
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM([]byte(ca)) {
+				return o, &Error{Reason: v1alpha1.ReasonInvalidConfiguration,
+					Message: fmt.Sprintf("Secret %s key %s holds no PEM certificate: fix spec.redis.tls.caSecretRef", rs.TLS.CASecretRef.Name, rs.TLS.CASecretRef.Key)}
+			}
+			o.TLS.RootCAs = pool
+			sum := sha256.Sum256([]byte(ca))
+			fp += ",ca=" + hex.EncodeToString(sum[:8])
+		}
+		o.TLSFingerprint = fp
+	}
+	return o, nil
+}
+
+func (r *Resolver) buildEmbedder(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *Config) error {
+	es := tc.Spec.Embedding
+	switch es.Provider {
+	case v1alpha1.ProviderBuiltin, "":
+		if es.Model != "" && es.Model != embedding.BuiltinLexicalModel {
+			return &Error{Reason: v1alpha1.ReasonInvalidConfiguration,
+				Message: fmt.Sprintf("spec.embedding.model %q is not a builtin model: leave it empty or use %q", es.Model, embedding.BuiltinLexicalModel)}
+		}
+		if es.Dimensions != 0 && int(es.Dimensions) != embedding.BuiltinLexicalDimensions {
+			return &Error{Reason: v1alpha1.ReasonInvalidConfiguration,
+				Message: fmt.Sprintf("spec.embedding.dimensions %d is not supported by the builtin model (%d): leave it empty", es.Dimensions, embedding.BuiltinLexicalDimensions)}
+		}
+		cfg.Embedder = embedding.LexicalEmbedder{}
+		cfg.Provider = string(v1alpha1.ProviderBuiltin)
+		cfg.Dimensions = embedding.BuiltinLexicalDimensions
+		return nil
+	}
+	api, err := r.openAIConfig(ctx, tc.Namespace, es.BaseURL, es.APIKeySecretRef, "spec.embedding.apiKeySecretRef")
+	if err != nil {
+		return err
+	}
+	if es.Timeout != nil {
+		api.Timeout = es.Timeout.Duration
+	}
+	e, err := embedding.NewOpenAIEmbedder(embedding.OpenAIEmbedderConfig{OpenAIConfig: api, Model: es.Model, Dimensions: int(es.Dimensions), BatchSize: int(es.BatchSize)})
+	if err != nil {
+		return &Error{Reason: v1alpha1.ReasonInvalidConfiguration, Message: fmt.Sprintf("spec.embedding: %v", err)}
+	}
+	cfg.Embedder = e
+	cfg.Provider = string(v1alpha1.ProviderOpenAI)
+	cfg.Dimensions = int(es.Dimensions)
+	return nil
+}
+
+func (r *Resolver) buildGenerator(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *Config) error {
+	qs := tc.Spec.QueryGeneration
+	if qs.Provider == v1alpha1.ProviderBuiltin || qs.Provider == "" {
+		cfg.Generator = embedding.TemplateQueryGenerator{}
+		return nil
+	}
+	api, err := r.openAIConfig(ctx, tc.Namespace, qs.BaseURL, qs.APIKeySecretRef, "spec.queryGeneration.apiKeySecretRef")
+	if err != nil {
+		return err
+	}
+	if qs.MaxRetries != nil {
+		api.Retry.MaxRetries = int(*qs.MaxRetries)
+	}
+	gc := embedding.OpenAIQueryGeneratorConfig{OpenAIConfig: api, Models: qs.Models}
+	if fb := qs.Fallback; fb != nil {
+		fapi, err := r.openAIConfig(ctx, tc.Namespace, fb.BaseURL, fb.APIKeySecretRef, "spec.queryGeneration.fallback.apiKeySecretRef")
+		if err != nil {
+			return err
+		}
+		fapi.Retry.MaxRetries = api.Retry.MaxRetries
+		gc.Fallback = &embedding.OpenAIFallback{OpenAIConfig: fapi, Model: fb.Model}
+	}
+	g, err := embedding.NewOpenAIQueryGenerator(gc)
+	if err != nil {
+		return &Error{Reason: v1alpha1.ReasonInvalidConfiguration, Message: fmt.Sprintf("spec.queryGeneration: %v", err)}
+	}
+	cfg.Generator = g
+	return nil
+}
+
+func (r *Resolver) openAIConfig(ctx context.Context, namespace, baseURL string, keyRef *v1alpha1.SecretKeySelector, field string) (embedding.OpenAIConfig, error) {
+	c := embedding.OpenAIConfig{BaseURL: baseURL, Retry: embedding.DefaultRetryPolicy()}
+	if r.RetryPolicy != nil {
+		c.Retry = *r.RetryPolicy
+	}
+	if keyRef != nil {
+		key, err := r.SecretValue(ctx, namespace, keyRef, field)
+		if err != nil {
+			return c, err
+		}
+		c.APIKey = embedding.Secret(key)
+	}
+	return c, nil
+}
+
+// SecretValue reads one key of a Secret with the uncached reader, so
+// Secret data is never held in the informer cache.
+func (r *Resolver) SecretValue(ctx context.Context, namespace string, ref *v1alpha1.SecretKeySelector, field string) (string, error) {
+	s := &corev1.Secret{}
+	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", &Error{Reason: v1alpha1.ReasonSecretNotFound,
+				Message: fmt.Sprintf("Secret %s/%s named in %s does not exist: create it or fix the reference", namespace, ref.Name, field)}
+		}
+		return "", fmt.Errorf("reading Secret %s/%s: %w", namespace, ref.Name, err)
+	}
+	v, ok := s.Data[ref.Key]
+	if !ok {
+		return "", &Error{Reason: v1alpha1.ReasonSecretNotFound,
+			Message: fmt.Sprintf("Secret %s/%s has no key %q named in %s", namespace, ref.Name, ref.Key, field)}
+	}
+	return string(v), nil
+}
+
+func orDefault(v, d int32) int32 {
+	if v == 0 {
+		return d
+	}
+	return v
+}
