@@ -76,10 +76,13 @@ func (p *Pool) Get(id string, o Options) redis.UniversalClient {
 		}
 		_ = c.client.Close()
 	}
-	c := redis.NewUniversalClient(o.universal())
+	c := NewClient(o)
 	p.clients[id] = pooled{fingerprint: fp, client: c}
 	return c
 }
+
+// NewClient returns a client for the options, outside any pool.
+func NewClient(o Options) redis.UniversalClient { return redis.NewUniversalClient(o.universal()) }
 
 // Forget closes and drops a catalog's client.
 func (p *Pool) Forget(id string) {

@@ -1,0 +1,262 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
+)
+
+func (o *Options) searchCommand() *cobra.Command {
+	var (
+		method, principal string
+		topK              int
+		explain           bool
+	)
+	cmd := &cobra.Command{
+		Use:   "search CATALOG QUERY",
+		Short: "Search a published catalog and show each tool's scores",
+		Example: `  kubectl toolcatalog search assistant "will it rain tomorrow"
+  kubectl toolcatalog search assistant "open a bug" --method bm25 --top-k 3 --explain`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := withTimeout(cmd)
+			defer cancel()
+			s, err := o.open(ctx, args[0], true)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			cat, err := s.load(ctx)
+			if err != nil {
+				return err
+			}
+			opts := toolcatalog.Options{Method: toolcatalog.Method(method), TopK: topK, Principal: principal}
+			if s.config.Embedder != nil {
+				opts.Embedder = s.config.Embedder
+			}
+			resp, err := cat.Search(ctx, args[1], opts)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if explain {
+				fmt.Fprintf(out, "catalog %s version %d (%d tools), embedding model %s, method %s\n",
+					cat.Document.Catalog, cat.Version(), len(cat.Tools()), cat.Document.Embedding.Model, resp.Method)
+				if resp.Fallback != "" {
+					fmt.Fprintf(out, "semantic ranking not used: %s\n", resp.Fallback)
+				}
+			}
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			header := "RANK\tTOOL\tWHY\tSCORE\tSEMANTIC\tBM25"
+			if !explain {
+				header = "RANK\tTOOL\tSCORE\tDESCRIPTION"
+			}
+			fmt.Fprintln(tw, header)
+			for i, r := range resp.Results {
+				if explain {
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%.4f\t%s\t%s\n", i+1, r.Tool.Name, r.Why, r.Score, arm(r.Semantic), arm(r.BM25))
+				} else {
+					fmt.Fprintf(tw, "%d\t%s\t%.4f\t%s\n", i+1, r.Tool.Name, r.Score, truncate(r.Tool.Description, 70))
+				}
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&method, "method", "", "semantic, bm25 or hybrid (default: the catalog's)")
+	cmd.Flags().IntVar(&topK, "top-k", 0, "number of tools to return (default: the catalog's)")
+	cmd.Flags().StringVar(&principal, "principal", "", "only show tools this principal may use")
+	cmd.Flags().BoolVar(&explain, "explain", false, "show why each tool was returned: each arm's score and rank")
+	return cmd
+}
+
+func arm(a *toolcatalog.Arm) string {
+	if a == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.4f (#%d)", a.Score, a.Rank)
+}
+
+func truncate(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func (o *Options) describeToolCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe-tool CATALOG TOOL",
+		Short: "Show a tool as published: description, spec hash, model, synthetic queries, version",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := withTimeout(cmd)
+			defer cancel()
+			s, err := o.open(ctx, args[0], true)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			cat, err := s.load(ctx)
+			if err != nil {
+				return err
+			}
+			tool, ok := cat.Tool(args[1])
+			if !ok {
+				return fmt.Errorf("catalog %s version %d has no tool %q", cat.Document.Catalog, cat.Version(), args[1])
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "Tool:             %s\n", tool.Name)
+			fmt.Fprintf(out, "Catalog:          %s (version %d)\n", cat.Document.Catalog, cat.Version())
+			fmt.Fprintf(out, "Description:      %s\n", tool.Description)
+			if tool.Toolset != "" {
+				fmt.Fprintf(out, "Toolset:          %s\n", tool.Toolset)
+			}
+			fmt.Fprintf(out, "Spec hash:        %s\n", tool.SpecHash)
+			fmt.Fprintf(out, "Flags:            alwaysInclude=%t allowRepeat=%t noBackground=%t\n", tool.AlwaysInclude, tool.AllowRepeat, tool.NoBackground)
+			if p, ok := cat.Document.Permissions[tool.Name]; ok {
+				fmt.Fprintf(out, "Allowed:          %s\n", strings.Join(p, ", "))
+			} else {
+				fmt.Fprintf(out, "Allowed:          everyone\n")
+			}
+			if m := cat.Metadata[tool.Name]; m != nil {
+				fmt.Fprintf(out, "Embedded:         %s, %d dimensions, at %s\n", m.Model, m.Dimensions, m.EmbeddedAt.Format(time.RFC3339))
+				fmt.Fprintf(out, "Embedded spec:    %s\n", m.SpecHash)
+				fmt.Fprintf(out, "Synthetic queries:\n")
+				for _, q := range m.SyntheticQueries {
+					fmt.Fprintf(out, "  - %s\n", q)
+				}
+			} else {
+				fmt.Fprintf(out, "Embedded:         no metadata\n")
+			}
+			var params any
+			_ = json.Unmarshal(tool.Parameters, &params)
+			raw, _ := json.MarshalIndent(params, "  ", "  ")
+			fmt.Fprintf(out, "Parameters:\n  %s\n", raw)
+			return nil
+		},
+	}
+}
+
+func (o *Options) refreshCommand() *cobra.Command {
+	var (
+		mode, tools string
+		waitFor     time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "refresh CATALOG",
+		Short: "Request a refresh of a catalog (sets the toolcatalog.dev/refresh-* annotations)",
+		Example: `  kubectl toolcatalog refresh assistant --mode force
+  kubectl toolcatalog refresh assistant --mode embed-only --tools get_weather,send_email --wait 2m`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch mode {
+			case "", string(v1alpha1.RefreshModeForce), string(v1alpha1.RefreshModeInvalidOnly), string(v1alpha1.RefreshModeEmbedOnly):
+			default:
+				return fmt.Errorf("--mode must be force, invalid-only or embed-only, not %q", mode)
+			}
+			ctx := cmd.Context()
+			s, err := o.open(ctx, args[0], false)
+			if err != nil {
+				return err
+			}
+			token := time.Now().UTC().Format(time.RFC3339Nano)
+			patch := client.MergeFrom(s.catalog.DeepCopy())
+			if s.catalog.Annotations == nil {
+				s.catalog.Annotations = map[string]string{}
+			}
+			s.catalog.Annotations[v1alpha1.AnnotationRefreshRequestedAt] = token
+			setOrDelete(s.catalog.Annotations, v1alpha1.AnnotationRefreshMode, mode)
+			setOrDelete(s.catalog.Annotations, v1alpha1.AnnotationRefreshTools, tools)
+			if err := s.kube.Patch(ctx, s.catalog, patch); err != nil {
+				return fmt.Errorf("requesting refresh: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "refresh of %s/%s requested (token %s)\n", s.catalog.Namespace, s.catalog.Name, token)
+			if waitFor <= 0 {
+				return nil
+			}
+			tc := &v1alpha1.ToolCatalog{}
+			err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, waitFor, true, func(ctx context.Context) (bool, error) {
+				if err := s.kube.Get(ctx, client.ObjectKeyFromObject(s.catalog), tc); err != nil {
+					return false, err
+				}
+				return tc.Status.LastHandledRefreshAt == token, nil
+			})
+			if err != nil {
+				return fmt.Errorf("waiting for the refresh to be handled: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "handled: version %d\n", tc.Status.Version)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&mode, "mode", "", "force, invalid-only or embed-only (default: refresh stale and invalid tools; with --tools: force them)")
+	cmd.Flags().StringVar(&tools, "tools", "", "comma-separated tool names to limit the refresh to")
+	cmd.Flags().DurationVar(&waitFor, "wait", 0, "wait up to this long for the operator to handle the request")
+	return cmd
+}
+
+func setOrDelete(m map[string]string, k, v string) {
+	if v == "" {
+		delete(m, k)
+		return
+	}
+	m[k] = v
+}
+
+func (o *Options) versionsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "versions CATALOG",
+		Short: "List the catalog versions kept in Redis",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := withTimeout(cmd)
+			defer cancel()
+			s, err := o.open(ctx, args[0], true)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			k := s.config.Keys
+			current, err := s.redis.Get(ctx, k.Version()).Int64()
+			if errors.Is(err, redis.Nil) {
+				return fmt.Errorf("catalog %s/%s has not been published to Redis yet", s.catalog.Namespace, s.catalog.Name)
+			}
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "VERSION\tCURRENT\tTOOLS\tSCHEMA HASH\tGENERATED")
+			for v := current; v >= 1 && v > current-100; v-- {
+				raw, err := s.redis.Get(ctx, k.CatalogVersion(v)).Bytes()
+				if errors.Is(err, redis.Nil) {
+					break
+				}
+				if err != nil {
+					return err
+				}
+				doc, err := contract.ParseDocument(raw)
+				if err != nil {
+					return fmt.Errorf("version %d: %w", v, err)
+				}
+				mark := ""
+				if v == current {
+					mark = "*"
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", v, mark, len(doc.Tools), doc.SchemaHash[:min(12, len(doc.SchemaHash))], doc.GeneratedAt.Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+}

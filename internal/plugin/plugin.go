@@ -1,0 +1,148 @@
+// Package plugin implements kubectl-toolcatalog, the kubectl plugin that
+// searches published catalogs, shows what a tool was embedded from, lists
+// versions and requests refreshes.
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
+	"github.com/toolcatalog/tool-catalog-operator/internal/store"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
+)
+
+// Options are the plugin's global flags and its environment.
+type Options struct {
+	Kubeconfig, Context, Namespace string
+	// RedisAddr overrides the catalog's Redis addresses (for example a
+	// port-forward to an in-cluster Redis); RedisPasswordEnv names an
+	// environment variable with the password to use then.
+	RedisAddr, RedisPasswordEnv string
+	Out, Err                    io.Writer
+	// RESTConfig, when set, replaces kubeconfig loading (tests).
+	RESTConfig *rest.Config
+}
+
+// NewCommand returns the kubectl-toolcatalog command tree.
+func NewCommand(o *Options) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "kubectl-toolcatalog",
+		Short:         "Search and manage the tool catalogs published by tool-catalog-operator",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(o.Out)
+	root.SetErr(o.Err)
+	f := root.PersistentFlags()
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file")
+	f.StringVar(&o.Context, "context", "", "kubeconfig context to use")
+	f.StringVarP(&o.Namespace, "namespace", "n", "", "namespace of the ToolCatalog (default: the context's)")
+	f.StringVar(&o.RedisAddr, "redis-addr", "", "connect to this Redis host:port instead of the catalog's addresses")
+	f.StringVar(&o.RedisPasswordEnv, "redis-password-env", "", "environment variable holding the Redis password, with --redis-addr")
+	root.AddCommand(o.searchCommand(), o.describeToolCommand(), o.refreshCommand(), o.versionsCommand())
+	return root
+}
+
+// session is what a command works with: the catalog object, its resolved
+// configuration and a Redis client.
+type session struct {
+	kube    client.Client
+	catalog *v1alpha1.ToolCatalog
+	config  *catalogconfig.Config
+	redis   redis.UniversalClient
+}
+
+func (s *session) Close() {
+	if s.redis != nil {
+		_ = s.redis.Close()
+	}
+}
+
+func (o *Options) kubeClient() (client.Client, string, error) {
+	cfg, ns := o.RESTConfig, o.Namespace
+	if cfg == nil {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = o.Kubeconfig
+		cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context})
+		var err error
+		if cfg, err = cc.ClientConfig(); err != nil {
+			return nil, "", fmt.Errorf("loading kubeconfig: %w", err)
+		}
+		if ns == "" {
+			if ns, _, err = cc.Namespace(); err != nil {
+				return nil, "", err
+			}
+		}
+	}
+	if ns == "" {
+		ns = "default"
+	}
+	scheme := runtime.NewScheme()
+	utilruntime.Must(corev1.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	return c, ns, err
+}
+
+// open reads the catalog and, when withRedis, connects to its Redis.
+func (o *Options) open(ctx context.Context, name string, withRedis bool) (*session, error) {
+	kube, ns, err := o.kubeClient()
+	if err != nil {
+		return nil, err
+	}
+	tc := &v1alpha1.ToolCatalog{}
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tc); err != nil {
+		return nil, fmt.Errorf("reading ToolCatalog %s/%s: %w", ns, name, err)
+	}
+	s := &session{kube: kube, catalog: tc}
+	if !withRedis {
+		return s, nil
+	}
+	resolver := &catalogconfig.Resolver{Reader: kube}
+	if s.config, err = resolver.Resolve(ctx, tc); err != nil {
+		var ce *catalogconfig.Error
+		if !errors.As(err, &ce) || o.RedisAddr == "" {
+			return nil, err
+		}
+		// A missing provider Secret does not stop BM25 search through an
+		// explicit Redis address.
+		s.config = &catalogconfig.Config{Keys: catalogconfig.KeysOf(tc)}
+	}
+	opts := s.config.Redis
+	if o.RedisAddr != "" {
+		opts = store.Options{Addresses: []string{o.RedisAddr}, Mode: string(v1alpha1.RedisModeStandalone)}
+		if o.RedisPasswordEnv != "" {
+			opts.Password = os.Getenv(o.RedisPasswordEnv)
+		}
+	}
+	s.redis = store.NewClient(opts)
+	return s, nil
+}
+
+func (s *session) load(ctx context.Context) (*toolcatalog.Catalog, error) {
+	c, err := toolcatalog.Load(ctx, s.redis, s.config.Keys)
+	if errors.Is(err, toolcatalog.ErrNotPublished) {
+		return nil, fmt.Errorf("catalog %s/%s has not been published to Redis yet (see kubectl describe tc %s)", s.catalog.Namespace, s.catalog.Name, s.catalog.Name)
+	}
+	return c, err
+}
+
+func withTimeout(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(cmd.Context(), 60*time.Second)
+}
+

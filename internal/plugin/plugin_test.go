@@ -1,0 +1,240 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/controllers"
+	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/store"
+)
+
+var (
+	cfg   *rest.Config
+	kube  client.Client
+	redisSrv *redistest.Server
+	ns    = "plugin-test"
+)
+
+// TestMain runs a real API server with the operator's controllers and a
+// real Redis, and publishes a catalog of four tools with the builtin
+// providers.
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, or `export KUBEBUILDER_ASSETS=$(bash hack/build-controlplane.sh)`")
+		return 1
+	}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true, BinaryAssetsDirectory: assets}
+	var err error
+	if cfg, err = env.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer env.Stop()
+	if redisSrv, err = redistest.Start(""); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer redisSrv.Stop()
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	if kube, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	pool := store.NewPool()
+	defer pool.Close()
+	if err := (&controllers.ToolCatalogReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("toolcatalog-controller"), Redis: pool}).SetupWithManager(ctx, mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() { _ = mgr.Start(ctx) }()
+	if err := publishFixture(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "publishing the fixture catalog:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+func publishFixture(ctx context.Context) error {
+	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}}
+	tool := func(name, tn, desc string, principals ...string) *v1alpha1.ToolDefinition {
+		td := &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"catalog": "assistant"}},
+			Spec: v1alpha1.ToolDefinitionSpec{Name: tn, Description: desc}}
+		if principals != nil {
+			td.Spec.Permissions = &v1alpha1.ToolPermissions{AllowedPrincipals: principals}
+		}
+		return td
+	}
+	objs = append(objs,
+		tool("weather", "get_weather", "Get the current weather conditions and the forecast for a city."),
+		tool("email", "send_email", "Send an email message to a recipient."),
+		tool("issue", "create_issue", "Open an issue in a GitHub repository."),
+		tool("sql", "run_sql", "Run a read-only SQL query on the analytics warehouse.", "group:analysts"),
+		&v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "assistant"}, Spec: v1alpha1.ToolCatalogSpec{
+			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"catalog": "assistant"}},
+			Redis:    v1alpha1.RedisSpec{Addresses: []string{redisSrv.Addr}},
+			Search:   v1alpha1.SearchSpec{Method: v1alpha1.SearchHybrid, TopK: 3},
+		}},
+	)
+	for _, o := range objs {
+		if err := kube.Create(ctx, o); err != nil {
+			return err
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		tc := &v1alpha1.ToolCatalog{}
+		if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "assistant"}, tc); err == nil &&
+			meta.IsStatusConditionTrue(tc.Status.Conditions, v1alpha1.ConditionReady) && tc.Status.Counts != nil && tc.Status.Counts.Tools == 4 {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("catalog not ready in time")
+}
+
+// kubectlToolcatalog runs the plugin's command tree in-process.
+func kubectlToolcatalog(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := NewCommand(&Options{Out: &out, Err: &errOut, RESTConfig: cfg})
+	cmd.SetArgs(append([]string{"-n", ns}, args...))
+	err := cmd.ExecuteContext(context.Background())
+	t.Logf("kubectl toolcatalog %s:\n%s%s", strings.Join(args, " "), out.String(), errOut.String())
+	return out.String(), err
+}
+
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := kubectlToolcatalog(t, args...)
+	if err != nil {
+		t.Fatalf("kubectl toolcatalog %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+func rows(out string) [][]string {
+	var r [][]string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		r = append(r, strings.Fields(line))
+	}
+	return r
+}
+
+func TestSearch(t *testing.T) {
+	out := mustRun(t, "search", "assistant", "send an email to my manager")
+	r := rows(out)
+	if strings.Join(r[0], " ") != "RANK TOOL SCORE DESCRIPTION" || r[1][1] != "send_email" {
+		t.Fatalf("unexpected table:\n%s", out)
+	}
+	if len(r) != 4 {
+		t.Fatalf("%d rows, want the catalog's topK 3", len(r)-1)
+	}
+
+	out = mustRun(t, "search", "assistant", "weather forecast for Paris", "--explain", "--method", "semantic", "--top-k", "2")
+	for _, s := range []string{"version 1 (4 tools)", "method semantic", "RANK  TOOL", "SEMANTIC", "BM25"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("explain output lacks %q", s)
+		}
+	}
+	// Line 1 describes the search, line 2 is the header.
+	r = rows(out)
+	if top := r[2]; top[1] != "get_weather" || top[2] != "ranked" || top[5] != "(#1)" {
+		t.Fatalf("semantic top row %v, want get_weather ranked first by the semantic arm", top)
+	}
+	if len(r) != 4 {
+		t.Fatalf("%d result rows, want 2", len(r)-2)
+	}
+
+	// Permissions: run_sql only for its principal.
+	if out := mustRun(t, "search", "assistant", "run a SQL query", "--principal", "group:sales"); strings.Contains(out, "run_sql") {
+		t.Fatalf("run_sql shown to group:sales:\n%s", out)
+	}
+	if out := mustRun(t, "search", "assistant", "run a SQL query", "--principal", "group:analysts"); rows(out)[1][1] != "run_sql" {
+		t.Fatalf("run_sql not first for group:analysts:\n%s", out)
+	}
+}
+
+func TestDescribeTool(t *testing.T) {
+	out := mustRun(t, "describe-tool", "assistant", "get_weather")
+	for _, s := range []string{"Tool:             get_weather", "(version 1)", "Spec hash:", "Embedded:         builtin-hashed-ngrams-v1, 512 dimensions", "Synthetic queries:", "  - ", "Allowed:          everyone", "Parameters:"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("describe-tool output lacks %q", s)
+		}
+	}
+	if out := mustRun(t, "describe-tool", "assistant", "run_sql"); !strings.Contains(out, "Allowed:          group:analysts") {
+		t.Errorf("permissions not shown:\n%s", out)
+	}
+	if _, err := kubectlToolcatalog(t, "describe-tool", "assistant", "nope"); err == nil || !strings.Contains(err.Error(), `no tool "nope"`) {
+		t.Fatalf("unknown tool: %v", err)
+	}
+}
+
+func TestVersionsAndRefresh(t *testing.T) {
+	out := mustRun(t, "versions", "assistant")
+	r := rows(out)
+	if strings.Join(r[0], " ") != "VERSION CURRENT TOOLS SCHEMA HASH GENERATED" || r[1][0] != "1" || r[1][1] != "*" || r[1][2] != "4" {
+		t.Fatalf("versions:\n%s", out)
+	}
+
+	// A forced refresh of the builtin (deterministic) providers handles
+	// the request and changes nothing: still version 1.
+	out = mustRun(t, "refresh", "assistant", "--mode", "force", "--tools", "get_weather", "--wait", "30s")
+	if !strings.Contains(out, "refresh of plugin-test/assistant requested") || !strings.Contains(out, "handled: version 1") {
+		t.Fatalf("refresh:\n%s", out)
+	}
+	tc := &v1alpha1.ToolCatalog{}
+	if err := kube.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "assistant"}, tc); err != nil {
+		t.Fatal(err)
+	}
+	if tc.Annotations[v1alpha1.AnnotationRefreshMode] != "force" || tc.Annotations[v1alpha1.AnnotationRefreshTools] != "get_weather" {
+		t.Fatalf("annotations %v", tc.Annotations)
+	}
+	if _, err := kubectlToolcatalog(t, "refresh", "assistant", "--mode", "everything"); err == nil || !strings.Contains(err.Error(), "--mode must be") {
+		t.Fatalf("bad mode: %v", err)
+	}
+}
+
+func TestRedisAddressOverrideAndErrors(t *testing.T) {
+	if out := mustRun(t, "--redis-addr", redisSrv.Addr, "search", "assistant", "open a bug in github", "--method", "bm25"); rows(out)[1][1] != "create_issue" {
+		t.Fatalf("search through --redis-addr:\n%s", out)
+	}
+	if _, err := kubectlToolcatalog(t, "search", "missing", "x"); err == nil || !strings.Contains(err.Error(), "reading ToolCatalog plugin-test/missing") {
+		t.Fatalf("missing catalog: %v", err)
+	}
+	if _, err := kubectlToolcatalog(t, "search", "assistant"); err == nil {
+		t.Fatal("search without a query accepted")
+	}
+}
