@@ -145,4 +145,3 @@ func (s *session) load(ctx context.Context) (*toolcatalog.Catalog, error) {
 func withTimeout(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(cmd.Context(), 60*time.Second)
 }
-

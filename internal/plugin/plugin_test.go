@@ -29,10 +29,10 @@ import (
 )
 
 var (
-	cfg   *rest.Config
-	kube  client.Client
+	cfg      *rest.Config
+	kube     client.Client
 	redisSrv *redistest.Server
-	ns    = "plugin-test"
+	ns       = "plugin-test"
 )
 
 // TestMain runs a real API server with the operator's controllers and a

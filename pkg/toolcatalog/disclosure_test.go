@@ -84,7 +84,9 @@ func TestBridgeDispatch(t *testing.T) {
 	if err != nil || call != nil {
 		t.Fatalf("tool_search: %v %v", call, err)
 	}
-	var found struct{ Tools []struct{ Name, Description string } }
+	var found struct {
+		Tools []struct{ Name, Description string }
+	}
 	if err := json.Unmarshal(out, &found); err != nil || len(found.Tools) != 2 || found.Tools[1].Name != "send_email" {
 		t.Fatalf("tool_search result %s", out)
 	}
