@@ -217,6 +217,25 @@ func dumpCatalog(c *redis.Client, k contract.Keys) map[string]string {
 	return out
 }
 
+// catalogCase is the usual set-up of a catalog test: a namespace, a
+// provider, a Redis client and the catalog "tools" with three tools at
+// version 1.
+type catalogCase struct {
+	g   *WithT
+	ctx context.Context
+	ns  string
+	p   *provider
+	rc  *redis.Client
+	k   contract.Keys
+}
+
+func newCatalogCase(t *testing.T) *catalogCase {
+	c := &catalogCase{g: gomegaFor(t), ctx: context.Background(), ns: newNamespace(t), p: newProvider(t), rc: redisClient(t)}
+	c.k = catalogKeys(c.ns, "tools")
+	threeTools(t, c.g, c.ns, c.p)
+	return c
+}
+
 func secret(ns, name string, data map[string]string) *corev1.Secret {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{}}
 	for k, v := range data {

@@ -135,13 +135,8 @@ func TestCatalogPublishesFirstVersion(t *testing.T) {
 }
 
 func TestCatalogReembedsOnlyTheEditedTool(t *testing.T) {
-	g := gomegaFor(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	p := newProvider(t)
-	rc := redisClient(t)
-	k := catalogKeys(ns, "tools")
-	threeTools(t, g, ns, p)
+	c := newCatalogCase(t)
+	g, ctx, ns, p, rc, k := c.g, c.ctx, c.ns, c.p, c.rc, c.k
 	before := storedMetadata(g, rc, k)
 	vecBefore := rc.HGetAll(ctx, k.Embeddings()).Val()
 	chatBefore := p.chatCalls()

@@ -15,13 +15,8 @@ import (
 )
 
 func TestCatalogDropsDeletedAndUnlabelledTools(t *testing.T) {
-	g := gomegaFor(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	p := newProvider(t)
-	rc := redisClient(t)
-	k := catalogKeys(ns, "tools")
-	threeTools(t, g, ns, p)
+	c := newCatalogCase(t)
+	g, ctx, ns, _, rc, k := c.g, c.ctx, c.ns, c.p, c.rc, c.k
 
 	g.Expect(k8sClient.Delete(ctx, getTD(g, ns, "email"))).To(Succeed())
 	td := getTD(g, ns, "issue")
@@ -46,13 +41,8 @@ func TestCatalogDropsDeletedAndUnlabelledTools(t *testing.T) {
 }
 
 func TestCatalogReportsConflictsAndRejectedTools(t *testing.T) {
-	g := gomegaFor(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	p := newProvider(t)
-	rc := redisClient(t)
-	k := catalogKeys(ns, "tools")
-	threeTools(t, g, ns, p)
+	c := newCatalogCase(t)
+	g, ctx, ns, _, rc, k := c.g, c.ctx, c.ns, c.p, c.rc, c.k
 	published, _ := storedDoc(g, rc, k).ToolByName("send_email")
 
 	// A second ToolDefinition takes the name send_email: neither wins,
@@ -74,8 +64,8 @@ func TestCatalogReportsConflictsAndRejectedTools(t *testing.T) {
 	g.Expect(reasons).To(Equal(map[string]string{"email": v1alpha1.ReasonNameConflict, "email-v2": v1alpha1.ReasonNameConflict, "broken": v1alpha1.ReasonInvalidSpec}))
 	g.Expect(tc.Status.Counts.Rejected).To(BeEquivalentTo(3))
 	g.Expect(tc.Status.Counts.Tools).To(BeEquivalentTo(2))
-	c := expectCondition(g, tc, v1alpha1.ConditionEmbeddingsSynced, metav1.ConditionFalse, v1alpha1.ReasonNameConflict)
-	g.Expect(c.Message).To(ContainSubstring("send_email"))
+	cond := expectCondition(g, tc, v1alpha1.ConditionEmbeddingsSynced, metav1.ConditionFalse, v1alpha1.ReasonNameConflict)
+	g.Expect(cond.Message).To(ContainSubstring("send_email"))
 	still, ok := storedDoc(g, rc, k).ToolByName("send_email")
 	g.Expect(ok).To(BeTrue())
 	g.Expect(still).To(Equal(published))
@@ -143,13 +133,8 @@ func TestCatalogSurvivesRedisOutageAndFlush(t *testing.T) {
 }
 
 func TestCatalogDeletionRemovesItsKeys(t *testing.T) {
-	g := gomegaFor(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	p := newProvider(t)
-	rc := redisClient(t)
-	k := catalogKeys(ns, "tools")
-	threeTools(t, g, ns, p)
+	c := newCatalogCase(t)
+	g, ctx, ns, _, rc, k := c.g, c.ctx, c.ns, c.p, c.rc, c.k
 	other := catalogKeys(ns, "other")
 	g.Expect(rc.Set(ctx, other.Catalog(), "keep me", 0).Err()).To(Succeed())
 	g.Expect(rc.Keys(ctx, k.Prefix+"*").Val()).NotTo(BeEmpty())

@@ -115,13 +115,8 @@ func TestCatalogModelChangeMakesEveryToolStale(t *testing.T) {
 }
 
 func TestCatalogProviderFailures(t *testing.T) {
-	g := gomegaFor(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	p := newProvider(t)
-	rc := redisClient(t)
-	k := catalogKeys(ns, "tools")
-	threeTools(t, g, ns, p)
+	c := newCatalogCase(t)
+	g, ctx, ns, p, rc, k := c.g, c.ctx, c.ns, c.p, c.rc, c.k
 	oldVectors := rc.HGetAll(ctx, k.Embeddings()).Val()
 	oldMeta := rc.HGetAll(ctx, k.Metadata()).Val()
 

@@ -31,18 +31,7 @@ func (o *Options) searchCommand() *cobra.Command {
 		Example: `  kubectl toolcatalog search assistant "will it rain tomorrow"
   kubectl toolcatalog search assistant "open a bug" --method bm25 --top-k 3 --explain`,
 		Args: cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := withTimeout(cmd)
-			defer cancel()
-			s, err := o.open(ctx, args[0], true)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			cat, err := s.load(ctx)
-			if err != nil {
-				return err
-			}
+		RunE: o.withCatalog(func(ctx context.Context, cmd *cobra.Command, args []string, s *session, cat *toolcatalog.Catalog) error {
 			opts := toolcatalog.Options{Method: toolcatalog.Method(method), TopK: topK, Principal: principal}
 			if s.config.Embedder != nil {
 				opts.Embedder = s.config.Embedder
@@ -73,13 +62,32 @@ func (o *Options) searchCommand() *cobra.Command {
 				}
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&method, "method", "", "semantic, bm25 or hybrid (default: the catalog's)")
 	cmd.Flags().IntVar(&topK, "top-k", 0, "number of tools to return (default: the catalog's)")
 	cmd.Flags().StringVar(&principal, "principal", "", "only show tools this principal may use")
 	cmd.Flags().BoolVar(&explain, "explain", false, "show why each tool was returned: each arm's score and rank")
 	return cmd
+}
+
+// withCatalog runs a command on the loaded catalog named by its first
+// argument.
+func (o *Options) withCatalog(run func(ctx context.Context, cmd *cobra.Command, args []string, s *session, cat *toolcatalog.Catalog) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		ctx, cancel := withTimeout(cmd)
+		defer cancel()
+		s, err := o.open(ctx, args[0], true)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		cat, err := s.load(ctx)
+		if err != nil {
+			return err
+		}
+		return run(ctx, cmd, args, s, cat)
+	}
 }
 
 func arm(a *toolcatalog.Arm) string {
@@ -101,18 +109,7 @@ func (o *Options) describeToolCommand() *cobra.Command {
 		Use:   "describe-tool CATALOG TOOL",
 		Short: "Show a tool as published: description, spec hash, model, synthetic queries, version",
 		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := withTimeout(cmd)
-			defer cancel()
-			s, err := o.open(ctx, args[0], true)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			cat, err := s.load(ctx)
-			if err != nil {
-				return err
-			}
+		RunE: o.withCatalog(func(ctx context.Context, cmd *cobra.Command, args []string, s *session, cat *toolcatalog.Catalog) error {
 			tool, ok := cat.Tool(args[1])
 			if !ok {
 				return fmt.Errorf("catalog %s version %d has no tool %q", cat.Document.Catalog, cat.Version(), args[1])
@@ -146,7 +143,7 @@ func (o *Options) describeToolCommand() *cobra.Command {
 			raw, _ := json.MarshalIndent(params, "  ", "  ")
 			fmt.Fprintf(out, "Parameters:\n  %s\n", raw)
 			return nil
-		},
+		}),
 	}
 }
 

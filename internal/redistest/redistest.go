@@ -62,6 +62,19 @@ func New(t testing.TB) *Server {
 	return s
 }
 
+// Main starts one server for a test package, stores it in *srv, runs the
+// tests and stops the server; use it as os.Exit(redistest.Main(m, &server)).
+func Main(m *testing.M, srv **Server) int {
+	s, err := Start("")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	*srv = s
+	defer s.Stop()
+	return m.Run()
+}
+
 // NewCluster starts a one-node Redis Cluster (cluster mode on, every slot
 // assigned to the node) for the test, so code can be tested with a real
 // ClusterClient, including cross-slot rules.

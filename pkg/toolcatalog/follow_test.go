@@ -19,16 +19,7 @@ import (
 
 var server *redistest.Server
 
-func TestMain(m *testing.M) {
-	var err error
-	if server, err = redistest.Start(""); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = server.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m, &server)) }
 
 // publish writes a version of the fixture catalog whose get_weather
 // description carries the version, as the operator would.
