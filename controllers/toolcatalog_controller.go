@@ -27,6 +27,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 )
 
@@ -255,6 +256,7 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 	}
 	rc := r.Redis.Get(catalogID(tc), opts)
 	if err := store.Delete(ctx, rc, keys); err != nil {
+		metrics.RedisErrors.WithLabelValues(catalogID(tc), "delete").Inc()
 		if isRedisAuthError(err) {
 			r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonRedisUnavailable, "Cleanup",
 				"could not remove the catalog's keys under %s: %v; remove them by hand", keys.Prefix, err)
@@ -275,6 +277,7 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 		}
 	}
 	r.Redis.Forget(catalogID(tc))
+	metrics.ForgetCatalog(catalogID(tc))
 	patch := client.MergeFrom(tc.DeepCopy())
 	controllerutil.RemoveFinalizer(tc, v1alpha1.FinalizerCleanup)
 	if err := r.Patch(ctx, tc, patch); err != nil {

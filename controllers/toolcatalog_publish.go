@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
@@ -137,6 +138,8 @@ func (r *ToolCatalogReconciler) publish(ctx context.Context, p *pass, rc redis.U
 	if err != nil {
 		return fmt.Errorf("encoding catalog document: %w", err)
 	}
+	id := catalogID(p.tc)
+	start := time.Now()
 	err = store.Write(ctx, rc, p.cfg.Keys, store.Update{
 		ExpectVersion: p.snap.Version, Version: version, Document: data,
 		Vectors: vectors, Metadata: metas, Remove: p.removed, Retain: p.cfg.Retain,
@@ -145,8 +148,11 @@ func (r *ToolCatalogReconciler) publish(ctx context.Context, p *pass, rc redis.U
 		return err
 	}
 	if err != nil {
+		metrics.RedisErrors.WithLabelValues(id, "write").Inc()
 		return &redisError{err}
 	}
+	metrics.PublishDuration.WithLabelValues(id).Observe(time.Since(start).Seconds())
+	metrics.ToolsEmbedded.WithLabelValues(id).Add(float64(len(vectors)))
 	p.version, p.published = version, true
 	for name, raw := range metas {
 		if m, err := contract.ParseMetadata(string(raw)); err == nil {
@@ -158,6 +164,7 @@ func (r *ToolCatalogReconciler) publish(ctx context.Context, p *pass, rc redis.U
 	if err := store.Notify(ctx, rc, p.cfg.Channel, notice); err != nil {
 		// The version is written; consumers that missed the notice find
 		// it when they next check P:version.
+		metrics.RedisErrors.WithLabelValues(id, "notify").Inc()
 		ctrl.LoggerFrom(ctx).Error(err, "Published version but could not announce it", "version", version)
 	}
 	return nil

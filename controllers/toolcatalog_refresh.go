@@ -15,6 +15,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
@@ -94,6 +95,7 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 	rc := r.Redis.Get(catalogID(tc), cfg.Redis)
 	snap, err := store.Read(ctx, rc, cfg.Keys)
 	if err != nil {
+		metrics.RedisErrors.WithLabelValues(catalogID(tc), "read").Inc()
 		return p, &redisError{err}
 	}
 	p.snap = snap

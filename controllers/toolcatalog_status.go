@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
 )
 
 // maxFailingTools bounds status.failingTools; counts give the totals.
@@ -52,6 +53,11 @@ func (p *pass) applyStatus(st *v1alpha1.ToolCatalogStatus) {
 		}
 	}
 	st.Counts = &c
+	id := catalogID(p.tc)
+	for state, n := range map[string]int32{"selected": c.Tools, "embedded": c.Embedded, "stale": c.Stale, "invalid": c.Invalid, "failed": c.Failed, "rejected": c.Rejected} {
+		metrics.Tools.WithLabelValues(id, state).Set(float64(n))
+	}
+	metrics.Version.WithLabelValues(id).Set(float64(max(st.Version, p.version)))
 	st.Version = max(st.Version, p.version)
 	st.SchemaHash = p.doc.SchemaHash
 	if p.blocked != "" && p.prevDoc != nil {

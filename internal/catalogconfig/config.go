@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
@@ -234,7 +235,7 @@ func (r *Resolver) buildGenerator(ctx context.Context, tc *v1alpha1.ToolCatalog,
 }
 
 func (r *Resolver) openAIConfig(ctx context.Context, namespace, baseURL string, keyRef *v1alpha1.SecretKeySelector, field string) (embedding.OpenAIConfig, error) {
-	c := embedding.OpenAIConfig{BaseURL: baseURL, Retry: embedding.DefaultRetryPolicy()}
+	c := embedding.OpenAIConfig{BaseURL: baseURL, Retry: embedding.DefaultRetryPolicy(), Observe: metrics.ObserveProviderRequest}
 	if r.RetryPolicy != nil {
 		c.Retry = *r.RetryPolicy
 	}

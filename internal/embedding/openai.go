@@ -34,6 +34,10 @@ type OpenAIConfig struct {
 	Retry RetryPolicy
 	// HTTPClient replaces the default HTTP client.
 	HTTPClient *http.Client `json:"-"`
+	// Observe, when set, is told of every request: a short provider label,
+	// the model, the outcome ("success" or the error kind) and the time it
+	// took. The operator feeds its metrics from it.
+	Observe func(provider, model, outcome string, d time.Duration) `json:"-"`
 }
 
 func (c OpenAIConfig) timeout() time.Duration {
@@ -69,6 +73,12 @@ func (c OpenAIConfig) client() (openai.Client, error) {
 		option.WithHTTPClient(httpClient),
 		option.WithMaxRetries(0),
 	), nil
+}
+
+func (c OpenAIConfig) observe(label, model, outcome string, start time.Time) {
+	if c.Observe != nil {
+		c.Observe(label, model, outcome, time.Since(start))
+	}
 }
 
 // classify turns an SDK or transport error of one attempt into a classified
@@ -116,18 +126,21 @@ func (c OpenAIConfig) classify(parent, attempt context.Context, provider, model 
 
 // call runs one request with retries and a per-request timeout; op receives
 // the per-request context and returns the SDK error or a classified one.
-func (c OpenAIConfig) call(ctx context.Context, provider, model string, op func(ctx context.Context) error) error {
+func (c OpenAIConfig) call(ctx context.Context, label, provider, model string, op func(ctx context.Context) error) error {
 	var last *Error
 	attempts, err := c.Retry.do(ctx, func(ctx context.Context) error {
 		actx, cancel := context.WithTimeout(ctx, c.timeout())
 		defer cancel()
+		start := time.Now()
 		err := op(actx)
 		if err == nil {
+			c.observe(label, model, "success", start)
 			return nil
 		}
 		if !errors.As(err, &last) {
 			last = c.classify(ctx, actx, provider, model, err)
 		}
+		c.observe(label, model, string(last.Kind), start)
 		return last
 	})
 	if err == nil {

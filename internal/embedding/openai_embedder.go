@@ -96,7 +96,7 @@ func (e *OpenAIEmbedder) embedBatch(ctx context.Context, batch []string) ([][]fl
 		params.Dimensions = openai.Int(int64(e.cfg.Dimensions))
 	}
 	var vecs [][]float32
-	err := e.cfg.call(ctx, e.provider(), e.cfg.Model, func(ctx context.Context) error {
+	err := e.cfg.call(ctx, "openai-embeddings", e.provider(), e.cfg.Model, func(ctx context.Context) error {
 		resp, err := e.client.Embeddings.New(ctx, params)
 		if err != nil {
 			return err

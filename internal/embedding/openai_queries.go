@@ -70,6 +70,13 @@ func NewOpenAIQueryGenerator(cfg OpenAIQueryGeneratorConfig) (*OpenAIQueryGenera
 	return g, nil
 }
 
+func (r chatRoute) label() string {
+	if r.fallback {
+		return "openai-chat-fallback"
+	}
+	return "openai-chat"
+}
+
 func (r chatRoute) provider() string {
 	if r.fallback {
 		return "fallback chat at " + r.cfg.baseURL()
@@ -123,7 +130,7 @@ func (r chatRoute) generate(ctx context.Context, req QueryRequest) ([]string, er
 		Temperature: openai.Float(0.7),
 	}
 	var queries []string
-	err := r.cfg.call(ctx, r.provider(), r.model, func(ctx context.Context) error {
+	err := r.cfg.call(ctx, r.label(), r.provider(), r.model, func(ctx context.Context) error {
 		resp, err := r.client.Chat.Completions.New(ctx, params)
 		if err != nil {
 			return err

@@ -1,0 +1,162 @@
+// Package manager builds and runs the operator's controller-runtime
+// manager: flags, leader election, probes, metrics and both controllers.
+// cmd/manager and the local runner of `make run` share it.
+package manager
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/controllers"
+	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	_ "github.com/toolcatalog/tool-catalog-operator/internal/metrics" // registers the operator's metrics
+	"github.com/toolcatalog/tool-catalog-operator/internal/store"
+)
+
+// Config is how the manager runs.
+type Config struct {
+	MetricsAddr, ProbeAddr string
+	LeaderElection         bool
+	// LeaderElectionID names the Lease; LeaderElectionNamespace is where
+	// it lives (the manager's own namespace when empty, in a cluster).
+	LeaderElectionID, LeaderElectionNamespace string
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election
+	// (client-go defaults when zero).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// QPS and Burst bound the client's requests to the API server.
+	QPS   float64
+	Burst int
+	// RetryPolicy overrides the providers' retry policy.
+	RetryPolicy *embedding.RetryPolicy
+	// SkipNameValidation allows several managers in one process (tests).
+	SkipNameValidation bool
+}
+
+// BindFlags registers the manager's flags; each defaults to an environment
+// variable when set (METRICS_BIND_ADDRESS, HEALTH_PROBE_BIND_ADDRESS,
+// LEADER_ELECT, LEADER_ELECTION_NAMESPACE, KUBE_API_QPS, KUBE_API_BURST).
+func BindFlags(fs *flag.FlagSet) *Config {
+	c := &Config{LeaderElectionID: "tool-catalog-operator.toolcatalog.dev"}
+	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", env("METRICS_BIND_ADDRESS", ":8080"), "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", env("HEALTH_PROBE_BIND_ADDRESS", ":8081"), "Address of the /healthz and /readyz probes; 0 disables them.")
+	fs.BoolVar(&c.LeaderElection, "leader-elect", env("LEADER_ELECT", "false") == "true", "Elect a leader, so that of several replicas only one reconciles.")
+	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", env("LEADER_ELECTION_NAMESPACE", ""), "Namespace of the leader election Lease (default: the manager's own).")
+	fs.Float64Var(&c.QPS, "kube-api-qps", envFloat("KUBE_API_QPS", 50), "Queries per second to the Kubernetes API; status writes for many tools need more than client-go's default of 5.")
+	fs.IntVar(&c.Burst, "kube-api-burst", int(envFloat("KUBE_API_BURST", 100)), "Burst of queries to the Kubernetes API.")
+	return c
+}
+
+func env(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok {
+		return v
+	}
+	return def
+}
+
+func envFloat(key string, def float64) float64 {
+	if v, err := strconv.ParseFloat(os.Getenv(key), 64); err == nil {
+		return v
+	}
+	return def
+}
+
+// Scheme is the scheme of the manager's objects.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
+}
+
+// New creates a manager with probes; controllers are added by Setup.
+func New(restCfg *rest.Config, c Config) (ctrl.Manager, error) {
+	restCfg = rest.CopyConfig(restCfg)
+	if c.QPS > 0 {
+		restCfg.QPS, restCfg.Burst = float32(c.QPS), c.Burst
+	}
+	opts := ctrl.Options{
+		Scheme:                        Scheme(),
+		Metrics:                       metricsserver.Options{BindAddress: c.MetricsAddr},
+		HealthProbeBindAddress:        c.ProbeAddr,
+		LeaderElection:                c.LeaderElection,
+		LeaderElectionID:              c.LeaderElectionID,
+		LeaderElectionNamespace:       c.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true, // hand over at once on a graceful shutdown
+	}
+	opts.Controller.SkipNameValidation = &c.SkipNameValidation
+	if c.LeaseDuration > 0 {
+		opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = &c.LeaseDuration, &c.RenewDeadline, &c.RetryPeriod
+	}
+	mgr, err := ctrl.NewManager(restCfg, opts)
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	// Ready once the informer caches are synced: before that the
+	// controllers would act on an empty view of the cluster.
+	if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return fmt.Errorf("informer caches not synced yet")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// Setup adds both controllers to a manager; the pool holds the catalogs'
+// Redis clients.
+func Setup(ctx context.Context, mgr ctrl.Manager, pool *store.Pool, c Config) error {
+	if err := (&controllers.ToolDefinitionReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("tooldefinition-controller"),
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the tooldefinition controller: %w", err)
+	}
+	if err := (&controllers.ToolCatalogReconciler{
+		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
+		Recorder:    mgr.GetEventRecorder("toolcatalog-controller"),
+		Redis:       pool,
+		RetryPolicy: c.RetryPolicy,
+	}).SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the toolcatalog controller: %w", err)
+	}
+	return nil
+}
+
+// Run creates, sets up and runs a manager until ctx ends (a graceful
+// shutdown: in-flight passes finish, the leader lease is released).
+func Run(ctx context.Context, restCfg *rest.Config, c Config) error {
+	store.RouteLogs(ctrl.Log)
+	mgr, err := New(restCfg, c)
+	if err != nil {
+		return err
+	}
+	pool := store.NewPool()
+	defer pool.Close()
+	if err := Setup(ctx, mgr, pool, c); err != nil {
+		return err
+	}
+	ctrl.Log.WithName("setup").Info("Starting manager", "metrics", c.MetricsAddr, "probes", c.ProbeAddr, "leaderElection", c.LeaderElection)
+	return mgr.Start(ctx)
+}

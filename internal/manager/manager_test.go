@@ -1,0 +1,246 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
+)
+
+var (
+	cfg      *rest.Config
+	kube     client.Client
+	redisSrv *redistest.Server
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, or `export KUBEBUILDER_ASSETS=$(bash hack/build-controlplane.sh)`")
+		return 1
+	}
+	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true, BinaryAssetsDirectory: assets}
+	var err error
+	if cfg, err = env.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer env.Stop()
+	if kube, err = client.New(cfg, client.Options{Scheme: Scheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return redistest.Main(m, &redisSrv)
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// countingReconciler counts the ConfigMaps of one namespace it reconciles.
+type countingReconciler struct{ n atomic.Int64 }
+
+func (c *countingReconciler) Reconcile(context.Context, reconcile.Request) (reconcile.Result, error) {
+	c.n.Add(1)
+	return reconcile.Result{}, nil
+}
+
+func TestLeaderElectionLetsExactlyOneManagerReconcile(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "leader-"}}
+	if err := kube.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	c := Config{MetricsAddr: "0", ProbeAddr: "0", LeaderElection: true, LeaderElectionID: "leader-test", LeaderElectionNamespace: ns.Name,
+		LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond, SkipNameValidation: true}
+
+	type replica struct {
+		counter *countingReconciler
+		cancel  context.CancelFunc
+		done    chan struct{}
+		elected <-chan struct{}
+	}
+	start := func(name string) *replica {
+		mgr, err := New(cfg, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &replica{counter: &countingReconciler{}, done: make(chan struct{}), elected: mgr.Elected()}
+		if err := ctrl.NewControllerManagedBy(mgr).Named("count-"+name).For(&corev1.ConfigMap{}).Complete(r.counter); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		r.cancel = cancel
+		go func() { defer close(r.done); _ = mgr.Start(ctx) }()
+		return r
+	}
+	a, b := start("a"), start("b")
+	defer func() { a.cancel(); b.cancel(); <-a.done; <-b.done }()
+
+	var leader, follower *replica
+	waitFor(t, "a leader", 20*time.Second, func() bool {
+		select {
+		case <-a.elected:
+			leader, follower = a, b
+		case <-b.elected:
+			leader, follower = b, a
+		default:
+			return false
+		}
+		return true
+	})
+	for i := range 5 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: fmt.Sprintf("cm-%d", i)}}
+		if err := kube.Create(context.Background(), cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the leader to reconcile", 10*time.Second, func() bool { return leader.counter.n.Load() >= 5 })
+	// Give the follower every chance to (wrongly) reconcile too.
+	time.Sleep(time.Second)
+	if n := follower.counter.n.Load(); n != 0 {
+		t.Fatalf("the follower reconciled %d times while not leading", n)
+	}
+	select {
+	case <-follower.elected:
+		t.Fatal("both managers consider themselves elected")
+	default:
+	}
+
+	// The leader shuts down gracefully and releases the lease: the other
+	// takes over and reconciles.
+	leader.cancel()
+	<-leader.done
+	waitFor(t, "the follower to take over", 20*time.Second, func() bool {
+		select {
+		case <-follower.elected:
+			return follower.counter.n.Load() > 0
+		default:
+			return false
+		}
+	})
+	t.Logf("leader reconciled %d, follower 0 while following and %d after taking over", leader.counter.n.Load(), follower.counter.n.Load())
+}
+
+func TestMetricsAndProbesOfARunningManager(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, cfg, Config{MetricsAddr: metricsAddr, ProbeAddr: probeAddr, LeaderElectionID: "metrics-test", SkipNameValidation: true})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+
+	get := func(path string, addr string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	waitFor(t, "readyz", 20*time.Second, func() bool { code, _ := get("/readyz", probeAddr); return code == http.StatusOK })
+	if code, body := get("/healthz", probeAddr); code != http.StatusOK {
+		t.Fatalf("healthz %d: %s", code, body)
+	}
+
+	// A catalog whose embeddings come from an OpenAI-compatible server,
+	// so provider metrics have something to count.
+	p := openaitest.New(t)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "metrics-"}}
+	if err := kube.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	objs := []client.Object{
+		&v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "weather", Labels: map[string]string{"c": "m"}},
+			Spec: v1alpha1.ToolDefinitionSpec{Name: "get_weather", Description: "Get the weather for a city."}},
+		&v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "m"}, Spec: v1alpha1.ToolCatalogSpec{
+			Selector:  metav1.LabelSelector{MatchLabels: map[string]string{"c": "m"}},
+			Redis:     v1alpha1.RedisSpec{Addresses: []string{redisSrv.Addr}},
+			Embedding: v1alpha1.EmbeddingSpec{Provider: v1alpha1.ProviderOpenAI, Model: "text-embedding-3-small", BaseURL: p.BaseURL()},
+		}},
+		// Nothing listens on this address: a Redis error to count.
+		&v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "dead"}, Spec: v1alpha1.ToolCatalogSpec{
+			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"c": "dead"}},
+			Redis:    v1alpha1.RedisSpec{Addresses: []string{freeAddr(t)}},
+		}},
+	}
+	for _, o := range objs {
+		if err := kube.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	catalog := ns.Name + "/m"
+	want := []string{
+		`toolcatalog_catalog_version{catalog="` + catalog + `"} 1`,
+		`toolcatalog_tools{catalog="` + catalog + `",state="embedded"} 1`,
+		`toolcatalog_tools{catalog="` + catalog + `",state="stale"} 0`,
+		`toolcatalog_tools_embedded_total{catalog="` + catalog + `"} 1`,
+		`toolcatalog_publish_duration_seconds_count{catalog="` + catalog + `"} 1`,
+		`toolcatalog_provider_requests_total{model="text-embedding-3-small",outcome="success",provider="openai-embeddings"} 1`,
+		`toolcatalog_provider_request_duration_seconds_count{model="text-embedding-3-small",provider="openai-embeddings"} 1`,
+		`toolcatalog_redis_errors_total{catalog="` + ns.Name + `/dead",operation="read"}`,
+	}
+	var body string
+	var mu sync.Mutex
+	waitFor(t, "the catalog's metrics", 30*time.Second, func() bool {
+		_, b := get("/metrics", metricsAddr)
+		mu.Lock()
+		body = b
+		mu.Unlock()
+		for _, w := range want {
+			if !strings.Contains(b, w) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "toolcatalog_") && !strings.Contains(line, "_bucket") {
+			t.Log(line)
+		}
+	}
+}

@@ -1,0 +1,78 @@
+// Package metrics defines the operator's Prometheus metrics, registered on
+// controller-runtime's registry so the manager's /metrics serves them.
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	// ProviderRequests counts provider HTTP requests by outcome (success
+	// or the error kind).
+	ProviderRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolcatalog_provider_requests_total",
+		Help: "Requests to embedding and query generation providers, by provider, model and outcome.",
+	}, []string{"provider", "model", "outcome"})
+
+	// ProviderLatency observes provider request durations.
+	ProviderLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "toolcatalog_provider_request_duration_seconds",
+		Help:    "Duration of provider requests, by provider and model.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
+	}, []string{"provider", "model"})
+
+	// ToolsEmbedded counts tools (re-)embedded and published.
+	ToolsEmbedded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolcatalog_tools_embedded_total",
+		Help: "Tools whose embedding was computed and published, by catalog.",
+	}, []string{"catalog"})
+
+	// Tools reports the tools of a catalog by state after the last pass.
+	Tools = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "toolcatalog_tools",
+		Help: "Tools of a catalog after its last pass, by state (selected, embedded, stale, invalid, failed, rejected).",
+	}, []string{"catalog", "state"})
+
+	// PublishDuration observes the MULTI/EXEC that publishes a version.
+	PublishDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "toolcatalog_publish_duration_seconds",
+		Help:    "Duration of writing a new catalog version to Redis.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+	}, []string{"catalog"})
+
+	// Version is a catalog's current version.
+	Version = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "toolcatalog_catalog_version",
+		Help: "Current published version of a catalog.",
+	}, []string{"catalog"})
+
+	// RedisErrors counts failed Redis operations.
+	RedisErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolcatalog_redis_errors_total",
+		Help: "Failed Redis operations, by catalog and operation (read, write, notify, delete).",
+	}, []string{"catalog", "operation"})
+)
+
+func init() {
+	crmetrics.Registry.MustRegister(ProviderRequests, ProviderLatency, ToolsEmbedded, Tools, PublishDuration, Version, RedisErrors)
+}
+
+// ObserveProviderRequest records one provider request.
+func ObserveProviderRequest(provider, model, outcome string, d time.Duration) {
+	ProviderRequests.WithLabelValues(provider, model, outcome).Inc()
+	ProviderLatency.WithLabelValues(provider, model).Observe(d.Seconds())
+}
+
+// ForgetCatalog removes a deleted catalog's series.
+func ForgetCatalog(catalog string) {
+	for _, v := range []*prometheus.GaugeVec{Tools, Version} {
+		v.DeletePartialMatch(prometheus.Labels{"catalog": catalog})
+	}
+	for _, v := range []*prometheus.CounterVec{ToolsEmbedded, RedisErrors} {
+		v.DeletePartialMatch(prometheus.Labels{"catalog": catalog})
+	}
+	PublishDuration.DeletePartialMatch(prometheus.Labels{"catalog": catalog})
+}
