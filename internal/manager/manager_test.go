@@ -103,7 +103,7 @@ func TestLeaderElectionLetsExactlyOneManagerReconcile(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := &replica{counter: &countingReconciler{}, done: make(chan struct{}), elected: mgr.Elected()}
-		if err := ctrl.NewControllerManagedBy(mgr).Named("count-"+name).For(&corev1.ConfigMap{}).Complete(r.counter); err != nil {
+		if err := ctrl.NewControllerManagedBy(mgr).Named("count-" + name).For(&corev1.ConfigMap{}).Complete(r.counter); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
