@@ -66,8 +66,10 @@ build: manifests generate fmt vet ## Build the manager binary into bin/.
 	go build -o bin/manager ./cmd/manager
 
 .PHONY: run
-run: manifests generate fmt vet ## Run the manager against the current kubeconfig.
-	go run ./cmd/manager
+run: manifests generate fmt vet ## Run the manager: against the current cluster, or a local one (API server, etcd, Redis, samples) when none answers.
+	go build -o bin/kubectl-toolcatalog ./cmd/kubectl-toolcatalog
+	go build -o bin/localrun ./hack/localrun
+	bin/localrun $(RUN_ARGS)
 
 ##@ Deployment
 

@@ -25,6 +25,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
 )
 
 // The suite runs one real kube-apiserver and etcd (envtest) with the CRDs of
@@ -55,23 +56,12 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, or "+
-			"`export KUBEBUILDER_ASSETS=$(bash hack/build-controlplane.sh)` to build kube-apiserver and etcd from Go modules")
-		return 1
-	}
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
 	store.RouteLogs(ctrl.Log)
 
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-	}
 	var err error
-	if cfg, err = testEnv.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "starting envtest from %s: %v\n", assets, err)
+	if testEnv, cfg, err = testenv.Start("..", ""); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer func() {

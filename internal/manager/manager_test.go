@@ -19,12 +19,12 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
 )
 
 var (
@@ -36,17 +36,12 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, or `export KUBEBUILDER_ASSETS=$(bash hack/build-controlplane.sh)`")
-		return 1
-	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true, BinaryAssetsDirectory: assets}
-	var err error
-	if cfg, err = env.Start(); err != nil {
+	env, c, err := testenv.Start(filepath.Join("..", ".."), "")
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	cfg = c
 	defer env.Stop()
 	if kube, err = client.New(cfg, client.Options{Scheme: Scheme()}); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -103,6 +103,12 @@ func start(dir string, cluster bool) (*Server, error) {
 		return nil, errors.New(InstallHint)
 	}
 	ownsDir := false
+	if dir != "" {
+		// redis-server changes into --dir before it opens its log file.
+		if dir, err = filepath.Abs(dir); err != nil {
+			return nil, err
+		}
+	}
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "redistest-"); err != nil {
 			return nil, err

@@ -1,0 +1,232 @@
+// Command localrun is what `make run` runs: the manager against the current
+// kubeconfig when a cluster answers, or else a local default with nothing
+// to install by hand: kube-apiserver and etcd (built by
+// hack/build-controlplane.sh), a redis-server on a free port, the CRDs, the
+// samples (builtin providers: no key, no network) and the manager in the
+// foreground. Ctrl-C stops everything it started.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
+	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/store"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		embedded = flag.String("embedded", "auto", "auto: use the current cluster when one answers, else start a local one; always; never")
+		stateDir = flag.String("state-dir", "bin/local", "where the local default keeps its kubeconfig and Redis files")
+		root     = flag.String("root", ".", "the repository root (CRDs and samples are read from it)")
+	)
+	zapOpts := zap.Options{Development: true, Level: zapcore.InfoLevel}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	store.RouteLogs(ctrl.Log)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if *embedded != "always" {
+		cfg, where, err := clusterAnswers(ctx)
+		if err == nil {
+			fmt.Printf("Using the cluster at %s (current kubeconfig). Install the CRDs first with `make install`.\n\n", where)
+			return manager.Run(ctx, cfg, manager.Config{MetricsAddr: ":8080", ProbeAddr: ":8081", LeaderElectionID: "tool-catalog-operator.toolcatalog.dev"})
+		}
+		if *embedded == "never" {
+			return fmt.Errorf("no cluster answers (%v) and -embedded=never", err)
+		}
+		fmt.Printf("No cluster answers (%v): starting a local one.\n", err)
+	}
+	return runLocal(ctx, *root, *stateDir)
+}
+
+// clusterAnswers reports whether the current kubeconfig reaches an API
+// server within a few seconds.
+func clusterAnswers(ctx context.Context) (*rest.Config, string, error) {
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
+	if err != nil {
+		return nil, "", errors.New("no usable kubeconfig")
+	}
+	probe := rest.CopyConfig(cfg)
+	probe.Timeout = 3 * time.Second
+	dc, err := discovery.NewDiscoveryClientForConfig(probe)
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := dc.ServerVersion(); err != nil {
+		return nil, "", fmt.Errorf("%s does not answer", cfg.Host)
+	}
+	return cfg, cfg.Host, nil
+}
+
+func runLocal(ctx context.Context, root, stateDir string) (retErr error) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		fmt.Println("Building kube-apiserver, etcd and kubectl from Go modules (minutes the first time, cached after)...")
+		cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", "build-controlplane.sh"))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return fmt.Errorf("building the local control plane: %w", err)
+		}
+		assets = strings.TrimSpace(string(out))
+	}
+	if err := os.MkdirAll(filepath.Join(stateDir, "redis"), 0o755); err != nil {
+		return err
+	}
+	redis, err := redistest.Start(filepath.Join(stateDir, "redis"))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = redis.Stop()
+		fmt.Println("Stopped redis-server.")
+	}()
+	env, cfg, err := testenv.Start(root, assets)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+		fmt.Println("Stopped kube-apiserver and etcd.")
+	}()
+	kubeconfig, _ := filepath.Abs(filepath.Join(stateDir, "kubeconfig"))
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: manager.Scheme()})
+	if err != nil {
+		return err
+	}
+	applied, err := applySamples(ctx, c, filepath.Join(root, "config", "samples"), redis.Addr)
+	if err != nil {
+		return fmt.Errorf("applying the samples: %w", err)
+	}
+	metricsAddr, probeAddr := freeAddr(), freeAddr()
+	kubectl := filepath.Join(assets, "kubectl")
+	bin, _ := filepath.Abs(filepath.Join(root, "bin"))
+	fmt.Printf(`
+Local tool-catalog-operator is starting:
+  kube-apiserver + etcd  %s
+  redis-server           %s
+  samples applied        %s
+  metrics, probes        http://%s/metrics, http://%s/readyz
+
+Inspect the catalog and its tools:
+  %s --kubeconfig %s get tc,td
+
+Search the published catalog:
+  PATH=%s:$PATH %s toolcatalog --kubeconfig %s search assistant "weather forecast for Lisbon" --explain
+
+Ctrl-C stops everything.
+
+`, cfg.Host, redis.Addr, strings.Join(applied, ", "), metricsAddr, probeAddr, kubectl, kubeconfig, bin, kubectl, kubeconfig)
+
+	go reportPublished(ctx, c)
+	return manager.Run(ctx, cfg, manager.Config{MetricsAddr: metricsAddr, ProbeAddr: probeAddr, LeaderElectionID: "tool-catalog-operator.toolcatalog.dev"})
+}
+
+// applySamples creates the sample objects in the default namespace, with
+// the catalog pointed at the local Redis.
+func applySamples(ctx context.Context, c client.Client, dir, redisAddr string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var applied []string
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				return nil, fmt.Errorf("%s: %w", f, err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			u.SetNamespace("default")
+			if u.GetKind() == "ToolCatalog" {
+				if err := unstructured.SetNestedStringSlice(u.Object, []string{redisAddr}, "spec", "redis", "addresses"); err != nil {
+					return nil, err
+				}
+			}
+			if err := c.Create(ctx, u); err != nil {
+				return nil, fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+			}
+			applied = append(applied, strings.ToLower(u.GetKind())+"/"+u.GetName())
+		}
+	}
+	return applied, nil
+}
+
+// reportPublished prints a line when the sample catalog is published.
+func reportPublished(ctx context.Context, c client.Client) {
+	tc := &v1alpha1.ToolCatalog{}
+	for ctx.Err() == nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "assistant"}, tc); err == nil && tc.Status.Version > 0 &&
+			meta.IsStatusConditionTrue(tc.Status.Conditions, v1alpha1.ConditionPublished) {
+			tools := int32(0)
+			if tc.Status.Counts != nil {
+				tools = tc.Status.Counts.Tools
+			}
+			fmt.Printf("\n==> Published version %d of catalog default/assistant with %d tools.\n\n", tc.Status.Version, tools)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "0"
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
