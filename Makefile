@@ -77,6 +77,18 @@ run: manifests generate fmt vet ## Run the manager: against the current cluster,
 install: manifests ## Install the CRDs into the cluster of the current kubeconfig.
 	$(KUBECTL) apply --server-side -f config/crd/bases
 
+.PHONY: docker-build
+docker-build: ## Build the manager image IMG (needs a Docker engine).
+	docker build -t $(IMG) .
+
+.PHONY: deploy
+deploy: manifests ## Deploy CRDs, RBAC and the manager (image IMG) to the current cluster.
+	$(KUBECTL) kustomize config/default | sed 's|image: tool-catalog-operator:dev|image: $(IMG)|' | $(KUBECTL) apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: ## Remove what deploy created (CRDs included, so every catalog and tool too).
+	$(KUBECTL) kustomize config/default | $(KUBECTL) delete --ignore-not-found -f -
+
 .PHONY: uninstall
 uninstall: manifests ## Remove the CRDs from the cluster of the current kubeconfig.
 	$(KUBECTL) delete --ignore-not-found -f config/crd/bases

@@ -1,0 +1,153 @@
+// Package config holds the operator's Kubernetes manifests; its test renders
+// them as `make deploy` does and checks what a cluster would receive.
+package config
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+)
+
+// render runs `kubectl kustomize default` with the kubectl built beside the
+// test API server and decodes every object strictly (unknown fields fail).
+func render(t *testing.T) []runtime.Object {
+	t.Helper()
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		t.Fatal(testenv.AssetsHint)
+	}
+	out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", "default").Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("kubectl kustomize default: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
+	decoder := serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDeserializer()
+	var objs []runtime.Object
+	reader := yaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj, _, err := decoder.Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("rendered object does not decode strictly: %v\n%s", err, doc)
+		}
+		objs = append(objs, obj)
+	}
+	return objs
+}
+
+func TestDefaultKustomizationRenders(t *testing.T) {
+	objs := render(t)
+	count := map[string]int{}
+	var deploy *appsv1.Deployment
+	var role *rbacv1.ClusterRole
+	for _, o := range objs {
+		kind := o.GetObjectKind().GroupVersionKind().Kind
+		count[kind]++
+		switch v := o.(type) {
+		case *appsv1.Deployment:
+			deploy = v
+		case *rbacv1.ClusterRole:
+			role = v
+		}
+		if m, ok := o.(interface{ GetNamespace() string }); ok {
+			switch kind {
+			case "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition":
+			default:
+				if m.GetNamespace() != "tool-catalog-system" {
+					t.Errorf("%s in namespace %q, want tool-catalog-system", kind, m.GetNamespace())
+				}
+			}
+		}
+	}
+	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 1}
+	for k, n := range want {
+		if count[k] != n {
+			t.Errorf("%d %s, want %d", count[k], k, n)
+		}
+	}
+
+	spec := deploy.Spec.Template.Spec
+	pod := spec.SecurityContext
+	if pod == nil || pod.RunAsNonRoot == nil || !*pod.RunAsNonRoot || pod.SeccompProfile == nil || pod.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod securityContext %+v: want runAsNonRoot and seccomp RuntimeDefault", pod)
+	}
+	c := spec.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
+		t.Errorf("container securityContext %+v: want no privilege escalation, read-only root, all capabilities dropped", sc)
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("resources %+v: want requests and a memory limit", c.Resources)
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("probes: liveness %+v readiness %+v", c.LivenessProbe, c.ReadinessProbe)
+	}
+	hasArg := func(a string) bool {
+		for _, x := range c.Args {
+			if x == a {
+				return true
+			}
+		}
+		return false
+	}
+	if !hasArg("--leader-elect") {
+		t.Errorf("args %v: leader election is not on", c.Args)
+	}
+	if c.Image != "tool-catalog-operator:dev" || spec.ServiceAccountName != "tool-catalog-controller-manager" {
+		t.Errorf("image %s, service account %s", c.Image, spec.ServiceAccountName)
+	}
+
+	// Least privilege: no wildcards, no write access to the tools and
+	// catalogs themselves beyond the finalizer patch, read-only Secrets.
+	for _, r := range role.Rules {
+		for _, v := range append(append([]string{}, r.Verbs...), append(r.Resources, r.APIGroups...)...) {
+			if v == "*" {
+				t.Errorf("wildcard in rule %+v", r)
+			}
+		}
+		for _, res := range r.Resources {
+			for _, v := range r.Verbs {
+				if (res == "secrets" || res == "tooldefinitions") && v != "get" && v != "list" && v != "watch" {
+					t.Errorf("%s may %s %s; it only reads them", role.Name, v, res)
+				}
+				if v == "delete" || v == "create" && res != "events" {
+					t.Errorf("%s may %s %s", role.Name, v, res)
+				}
+			}
+		}
+	}
+}
+
