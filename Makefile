@@ -32,6 +32,10 @@ manifests: ## Generate CRDs and RBAC from the API types and markers.
 generate: ## Generate DeepCopy methods.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
 
+.PHONY: docs
+docs: manifests ## Regenerate docs/api.md from the CRDs.
+	go run ./hack/apidocs docs/api.md
+
 .PHONY: fmt
 fmt: ## Run go fmt.
 	go fmt ./...

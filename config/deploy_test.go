@@ -150,4 +150,3 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 		}
 	}
 }
-
