@@ -1,0 +1,297 @@
+package use
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+)
+
+//go:embed weights.bin
+var weightsBin []byte
+
+const (
+	// MaxTokens is the model's input length; longer inputs keep their
+	// first MaxTokens tokens, as the reference does.
+	MaxTokens = 128
+	// Dimensions is the length of an embedding.
+	Dimensions = 512
+	// ModelID names the model and its weight format; a change of either
+	// makes stored vectors stale.
+	ModelID = "builtin-use-lite-f16"
+
+	layerNormEpsilon = 1e-6
+	heads            = 4
+)
+
+// Model is Universal Sentence Encoder lite: a SentencePiece tokenizer, a
+// 256-d token embedding, two transformer layers (the first widens to 512),
+// mean pooling, a tanh projection and L2 normalisation. It is safe for
+// concurrent use.
+type Model struct {
+	tok *Tokenizer
+	w   map[string]tensor
+}
+
+type tensor struct {
+	rows, cols int
+	data       []float32
+}
+
+// Load parses the embedded weights (float16, widened to float32).
+func Load() (*Model, error) {
+	tok, err := NewTokenizer()
+	if err != nil {
+		return nil, err
+	}
+	w, err := readWeights(weightsBin)
+	if err != nil {
+		return nil, fmt.Errorf("reading the model weights: %w", err)
+	}
+	return &Model{tok: tok, w: w}, nil
+}
+
+func readWeights(b []byte) (map[string]tensor, error) {
+	r := bytes.NewReader(b)
+	magic := make([]byte, 4)
+	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != "USEL" {
+		return nil, errors.New("not a weights file")
+	}
+	var version, count uint32
+	if err := binary.Read(r, binary.LittleEndian, &version); err != nil || version != 1 {
+		return nil, fmt.Errorf("unsupported weights version %d", version)
+	}
+	if err := binary.Read(r, binary.LittleEndian, &count); err != nil {
+		return nil, err
+	}
+	out := map[string]tensor{}
+	for range count {
+		var nameLen uint16
+		if err := binary.Read(r, binary.LittleEndian, &nameLen); err != nil {
+			return nil, err
+		}
+		name := make([]byte, nameLen)
+		if _, err := io.ReadFull(r, name); err != nil {
+			return nil, err
+		}
+		var rank uint8
+		if err := binary.Read(r, binary.LittleEndian, &rank); err != nil {
+			return nil, err
+		}
+		dims := make([]uint32, rank)
+		if err := binary.Read(r, binary.LittleEndian, dims); err != nil {
+			return nil, err
+		}
+		t := tensor{rows: 1, cols: 1}
+		switch rank {
+		case 1:
+			t.cols = int(dims[0])
+		case 2:
+			t.rows, t.cols = int(dims[0]), int(dims[1])
+		default:
+			return nil, fmt.Errorf("tensor %s has rank %d", name, rank)
+		}
+		half := make([]uint16, t.rows*t.cols)
+		if err := binary.Read(r, binary.LittleEndian, half); err != nil {
+			return nil, err
+		}
+		t.data = make([]float32, len(half))
+		for i, h := range half {
+			t.data[i] = fromHalf(h)
+		}
+		out[string(name)] = t
+	}
+	return out, nil
+}
+
+// Tokens returns the token ids the model sees for a text (at most
+// MaxTokens).
+func (m *Model) Tokens(text string) []int {
+	ids := m.tok.Encode(text)
+	if len(ids) > MaxTokens {
+		ids = ids[:MaxTokens]
+	}
+	return ids
+}
+
+// Embed returns the text's unit-length 512-d embedding.
+func (m *Model) Embed(text string) ([]float32, error) {
+	ids := m.Tokens(text)
+	if len(ids) == 0 {
+		return nil, errors.New("nothing to embed: the text has no tokens")
+	}
+	n := len(ids)
+
+	// Input: each token's 256-d embedding plus a sinusoidal timing signal
+	// of its position. The graph adds the embedding twice (once directly,
+	// once with the timing signal), so the input is 2·embedding + timing.
+	emb, timing := m.w["embeddings"], m.w["timing"]
+	half := timing.cols
+	x := make([]float32, n*emb.cols)
+	for p, id := range ids {
+		row := x[p*emb.cols : (p+1)*emb.cols]
+		e := emb.data[id*emb.cols : (id+1)*emb.cols]
+		for i := range half {
+			angle := float32(p) * timing.data[i]
+			row[i] = 2*e[i] + float32(math.Sin(float64(angle)))
+			row[half+i] = 2*e[half+i] + float32(math.Cos(float64(angle)))
+		}
+	}
+
+	// Layer 0 works at 256 dimensions and widens to 512: its residual is
+	// projected by a dense layer.
+	residual := m.dense(x, n, "l0.residual")
+	x = m.layer(x, n, "l0", residual)
+	x = m.layer(x, n, "l1", x)
+
+	// Mean over tokens, tanh projection, L2 normalisation.
+	pooled := make([]float32, Dimensions)
+	for p := range n {
+		for i, v := range x[p*Dimensions : (p+1)*Dimensions] {
+			pooled[i] += v
+		}
+	}
+	for i := range pooled {
+		pooled[i] /= float32(n)
+	}
+	out := m.dense(pooled, 1, "head")
+	var sum float32
+	for i, v := range out {
+		out[i] = float32(math.Tanh(float64(v)))
+		sum += out[i] * out[i]
+	}
+	inv := float32(1 / math.Sqrt(float64(max(sum, 1e-12))))
+	for i := range out {
+		out[i] *= inv
+	}
+	return out, nil
+}
+
+// layer is one transformer layer with pre-normalisation: self-attention
+// added to residual, then a ReLU feed-forward block added to its input.
+func (m *Model) layer(x []float32, n int, name string, residual []float32) []float32 {
+	width := m.w[name+".attn_norm.scale"].cols
+	h := m.layerNorm(x, n, width, name+".attn_norm")
+	qkv := m.dense(h, n, name+".qkv") // n × 3·width: queries, keys, values
+	attn := attention(qkv, n, width)
+	y := m.dense(attn, n, name+".out")
+	for i := range y {
+		y[i] += residual[i]
+	}
+	h = m.layerNorm(y, n, Dimensions, name+".ffn_norm")
+	h = m.dense(h, n, name+".ffn1")
+	for i, v := range h {
+		h[i] = max(v, 0)
+	}
+	h = m.dense(h, n, name+".ffn2")
+	for i := range h {
+		h[i] += y[i]
+	}
+	return h
+}
+
+// attention is multi-head scaled dot-product self-attention over the
+// packed queries, keys and values (each width wide, in heads heads).
+func attention(qkv []float32, n, width int) []float32 {
+	dh := width / heads
+	scale := float32(1 / math.Sqrt(float64(dh)))
+	out := make([]float32, n*width)
+	logits := make([]float32, n)
+	for hd := range heads {
+		off := hd * dh
+		for i := range n {
+			q := qkv[i*3*width+off : i*3*width+off+dh]
+			peak := float32(math.Inf(-1))
+			for j := range n {
+				k := qkv[j*3*width+width+off : j*3*width+width+off+dh]
+				var s float32
+				for d := range dh {
+					s += q[d] * scale * k[d]
+				}
+				logits[j] = s
+				peak = max(peak, s)
+			}
+			var total float32
+			for j := range n {
+				logits[j] = float32(math.Exp(float64(logits[j] - peak)))
+				total += logits[j]
+			}
+			o := out[i*width+off : i*width+off+dh]
+			for j := range n {
+				wgt := logits[j] / total
+				v := qkv[j*3*width+2*width+off : j*3*width+2*width+off+dh]
+				for d := range dh {
+					o[d] += wgt * v[d]
+				}
+			}
+		}
+	}
+	return out
+}
+
+// dense computes x·kernel + bias for n rows.
+func (m *Model) dense(x []float32, n int, name string) []float32 {
+	k, b := m.w[name+".kernel"], m.w[name+".bias"]
+	out := make([]float32, n*k.cols)
+	for i := range n {
+		copy(out[i*k.cols:(i+1)*k.cols], b.data)
+	}
+	blas32.Gemm(blas.NoTrans, blas.NoTrans, 1,
+		blas32.General{Rows: n, Cols: k.rows, Stride: k.rows, Data: x},
+		blas32.General{Rows: k.rows, Cols: k.cols, Stride: k.cols, Data: k.data},
+		1, blas32.General{Rows: n, Cols: k.cols, Stride: k.cols, Data: out})
+	return out
+}
+
+// layerNorm normalises each row to zero mean and unit variance, then
+// scales and shifts it.
+func (m *Model) layerNorm(x []float32, n, width int, name string) []float32 {
+	scale, bias := m.w[name+".scale"].data, m.w[name+".bias"].data
+	out := make([]float32, len(x))
+	for r := range n {
+		row := x[r*width : (r+1)*width]
+		var mean float32
+		for _, v := range row {
+			mean += v
+		}
+		mean /= float32(width)
+		var variance float32
+		for _, v := range row {
+			variance += (v - mean) * (v - mean)
+		}
+		variance /= float32(width)
+		inv := float32(1 / math.Sqrt(float64(variance+layerNormEpsilon)))
+		o := out[r*width : (r+1)*width]
+		for i, v := range row {
+			o[i] = scale[i]*inv*(v-mean) + bias[i]
+		}
+	}
+	return out
+}
+
+// fromHalf widens IEEE 754 binary16 to float32.
+func fromHalf(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h & 0x3ff)
+	switch {
+	case exp == 0 && mant == 0:
+		return math.Float32frombits(sign)
+	case exp == 0: // subnormal
+		for mant&0x400 == 0 {
+			mant <<= 1
+			exp--
+		}
+		exp++
+		mant &= 0x3ff
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
+	}
+	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
+}

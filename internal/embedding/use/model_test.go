@@ -1,0 +1,69 @@
+package use
+
+import (
+	"math"
+	"testing"
+)
+
+func TestEmbedMatchesReference(t *testing.T) {
+	m, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var worst float64
+	var worstText string
+	minCos := 1.0
+	for _, r := range loadReference(t).Texts {
+		got, err := m.Embed(r.Text)
+		if err != nil {
+			t.Fatalf("Embed(%q): %v", r.Text, err)
+		}
+		if len(got) != Dimensions {
+			t.Fatalf("%d dimensions", len(got))
+		}
+		var dot float64
+		for i, want := range r.Vector {
+			dot += float64(got[i]) * want
+			if d := math.Abs(float64(got[i]) - want); d > worst {
+				worst, worstText = d, r.Text
+			}
+		}
+		minCos = min(minCos, dot)
+	}
+	t.Logf("max abs difference from the reference over all texts: %.3g (%q); lowest cosine %.7f", worst, worstText, minCos)
+	if minCos < 0.9999 {
+		t.Errorf("lowest cosine with the reference %.7f, want ≥ 0.9999", minCos)
+	}
+	if worst > maxAbsDifference {
+		t.Fatalf("max abs difference %.3g exceeds %.0e", worst, maxAbsDifference)
+	}
+}
+
+// maxAbsDifference bounds the per-component difference from the float32
+// reference that float16 weights allow.
+const maxAbsDifference = 1e-3
+
+func TestEmbedTruncatesAndRejectsEmpty(t *testing.T) {
+	m, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Embed(""); err == nil {
+		t.Fatal("empty text embedded")
+	}
+	long := ""
+	for range 300 {
+		long += "word "
+	}
+	if n := len(m.Tokens(long)); n != MaxTokens {
+		t.Fatalf("%d tokens, want the first %d", n, MaxTokens)
+	}
+	// Only the first MaxTokens tokens count: text beyond them changes nothing.
+	a, _ := m.Embed(long)
+	b, _ := m.Embed(long + " completely different ending about weather")
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatal("text past the token cap changed the embedding")
+		}
+	}
+}
