@@ -34,6 +34,7 @@ func run() error {
 		concurrency                    = flag.Int("concurrency", 3, "query generation requests in flight")
 		embURL, embModel, embKeyEnv    = flag.String("embedding-base-url", "", "OpenAI-compatible embeddings base URL; empty uses the builtin model"), flag.String("embedding-model", "", "embedding model"), flag.String("embedding-api-key-env", "OPENAI_API_KEY", "environment variable holding the embeddings API key")
 		embDims                        = flag.Int("embedding-dimensions", 0, "requested vector length (0: the model's)")
+		builtin                        = flag.String("builtin", "sentence", "builtin embedder without -embedding-base-url: sentence (Universal Sentence Encoder lite) or lexical (hashed n-grams)")
 		chatURL, chatModel, chatKeyEnv = flag.String("chat-base-url", "", "OpenAI-compatible chat base URL for query generation; empty uses the builtin generator"), flag.String("chat-model", "", "chat model"), flag.String("chat-api-key-env", "OPENAI_API_KEY", "environment variable holding the chat API key")
 	)
 	flag.Parse()
@@ -46,7 +47,10 @@ func run() error {
 		return err
 	}
 
-	var emb embedding.Embedder = embedding.LexicalEmbedder{}
+	var emb embedding.Embedder = embedding.SentenceEmbedder{}
+	if *builtin == "lexical" {
+		emb = embedding.LexicalEmbedder{}
+	}
 	if *embURL != "" {
 		if emb, err = embedding.NewOpenAIEmbedder(embedding.OpenAIEmbedderConfig{
 			OpenAIConfig: embedding.OpenAIConfig{BaseURL: *embURL, APIKey: embedding.Secret(os.Getenv(*embKeyEnv))},

@@ -174,17 +174,17 @@ func (r *Resolver) buildEmbedder(ctx context.Context, tc *v1alpha1.ToolCatalog, 
 	es := tc.Spec.Embedding
 	switch es.Provider {
 	case v1alpha1.ProviderBuiltin, "":
-		if es.Model != "" && es.Model != embedding.BuiltinLexicalModel {
+		if es.Model != "" && es.Model != embedding.BuiltinModel {
 			return &Error{Reason: v1alpha1.ReasonInvalidConfiguration,
-				Message: fmt.Sprintf("spec.embedding.model %q is not a builtin model: leave it empty or use %q", es.Model, embedding.BuiltinLexicalModel)}
+				Message: fmt.Sprintf("spec.embedding.model %q is not a builtin model: leave it empty or use %q", es.Model, embedding.BuiltinModel)}
 		}
-		if es.Dimensions != 0 && int(es.Dimensions) != embedding.BuiltinLexicalDimensions {
+		if es.Dimensions != 0 && int(es.Dimensions) != embedding.BuiltinDimensions {
 			return &Error{Reason: v1alpha1.ReasonInvalidConfiguration,
-				Message: fmt.Sprintf("spec.embedding.dimensions %d is not supported by the builtin model (%d): leave it empty", es.Dimensions, embedding.BuiltinLexicalDimensions)}
+				Message: fmt.Sprintf("spec.embedding.dimensions %d is not supported by the builtin model (%d): leave it empty", es.Dimensions, embedding.BuiltinDimensions)}
 		}
-		cfg.Embedder = embedding.LexicalEmbedder{}
+		cfg.Embedder = embedding.SentenceEmbedder{}
 		cfg.Provider = string(v1alpha1.ProviderBuiltin)
-		cfg.Dimensions = embedding.BuiltinLexicalDimensions
+		cfg.Dimensions = embedding.BuiltinDimensions
 		return nil
 	}
 	api, err := r.openAIConfig(ctx, tc.Namespace, es.BaseURL, es.APIKeySecretRef, "spec.embedding.apiKeySecretRef")

@@ -37,3 +37,29 @@ func BenchmarkTemplateQueries(b *testing.B) {
 		_, _ = TemplateQueryGenerator{}.GenerateQueries(context.Background(), req)
 	}
 }
+
+func benchmarkSentence(b *testing.B, text string, goroutines int) {
+	e := SentenceEmbedder{}
+	if _, err := e.Embed(context.Background(), []string{text}); err != nil {
+		b.Fatal(err)
+	}
+	texts := make([]string, goroutines)
+	for i := range texts {
+		texts[i] = text
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := e.Embed(context.Background(), texts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*goroutines)/b.Elapsed().Seconds(), "texts/s")
+}
+
+const hundredTokens = "The operator keeps tool catalogs true: when a description changes, its embedding is recomputed, the catalog is republished as a new version and every consumer is told, so agents can search hundreds of tools and send only the few relevant ones to the model, which saves tokens and improves selection accuracy for everyone."
+
+func BenchmarkSentenceShort1(b *testing.B)  { benchmarkSentence(b, "will it rain in Lisbon tomorrow", 1) }
+func BenchmarkSentenceShort2(b *testing.B)  { benchmarkSentence(b, "will it rain in Lisbon tomorrow", 2) }
+func BenchmarkSentence100Tok1(b *testing.B) { benchmarkSentence(b, hundredTokens, 1) }
+func BenchmarkSentence100Tok2(b *testing.B) { benchmarkSentence(b, hundredTokens, 2) }

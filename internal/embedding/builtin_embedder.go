@@ -22,7 +22,8 @@ const (
 	charWeight = 0.7
 )
 
-// LexicalEmbedder is the builtin offline embedder: it hashes words, word
+// LexicalEmbedder is a fast lexical embedder, the builtin one before the
+// sentence encoder and kept for tests and benchmarks: it hashes words, word
 // pairs and character 3- to 5-grams into a fixed-length vector (the hashing
 // trick), then L2-normalises it. Texts sharing words or word parts get a
 // higher cosine similarity than unrelated texts; it knows no synonyms. It

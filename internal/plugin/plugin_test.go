@@ -184,7 +184,7 @@ func TestSearch(t *testing.T) {
 
 func TestDescribeTool(t *testing.T) {
 	out := mustRun(t, "describe-tool", "assistant", "get_weather")
-	for _, s := range []string{"Tool:             get_weather", "(version 1)", "Spec hash:", "Embedded:         builtin-hashed-ngrams-v1, 512 dimensions", "Synthetic queries:", "  - ", "Allowed:          everyone", "Parameters:"} {
+	for _, s := range []string{"Tool:             get_weather", "(version 1)", "Spec hash:", "Embedded:         builtin-use-lite-f16, 512 dimensions", "Synthetic queries:", "  - ", "Allowed:          everyone", "Parameters:"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("describe-tool output lacks %q", s)
 		}

@@ -57,7 +57,7 @@ func BenchmarkSearch(b *testing.B) {
 		c := benchCatalog(b, n)
 		for _, m := range []Method{BM25, Semantic, Hybrid} {
 			b.Run(fmt.Sprintf("tools=%d/method=%s", n, m), func(b *testing.B) {
-				opts := Options{Method: m, TopK: 10, Embedder: BuiltinEmbedder()}
+				opts := Options{Method: m, TopK: 10, Embedder: lexicalEmbedder()}
 				b.ReportAllocs()
 				i := 0
 				for b.Loop() {

@@ -9,9 +9,10 @@ import (
 
 func sqrt(x float64) float64 { return math.Sqrt(x) }
 
-// BuiltinEmbedder embeds queries with the operator's builtin offline model,
-// for catalogs whose embedding provider is builtin.
-func BuiltinEmbedder() QueryEmbedder { return embedding.LexicalEmbedder{} }
+// BuiltinEmbedder embeds queries with the operator's builtin offline model
+// (Universal Sentence Encoder lite), for catalogs whose embedding provider
+// is builtin.
+func BuiltinEmbedder() QueryEmbedder { return embedding.SentenceEmbedder{} }
 
 // OpenAIEmbedder embeds queries through an OpenAI-compatible endpoint, for
 // catalogs whose provider is openai; use the catalog's model and

@@ -80,7 +80,7 @@ func TestLoad(t *testing.T) {
 	if cat.Version() != 1 || cat.SchemaHash() != doc.SchemaHash || len(cat.Vectors) != len(fixture) || len(cat.Metadata) != len(fixture) {
 		t.Fatalf("loaded version %d, %d vectors, %d metadata", cat.Version(), len(cat.Vectors), len(cat.Metadata))
 	}
-	if got := firstRanked(search(t, cat, "will it rain tomorrow", Options{Method: Semantic, Embedder: BuiltinEmbedder()})); got != "get_weather" {
+	if got := firstRanked(search(t, cat, "will it rain tomorrow", Options{Method: Semantic, Embedder: lexicalEmbedder()})); got != "get_weather" {
 		t.Fatalf("search on the loaded catalog: top %s", got)
 	}
 }

@@ -33,6 +33,10 @@ var fixture = []fixtureTool{
 		queries: []string{"say hello in Spanish", "translate this paragraph to German"}, principals: []string{"*"}},
 }
 
+// lexicalEmbedder is the fast, deterministic embedder the fixtures are
+// built with.
+func lexicalEmbedder() QueryEmbedder { return embedding.LexicalEmbedder{} }
+
 // buildFixture embeds each tool's queries with the builtin model and
 // publishes centroids, as the operator does.
 func buildFixture(t testing.TB, tools []fixtureTool, search contract.SearchDefaults) *Catalog {
@@ -100,7 +104,7 @@ func firstRanked(r *Response) string {
 
 func TestSearchTopResultPerMethod(t *testing.T) {
 	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 3})
-	emb := BuiltinEmbedder()
+	emb := lexicalEmbedder()
 	tests := []struct {
 		query  string
 		method Method
@@ -128,7 +132,7 @@ func TestSearchTopResultPerMethod(t *testing.T) {
 
 func TestSearchResultsExplainThemselves(t *testing.T) {
 	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 4})
-	r := search(t, c, "send an email", Options{Embedder: BuiltinEmbedder()})
+	r := search(t, c, "send an email", Options{Embedder: lexicalEmbedder()})
 	if r.Method != Hybrid {
 		t.Fatalf("method %s, want the catalog default hybrid", r.Method)
 	}
@@ -157,7 +161,7 @@ func TestSearchExactNameRanksFirst(t *testing.T) {
 
 func TestSearchAlwaysIncludeAndThresholdEdges(t *testing.T) {
 	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "semantic", TopK: 5, AlwaysInclude: []string{"translate_text"}})
-	emb := BuiltinEmbedder()
+	emb := lexicalEmbedder()
 
 	// topK smaller than the always-included list: all of them, nothing else.
 	r := search(t, c, "weather", Options{TopK: 1, Embedder: emb, AlwaysInclude: []string{"send_email"}})
