@@ -59,7 +59,11 @@ func benchmarkSentence(b *testing.B, text string, goroutines int) {
 
 const hundredTokens = "The operator keeps tool catalogs true: when a description changes, its embedding is recomputed, the catalog is republished as a new version and every consumer is told, so agents can search hundreds of tools and send only the few relevant ones to the model, which saves tokens and improves selection accuracy for everyone."
 
-func BenchmarkSentenceShort1(b *testing.B)  { benchmarkSentence(b, "will it rain in Lisbon tomorrow", 1) }
-func BenchmarkSentenceShort2(b *testing.B)  { benchmarkSentence(b, "will it rain in Lisbon tomorrow", 2) }
+func BenchmarkSentenceShort1(b *testing.B) {
+	benchmarkSentence(b, "will it rain in Lisbon tomorrow", 1)
+}
+func BenchmarkSentenceShort2(b *testing.B) {
+	benchmarkSentence(b, "will it rain in Lisbon tomorrow", 2)
+}
 func BenchmarkSentence100Tok1(b *testing.B) { benchmarkSentence(b, hundredTokens, 1) }
 func BenchmarkSentence100Tok2(b *testing.B) { benchmarkSentence(b, hundredTokens, 2) }
