@@ -1,54 +1,27 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/samples"
 )
 
 func keyOf(obj client.Object) client.ObjectKey { return client.ObjectKeyFromObject(obj) }
 
-// loadSamples decodes every object of config/samples except the
-// kustomization.
+// loadSamples decodes every object of config/samples.
 func loadSamples(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "config", "samples", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no samples found: %v", err)
-	}
-	var objs []*unstructured.Unstructured
-	for _, f := range files {
-		if filepath.Base(f) == "kustomization.yaml" {
-			continue
-		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			obj := &unstructured.Unstructured{}
-			if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if len(obj.Object) > 0 {
-				objs = append(objs, obj)
-			}
-		}
+	objs, err := samples.Load(filepath.Join("..", "config", "samples"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	return objs
 }

@@ -7,12 +7,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -25,7 +23,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -36,6 +33,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/samples"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
 )
@@ -166,41 +164,22 @@ Ctrl-C stops everything.
 // applySamples creates the sample objects in the default namespace, with
 // the catalog pointed at the local Redis.
 func applySamples(ctx context.Context, c client.Client, dir, redisAddr string) ([]string, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	objs, err := samples.Load(dir)
 	if err != nil {
 		return nil, err
 	}
 	var applied []string
-	for _, f := range files {
-		if filepath.Base(f) == "kustomization.yaml" {
-			continue
+	for _, u := range objs {
+		u.SetNamespace("default")
+		if u.GetKind() == "ToolCatalog" {
+			if err := unstructured.SetNestedStringSlice(u.Object, []string{redisAddr}, "spec", "redis", "addresses"); err != nil {
+				return nil, err
+			}
 		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
+		if err := c.Create(ctx, u); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
 		}
-		dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			u := &unstructured.Unstructured{}
-			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				return nil, fmt.Errorf("%s: %w", f, err)
-			}
-			if len(u.Object) == 0 {
-				continue
-			}
-			u.SetNamespace("default")
-			if u.GetKind() == "ToolCatalog" {
-				if err := unstructured.SetNestedStringSlice(u.Object, []string{redisAddr}, "spec", "redis", "addresses"); err != nil {
-					return nil, err
-				}
-			}
-			if err := c.Create(ctx, u); err != nil {
-				return nil, fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
-			}
-			applied = append(applied, strings.ToLower(u.GetKind())+"/"+u.GetName())
-		}
+		applied = append(applied, strings.ToLower(u.GetKind())+"/"+u.GetName())
 	}
 	return applied, nil
 }
