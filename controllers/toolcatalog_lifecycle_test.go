@@ -118,6 +118,7 @@ func TestCatalogSurvivesRedisOutageAndFlush(t *testing.T) {
 	// with a newer version than consumers have seen.
 	g.Expect(own.Restart()).To(Succeed())
 	tc = waitVersion(g, ns, "tools", 2)
+	expectCondition(g, tc, v1alpha1.ConditionPublished, metav1.ConditionTrue, v1alpha1.ReasonVersionPublished)
 	doc := storedDoc(g, rc, k)
 	g.Expect(doc.Version).To(BeEquivalentTo(2))
 	g.Expect(doc.Tools[0].Description).To(Equal("Get the weather and the forecast."))

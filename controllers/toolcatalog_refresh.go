@@ -49,6 +49,7 @@ type pass struct {
 	cfg *catalogconfig.Config
 
 	tools    []selectedTool
+	byName   map[string]*selectedTool
 	failures []toolFailure
 	snap     *store.Snapshot
 	prevDoc  *contract.Document
@@ -74,10 +75,6 @@ type pass struct {
 }
 
 func (p *pass) fail(f toolFailure) { p.failures = append(p.failures, f) }
-
-func (p *pass) failedTool(name string) bool {
-	return slices.ContainsFunc(p.failures, func(f toolFailure) bool { return f.tool == name })
-}
 
 // redisError marks a failure to reach Redis.
 type redisError struct{ err error }
@@ -169,6 +166,10 @@ func (r *ToolCatalogReconciler) selectTools(ctx context.Context, p *pass) error 
 		p.tools = append(p.tools, selectedTool{td: td, entry: entry, examples: td.Spec.ExampleQueries})
 	}
 	sort.Slice(p.tools, func(i, j int) bool { return p.tools[i].entry.Name < p.tools[j].entry.Name })
+	p.byName = make(map[string]*selectedTool, len(p.tools))
+	for i := range p.tools {
+		p.byName[p.tools[i].entry.Name] = &p.tools[i]
+	}
 	return nil
 }
 
@@ -231,14 +232,8 @@ func (p *pass) planTools() []catalog.PlanTool {
 	return out
 }
 
-func (p *pass) tool(name string) *selectedTool {
-	for i := range p.tools {
-		if p.tools[i].entry.Name == name {
-			return &p.tools[i]
-		}
-	}
-	return nil
-}
+// tool returns the selected, valid tool of that name, or nil.
+func (p *pass) tool(name string) *selectedTool { return p.byName[name] }
 
 // generateQueries asks the generator for the queries the plan needs, with
 // bounded concurrency; it returns the full query set per tool.

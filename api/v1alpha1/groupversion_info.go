@@ -6,8 +6,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -15,8 +16,14 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "toolcatalog.dev", Version: "v1alpha1"}
 
 	// SchemeBuilder adds the types of this group and version to a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the types of this group and version to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &ToolDefinition{}, &ToolDefinitionList{}, &ToolCatalog{}, &ToolCatalogList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

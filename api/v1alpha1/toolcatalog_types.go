@@ -454,10 +454,6 @@ type ToolCatalogList struct {
 	Items           []ToolCatalog `json:"items"`
 }
 
-func init() {
-	SchemeBuilder.Register(&ToolCatalog{}, &ToolCatalogList{})
-}
-
 // GetConditions returns a pointer to the status conditions, for helpers that
 // set conditions on either kind.
 func (t *ToolCatalog) GetConditions() *[]metav1.Condition { return &t.Status.Conditions }

@@ -192,10 +192,6 @@ type ToolDefinitionList struct {
 	Items           []ToolDefinition `json:"items"`
 }
 
-func init() {
-	SchemeBuilder.Register(&ToolDefinition{}, &ToolDefinitionList{})
-}
-
 // GetConditions returns a pointer to the status conditions, for helpers that
 // set conditions on either kind.
 func (t *ToolDefinition) GetConditions() *[]metav1.Condition { return &t.Status.Conditions }
