@@ -85,20 +85,40 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-func TestFollowReloadsNewerVersionsOnly(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := server.Client()
-	defer c.Close()
-	k := Keys("ns", t.Name())
-	channel := "updates:" + t.Name()
-	publish(t, c, k, channel, 1, false)
+// followCase publishes version 1 of a catalog named after the test and
+// follows it with a periodic recheck too slow to matter, so only notices and
+// reconnects can bring newer versions.
+type followCase struct {
+	ctx     context.Context
+	c       *redis.Client
+	k       contract.Keys
+	channel string
+}
 
-	var updates atomic.Int64
-	f, err := Follow(ctx, c, k, FollowOptions{Channel: channel, RecheckInterval: time.Hour, OnUpdate: func(*Catalog) { updates.Add(1) }})
+func newFollowCase(t *testing.T) *followCase {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	fc := &followCase{ctx: ctx, c: server.Client(), k: Keys("ns", t.Name()), channel: "updates:" + t.Name()}
+	t.Cleanup(func() { _ = fc.c.Close() })
+	publish(t, fc.c, fc.k, fc.channel, 1, false)
+	return fc
+}
+
+func (fc *followCase) follow(t *testing.T, onUpdate func(*Catalog)) *Follower {
+	t.Helper()
+	f, err := Follow(fc.ctx, fc.c, fc.k, FollowOptions{Channel: fc.channel, RecheckInterval: time.Hour, OnUpdate: onUpdate})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+func TestFollowReloadsNewerVersionsOnly(t *testing.T) {
+	fc := newFollowCase(t)
+	ctx, c, k, channel := fc.ctx, fc.c, fc.k, fc.channel
+	var updates atomic.Int64
+	f := fc.follow(t, func(*Catalog) { updates.Add(1) })
 	if f.Current().Version() != 1 {
 		t.Fatalf("initial version %d", f.Current().Version())
 	}
@@ -132,17 +152,9 @@ func TestFollowReloadsNewerVersionsOnly(t *testing.T) {
 }
 
 func TestFollowRechecksAfterReconnect(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := server.Client()
-	defer c.Close()
-	k := Keys("ns", t.Name())
-	channel := "updates:" + t.Name()
-	publish(t, c, k, channel, 1, false)
-	f, err := Follow(ctx, c, k, FollowOptions{Channel: channel, RecheckInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fc := newFollowCase(t)
+	ctx, c, k, channel := fc.ctx, fc.c, fc.k, fc.channel
+	f := fc.follow(t, nil)
 
 	// Drop the subscriber's connection, and publish version 2 while it is
 	// gone, with no notice anybody could receive.
@@ -154,16 +166,9 @@ func TestFollowRechecksAfterReconnect(t *testing.T) {
 }
 
 func TestFollowerCheckDetectsStaleCatalog(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := server.Client()
-	defer c.Close()
-	k := Keys("ns", t.Name())
-	publish(t, c, k, "none", 1, false)
-	f, err := Follow(ctx, c, k, FollowOptions{Channel: "none:" + t.Name(), RecheckInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fc := newFollowCase(t)
+	ctx, c, k := fc.ctx, fc.c, fc.k
+	f := fc.follow(t, nil)
 	if reloaded, err := f.Check(ctx); err != nil || reloaded {
 		t.Fatalf("Check with nothing new: %v, %v", reloaded, err)
 	}
