@@ -48,9 +48,12 @@ vet: ## Run go vet.
 controlplane: ## Build kube-apiserver, etcd and kubectl for envtest into bin/ (cached).
 	@bash hack/build-controlplane.sh >/dev/null
 
+.PHONY: prereqs
+prereqs: ## Check (and on Debian/Ubuntu as root or with passwordless sudo, install) what test and run need.
+	@bash hack/prereqs.sh
+
 .PHONY: test
-test: manifests generate fmt vet ## Run all tests against a real kube-apiserver, etcd and redis-server.
-	@command -v redis-server >/dev/null || { echo "redis-server not found: install it (apt-get install redis-server)"; exit 1; }
+test: prereqs manifests generate fmt vet ## Run all tests against a real kube-apiserver, etcd and redis-server.
 	assets="$${KUBEBUILDER_ASSETS:-$$(bash hack/build-controlplane.sh)}"; \
 	KUBEBUILDER_ASSETS="$$assets" go test $(GO_TEST_FLAGS) ./...
 
@@ -70,7 +73,7 @@ build: manifests generate fmt vet ## Build the manager binary into bin/.
 	go build -o bin/manager ./cmd/manager
 
 .PHONY: run
-run: manifests generate fmt vet ## Run the manager: against the current cluster, or a local one (API server, etcd, Redis, samples) when none answers.
+run: prereqs manifests generate fmt vet ## Run the manager: against the current cluster, or a local one (API server, etcd, Redis, samples) when none answers.
 	go build -o bin/kubectl-toolcatalog ./cmd/kubectl-toolcatalog
 	go build -o bin/localrun ./hack/localrun
 	bin/localrun $(RUN_ARGS)

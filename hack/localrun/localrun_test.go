@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,119 +16,223 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/plugin"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
 )
 
-// TestEmbeddedModeStartsPublishesAndStopsCleanly runs what `make run` runs
-// on a machine without a cluster, as a separate process.
-func TestEmbeddedModeStartsPublishesAndStopsCleanly(t *testing.T) {
+// localRun is one run of what `make run` runs on a machine without a
+// cluster, as a separate process whose output goes through tee, the way
+// `make run | tee run.log` does.
+type localRun struct {
+	cmd, tee *exec.Cmd
+	stderr   bytes.Buffer
+	lines    chan string
+	screen   []string
+}
+
+// startLocalRun builds localrun and the kubectl plugin (as `make run` does)
+// and starts localrun with a state directory of its own.
+func startLocalRun(t *testing.T) *localRun {
+	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal(testenv.AssetsHint)
 	}
 	dir := t.TempDir()
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
 	bin := filepath.Join(dir, "localrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	for _, b := range [][]string{{"-o", bin, "."}, {"-o", filepath.Join(root, "bin", "kubectl-toolcatalog"), "../../cmd/kubectl-toolcatalog"}} {
+		if out, err := exec.Command("go", append([]string{"build"}, b...)...).CombinedOutput(); err != nil {
+			t.Fatalf("go build %v: %v\n%s", b, err, out)
+		}
 	}
-	state := filepath.Join(dir, "state")
-	cmd := exec.Command(bin, "-state-dir", state, "-root", filepath.Join("..", ".."))
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(dir, "no-such-kubeconfig"))
-	stdout, err := cmd.StdoutPipe()
+	r := &localRun{lines: make(chan string, 100)}
+	r.cmd = exec.Command(bin, "-state-dir", filepath.Join(dir, "state"), "-root", root)
+	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(dir, "no-such-kubeconfig"))
+	r.cmd.Stderr = &r.stderr
+	r.tee = exec.Command("tee", filepath.Join(dir, "run.log"))
+	pipe, err := r.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	r.tee.Stdin = pipe
+	out, err := r.tee.StdoutPipe()
+	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill() }()
-
-	// Read what a newcomer sees until the catalog is published.
-	lines := make(chan string, 100)
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.tee.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = r.cmd.Process.Kill()
+		_ = r.tee.Process.Kill()
+		_ = r.tee.Wait()
+	})
 	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
+		defer close(r.lines)
+		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			lines <- sc.Text()
+			r.lines <- sc.Text()
 		}
 	}()
-	var screen []string
-	deadline := time.After(90 * time.Second)
-	published := false
-	for !published {
+	return r
+}
+
+// waitFor reads output until a line starts with prefix.
+func (r *localRun) waitFor(t *testing.T, prefix string) {
+	t.Helper()
+	deadline := time.After(120 * time.Second)
+	for {
 		select {
-		case l, ok := <-lines:
+		case l, ok := <-r.lines:
 			if !ok {
-				t.Fatalf("localrun exited early:\n%s\n%s", strings.Join(screen, "\n"), stderr.String())
+				t.Fatalf("localrun's output ended before %q:\n%s\n%s", prefix, strings.Join(r.screen, "\n"), r.stderr.String())
 			}
-			screen = append(screen, l)
-			published = strings.HasPrefix(l, "==> Published version 1 of catalog default/assistant with 6 tools")
+			r.screen = append(r.screen, l)
+			if strings.HasPrefix(l, prefix) {
+				return
+			}
 		case <-deadline:
-			t.Fatalf("not published within 90s:\n%s\n%s", strings.Join(screen, "\n"), stderr.String())
+			t.Fatalf("no %q within 120s:\n%s\n%s", prefix, strings.Join(r.screen, "\n"), r.stderr.String())
 		}
 	}
-	out := strings.Join(screen, "\n")
+}
+
+// children returns the processes localrun started, by command name.
+func (r *localRun) children(t *testing.T) map[string]int {
+	t.Helper()
+	kids := map[string]int{}
+	for _, pid := range childrenOf(r.cmd.Process.Pid) {
+		comm, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+		if err == nil {
+			kids[strings.TrimSpace(string(comm))] = pid
+		}
+	}
+	for _, name := range []string{"etcd", "kube-apiserver", "redis-server"} {
+		if kids[name] == 0 {
+			t.Fatalf("localrun should have started %s; its children are %v", name, kids)
+		}
+	}
+	return kids
+}
+
+// TestEmbeddedModeStartsPublishesAndStopsCleanly runs what `make run` runs,
+// piped through tee, runs the commands it prints as a user would paste
+// them, then presses Ctrl-C the way a terminal does: tee dies first, so
+// localrun's stdout is a closed pipe while it shuts down.
+func TestEmbeddedModeStartsPublishesAndStopsCleanly(t *testing.T) {
+	r := startLocalRun(t)
+	r.waitFor(t, "==> Published version 1 of catalog default/assistant with 6 tools")
+	out := strings.Join(r.screen, "\n")
 	t.Logf("first screen:\n%s", out)
-	for _, s := range []string{"No cluster answers", "Local tool-catalog-operator is starting", "get tc,td", "toolcatalog --kubeconfig", "search assistant", "Ctrl-C stops everything"} {
+	for _, s := range []string{"No cluster answers", "Local tool-catalog-operator is starting", "Ctrl-C stops everything"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("the first screen lacks %q", s)
 		}
 	}
+	if strings.Contains(out, "Starting EventSource") || strings.Contains(r.stderr.String(), "Starting EventSource") {
+		t.Errorf("controller-runtime's start-up lines are shown by default:\n%s", r.stderr.String())
+	}
 
-	// The sample catalog is in the local Redis ...
+	// The sample catalog is in the local Redis.
 	addr := regexp.MustCompile(`redis-server\s+(\S+)`).FindStringSubmatch(out)[1]
 	rc := redis.NewClient(&redis.Options{Addr: addr})
 	defer rc.Close()
 	if v, err := rc.Get(context.Background(), "toolcatalog:{default/assistant}:version").Result(); err != nil || v != "1" {
 		t.Fatalf("version in Redis: %q, %v", v, err)
 	}
-	// ... and the printed search finds sensible tools.
-	restCfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(state, "kubeconfig"))
-	if err != nil {
-		t.Fatal(err)
+
+	// Each printed command works when pasted into a shell.
+	want := map[string]string{
+		"Inspect the catalog and its tools:": "toolcatalog.toolcatalog.dev/assistant",
+		"Search the published catalog:":      "get_current_weather",
 	}
-	var res bytes.Buffer
-	search := plugin.NewCommand(&plugin.Options{Out: &res, Err: &res, RESTConfig: restCfg, Namespace: "default"})
-	search.SetArgs([]string{"search", "assistant", "weather forecast for Lisbon"})
-	if err := search.Execute(); err != nil {
-		t.Fatalf("search: %v\n%s", err, res.String())
+	for i, line := range r.screen {
+		expect, ok := want[strings.TrimSpace(line)]
+		if !ok || i+1 >= len(r.screen) {
+			continue
+		}
+		delete(want, strings.TrimSpace(line))
+		command := strings.TrimSpace(r.screen[i+1])
+		res, err := exec.Command("bash", "-c", command).CombinedOutput()
+		t.Logf("$ %s\n%s", command, res)
+		if err != nil {
+			t.Errorf("the printed command failed: %v", err)
+		}
+		if !strings.Contains(string(res), expect) {
+			t.Errorf("the printed command's output lacks %q", expect)
+		}
 	}
-	t.Logf("kubectl toolcatalog search assistant \"weather forecast for Lisbon\":\n%s", res.String())
-	if !strings.Contains(res.String(), "get_current_weather") {
-		t.Fatalf("the weather tool is not found:\n%s", res.String())
+	if len(want) > 0 {
+		t.Errorf("the first screen lacks the commands after %v", want)
 	}
 
-	// Ctrl-C stops everything it started.
-	children := childrenOf(cmd.Process.Pid)
-	if len(children) < 3 {
-		t.Fatalf("expected etcd, kube-apiserver and redis-server as children, found pids %v", children)
+	// Ctrl-C: the terminal signals the whole pipeline; tee goes first.
+	kids := r.children(t)
+	if err := r.tee.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
 	}
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+	_ = r.tee.Wait()
+	if err := r.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() {
-		for range lines { //nolint:revive // drain
+		for range r.lines { //nolint:revive // drain
 		}
-		done <- cmd.Wait()
+		done <- r.cmd.Wait()
 	}()
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("localrun exited with %v after Ctrl-C:\n%s", err, stderr.String())
+			t.Fatalf("localrun exited with %v after Ctrl-C with its stdout closed:\n%s", err, r.stderr.String())
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("localrun did not stop within 60s of Ctrl-C")
 	}
-	for _, pid := range children {
-		if err := syscall.Kill(pid, 0); err == nil {
-			t.Errorf("child process %d is still running after Ctrl-C", pid)
+	for name, pid := range kids {
+		if alive(pid) {
+			t.Errorf("%s (pid %d) is still running after Ctrl-C", name, pid)
 		}
 	}
+}
+
+// TestNothingOutlivesAKilledLocalRun kills localrun with SIGKILL, which it
+// cannot handle: the kernel must end etcd, kube-apiserver and redis-server
+// through their parent-death signal.
+func TestNothingOutlivesAKilledLocalRun(t *testing.T) {
+	r := startLocalRun(t)
+	r.waitFor(t, "==> Published version 1 of catalog default/assistant")
+	kids := r.children(t)
+	if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cmd.Wait(); err == nil {
+		t.Fatal("localrun exited cleanly after SIGKILL")
+	}
+	// The kernel delivers the parent-death signal as the parent exits;
+	// give the children the moment it takes them to die and be reaped.
+	deadline := time.Now().Add(10 * time.Second)
+	for name, pid := range kids {
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if alive(pid) {
+			t.Errorf("%s (pid %d) outlived its killed parent", name, pid)
+		}
+	}
+}
+
+// alive reports whether pid is a running (not zombie) process.
+func alive(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(fields) > 0 && !slices.Contains([]string{"Z", "X"}, fields[0])
 }
 
 // childrenOf lists the pids whose parent is pid.

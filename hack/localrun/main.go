@@ -51,11 +51,23 @@ func run() error {
 		stateDir = flag.String("state-dir", "bin/local", "where the local default keeps its kubeconfig and Redis files")
 		root     = flag.String("root", ".", "the repository root (CRDs and samples are read from it)")
 	)
-	zapOpts := zap.Options{Development: true, Level: zapcore.InfoLevel}
+	// Quiet by default: controller-runtime's start-up lines are detail
+	// here; one line per published version says what matters. Ask for
+	// more with -zap-log-level=info (make run RUN_ARGS=-zap-log-level=info).
+	zapOpts := zap.Options{Development: true, Level: zapcore.WarnLevel}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	store.RouteLogs(ctrl.Log)
+
+	// Shutting down must not depend on stdout: with `make run | tee log`,
+	// Ctrl-C ends tee first, and a write to the closed pipe would otherwise
+	// kill this process before it stops what it started.
+	signal.Ignore(syscall.SIGPIPE)
+	// Stop cleanly when make (or whatever started this) dies.
+	if err := exitWithParent(syscall.SIGTERM); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -153,7 +165,7 @@ Inspect the catalog and its tools:
 Search the published catalog:
   PATH=%s:$PATH %s toolcatalog --kubeconfig %s search assistant "weather forecast for Lisbon" --explain
 
-Ctrl-C stops everything.
+Ctrl-C stops everything. Published versions:
 
 `, cfg.Host, redis.Addr, strings.Join(applied, ", "), metricsAddr, probeAddr, kubectl, kubeconfig, bin, kubectl, kubeconfig)
 
@@ -184,20 +196,32 @@ func applySamples(ctx context.Context, c client.Client, dir, redisAddr string) (
 	return applied, nil
 }
 
-// reportPublished prints a line when the sample catalog is published.
+// reportPublished prints one line for every version a catalog publishes.
 func reportPublished(ctx context.Context, c client.Client) {
-	tc := &v1alpha1.ToolCatalog{}
-	for ctx.Err() == nil {
-		if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "assistant"}, tc); err == nil && tc.Status.Version > 0 &&
-			meta.IsStatusConditionTrue(tc.Status.Conditions, v1alpha1.ConditionPublished) {
-			tools := int32(0)
-			if tc.Status.Counts != nil {
-				tools = tc.Status.Counts.Tools
+	seen := map[string]int64{}
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		list := &v1alpha1.ToolCatalogList{}
+		if err := c.List(ctx, list); err == nil {
+			for _, tc := range list.Items {
+				id := tc.Namespace + "/" + tc.Name
+				if tc.Status.Version <= seen[id] || !meta.IsStatusConditionTrue(tc.Status.Conditions, v1alpha1.ConditionPublished) {
+					continue
+				}
+				seen[id] = tc.Status.Version
+				tools := int32(0)
+				if tc.Status.Counts != nil {
+					tools = tc.Status.Counts.Tools
+				}
+				fmt.Printf("==> Published version %d of catalog %s with %d tools.\n", tc.Status.Version, id, tools)
 			}
-			fmt.Printf("\n==> Published version %d of catalog default/assistant with %d tools.\n\n", tc.Status.Version, tools)
-			return
 		}
-		time.Sleep(200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
 }
 

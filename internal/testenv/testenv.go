@@ -26,11 +26,20 @@ func Start(root, assets string) (*envtest.Environment, *rest.Config, error) {
 	if assets == "" {
 		return nil, nil, errors.New(AssetsHint)
 	}
+	guarded, err := guardAssets(assets)
+	if err != nil {
+		return nil, nil, fmt.Errorf("preparing the control plane's launchers: %w", err)
+	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 	}
+	// Explicit paths: envtest prefers KUBEBUILDER_ASSETS to
+	// BinaryAssetsDirectory, and would start the binaries unguarded.
+	env.ControlPlane.GetAPIServer().Path = filepath.Join(guarded, "kube-apiserver")
+	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(guarded, "etcd")}
+	env.ControlPlane.KubectlPath = filepath.Join(assets, "kubectl")
 	cfg, err := env.Start()
 	if err != nil {
 		stopErr := env.Stop()
