@@ -29,6 +29,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
 const (
@@ -180,7 +181,7 @@ func (r *ToolCatalogReconciler) setStatus(tc *v1alpha1.ToolCatalog, p *pass, err
 	if p.refreshToken != "" {
 		tc.Status.LastHandledRefreshAt = p.refreshToken
 	}
-	if err != nil && p.version == p.snap.Version && !p.published && p.blocked == "" && errors.Is(err, store.ErrConflict) {
+	if err != nil && p.version == p.snap.Version && !p.published && p.blocked == "" && errors.Is(err, contract.ErrConflict) {
 		return
 	}
 	p.applyStatus(&tc.Status)
@@ -255,7 +256,7 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 		return ctrl.Result{}, err
 	}
 	rc := r.Redis.Get(catalogID(tc), opts)
-	if err := store.Delete(ctx, rc, keys); err != nil {
+	if err := contract.Delete(ctx, rc, keys); err != nil {
 		metrics.RedisErrors.WithLabelValues(catalogID(tc), "delete").Inc()
 		if isRedisAuthError(err) {
 			r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonRedisUnavailable, "Cleanup",

@@ -15,7 +15,6 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
-	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -140,11 +139,11 @@ func (r *ToolCatalogReconciler) publish(ctx context.Context, p *pass, rc redis.U
 	}
 	id := catalogID(p.tc)
 	start := time.Now()
-	err = store.Write(ctx, rc, p.cfg.Keys, store.Update{
+	err = contract.Write(ctx, rc, p.cfg.Keys, contract.Update{
 		ExpectVersion: p.snap.Version, Version: version, Document: data,
 		Vectors: vectors, Metadata: metas, Remove: p.removed, Retain: p.cfg.Retain,
 	})
-	if errors.Is(err, store.ErrConflict) {
+	if errors.Is(err, contract.ErrConflict) {
 		return err
 	}
 	if err != nil {
@@ -161,7 +160,7 @@ func (r *ToolCatalogReconciler) publish(ctx context.Context, p *pass, rc redis.U
 	}
 
 	notice, _ := json.Marshal(contract.Notice{Catalog: p.doc.Catalog, Version: version, SchemaHash: p.doc.SchemaHash})
-	if err := store.Notify(ctx, rc, p.cfg.Channel, notice); err != nil {
+	if err := contract.Notify(ctx, rc, p.cfg.Channel, notice); err != nil {
 		// The version is written; consumers that missed the notice find
 		// it when they next check P:version.
 		metrics.RedisErrors.WithLabelValues(id, "notify").Inc()

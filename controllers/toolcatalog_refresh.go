@@ -16,7 +16,6 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
-	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -51,7 +50,7 @@ type pass struct {
 	tools    []selectedTool
 	byName   map[string]*selectedTool
 	failures []toolFailure
-	snap     *store.Snapshot
+	snap     *contract.Snapshot
 	prevDoc  *contract.Document
 	stored   map[string]catalog.StoredTool
 	plans    []catalog.ToolPlan
@@ -90,7 +89,7 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 		return p, err
 	}
 	rc := r.Redis.Get(catalogID(tc), cfg.Redis)
-	snap, err := store.Read(ctx, rc, cfg.Keys)
+	snap, err := contract.Read(ctx, rc, cfg.Keys)
 	if err != nil {
 		metrics.RedisErrors.WithLabelValues(catalogID(tc), "read").Inc()
 		return p, &redisError{err}

@@ -1,7 +1,7 @@
 package embedding
 
 import (
-	"github.com/toolcatalog/tool-catalog-operator/internal/text"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 
 	"context"
 	"encoding/json"

@@ -9,10 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -49,7 +49,7 @@ func Keys(namespace, name string) contract.Keys {
 // Load reads a catalog's document, vectors and metadata from Redis in one
 // round trip. c may be a standalone, Sentinel or Cluster client.
 func Load(ctx context.Context, c redis.UniversalClient, keys contract.Keys) (*Catalog, error) {
-	snap, err := store.Read(ctx, c, keys)
+	snap, err := contract.Read(ctx, c, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -167,5 +167,5 @@ func norm(v []float32) float64 {
 	for _, x := range v {
 		s += float64(x) * float64(x)
 	}
-	return sqrt(s)
+	return math.Sqrt(s)
 }

@@ -6,16 +6,35 @@ import (
 	"testing"
 )
 
-// Consumers import this package into agent runtimes: it must not drag in
-// controller-runtime or the Kubernetes client.
-func TestNoControllerRuntimeDependency(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+const module = "github.com/toolcatalog/tool-catalog-operator"
+
+// deps lists the full dependency closure of the packages.
+func deps(t *testing.T, pkgs ...string) []string {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list", "-deps"}, pkgs...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
 	}
-	for _, dep := range strings.Fields(string(out)) {
-		if strings.HasPrefix(dep, "sigs.k8s.io/controller-runtime") || strings.HasPrefix(dep, "k8s.io/client-go") || strings.HasPrefix(dep, "k8s.io/api/") {
-			t.Errorf("pkg/toolcatalog depends on %s", dep)
+	return strings.Fields(string(out))
+}
+
+// Agent runtimes import pkg/: nothing under it may drag in Kubernetes
+// libraries or the operator's internals.
+func TestPkgHasNoKubernetesOrInternalDependency(t *testing.T) {
+	for _, dep := range deps(t, module+"/pkg/...") {
+		if strings.HasPrefix(dep, "k8s.io/") || strings.HasPrefix(dep, "sigs.k8s.io/") || strings.HasPrefix(dep, module+"/internal/") {
+			t.Errorf("pkg/... depends on %s", dep)
+		}
+	}
+}
+
+// The contract and the consumer package carry no provider SDK and no model
+// weights: those are opt-in subpackages (builtin, openai).
+func TestConsumerPackageCarriesNoModelOrSDK(t *testing.T) {
+	for _, dep := range deps(t, module+"/pkg/contract", module+"/pkg/toolcatalog") {
+		if strings.HasPrefix(dep, "github.com/openai/") || strings.HasPrefix(dep, module+"/pkg/toolcatalog/builtin") ||
+			strings.HasPrefix(dep, module+"/pkg/toolcatalog/openai") {
+			t.Errorf("pkg/contract or pkg/toolcatalog depends on %s", dep)
 		}
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
-	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -42,12 +41,12 @@ func publish(t *testing.T, c redis.UniversalClient, k contract.Keys, channel str
 		m, _ := (&contract.Metadata{SpecHash: "h", Model: doc.Embedding.Model, Dimensions: len(v), SyntheticQueries: []string{"q"}}).Marshal()
 		meta[name] = m
 	}
-	if err := store.Write(ctx, c, k, store.Update{ExpectVersion: version - 1, Version: version, Document: raw, Vectors: vectors, Metadata: meta, Retain: 5}); err != nil {
+	if err := contract.Write(ctx, c, k, contract.Update{ExpectVersion: version - 1, Version: version, Document: raw, Vectors: vectors, Metadata: meta, Retain: 5}); err != nil {
 		t.Fatalf("writing version %d: %v", version, err)
 	}
 	if notify {
 		notice, _ := json.Marshal(contract.Notice{Catalog: doc.Catalog, Version: version, SchemaHash: doc.SchemaHash})
-		if err := store.Notify(ctx, c, channel, notice); err != nil {
+		if err := contract.Notify(ctx, c, channel, notice); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -197,7 +196,7 @@ func TestLoadAndFollowOnRedisCluster(t *testing.T) {
 	// A prefix without a hash tag spreads keys over slots, and the
 	// transaction is refused rather than half-applied.
 	bad := contract.Keys{Prefix: "notag"}
-	err = store.Write(ctx, c, bad, store.Update{Version: 1, Document: []byte("{}"), Retain: 1, Vectors: map[string][]byte{"a": {0, 0, 0, 0}}})
+	err = contract.Write(ctx, c, bad, contract.Update{Version: 1, Document: []byte("{}"), Retain: 1, Vectors: map[string][]byte{"a": {0, 0, 0, 0}}})
 	if err == nil {
 		t.Fatal("a cross-slot catalog write succeeded on a cluster")
 	}

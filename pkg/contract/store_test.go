@@ -1,4 +1,4 @@
-package store
+package contract
 
 import (
 	"context"
@@ -11,18 +11,17 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
 var server *redistest.Server
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m, &server)) }
 
-func newClient(t *testing.T) (redis.UniversalClient, contract.Keys) {
+func newClient(t *testing.T) (redis.UniversalClient, Keys) {
 	t.Helper()
 	c := server.Client()
 	t.Cleanup(func() { _ = c.Close() })
-	return c, contract.Keys{Prefix: contract.DefaultPrefix("ns-"+t.Name(), "cat")}
+	return c, Keys{Prefix: DefaultPrefix("ns-"+t.Name(), "cat")}
 }
 
 func TestReadEmptyCatalog(t *testing.T) {
@@ -39,7 +38,7 @@ func TestReadEmptyCatalog(t *testing.T) {
 func TestWriteThenRead(t *testing.T) {
 	ctx := context.Background()
 	c, k := newClient(t)
-	vec := contract.EncodeVector([]float32{0.6, 0.8})
+	vec := EncodeVector([]float32{0.6, 0.8})
 	err := Write(ctx, c, k, Update{
 		ExpectVersion: 0, Version: 1, Document: []byte(`{"version":1}`), Retain: 5,
 		Vectors:  map[string][]byte{"a": vec, "b": vec},
@@ -55,7 +54,7 @@ func TestWriteThenRead(t *testing.T) {
 	if s.Version != 1 || string(s.Document) != `{"version":1}` || len(s.Vectors) != 2 || s.Metadata["b"] != `{"spec_hash":"y"}` {
 		t.Fatalf("snapshot %+v", s)
 	}
-	got, err := contract.DecodeVector(s.Vectors["a"])
+	got, err := DecodeVector(s.Vectors["a"])
 	if err != nil || len(got) != 2 || got[0] != 0.6 || got[1] != 0.8 {
 		t.Fatalf("vector %v, %v", got, err)
 	}
@@ -65,7 +64,7 @@ func TestWriteThenRead(t *testing.T) {
 
 	// Version 2 removes b and updates a.
 	err = Write(ctx, c, k, Update{ExpectVersion: 1, Version: 2, Document: []byte(`{"version":2}`), Retain: 5,
-		Vectors: map[string][]byte{"a": contract.EncodeVector([]float32{1, 0})}, Metadata: map[string][]byte{"a": []byte(`{}`)}, Remove: []string{"b"}})
+		Vectors: map[string][]byte{"a": EncodeVector([]float32{1, 0})}, Metadata: map[string][]byte{"a": []byte(`{}`)}, Remove: []string{"b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,9 +119,9 @@ func TestWriteKeepsOnlyRetainedVersions(t *testing.T) {
 func TestDeleteRemovesEveryKey(t *testing.T) {
 	ctx := context.Background()
 	c, k := newClient(t)
-	other := contract.Keys{Prefix: contract.DefaultPrefix("ns-"+t.Name(), "other")}
+	other := Keys{Prefix: DefaultPrefix("ns-"+t.Name(), "other")}
 	for v := int64(1); v <= 3; v++ {
-		for _, kk := range []contract.Keys{k, other} {
+		for _, kk := range []Keys{k, other} {
 			if err := Write(ctx, c, kk, Update{ExpectVersion: v - 1, Version: v, Document: []byte("d"), Retain: 5,
 				Vectors: map[string][]byte{"a": {0, 0, 128, 63}}, Metadata: map[string][]byte{"a": []byte("{}")}}); err != nil {
 				t.Fatal(err)
@@ -169,7 +168,7 @@ func TestReadFailsWhenRedisIsDown(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer c.Close()
 	_ = s.Stop()
-	k := contract.Keys{Prefix: "p"}
+	k := Keys{Prefix: "p"}
 	if _, err := Read(context.Background(), c, k); err == nil {
 		t.Fatal("Read succeeded against a stopped server")
 	}
@@ -179,7 +178,7 @@ func TestReadFailsWhenRedisIsDown(t *testing.T) {
 }
 
 // dump returns every key of a catalog with its DUMP serialisation.
-func dump(t *testing.T, c redis.UniversalClient, k contract.Keys) map[string]string {
+func dump(t *testing.T, c redis.UniversalClient, k Keys) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, key := range c.Keys(context.Background(), k.Prefix+"*").Val() {

@@ -1,7 +1,7 @@
-// Package store reads and writes catalogs in Redis following the public
-// contract of pkg/contract: one round trip to read a catalog's state, one
-// MULTI/EXEC to publish a version, PUBLISH after EXEC.
-package store
+package contract
+
+// Reading and writing catalogs: one round trip to read a catalog's state,
+// one MULTI/EXEC to publish a version, PUBLISH after EXEC.
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
 // maxRetainVersions bounds spec.publish.retainVersions; versions older than
@@ -36,7 +34,7 @@ type Snapshot struct {
 
 // Read fetches a catalog's version, document, metadata and vectors in one
 // MULTI/EXEC round trip, so they are consistent with each other.
-func Read(ctx context.Context, c redis.UniversalClient, k contract.Keys) (*Snapshot, error) {
+func Read(ctx context.Context, c redis.UniversalClient, k Keys) (*Snapshot, error) {
 	var version, doc *redis.StringCmd
 	var meta, vecs *redis.MapStringStringCmd
 	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -85,7 +83,7 @@ type Update struct {
 
 // Write publishes an update in one MULTI/EXEC guarded by WATCH on P:version:
 // either every key changes or none does.
-func Write(ctx context.Context, c redis.UniversalClient, k contract.Keys, u Update) error {
+func Write(ctx context.Context, c redis.UniversalClient, k Keys, u Update) error {
 	if u.Version <= u.ExpectVersion || len(u.Document) == 0 || u.Retain < 1 {
 		return fmt.Errorf("invalid update: version %d after %d, %d document bytes, retain %d", u.Version, u.ExpectVersion, len(u.Document), u.Retain)
 	}
@@ -133,7 +131,7 @@ func Write(ctx context.Context, c redis.UniversalClient, k contract.Keys, u Upda
 // expiredVersions lists the version keys that fall out of retention with
 // this version. Earlier publishes deleted everything older, so the window
 // is bounded by maxRetainVersions.
-func expiredVersions(k contract.Keys, version int64, retain int) []string {
+func expiredVersions(k Keys, version int64, retain int) []string {
 	var keys []string
 	for n := version - int64(retain); n >= 1 && n > version-int64(retain)-maxRetainVersions-1; n-- {
 		keys = append(keys, k.CatalogVersion(n))
@@ -160,7 +158,7 @@ func Notify(ctx context.Context, c redis.UniversalClient, channel string, notice
 
 // Delete removes every key of a catalog; deleting an absent catalog is not
 // an error.
-func Delete(ctx context.Context, c redis.UniversalClient, k contract.Keys) error {
+func Delete(ctx context.Context, c redis.UniversalClient, k Keys) error {
 	version, err := c.Get(ctx, k.Version()).Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("reading %s: %w", k.Version(), err)
