@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -75,13 +74,25 @@ func (r *ToolCatalogReconciler) now() time.Time {
 	return time.Now()
 }
 
+func (r *ToolCatalogReconciler) passTimeout() time.Duration {
+	if r.PassTimeout > 0 {
+		return r.PassTimeout
+	}
+	return defaultPassTimeout
+}
+
 // workqueueLimiter is the queue event handlers add requests to.
 type workqueueLimiter = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
 func catalogID(tc *v1alpha1.ToolCatalog) string { return tc.Namespace + "/" + tc.Name }
 
-// Reconcile runs one incremental pass for a catalog.
-func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+func joinAddresses(tc *v1alpha1.ToolCatalog) string {
+	return strings.Join(tc.Spec.Redis.Addresses, ",")
+}
+
+// Reconcile runs one incremental pass for a catalog and writes its status
+// once, from what the pass came to.
+func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	tc := &v1alpha1.ToolCatalog{}
 	if err := r.Get(ctx, req.NamespacedName, tc); err != nil {
 		if client.IgnoreNotFound(err) == nil {
@@ -92,179 +103,96 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if !tc.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, tc)
 	}
-	if !controllerutil.ContainsFinalizer(tc, v1alpha1.FinalizerCleanup) {
-		patch := client.MergeFrom(tc.DeepCopy())
-		controllerutil.AddFinalizer(tc, v1alpha1.FinalizerCleanup)
-		if err := r.Patch(ctx, tc, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
-		}
+	if err := r.ensureFinalizer(ctx, tc); err != nil {
+		return ctrl.Result{}, err
 	}
-
 	base := tc.DeepCopy()
-	var p *pass
-	var resync time.Duration
-	defer func() {
-		r.setStatus(tc, p, retErr)
-		r.recordEvents(base, tc, p)
-		if err := patchCatalogStatus(ctx, r.Client, base, tc); err != nil {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
-		}
-		var cerr *catalogconfig.Error
-		if errors.As(retErr, &cerr) {
-			// Fixing it changes the catalog or a watched Secret, which
-			// triggers a pass; until then, check back at the resync.
-			result, retErr = ctrl.Result{RequeueAfter: resync}, nil
-		}
-	}()
+	res := r.runPass(ctx, tc)
+	applyStatus(tc, res)
+	r.recordEvents(base, tc, res)
+	return res.requeue(patchStatus(ctx, r.Client, base, tc))
+}
 
-	resync = 10 * time.Minute
-	cfg, err := r.resolver().Resolve(ctx, tc)
+// requeue says when the catalog is due again. A user-fixable error waits
+// for the resync (fixing it changes the catalog or a watched Secret, which
+// triggers a pass), even when the status could not be written either;
+// other errors go back to the rate-limited queue.
+func (res passResult) requeue(patchErr error) (ctrl.Result, error) {
+	err := errors.Join(res.err, patchErr)
+	var se *stepError
+	if errors.As(err, &se) && se.terminal {
+		return ctrl.Result{RequeueAfter: res.resync}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	resync = cfg.Resync
-	timeout := r.PassTimeout
-	if timeout == 0 {
-		timeout = defaultPassTimeout
+	if n := res.outcome.RetryableFailures(); n > 0 {
+		return ctrl.Result{}, fmt.Errorf("%d tools failed to refresh with transient errors; retrying with backoff", n)
 	}
-	passCtx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if p, err = r.refresh(passCtx, tc, cfg); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.syncRecords(ctx, p); err != nil {
-		return ctrl.Result{}, err
-	}
-	if retryable := p.retryableFailures(); retryable > 0 {
-		// Transient provider trouble: let the rate-limited queue back off.
-		return ctrl.Result{}, fmt.Errorf("%d tools failed to refresh with transient errors; retrying with backoff", retryable)
-	}
-	if len(p.pendingTools()) > 0 {
+	if len(res.outcome.Pending()) > 0 {
 		return ctrl.Result{RequeueAfter: pendingRequeue}, nil
 	}
-	return ctrl.Result{RequeueAfter: cfg.Resync}, nil
+	return ctrl.Result{RequeueAfter: res.resync}, nil
 }
 
-func (p *pass) retryableFailures() int {
-	n := 0
-	for _, f := range p.failures {
-		if f.kind.Retryable() {
-			n++
-		}
-	}
-	return n
-}
-
-// setStatus writes the conditions and summary of a pass (or of the error
-// that stopped it).
-func (r *ToolCatalogReconciler) setStatus(tc *v1alpha1.ToolCatalog, p *pass, err error) {
-	var cerr *catalogconfig.Error
-	var rerr *redisError
-	switch {
-	case errors.As(err, &cerr):
-		tc.Status.ObservedGeneration = tc.Generation
-		setCondition(tc, v1alpha1.ConditionPublished, metav1.ConditionFalse, cerr.Reason, cerr.Message)
-		setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionFalse, cerr.Reason, cerr.Message)
-		return
-	case errors.As(err, &rerr):
-		msg := fmt.Sprintf("cannot reach Redis at %s: %v; retrying with backoff, nothing was written", strings.Join(tc.Spec.Redis.Addresses, ","), rerr.err)
-		setCondition(tc, v1alpha1.ConditionPublished, metav1.ConditionFalse, v1alpha1.ReasonRedisUnavailable, msg)
-		setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonRedisUnavailable, msg)
-		return
-	case p == nil || p.doc == nil || (err != nil && !p.published && p.snap == nil):
-		if conditionOfCatalog(tc, v1alpha1.ConditionReady) == nil {
-			setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionUnknown, "Reconciling", "first pass in progress")
-		}
-		return
-	}
-
-	if p.refreshToken != "" {
-		tc.Status.LastHandledRefreshAt = p.refreshToken
-	}
-	if err != nil && p.version == p.snap.Version && !p.published && p.blocked == "" && errors.Is(err, contract.ErrConflict) {
-		return
-	}
-	p.applyStatus(&tc.Status)
-	tc.Status.ObservedGeneration = tc.Generation
-
-	pubStatus, pubReason := metav1.ConditionTrue, v1alpha1.ReasonUpToDate
-	pubMsg := fmt.Sprintf("version %d is current with %d tools", p.version, len(p.doc.Tools))
-	switch {
-	case p.blocked != "":
-		pubStatus, pubReason, pubMsg = metav1.ConditionFalse, v1alpha1.ReasonPublishBlocked, p.blocked
-	case p.published:
-		pubReason, pubMsg = v1alpha1.ReasonVersionPublished, fmt.Sprintf("version %d published with %d tools", p.version, len(p.doc.Tools))
-	}
-	setCondition(tc, v1alpha1.ConditionPublished, pubStatus, pubReason, pubMsg)
-	synced, syncedReason, syncedMsg := p.syncedCondition()
-	setCondition(tc, v1alpha1.ConditionEmbeddingsSynced, synced, syncedReason, syncedMsg)
-
-	switch {
-	case pubStatus != metav1.ConditionTrue:
-		setCondition(tc, v1alpha1.ConditionReady, pubStatus, pubReason, pubMsg)
-	case synced != metav1.ConditionTrue:
-		setCondition(tc, v1alpha1.ConditionReady, synced, syncedReason, syncedMsg)
-	default:
-		setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded,
-			fmt.Sprintf("version %d serves %d tools", p.version, len(p.doc.Tools)))
-	}
-	if p.invalidRefresh != "" {
-		r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalidRefreshRequest, "Refresh", "%s", p.invalidRefresh)
-	}
-}
-
-func conditionOfCatalog(tc *v1alpha1.ToolCatalog, t string) *metav1.Condition {
-	for i := range tc.Status.Conditions {
-		if tc.Status.Conditions[i].Type == t {
-			return &tc.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-func patchCatalogStatus(ctx context.Context, c client.Client, base, tc *v1alpha1.ToolCatalog) error {
-	patch := client.MergeFrom(base)
-	data, err := patch.Data(tc)
-	if err != nil {
-		return fmt.Errorf("computing status patch: %w", err)
-	}
-	if string(data) == "{}" {
+func (r *ToolCatalogReconciler) ensureFinalizer(ctx context.Context, tc *v1alpha1.ToolCatalog) error {
+	if controllerutil.ContainsFinalizer(tc, v1alpha1.FinalizerCleanup) {
 		return nil
 	}
-	if err := c.Status().Patch(ctx, tc, patch); err != nil {
-		return fmt.Errorf("patching status: %w", client.IgnoreNotFound(err))
+	patch := client.MergeFrom(tc.DeepCopy())
+	controllerutil.AddFinalizer(tc, v1alpha1.FinalizerCleanup)
+	if err := r.Patch(ctx, tc, patch); err != nil {
+		return fmt.Errorf("adding finalizer: %w", err)
 	}
 	return nil
+}
+
+// checkKeyPrefix refuses to publish where another catalog already does:
+// two catalogs on one Redis address, database and key prefix would
+// overwrite each other's versions. The catalog created first keeps it.
+func (r *ToolCatalogReconciler) checkKeyPrefix(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config) error {
+	list := &v1alpha1.ToolCatalogList{}
+	if err := r.List(ctx, list); err != nil {
+		return &stepError{reason: v1alpha1.ReasonAPIError, message: fmt.Sprintf("listing ToolCatalogs: %v; retrying with backoff", err), err: err}
+	}
+	for i := range list.Items {
+		other := &list.Items[i]
+		if other.UID == tc.UID || !other.DeletionTimestamp.IsZero() || !sameLocation(tc, other) || !createdBefore(other, tc) {
+			continue
+		}
+		return &stepError{reason: v1alpha1.ReasonKeyPrefixConflict, terminal: true, published: true,
+			message: fmt.Sprintf("ToolCatalog %s already publishes under key prefix %s on Redis %s (database %d): nothing was written; set another spec.redis.keyPrefix",
+				catalogID(other), cfg.Keys.Prefix, joinAddresses(tc), tc.Spec.Redis.DB)}
+	}
+	return nil
+}
+
+// sameLocation reports whether two catalogs write the same Redis keys.
+func sameLocation(a, b *v1alpha1.ToolCatalog) bool {
+	if catalogconfig.KeysOf(a).Prefix != catalogconfig.KeysOf(b).Prefix || a.Spec.Redis.DB != b.Spec.Redis.DB {
+		return false
+	}
+	return slices.ContainsFunc(a.Spec.Redis.Addresses, func(addr string) bool { return slices.Contains(b.Spec.Redis.Addresses, addr) })
+}
+
+// createdBefore orders catalogs by creation, then by namespace/name.
+func createdBefore(a, b *v1alpha1.ToolCatalog) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return catalogID(a) < catalogID(b)
 }
 
 // reconcileDelete removes the catalog's keys from Redis and its records
 // from ToolDefinitions, then lets the catalog go. A Redis outage delays the
-// cleanup (the error is retried with backoff); it is not skipped.
+// cleanup (the error is retried with backoff); it is not skipped. A catalog
+// refused for its key prefix owns no keys and removes none.
 func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha1.ToolCatalog) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(tc, v1alpha1.FinalizerCleanup) {
 		return ctrl.Result{}, nil
 	}
-	keys := catalogconfig.KeysOf(tc)
-	opts, err := r.resolver().RedisOptions(ctx, tc)
-	var cerr *catalogconfig.Error
-	switch {
-	case errors.As(err, &cerr):
-		// The Secret is gone (deleted with the namespace, say): try
-		// without it rather than block the deletion forever.
-		r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, cerr.Reason, "Cleanup", "cleaning up without credentials: %s", cerr.Message)
-	case err != nil:
+	if err := r.deleteKeys(ctx, tc); err != nil {
 		return ctrl.Result{}, err
-	}
-	rc := r.Redis.Get(catalogID(tc), opts)
-	if err := contract.Delete(ctx, rc, keys); err != nil {
-		metrics.RedisErrors.WithLabelValues(catalogID(tc), "delete").Inc()
-		if isRedisAuthError(err) {
-			r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonRedisUnavailable, "Cleanup",
-				"could not remove the catalog's keys under %s: %v; remove them by hand", keys.Prefix, err)
-		} else {
-			r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonRedisUnavailable, "Cleanup", "cannot reach Redis to remove the catalog's keys: %v; retrying", err)
-			return ctrl.Result{}, fmt.Errorf("removing catalog keys: %w", err)
-		}
 	}
 	list := &v1alpha1.ToolDefinitionList{}
 	if err := r.List(ctx, list, client.InNamespace(tc.Namespace)); err != nil {
@@ -287,14 +215,43 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 	return ctrl.Result{}, nil
 }
 
+func (r *ToolCatalogReconciler) deleteKeys(ctx context.Context, tc *v1alpha1.ToolCatalog) error {
+	if ready := conditionReason(tc, v1alpha1.ConditionReady); ready == v1alpha1.ReasonKeyPrefixConflict {
+		return nil
+	}
+	keys := catalogconfig.KeysOf(tc)
+	opts, err := r.resolver().RedisOptions(ctx, tc)
+	var cerr *catalogconfig.Error
+	switch {
+	case errors.As(err, &cerr):
+		// The Secret is gone (deleted with the namespace, say): try
+		// without it rather than block the deletion forever.
+		r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, cerr.Reason, "Cleanup", "cleaning up without credentials: %s", cerr.Message)
+	case err != nil:
+		return err
+	}
+	rc := r.Redis.Get(catalogID(tc), opts)
+	if err := contract.Delete(ctx, rc, keys); err != nil {
+		metrics.RedisErrors.WithLabelValues(catalogID(tc), "delete").Inc()
+		if !isRedisAuthError(err) {
+			r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonRedisUnavailable, "Cleanup", "cannot reach Redis to remove the catalog's keys: %v; retrying", err)
+			return fmt.Errorf("removing catalog keys: %w", err)
+		}
+		r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonRedisUnavailable, "Cleanup",
+			"could not remove the catalog's keys under %s: %v; remove them by hand", keys.Prefix, err)
+	}
+	return nil
+}
+
 func isRedisAuthError(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "NOAUTH") || strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOPERM")
 }
 
 // SetupWithManager registers the controller and its watches: catalogs
-// (spec and annotation changes), the ToolDefinitions they select (spec and
-// label changes, before and after), and the Secrets they refer to.
+// (spec and annotation changes; a deletion also wakes the catalogs that
+// share its key prefix), the ToolDefinitions they select (spec and label
+// changes, before and after), and the Secrets they refer to.
 func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ToolCatalog{}, secretRefIndex, func(o client.Object) []string {
 		return catalogconfig.SecretNames(o.(*v1alpha1.ToolCatalog))
@@ -303,6 +260,11 @@ func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ToolCatalog{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&v1alpha1.ToolCatalog{}, handler.Funcs{
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueueLimiter) {
+				r.enqueueSameLocation(ctx, q, e.Object)
+			},
+		}).
 		Watches(&v1alpha1.ToolDefinition{}, handler.Funcs{
 			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueueLimiter) {
 				r.enqueueSelecting(ctx, q, e.Object)
@@ -331,7 +293,11 @@ func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 func (r *ToolCatalogReconciler) enqueueSelecting(ctx context.Context, q workqueueLimiter, objs ...client.Object) {
 	seen := map[string]bool{}
 	for _, obj := range objs {
-		for _, tc := range catalogsSelecting(ctx, r.Client, obj) {
+		names, err := catalogsSelecting(ctx, r.Client, obj)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Finding the catalogs of a ToolDefinition", "toolDefinition", client.ObjectKeyFromObject(obj))
+		}
+		for _, tc := range names {
 			if !seen[tc] {
 				seen[tc] = true
 				q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: tc}})
@@ -340,13 +306,32 @@ func (r *ToolCatalogReconciler) enqueueSelecting(ctx context.Context, q workqueu
 	}
 }
 
+// enqueueSameLocation queues the catalogs that publish where a deleted one
+// did: one refused for the key prefix may now take it.
+func (r *ToolCatalogReconciler) enqueueSameLocation(ctx context.Context, q workqueueLimiter, obj client.Object) {
+	gone, ok := obj.(*v1alpha1.ToolCatalog)
+	if !ok {
+		return
+	}
+	list := &v1alpha1.ToolCatalogList{}
+	if err := r.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing ToolCatalogs")
+		return
+	}
+	for i := range list.Items {
+		if list.Items[i].UID != gone.UID && sameLocation(gone, &list.Items[i]) {
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+}
+
 // catalogsSelecting returns the names of the catalogs in the object's
-// namespace whose selector matches its labels.
-func catalogsSelecting(ctx context.Context, c client.Client, obj client.Object) []string {
+// namespace whose selector matches its labels. A catalog whose selector
+// does not parse selects nothing; it reports that itself.
+func catalogsSelecting(ctx context.Context, c client.Client, obj client.Object) ([]string, error) {
 	list := &v1alpha1.ToolCatalogList{}
 	if err := c.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing ToolCatalogs")
-		return nil
+		return nil, fmt.Errorf("listing ToolCatalogs: %w", err)
 	}
 	var out []string
 	for i := range list.Items {
@@ -355,7 +340,7 @@ func catalogsSelecting(ctx context.Context, c client.Client, obj client.Object) 
 			out = append(out, list.Items[i].Name)
 		}
 	}
-	return out
+	return out, nil
 }
 
 func (r *ToolCatalogReconciler) catalogsForSecret(ctx context.Context, obj client.Object) []reconcile.Request {
@@ -369,8 +354,4 @@ func (r *ToolCatalogReconciler) catalogsForSecret(ctx context.Context, obj clien
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 	}
 	return reqs
-}
-
-func toUnstructured(obj any) (map[string]any, error) {
-	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 }

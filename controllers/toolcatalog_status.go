@@ -2,222 +2,179 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
-	"sort"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
-	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
-// maxFailingTools bounds status.failingTools; counts give the totals.
-const maxFailingTools = 20
-
-// toolCurrent reports whether a tool's vector matches its current spec and
-// model after the pass.
-func (p *pass) toolCurrent(i int) bool {
-	name := p.tools[i].entry.Name
-	_, embedded := p.results[name]
-	return (embedded && p.blocked == "") || !p.plans[i].Stale
-}
-
-// applyStatus fills the catalog status from a completed pass.
-func (p *pass) applyStatus(st *v1alpha1.ToolCatalogStatus) {
-	c := v1alpha1.ToolCounts{Tools: int32(len(p.tools))}
-	for i, pl := range p.plans {
-		_, embedded := p.results[pl.Name]
-		embedded = embedded && p.blocked == ""
-		switch {
-		case p.toolCurrent(i):
-			c.Embedded++
-		case pl.Stale:
-			c.Stale++
-		}
-		if pl.Invalid && !embedded {
-			c.Invalid++
-		}
+// applyStatus writes what a pass came to into the catalog's status. Each
+// step owns its condition: configuration, Redis and the key prefix own
+// Published when they fail, the refresh owns EmbeddingsSynced, and Ready is
+// derived from them. observedGeneration moves only when the pass got to an
+// answer for this generation (an outcome, or a configuration error that
+// only a change can fix), and a refresh request is recorded as handled
+// only when the pass committed: a write conflict or an outage leaves it
+// for the retry.
+func applyStatus(tc *v1alpha1.ToolCatalog, res passResult) {
+	if res.outcome == nil {
+		applyError(tc, res.err)
+		return
 	}
-	for _, f := range p.failures {
-		switch f.reason {
-		case v1alpha1.ReasonInvalidSpec, v1alpha1.ReasonNameConflict:
-			c.Rejected++
-		default:
-			c.Failed++
-		}
+	o := res.outcome
+	st := &tc.Status
+	if res.request.Token != "" {
+		st.LastHandledRefreshAt = res.request.Token
 	}
-	st.Counts = &c
-	id := catalogID(p.tc)
-	for state, n := range map[string]int32{"selected": c.Tools, "embedded": c.Embedded, "stale": c.Stale, "invalid": c.Invalid, "failed": c.Failed, "rejected": c.Rejected} {
-		metrics.Tools.WithLabelValues(id, state).Set(float64(n))
+	counts := o.Counts()
+	st.Counts = &counts
+	st.Version = max(st.Version, o.Version)
+	st.SchemaHash = o.Build.Document.SchemaHash
+	if o.Build.Blocked != "" && o.Stored.Doc != nil {
+		st.SchemaHash = o.Stored.Doc.SchemaHash
 	}
-	metrics.Version.WithLabelValues(id).Set(float64(max(st.Version, p.version)))
-	st.Version = max(st.Version, p.version)
-	st.SchemaHash = p.doc.SchemaHash
-	if p.blocked != "" && p.prevDoc != nil {
-		st.SchemaHash = p.prevDoc.SchemaHash
-	}
-	if p.published {
+	if o.Published {
 		now := metav1.Now()
 		st.LastPublishedTime = &now
 	}
-	st.FailingTools = nil
-	failures := append([]toolFailure(nil), p.failures...)
-	sort.Slice(failures, func(i, j int) bool { return failures[i].toolDefinition < failures[j].toolDefinition })
-	for i, f := range failures {
-		if i == maxFailingTools {
-			break
+	st.FailingTools = o.FailingTools()
+	st.ObservedGeneration = tc.Generation
+	observeCounts(tc, counts)
+
+	pub := condition(metav1.ConditionTrue, v1alpha1.ReasonUpToDate, fmt.Sprintf("version %d is current with %d tools", o.Version, len(o.Build.Document.Tools)))
+	switch {
+	case o.Build.Blocked != "":
+		pub = condition(metav1.ConditionFalse, v1alpha1.ReasonPublishBlocked, o.Build.Blocked)
+	case o.Published:
+		pub = condition(metav1.ConditionTrue, v1alpha1.ReasonVersionPublished, fmt.Sprintf("version %d published with %d tools", o.Version, len(o.Build.Document.Tools)))
+	}
+	synced := condition(o.Synced())
+	ready := condition(metav1.ConditionTrue, v1alpha1.ReasonSucceeded, fmt.Sprintf("version %d serves %d tools", o.Version, len(o.Build.Document.Tools)))
+	switch {
+	case pub.Status != metav1.ConditionTrue:
+		ready = pub
+	case synced.Status != metav1.ConditionTrue:
+		ready = synced
+	}
+	setConditions(tc, map[string]metav1.Condition{
+		v1alpha1.ConditionPublished: pub, v1alpha1.ConditionEmbeddingsSynced: synced, v1alpha1.ConditionReady: ready,
+	})
+}
+
+// applyError reports a pass that stopped before an outcome. A write
+// conflict (another writer published first) changes nothing: the retry
+// follows at once.
+func applyError(tc *v1alpha1.ToolCatalog, err error) {
+	var se *stepError
+	switch {
+	case errors.Is(err, contract.ErrConflict):
+		if meta.FindStatusCondition(tc.Status.Conditions, v1alpha1.ConditionReady) == nil {
+			setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, "first pass in progress")
 		}
-		st.FailingTools = append(st.FailingTools, v1alpha1.ToolFailure{ToolDefinition: f.toolDefinition, Tool: f.tool, Reason: f.reason, Message: truncate(f.message, 512)})
+	case errors.As(err, &se):
+		if se.terminal {
+			tc.Status.ObservedGeneration = tc.Generation
+		}
+		if se.published {
+			setCondition(tc, v1alpha1.ConditionPublished, metav1.ConditionFalse, se.reason, se.message)
+		}
+		setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionFalse, se.reason, se.message)
+	default:
+		setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonAPIError, fmt.Sprintf("the pass failed: %v; retrying with backoff", err))
 	}
 }
 
-// syncedCondition summarises the tools for EmbeddingsSynced.
-func (p *pass) syncedCondition() (metav1.ConditionStatus, string, string) {
-	count := func(pred func(toolFailure) bool) (n int, names []string) {
-		for _, f := range p.failures {
-			if pred(f) {
-				n++
-				names = append(names, f.tool)
-			}
-		}
-		sort.Strings(names)
-		return n, names
-	}
-	byReason := func(reasons ...string) func(toolFailure) bool {
-		return func(f toolFailure) bool {
-			for _, r := range reasons {
-				if f.reason == r {
-					return true
-				}
-			}
-			return false
-		}
-	}
-	if n, names := count(func(f toolFailure) bool { return f.kind == embedding.KindAuth }); n > 0 {
-		return metav1.ConditionFalse, v1alpha1.ReasonProviderAuthFailed, fmt.Sprintf("the provider rejected the API key for %d tools (%s): check the apiKeySecretRef Secret", n, listNames(names))
-	}
-	if n, names := count(byReason(v1alpha1.ReasonQueryGenerationFailed, v1alpha1.ReasonEmbeddingError)); n > 0 {
-		return metav1.ConditionFalse, v1alpha1.ReasonToolsFailed, fmt.Sprintf("%d tools failed to refresh and keep their previous embedding (%s); see status.failingTools", n, listNames(names))
-	}
-	if n, names := count(byReason(v1alpha1.ReasonNameConflict)); n > 0 {
-		return metav1.ConditionFalse, v1alpha1.ReasonNameConflict, fmt.Sprintf("%d ToolDefinitions share tool names (%s): rename or unselect all but one", n, listNames(names))
-	}
-	if n, names := count(byReason(v1alpha1.ReasonInvalidSpec)); n > 0 {
-		return metav1.ConditionFalse, v1alpha1.ReasonToolsRejected, fmt.Sprintf("%d selected ToolDefinitions are invalid and left out (%s); see their Valid condition", n, listNames(names))
-	}
-	if p.blocked != "" {
-		return metav1.ConditionFalse, v1alpha1.ReasonPublishBlocked, p.blocked
-	}
-	if pending := p.pendingTools(); len(pending) > 0 {
-		return metav1.ConditionFalse, v1alpha1.ReasonRefreshPending, fmt.Sprintf("%d tools wait for the next pass (%s)", len(pending), listNames(pending))
-	}
-	return metav1.ConditionTrue, v1alpha1.ReasonAllEmbedded, fmt.Sprintf("%d of %d tools embedded with %s", len(p.tools), len(p.tools), p.cfg.Embedder.Model())
+func condition(status metav1.ConditionStatus, reason, message string) metav1.Condition {
+	return metav1.Condition{Status: status, Reason: reason, Message: message}
 }
 
-// pendingTools lists tools a restricted refresh left for the next pass.
-func (p *pass) pendingTools() []string {
-	var names []string
-	for _, pl := range p.plans {
-		if pl.Deferred {
-			names = append(names, pl.Name)
+func setConditions(tc *v1alpha1.ToolCatalog, conds map[string]metav1.Condition) {
+	for _, t := range []string{v1alpha1.ConditionPublished, v1alpha1.ConditionEmbeddingsSynced, v1alpha1.ConditionReady} {
+		if c, ok := conds[t]; ok {
+			setCondition(tc, t, c.Status, c.Reason, c.Message)
 		}
 	}
-	return names
 }
 
-func listNames(names []string) string {
-	const show = 5
-	if len(names) <= show {
-		return strings.Join(names, ", ")
+func conditionReason(obj interface{ GetConditions() *[]metav1.Condition }, t string) string {
+	if c := meta.FindStatusCondition(*obj.GetConditions(), t); c != nil {
+		return c.Reason
 	}
-	return strings.Join(names[:show], ", ") + fmt.Sprintf(" and %d more", len(names)-show)
+	return ""
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+func observeCounts(tc *v1alpha1.ToolCatalog, c v1alpha1.ToolCounts) {
+	id := catalogID(tc)
+	for state, n := range map[string]int32{"selected": c.Tools, "embedded": c.Embedded, "stale": c.Stale, "invalid": c.Invalid, "failed": c.Failed, "rejected": c.Rejected} {
+		metrics.Tools.WithLabelValues(id, state).Set(float64(n))
 	}
-	return s[:n-3] + "..."
+	metrics.Version.WithLabelValues(id).Set(float64(tc.Status.Version))
+}
+
+// patchStatus writes the status changes of obj since base, if any.
+func patchStatus(ctx context.Context, c client.Client, base, obj client.Object) error {
+	patch := client.MergeFrom(base)
+	data, err := patch.Data(obj)
+	if err != nil {
+		return fmt.Errorf("computing status patch: %w", err)
+	}
+	if string(data) == "{}" {
+		return nil
+	}
+	if err := c.Status().Patch(ctx, obj, patch); err != nil {
+		return fmt.Errorf("patching status: %w", client.IgnoreNotFound(err))
+	}
+	return nil
 }
 
 // recordFieldOwner is the server-side apply field manager with which a
-// catalog owns its entry in ToolDefinition status.catalogs.
+// catalog owns its entry in ToolDefinition status.catalogs. Field managers
+// are at most 128 bytes: a long name is shortened with a hash of the whole
+// name, so two long names never share a manager.
 func recordFieldOwner(tc *v1alpha1.ToolCatalog) string {
-	return truncate("toolcatalog.dev/catalog-"+tc.Name, 128)
-}
-
-// desiredRecords computes each selected ToolDefinition's record for this
-// catalog, keyed by ToolDefinition name.
-func (p *pass) desiredRecords(existing map[string]*v1alpha1.CatalogEmbeddingStatus) map[string]v1alpha1.CatalogEmbeddingStatus {
-	out := map[string]v1alpha1.CatalogEmbeddingStatus{}
-	base := func(tdName, tool string) v1alpha1.CatalogEmbeddingStatus {
-		rec := v1alpha1.CatalogEmbeddingStatus{Catalog: p.tc.Name}
-		m := p.stored[tool].Metadata
-		if res, ok := p.results[tool]; ok && p.blocked == "" {
-			m = &res.meta
-		}
-		if m == nil {
-			return rec
-		}
-		rec.SpecHash, rec.Model, rec.QueryCount = m.SpecHash, m.Model, int32(len(m.SyntheticQueries))
-		t := metav1.NewTime(m.EmbeddedAt)
-		rec.EmbeddedTime = &t
-		rec.CatalogVersion = p.version
-		if old := existing[tdName]; old != nil && old.SpecHash == rec.SpecHash && old.Model == rec.Model && old.CatalogVersion > 0 {
-			if _, fresh := p.results[tool]; !fresh || !p.published {
-				rec.CatalogVersion = old.CatalogVersion
-			}
-		}
-		return rec
+	const prefix, limit = "toolcatalog.dev/catalog-", 128
+	if len(prefix)+len(tc.Name) <= limit {
+		return prefix + tc.Name
 	}
-	for _, t := range p.tools {
-		out[t.td.Name] = base(t.td.Name, t.entry.Name)
-	}
-	for _, f := range p.failures {
-		rec := base(f.toolDefinition, f.tool)
-		if p.tool(f.tool) == nil || p.tool(f.tool).td.Name != f.toolDefinition {
-			// Rejected or conflicting: what is stored under the name may
-			// belong to another ToolDefinition.
-			rec = v1alpha1.CatalogEmbeddingStatus{Catalog: p.tc.Name}
-			if old := existing[f.toolDefinition]; old != nil {
-				rec = *old
-			}
-		}
-		rec.Reason, rec.Message = f.reason, truncate(f.message, 1024)
-		out[f.toolDefinition] = rec
-	}
-	return out
+	sum := sha256.Sum256([]byte(tc.Name))
+	suffix := "-" + hex.EncodeToString(sum[:8])
+	return prefix + tc.Name[:limit-len(prefix)-len(suffix)] + suffix
 }
 
 // syncRecords writes each selected ToolDefinition's record with
 // server-side apply under this catalog's field manager, and removes the
 // records of ToolDefinitions the catalog no longer selects. Only records
 // that differ are written.
-func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, p *pass) error {
+func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.ToolCatalog, o *catalog.Outcome) error {
 	list := &v1alpha1.ToolDefinitionList{}
-	if err := r.List(ctx, list, client.InNamespace(p.tc.Namespace)); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(tc.Namespace)); err != nil {
 		return fmt.Errorf("listing ToolDefinitions: %w", err)
 	}
 	existing := map[string]*v1alpha1.CatalogEmbeddingStatus{}
 	for i := range list.Items {
-		if rec := recordOf(&list.Items[i], p.tc.Name); rec != nil {
+		if rec := recordOf(&list.Items[i], tc.Name); rec != nil {
 			existing[list.Items[i].Name] = rec
 		}
 	}
-	desired := p.desiredRecords(existing)
+	desired := o.Records(existing)
 	for i := range list.Items {
 		td := &list.Items[i]
 		want, selected := desired[td.Name]
 		have := existing[td.Name]
 		switch {
-		case selected && have != nil && sameRecord(*have, want):
+		case selected && have != nil && catalog.SameRecord(*have, want):
 			continue
 		case !selected && have == nil:
 			continue
@@ -226,7 +183,7 @@ func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, p *pass) error 
 		if selected {
 			rec = &want
 		}
-		if err := r.applyRecord(ctx, p.tc, td, rec); err != nil {
+		if err := r.applyRecord(ctx, tc, td, rec); err != nil {
 			return err
 		}
 	}
@@ -243,7 +200,7 @@ func (r *ToolCatalogReconciler) applyRecord(ctx context.Context, tc *v1alpha1.To
 	u.SetName(td.Name)
 	records := []any{}
 	if rec != nil {
-		m, err := toUnstructured(rec)
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rec)
 		if err != nil {
 			return err
 		}
@@ -268,30 +225,23 @@ func recordOf(td *v1alpha1.ToolDefinition, catalog string) *v1alpha1.CatalogEmbe
 	return nil
 }
 
-func sameRecord(a, b v1alpha1.CatalogEmbeddingStatus) bool {
-	ta, tb := int64(0), int64(0)
-	if a.EmbeddedTime != nil {
-		ta = a.EmbeddedTime.Unix()
-	}
-	if b.EmbeddedTime != nil {
-		tb = b.EmbeddedTime.Unix()
-	}
-	return a.Catalog == b.Catalog && a.SpecHash == b.SpecHash && a.Model == b.Model && a.QueryCount == b.QueryCount &&
-		a.CatalogVersion == b.CatalogVersion && ta == tb && a.Reason == b.Reason && a.Message == b.Message
-}
-
 // recordEvents emits events for what changed, comparing the old status
 // with the new one: never on a no-op pass.
-func (r *ToolCatalogReconciler) recordEvents(base, tc *v1alpha1.ToolCatalog, p *pass) {
-	if p != nil && p.published {
-		r.Recorder.Eventf(tc, nil, corev1.EventTypeNormal, v1alpha1.ReasonVersionPublished, "Publish", "published version %d: %s", p.version, p.summary())
-	}
-	if p != nil && len(p.failures) > 0 && failuresChanged(base.Status.FailingTools, tc.Status.FailingTools) {
-		var parts []string
-		for _, f := range tc.Status.FailingTools {
-			parts = append(parts, fmt.Sprintf("%s (%s)", f.Tool, f.Reason))
+func (r *ToolCatalogReconciler) recordEvents(base, tc *v1alpha1.ToolCatalog, res passResult) {
+	if o := res.outcome; o != nil {
+		if o.Published {
+			r.Recorder.Eventf(tc, nil, corev1.EventTypeNormal, v1alpha1.ReasonVersionPublished, "Publish", "published version %d: %s", o.Version, o.Summary())
 		}
-		r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonToolsFailed, "Refresh", "%d tools not refreshed: %s", len(p.failures), listNames(parts))
+		if failures := o.Failures(); len(failures) > 0 && failuresChanged(base.Status.FailingTools, tc.Status.FailingTools) {
+			var parts []string
+			for _, f := range tc.Status.FailingTools {
+				parts = append(parts, fmt.Sprintf("%s (%s)", f.Tool, f.Reason))
+			}
+			r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonToolsFailed, "Refresh", "%d tools not refreshed: %s", len(failures), catalog.ListNames(parts))
+		}
+		if res.request.Invalid != "" {
+			r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalidRefreshRequest, "Refresh", "%s", res.request.Invalid)
+		}
 	}
 	before := meta.FindStatusCondition(base.Status.Conditions, v1alpha1.ConditionReady)
 	after := meta.FindStatusCondition(tc.Status.Conditions, v1alpha1.ConditionReady)
@@ -316,21 +266,4 @@ func failuresChanged(a, b []v1alpha1.ToolFailure) bool {
 		}
 	}
 	return false
-}
-
-// summary says what a published version changed.
-func (p *pass) summary() string {
-	var embedded []string
-	for name := range p.results {
-		embedded = append(embedded, name)
-	}
-	sort.Strings(embedded)
-	parts := []string{fmt.Sprintf("%d tools", len(p.doc.Tools))}
-	if len(embedded) > 0 {
-		parts = append(parts, fmt.Sprintf("embedded %d (%s)", len(embedded), listNames(embedded)))
-	}
-	if len(p.removed) > 0 {
-		parts = append(parts, fmt.Sprintf("removed %d (%s)", len(p.removed), listNames(p.removed)))
-	}
-	return strings.Join(parts, ", ")
 }

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 // ToolDefinitionReconciler validates ToolDefinitions and records their spec
@@ -51,22 +51,22 @@ func (r *ToolDefinitionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 
 	base := td.DeepCopy()
 	defer func() {
-		if err := r.patchStatus(ctx, base, td); err != nil {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
-		}
+		retErr = errors.Join(retErr, patchStatus(ctx, r.Client, base, td))
 	}()
 
 	if err := r.reconcileSpec(ctx, base, td); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.reconcileEmbedded(ctx, td)
+	if err := r.reconcileEmbedded(ctx, td); err != nil {
+		return ctrl.Result{}, err
+	}
 	td.Status.ObservedGeneration = td.Generation
 	return ctrl.Result{}, nil
 }
 
 // reconcileSpec computes the spec hash and the Valid and Ready conditions.
 func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *v1alpha1.ToolDefinition) error {
-	params := parametersBytes(td)
+	params := catalog.Parameters(td)
 	hash, err := catalog.SpecHash(td.Spec.Name, td.Spec.Description, params)
 	if err != nil {
 		// The API server only stores JSON objects here, so this is a bug
@@ -96,8 +96,13 @@ func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *
 
 // reconcileEmbedded derives Embedded from the records the selecting
 // catalogs wrote, and Ready from Valid and Embedded.
-func (r *ToolDefinitionReconciler) reconcileEmbedded(ctx context.Context, td *v1alpha1.ToolDefinition) {
-	catalogs := catalogsSelecting(ctx, r.Client, td)
+func (r *ToolDefinitionReconciler) reconcileEmbedded(ctx context.Context, td *v1alpha1.ToolDefinition) error {
+	catalogs, err := catalogsSelecting(ctx, r.Client, td)
+	if err != nil {
+		// Without the list, "not selected" could be a lie: keep the
+		// conditions as they are and retry.
+		return err
+	}
 	sort.Strings(catalogs)
 	var failed, pending, done []string
 	for _, name := range catalogs {
@@ -123,10 +128,10 @@ func (r *ToolDefinitionReconciler) reconcileEmbedded(ctx context.Context, td *v1
 	case len(pending) > 0:
 		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonEmbeddingPending, strings.Join(pending, "; ")
 	}
-	setCondition(td, v1alpha1.ConditionEmbedded, status, reason, truncate(message, 1024))
+	setCondition(td, v1alpha1.ConditionEmbedded, status, reason, text.Truncate(message, 1024))
 
 	if valid := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid); valid == nil || valid.Status != metav1.ConditionTrue {
-		return
+		return nil
 	}
 	switch {
 	case status == metav1.ConditionTrue:
@@ -135,8 +140,9 @@ func (r *ToolDefinitionReconciler) reconcileEmbedded(ctx context.Context, td *v1
 		// Nothing to wait for: a valid tool no catalog selects is ready.
 		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSpecValid, "tool spec is valid; no catalog selects it")
 	default:
-		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, truncate(message, 1024))
+		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, text.Truncate(message, 1024))
 	}
+	return nil
 }
 
 // recordValidTransition emits an event when validity changes, or when a
@@ -153,21 +159,6 @@ func (r *ToolDefinitionReconciler) recordValidTransition(base, td *v1alpha1.Tool
 	case before != nil && before.Status == metav1.ConditionFalse:
 		r.Recorder.Eventf(td, nil, corev1.EventTypeNormal, after.Reason, "Validate", "tool %s is valid again", td.Spec.Name)
 	}
-}
-
-func (r *ToolDefinitionReconciler) patchStatus(ctx context.Context, base, td *v1alpha1.ToolDefinition) error {
-	patch := client.MergeFrom(base)
-	data, err := patch.Data(td)
-	if err != nil {
-		return fmt.Errorf("computing status patch: %w", err)
-	}
-	if string(data) == "{}" {
-		return nil
-	}
-	if err := r.Status().Patch(ctx, td, patch); err != nil {
-		return fmt.Errorf("patching status: %w", client.IgnoreNotFound(err))
-	}
-	return nil
 }
 
 // SetupWithManager registers the controller. It runs on spec and label
@@ -227,13 +218,6 @@ func (catalogRecordsChanged) Update(e event.UpdateEvent) bool {
 	o, ok1 := e.ObjectOld.(*v1alpha1.ToolDefinition)
 	n, ok2 := e.ObjectNew.(*v1alpha1.ToolDefinition)
 	return ok1 && ok2 && !equality.Semantic.DeepEqual(o.Status.Catalogs, n.Status.Catalogs)
-}
-
-func parametersBytes(td *v1alpha1.ToolDefinition) []byte {
-	if td.Spec.Parameters == nil {
-		return nil
-	}
-	return td.Spec.Parameters.Raw
 }
 
 // setCondition sets a condition stamped with the object's generation.

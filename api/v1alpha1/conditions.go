@@ -130,6 +130,16 @@ const (
 	// ReasonInvalidRefreshRequest means a refresh annotation could not be
 	// understood; it is recorded as handled and ignored.
 	ReasonInvalidRefreshRequest = "InvalidRefreshRequest"
+	// ReasonKeyPrefixConflict means another ToolCatalog, created earlier,
+	// already publishes under the same Redis address and key prefix; this
+	// one writes nothing until one of them moves.
+	ReasonKeyPrefixConflict = "KeyPrefixConflict"
+	// ReasonAPIError means reading from the Kubernetes API failed (listing
+	// ToolDefinitions, reading a Secret); the pass is retried with backoff.
+	ReasonAPIError = "KubernetesAPIError"
+	// ReasonReconciling (Ready=Unknown) means the first pass has not
+	// finished yet.
+	ReasonReconciling = "Reconciling"
 )
 
 // Per-tool failure reasons, used in ToolCatalog status.failingTools and in

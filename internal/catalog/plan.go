@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 )
 
 // Action is what a pass does for one tool.
@@ -24,40 +24,12 @@ func (a Action) String() string {
 	return [...]string{"none", "embed", "regenerate"}[a]
 }
 
-// Mode is a refresh request's mode; "" is a normal pass.
-type Mode string
-
-// Refresh modes (the values of the toolcatalog.dev/refresh-mode annotation).
-const (
-	ModeNormal      Mode = ""
-	ModeForce       Mode = "force"
-	ModeInvalidOnly Mode = "invalid-only"
-	ModeEmbedOnly   Mode = "embed-only"
-)
-
-// PlanTool is a selected, valid tool.
-type PlanTool struct {
-	// Name is spec.name.
-	Name string
-	// SpecHash is the current spec hash.
-	SpecHash string
-	// ExampleQueries are the curated queries.
-	ExampleQueries []string
-}
-
-// StoredTool is what Redis holds for a tool.
-type StoredTool struct {
-	// Metadata is the parsed entry; nil when absent or unreadable.
-	Metadata *contract.Metadata
-	// MetadataErr says why an existing entry could not be read.
-	MetadataErr error
-	// HasVector is true when P:embeddings has an entry.
-	HasVector bool
-}
+// modeNormal is a pass without a refresh request (or with targets only).
+const modeNormal v1alpha1.RefreshMode = ""
 
 // PlanInput is everything a pass's plan depends on.
 type PlanInput struct {
-	Tools  []PlanTool
+	Tools  []Tool
 	Stored map[string]StoredTool
 	// Model and Dimensions identify the configured embedding; Dimensions
 	// 0 means any length is accepted.
@@ -67,12 +39,14 @@ type PlanInput struct {
 	QueriesPerTool int
 	// Mode and Targets come from a refresh request; empty Targets means
 	// every tool.
-	Mode    Mode
+	Mode    v1alpha1.RefreshMode
 	Targets []string
 }
 
 // ToolPlan is the plan for one tool.
 type ToolPlan struct {
+	// Tool is the selected tool; Name is its spec.name.
+	Tool Tool
 	Name string
 	// Stale says the stored vector does not match the current spec or
 	// model; StaleReason says how.
@@ -118,28 +92,28 @@ func Plan(in PlanInput) []ToolPlan {
 		targeted[t] = true
 	}
 	mode := in.Mode
-	if mode == ModeNormal && len(in.Targets) > 0 {
-		mode = ModeForce
+	if mode == modeNormal && len(in.Targets) > 0 {
+		mode = v1alpha1.RefreshModeForce
 	}
 	plans := make([]ToolPlan, 0, len(in.Tools))
 	for _, t := range in.Tools {
 		p := classify(t, in)
 		normal := normalAction(p)
-		isTarget := len(in.Targets) == 0 || targeted[t.Name]
+		isTarget := len(in.Targets) == 0 || targeted[t.Entry.Name]
 		switch {
-		case mode == ModeNormal || !isTarget:
+		case mode == modeNormal || !isTarget:
 			// Non-targeted tools of a forced refresh get normal work;
 			// restricted modes leave them for the next pass.
-			if mode == ModeNormal || mode == ModeForce {
+			if mode == modeNormal || mode == v1alpha1.RefreshModeForce {
 				p.Action = normal
 			}
-		case mode == ModeForce:
+		case mode == v1alpha1.RefreshModeForce:
 			p.Action = ActionRegenerate
-		case mode == ModeInvalidOnly:
+		case mode == v1alpha1.RefreshModeInvalidOnly:
 			if p.Invalid {
 				p.Action = ActionRegenerate
 			}
-		case mode == ModeEmbedOnly:
+		case mode == v1alpha1.RefreshModeEmbedOnly:
 			// Only a tool whose queries still describe its spec can be
 			// re-embedded without generating.
 			if !p.Invalid && !specChanged(p) {
@@ -147,14 +121,14 @@ func Plan(in PlanInput) []ToolPlan {
 			}
 		}
 		p.Deferred = p.Action == ActionNone && normal != ActionNone
-		stored := in.Stored[t.Name]
-		expected := ExpectedQueries(in.QueriesPerTool, t.ExampleQueries)
+		stored := in.Stored[t.Entry.Name]
+		expected := ExpectedQueries(in.QueriesPerTool, t.Examples)
 		switch p.Action {
 		case ActionEmbed:
 			p.Queries = append([]string(nil), stored.Metadata.SyntheticQueries...)
 		case ActionRegenerate:
-			p.Queries = append([]string(nil), t.ExampleQueries...)
-			p.Generate = expected - len(t.ExampleQueries)
+			p.Queries = append([]string(nil), t.Examples...)
+			p.Generate = expected - len(t.Examples)
 		}
 		plans = append(plans, p)
 	}
@@ -170,16 +144,16 @@ const (
 	StaleNoVector    = "vector is missing"
 )
 
-func classify(t PlanTool, in PlanInput) ToolPlan {
-	p := ToolPlan{Name: t.Name}
-	stored, ok := in.Stored[t.Name]
+func classify(t Tool, in PlanInput) ToolPlan {
+	p := ToolPlan{Tool: t, Name: t.Entry.Name}
+	stored, ok := in.Stored[t.Entry.Name]
 	m := stored.Metadata
 	switch {
 	case !ok || (m == nil && stored.MetadataErr == nil):
 		p.Stale, p.StaleReason = true, StaleNew
 	case m == nil:
 		p.Stale, p.StaleReason = true, StaleUnreadable
-	case m.SpecHash != t.SpecHash:
+	case m.SpecHash != t.Entry.SpecHash:
 		p.Stale, p.StaleReason = true, StaleSpecChanged
 	case m.Model != in.Model || (in.Dimensions > 0 && m.Dimensions != in.Dimensions):
 		p.Stale, p.StaleReason = true, StaleModel
@@ -190,7 +164,7 @@ func classify(t PlanTool, in PlanInput) ToolPlan {
 		p.Invalid, p.InvalidReason = true, "no stored query set"
 		return p
 	}
-	if reason := invalidQuerySet(m.SyntheticQueries, ExpectedQueries(in.QueriesPerTool, t.ExampleQueries), t.ExampleQueries); reason != "" {
+	if reason := invalidQuerySet(m.SyntheticQueries, ExpectedQueries(in.QueriesPerTool, t.Examples), t.Examples); reason != "" {
 		p.Invalid, p.InvalidReason = true, reason
 	}
 	return p

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -17,29 +18,29 @@ var fiveQueries = []string{"q1", "q2", "q3", "q4", "q5"}
 func TestPlanClassification(t *testing.T) {
 	tests := []struct {
 		name        string
-		tool        PlanTool
+		tool        Tool
 		stored      *StoredTool
 		wantStale   string
 		wantInvalid bool
 		wantAction  Action
 		wantGen     int
 	}{
-		{"up to date", PlanTool{Name: "a", SpecHash: "h"}, ptr(stored("h", "m", 8, fiveQueries...)), "", false, ActionNone, 0},
-		{"new tool", PlanTool{Name: "a", SpecHash: "h"}, nil, StaleNew, true, ActionRegenerate, 5},
-		{"unreadable metadata", PlanTool{Name: "a", SpecHash: "h"}, &StoredTool{MetadataErr: errors.New("bad json"), HasVector: true}, StaleUnreadable, true, ActionRegenerate, 5},
-		{"spec changed", PlanTool{Name: "a", SpecHash: "h2"}, ptr(stored("h", "m", 8, fiveQueries...)), StaleSpecChanged, false, ActionRegenerate, 5},
-		{"model changed keeps queries", PlanTool{Name: "a", SpecHash: "h"}, ptr(stored("h", "old-model", 8, fiveQueries...)), StaleModel, false, ActionEmbed, 0},
-		{"dimensions changed", PlanTool{Name: "a", SpecHash: "h"}, ptr(stored("h", "m", 4, fiveQueries...)), StaleModel, false, ActionEmbed, 0},
-		{"vector missing", PlanTool{Name: "a", SpecHash: "h"}, &StoredTool{Metadata: stored("h", "m", 8, fiveQueries...).Metadata}, StaleNoVector, false, ActionEmbed, 0},
-		{"too few queries", PlanTool{Name: "a", SpecHash: "h"}, ptr(stored("h", "m", 8, "q1", "q2")), "", true, ActionRegenerate, 5},
-		{"empty query", PlanTool{Name: "a", SpecHash: "h"}, ptr(stored("h", "m", 8, "q1", "q2", " ", "q4", "q5")), "", true, ActionRegenerate, 5},
-		{"example kept, rest generated", PlanTool{Name: "a", SpecHash: "h2", ExampleQueries: []string{"ex1", "ex2"}}, ptr(stored("h", "m", 8, fiveQueries...)), StaleSpecChanged, true, ActionRegenerate, 3},
-		{"new example makes the set invalid", PlanTool{Name: "a", SpecHash: "h", ExampleQueries: []string{"ex1"}}, ptr(stored("h", "m", 8, fiveQueries...)), "", true, ActionRegenerate, 4},
-		{"examples above queriesPerTool all count", PlanTool{Name: "a", SpecHash: "h", ExampleQueries: []string{"1", "2", "3", "4", "5", "6"}}, ptr(stored("h", "m", 8, "1", "2", "3", "4", "5", "6")), "", false, ActionNone, 0},
+		{"up to date", tool("a", "h"), ptr(stored("h", "m", 8, fiveQueries...)), "", false, ActionNone, 0},
+		{"new tool", tool("a", "h"), nil, StaleNew, true, ActionRegenerate, 5},
+		{"unreadable metadata", tool("a", "h"), &StoredTool{MetadataErr: errors.New("bad json"), HasVector: true}, StaleUnreadable, true, ActionRegenerate, 5},
+		{"spec changed", tool("a", "h2"), ptr(stored("h", "m", 8, fiveQueries...)), StaleSpecChanged, false, ActionRegenerate, 5},
+		{"model changed keeps queries", tool("a", "h"), ptr(stored("h", "old-model", 8, fiveQueries...)), StaleModel, false, ActionEmbed, 0},
+		{"dimensions changed", tool("a", "h"), ptr(stored("h", "m", 4, fiveQueries...)), StaleModel, false, ActionEmbed, 0},
+		{"vector missing", tool("a", "h"), &StoredTool{Metadata: stored("h", "m", 8, fiveQueries...).Metadata}, StaleNoVector, false, ActionEmbed, 0},
+		{"too few queries", tool("a", "h"), ptr(stored("h", "m", 8, "q1", "q2")), "", true, ActionRegenerate, 5},
+		{"empty query", tool("a", "h"), ptr(stored("h", "m", 8, "q1", "q2", " ", "q4", "q5")), "", true, ActionRegenerate, 5},
+		{"example kept, rest generated", tool("a", "h2", "ex1", "ex2"), ptr(stored("h", "m", 8, fiveQueries...)), StaleSpecChanged, true, ActionRegenerate, 3},
+		{"new example makes the set invalid", tool("a", "h", "ex1"), ptr(stored("h", "m", 8, fiveQueries...)), "", true, ActionRegenerate, 4},
+		{"examples above queriesPerTool all count", tool("a", "h", "1", "2", "3", "4", "5", "6"), ptr(stored("h", "m", 8, "1", "2", "3", "4", "5", "6")), "", false, ActionNone, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := PlanInput{Tools: []PlanTool{tt.tool}, Stored: map[string]StoredTool{}, Model: "m", Dimensions: 8, QueriesPerTool: 5}
+			in := PlanInput{Tools: []Tool{tt.tool}, Stored: map[string]StoredTool{}, Model: "m", Dimensions: 8, QueriesPerTool: 5}
 			if tt.stored != nil {
 				in.Stored["a"] = *tt.stored
 			}
@@ -53,8 +54,8 @@ func TestPlanClassification(t *testing.T) {
 			if p.Action != tt.wantAction || p.Generate != tt.wantGen {
 				t.Errorf("action %s generate %d, want %s %d", p.Action, p.Generate, tt.wantAction, tt.wantGen)
 			}
-			if p.Action == ActionRegenerate && !slices.Equal(p.Queries, tt.tool.ExampleQueries) {
-				t.Errorf("regenerate keeps %q, want the examples %q", p.Queries, tt.tool.ExampleQueries)
+			if p.Action == ActionRegenerate && !slices.Equal(p.Queries, tt.tool.Examples) {
+				t.Errorf("regenerate keeps %q, want the examples %q", p.Queries, tt.tool.Examples)
 			}
 			if p.Action == ActionEmbed && !slices.Equal(p.Queries, tt.stored.Metadata.SyntheticQueries) {
 				t.Errorf("embed uses %q, want the stored set", p.Queries)
@@ -65,12 +66,16 @@ func TestPlanClassification(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+func tool(name, hash string, examples ...string) Tool {
+	return Tool{Object: name, Entry: contract.Tool{Name: name, SpecHash: hash}, Examples: examples}
+}
+
 func TestPlanModes(t *testing.T) {
-	tools := []PlanTool{
-		{Name: "fresh", SpecHash: "h"},
-		{Name: "changed", SpecHash: "new"},
-		{Name: "broken", SpecHash: "h"},
-		{Name: "remodel", SpecHash: "h"},
+	tools := []Tool{
+		tool("fresh", "h"),
+		tool("changed", "new"),
+		tool("broken", "h"),
+		tool("remodel", "h"),
 	}
 	st := map[string]StoredTool{
 		"fresh":   stored("h", "m", 8, fiveQueries...),
@@ -79,18 +84,18 @@ func TestPlanModes(t *testing.T) {
 		"remodel": stored("h", "other", 8, fiveQueries...),
 	}
 	tests := []struct {
-		mode     Mode
+		mode     v1alpha1.RefreshMode
 		targets  []string
 		want     map[string]Action
 		deferred []string
 	}{
-		{ModeNormal, nil, map[string]Action{"fresh": ActionNone, "changed": ActionRegenerate, "broken": ActionRegenerate, "remodel": ActionEmbed}, nil},
-		{ModeForce, nil, map[string]Action{"fresh": ActionRegenerate, "changed": ActionRegenerate, "broken": ActionRegenerate, "remodel": ActionRegenerate}, nil},
-		{ModeForce, []string{"fresh"}, map[string]Action{"fresh": ActionRegenerate, "changed": ActionRegenerate, "broken": ActionRegenerate, "remodel": ActionEmbed}, nil},
-		{ModeNormal, []string{"fresh"}, map[string]Action{"fresh": ActionRegenerate, "changed": ActionRegenerate, "broken": ActionRegenerate, "remodel": ActionEmbed}, nil},
-		{ModeInvalidOnly, nil, map[string]Action{"fresh": ActionNone, "changed": ActionNone, "broken": ActionRegenerate, "remodel": ActionNone}, []string{"changed", "remodel"}},
-		{ModeEmbedOnly, nil, map[string]Action{"fresh": ActionEmbed, "changed": ActionNone, "broken": ActionNone, "remodel": ActionEmbed}, []string{"changed", "broken"}},
-		{ModeEmbedOnly, []string{"remodel"}, map[string]Action{"fresh": ActionNone, "changed": ActionNone, "broken": ActionNone, "remodel": ActionEmbed}, []string{"changed", "broken"}},
+		{modeNormal, nil, map[string]Action{"fresh": ActionNone, "changed": ActionRegenerate, "broken": ActionRegenerate, "remodel": ActionEmbed}, nil},
+		{v1alpha1.RefreshModeForce, nil, map[string]Action{"fresh": ActionRegenerate, "changed": ActionRegenerate, "broken": ActionRegenerate, "remodel": ActionRegenerate}, nil},
+		{v1alpha1.RefreshModeForce, []string{"fresh"}, map[string]Action{"fresh": ActionRegenerate, "changed": ActionRegenerate, "broken": ActionRegenerate, "remodel": ActionEmbed}, nil},
+		{modeNormal, []string{"fresh"}, map[string]Action{"fresh": ActionRegenerate, "changed": ActionRegenerate, "broken": ActionRegenerate, "remodel": ActionEmbed}, nil},
+		{v1alpha1.RefreshModeInvalidOnly, nil, map[string]Action{"fresh": ActionNone, "changed": ActionNone, "broken": ActionRegenerate, "remodel": ActionNone}, []string{"changed", "remodel"}},
+		{v1alpha1.RefreshModeEmbedOnly, nil, map[string]Action{"fresh": ActionEmbed, "changed": ActionNone, "broken": ActionNone, "remodel": ActionEmbed}, []string{"changed", "broken"}},
+		{v1alpha1.RefreshModeEmbedOnly, []string{"remodel"}, map[string]Action{"fresh": ActionNone, "changed": ActionNone, "broken": ActionNone, "remodel": ActionEmbed}, []string{"changed", "broken"}},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.mode)+"/"+joinNames(tt.targets), func(t *testing.T) {

@@ -23,6 +23,11 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
+// DefaultResync is how often a catalog is checked against Redis when
+// spec.publish.resyncInterval is unset (and the retry interval of a
+// configuration error).
+const DefaultResync = 10 * time.Minute
+
 // Config is a ToolCatalog's spec resolved against its Secrets.
 type Config struct {
 	Keys      contract.Keys
@@ -100,7 +105,7 @@ func (r *Resolver) Resolve(ctx context.Context, tc *v1alpha1.ToolCatalog) (*Conf
 		Concurrency:    int(orDefault(spec.QueryGeneration.Concurrency, embedding.DefaultConcurrency)),
 		Channel:        spec.Publish.Channel,
 		Retain:         int(orDefault(spec.Publish.RetainVersions, 5)),
-		Resync:         10 * time.Minute,
+		Resync:         DefaultResync,
 		Search: contract.SearchDefaults{
 			Method:              string(spec.Search.Method),
 			TopK:                int(orDefault(spec.Search.TopK, 5)),

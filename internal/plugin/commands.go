@@ -17,6 +17,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 func (o *Options) searchCommand() *cobra.Command {
@@ -58,7 +59,7 @@ func (o *Options) searchCommand() *cobra.Command {
 				if explain {
 					fmt.Fprintf(tw, "%d\t%s\t%s\t%.4f\t%s\t%s\n", i+1, r.Tool.Name, r.Why, r.Score, arm(r.Semantic), arm(r.BM25))
 				} else {
-					fmt.Fprintf(tw, "%d\t%s\t%.4f\t%s\n", i+1, r.Tool.Name, r.Score, truncate(r.Tool.Description, 70))
+					fmt.Fprintf(tw, "%d\t%s\t%.4f\t%s\n", i+1, r.Tool.Name, r.Score, text.Truncate(r.Tool.Description, 70))
 				}
 			}
 			return tw.Flush()
@@ -95,13 +96,6 @@ func arm(a *toolcatalog.Arm) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.4f (#%d)", a.Score, a.Rank)
-}
-
-func truncate(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }
 
 func (o *Options) describeToolCommand() *cobra.Command {

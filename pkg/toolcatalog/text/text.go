@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -69,4 +70,17 @@ func Stem(w string) string {
 		return string(r[:len(r)-1])
 	}
 	return w
+}
+
+// Truncate shortens s to at most n characters (runes, never cutting one in
+// half), ending it with "…" when anything was cut.
+func Truncate(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
 }

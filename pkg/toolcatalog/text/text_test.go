@@ -3,6 +3,7 @@ package text
 import (
 	"slices"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestWords(t *testing.T) {
@@ -21,6 +22,27 @@ func TestWords(t *testing.T) {
 	for _, tt := range tests {
 		if got := Words(tt.in); !slices.Equal(got, tt.want) {
 			t.Errorf("Words(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestTruncateNeverCutsACharacter(t *testing.T) {
+	tests := []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly", 7, "exactly"},
+		{"abcdefgh", 5, "abcd…"},
+		{"日本語のテキスト", 4, "日本語…"},
+		{"é🙂é🙂", 3, "é🙂…"},
+		{"x", 0, ""},
+	}
+	for _, tt := range tests {
+		got := Truncate(tt.in, tt.n)
+		if got != tt.want || !utf8.ValidString(got) || utf8.RuneCountInString(got) > max(tt.n, 0) {
+			t.Errorf("Truncate(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
 		}
 	}
 }

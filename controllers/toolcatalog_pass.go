@@ -1,0 +1,179 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
+	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+// passResult is what one pass of a catalog came to: the outcome of a pass
+// that ran to the end (published, or found nothing to publish), or the
+// error that stopped it.
+type passResult struct {
+	outcome *catalog.Outcome
+	err     error
+	// request is the refresh request the pass saw.
+	request catalog.Request
+	// resync is when the next periodic pass is due.
+	resync time.Duration
+}
+
+// stepError is a step's failure, classified for status: the condition
+// reason, a message that says what happened and what to do, and whether
+// retrying can help before something changes.
+type stepError struct {
+	reason, message string
+	// terminal means the user must change the catalog or a Secret.
+	terminal bool
+	// published means the step failed to reach Redis (Published=False).
+	published bool
+	err       error
+}
+
+func (e *stepError) Error() string { return e.message }
+func (e *stepError) Unwrap() error { return e.err }
+
+// runPass resolves the catalog's configuration and runs one refresh.
+func (r *ToolCatalogReconciler) runPass(ctx context.Context, tc *v1alpha1.ToolCatalog) passResult {
+	res := passResult{resync: catalogconfig.DefaultResync, request: catalog.ReadRequest(tc.Annotations, tc.Status.LastHandledRefreshAt)}
+	cfg, err := r.resolver().Resolve(ctx, tc)
+	if err != nil {
+		res.err = configError(err)
+		return res
+	}
+	res.resync = cfg.Resync
+	if err := r.checkKeyPrefix(ctx, tc, cfg); err != nil {
+		res.err = err
+		return res
+	}
+	passCtx, cancel := context.WithTimeout(ctx, r.passTimeout())
+	defer cancel()
+	if res.outcome, res.err = r.refresh(passCtx, tc, cfg, res.request); res.err != nil {
+		return res
+	}
+	res.err = r.syncRecords(ctx, tc, res.outcome)
+	return res
+}
+
+// configError classifies a failure to resolve the configuration.
+func configError(err error) error {
+	var cerr *catalogconfig.Error
+	if errors.As(err, &cerr) {
+		return &stepError{reason: cerr.Reason, message: cerr.Message, terminal: true, published: true, err: err}
+	}
+	return &stepError{reason: v1alpha1.ReasonAPIError, message: fmt.Sprintf("resolving the configuration: %v; retrying with backoff", err), err: err}
+}
+
+// refresh runs the pipeline of internal/catalog: select, read, plan,
+// generate and embed, build, publish.
+func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, req catalog.Request) (*catalog.Outcome, error) {
+	tds, err := r.selectedToolDefinitions(ctx, tc)
+	if err != nil {
+		return nil, err
+	}
+	sel, err := catalog.Select(tds)
+	if err != nil {
+		return nil, err
+	}
+	rc := r.Redis.Get(catalogID(tc), cfg.Redis)
+	snap, err := contract.Read(ctx, rc, cfg.Keys)
+	if err != nil {
+		metrics.RedisErrors.WithLabelValues(catalogID(tc), "read").Inc()
+		return nil, redisError(tc, err)
+	}
+	stored := catalog.ReadStored(snap)
+	plans := catalog.Plan(catalog.PlanInput{
+		Tools: sel.Tools, Stored: stored.Tools,
+		Model: cfg.Embedder.Model(), Dimensions: cfg.Dimensions, QueriesPerTool: cfg.QueriesPerTool,
+		Mode: req.Mode, Targets: req.Targets,
+	})
+	now := r.now()
+	refreshed := catalog.Refresh(ctx, catalog.Providers{Generator: cfg.Generator, Embedder: cfg.Embedder, Concurrency: cfg.Concurrency}, plans, now)
+	build, err := catalog.BuildDocument(catalog.BuildInput{
+		Catalog: catalogID(tc), Provider: cfg.Provider, Model: cfg.Embedder.Model(), Dimensions: cfg.Dimensions, Search: cfg.Search,
+		Plans: plans, Rejected: sel.Rejected, Refreshed: refreshed, Stored: stored, Now: now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &catalog.Outcome{
+		Catalog: tc.Name, Model: cfg.Embedder.Model(), Plans: plans, Rejected: sel.Rejected,
+		Refreshed: refreshed, Build: build, Stored: stored, Version: stored.Version,
+	}
+	if build.Changed {
+		if out.Version, err = r.publish(ctx, rc, tc, cfg, stored.Version, build); err != nil {
+			return nil, err
+		}
+		out.Published = true
+	}
+	return out, nil
+}
+
+// selectedToolDefinitions lists the ToolDefinitions the selector matches.
+func (r *ToolCatalogReconciler) selectedToolDefinitions(ctx context.Context, tc *v1alpha1.ToolCatalog) ([]v1alpha1.ToolDefinition, error) {
+	sel, err := metav1.LabelSelectorAsSelector(&tc.Spec.Selector)
+	if err != nil {
+		return nil, &stepError{reason: v1alpha1.ReasonInvalidConfiguration, message: fmt.Sprintf("spec.selector: %v", err), terminal: true, published: true, err: err}
+	}
+	list := &v1alpha1.ToolDefinitionList{}
+	if err := r.List(ctx, list, client.InNamespace(tc.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, &stepError{reason: v1alpha1.ReasonAPIError, message: fmt.Sprintf("listing ToolDefinitions: %v; retrying with backoff", err), err: err}
+	}
+	return list.Items, nil
+}
+
+// redisError classifies a failure to read or write Redis.
+func redisError(tc *v1alpha1.ToolCatalog, err error) error {
+	return &stepError{reason: v1alpha1.ReasonRedisUnavailable, published: true, err: err,
+		message: fmt.Sprintf("cannot reach Redis at %s: %v; retrying with backoff, nothing was written", joinAddresses(tc), err)}
+}
+
+// publish writes the build as the version after the one read, in one
+// MULTI/EXEC, then announces it. After Redis lost the catalog, versions
+// continue from the last one the status recorded, so consumers see a newer
+// version, not an older one.
+func (r *ToolCatalogReconciler) publish(ctx context.Context, rc redis.UniversalClient, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, read int64, b catalog.Build) (int64, error) {
+	version := max(read, tc.Status.Version) + 1
+	b.Document.Version = version
+	data, err := b.Document.Marshal()
+	if err != nil {
+		return 0, fmt.Errorf("encoding catalog document: %w", err)
+	}
+	id := catalogID(tc)
+	start := time.Now()
+	err = contract.Write(ctx, rc, cfg.Keys, contract.Update{
+		ExpectVersion: read, Version: version, Document: data,
+		Vectors: b.Vectors, Metadata: b.Metadata, Remove: b.Removed, Retain: cfg.Retain,
+	})
+	if errors.Is(err, contract.ErrConflict) {
+		return 0, err
+	}
+	if err != nil {
+		metrics.RedisErrors.WithLabelValues(id, "write").Inc()
+		return 0, redisError(tc, err)
+	}
+	metrics.PublishDuration.WithLabelValues(id).Observe(time.Since(start).Seconds())
+	metrics.ToolsEmbedded.WithLabelValues(id).Add(float64(len(b.Vectors)))
+
+	notice, _ := json.Marshal(contract.Notice{Catalog: b.Document.Catalog, Version: version, SchemaHash: b.Document.SchemaHash})
+	if err := contract.Notify(ctx, rc, cfg.Channel, notice); err != nil {
+		// The version is written; consumers that missed the notice find
+		// it when they next check P:version.
+		metrics.RedisErrors.WithLabelValues(id, "notify").Inc()
+		ctrl.LoggerFrom(ctx).Error(err, "Published version but could not announce it", "version", version)
+	}
+	return version, nil
+}

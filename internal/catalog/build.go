@@ -1,0 +1,162 @@
+package catalog
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+// BuildInput is everything a new catalog version is made of.
+type BuildInput struct {
+	// Catalog is namespace/name.
+	Catalog string
+	// Provider, Model and Dimensions describe the configured embedding;
+	// Dimensions 0 accepts any length.
+	Provider, Model string
+	Dimensions      int
+	Search          contract.SearchDefaults
+	Plans           []ToolPlan
+	// Rejected are the ToolDefinitions the selection left out.
+	Rejected  []Failure
+	Refreshed Refreshed
+	Stored    Stored
+	Now       time.Time
+}
+
+// Build is the catalog a pass would publish.
+type Build struct {
+	// Document is the new document, sealed, without a version yet.
+	Document *contract.Document
+	// Vectors and Metadata are the tools whose stored embedding changes;
+	// Removed are the tools whose embedding goes.
+	Vectors, Metadata map[string][]byte
+	Removed           []string
+	// Blocked explains why nothing may be published.
+	Blocked string
+	// Changed says a new version is due.
+	Changed bool
+}
+
+// BuildDocument assembles the catalog document. A tool is published with
+// its current spec when its embedding is current (or was made current in
+// this pass). A tool that failed, is deferred, rejected or in conflict keeps
+// the entry and vector it was last published with, if any: nothing already
+// published is lost because of a bad edit or a provider outage. Vectors of
+// two models are never published side by side.
+func BuildDocument(in BuildInput) (Build, error) {
+	doc := &contract.Document{
+		Catalog:     in.Catalog,
+		Embedding:   contract.EmbeddingInfo{Provider: in.Provider, Model: in.Model, Dimensions: in.Dimensions},
+		Search:      in.Search,
+		Permissions: map[string][]string{},
+	}
+	prev := in.Stored.Doc
+	inDoc := map[string]bool{}
+	keepPrevious := func(name string) {
+		entry, ok := prev.ToolByName(name)
+		if !ok || inDoc[name] || in.Stored.Vectors[name] == nil {
+			return
+		}
+		doc.Tools = append(doc.Tools, entry)
+		if perms, ok := prev.Permissions[name]; ok {
+			doc.Permissions[name] = perms
+		}
+		inDoc[name] = true
+	}
+	selected := map[string]bool{}
+	for _, pl := range in.Plans {
+		name := pl.Name
+		selected[name] = true
+		if _, embedded := in.Refreshed.Results[name]; embedded || !pl.Stale {
+			doc.Tools = append(doc.Tools, pl.Tool.Entry)
+			if len(pl.Tool.Principals) > 0 {
+				doc.Permissions[name] = pl.Tool.Principals
+			}
+			inDoc[name] = true
+			continue
+		}
+		keepPrevious(name)
+	}
+	for _, f := range in.Rejected {
+		if !selected[f.Tool] {
+			keepPrevious(f.Tool)
+		}
+	}
+
+	b := Build{Document: doc, Vectors: map[string][]byte{}, Metadata: map[string][]byte{}}
+	b.Blocked = mixedModels(in, doc, inDoc)
+	for name := range in.Stored.Tools {
+		if !inDoc[name] {
+			b.Removed = append(b.Removed, name)
+		}
+	}
+	sort.Strings(b.Removed)
+	if err := doc.Seal(); err != nil {
+		return Build{}, fmt.Errorf("building catalog document: %w", err)
+	}
+	doc.GeneratedAt = in.Now.UTC()
+
+	for name, res := range in.Refreshed.Results {
+		st := in.Stored.Tools[name]
+		if st.HasVector && string(in.Stored.Vectors[name]) == string(res.Vector) && sameEmbedding(st.Metadata, &res.Metadata) {
+			continue
+		}
+		raw, err := res.Metadata.Marshal()
+		if err != nil {
+			return Build{}, fmt.Errorf("encoding metadata of %s: %w", name, err)
+		}
+		b.Vectors[name], b.Metadata[name] = res.Vector, raw
+	}
+	b.Changed = b.Blocked == "" && (prev == nil || prev.SchemaHash != doc.SchemaHash || prev.Version != in.Stored.Version ||
+		len(b.Removed) > 0 || len(b.Vectors) > 0)
+	return b, nil
+}
+
+// mixedModels explains why the document's tools would carry vectors of
+// another model or length than the configured one, or returns "". With no
+// configured length, the document takes the length of the first tool in
+// name order that has one.
+func mixedModels(in BuildInput, doc *contract.Document, inDoc map[string]bool) string {
+	names := make([]string, 0, len(inDoc))
+	for name := range inDoc {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var others []string
+	for _, name := range names {
+		model, dims := vectorModel(in, name)
+		if doc.Embedding.Dimensions == 0 {
+			doc.Embedding.Dimensions = dims
+		}
+		if model != in.Model || (doc.Embedding.Dimensions != 0 && dims != doc.Embedding.Dimensions) {
+			others = append(others, name)
+		}
+	}
+	if len(others) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d tools (%s) still have vectors of another model or size than %s; the previous version stays published until they are re-embedded",
+		len(others), strings.Join(others, ", "), in.Model)
+}
+
+// vectorModel returns the model and length of the vector a tool will have.
+func vectorModel(in BuildInput, name string) (string, int) {
+	if r, ok := in.Refreshed.Results[name]; ok {
+		return r.Metadata.Model, r.Metadata.Dimensions
+	}
+	if m := in.Stored.Tools[name].Metadata; m != nil {
+		return m.Model, m.Dimensions
+	}
+	return "", 0
+}
+
+// sameEmbedding reports whether stored metadata describes the same
+// embedding as a new one, ignoring when it was computed.
+func sameEmbedding(a, b *contract.Metadata) bool {
+	return a != nil && b != nil && a.SpecHash == b.SpecHash && a.Model == b.Model && a.Dimensions == b.Dimensions &&
+		a.Description == b.Description && slices.Equal(a.SyntheticQueries, b.SyntheticQueries)
+}

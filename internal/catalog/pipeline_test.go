@@ -1,0 +1,380 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+func td(object, name, params string) v1alpha1.ToolDefinition {
+	return v1alpha1.ToolDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: object},
+		Spec: v1alpha1.ToolDefinitionSpec{Name: name, Description: "does " + name,
+			Parameters: &apiextensionsv1.JSON{Raw: []byte(params)}},
+	}
+}
+
+const okParams = `{"type":"object","properties":{"q":{"type":"string"}}}`
+
+func TestSelect(t *testing.T) {
+	deleting := td("gone", "gone", okParams)
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	withPerms := td("perm", "perm", okParams)
+	withPerms.Spec.Permissions = &v1alpha1.ToolPermissions{AllowedPrincipals: []string{"group:ops"}}
+	sel, err := Select([]v1alpha1.ToolDefinition{
+		td("zeta", "zeta", okParams),
+		td("alpha", "alpha", okParams),
+		td("bad", "bad", `{"type":12}`),
+		td("dup-1", "dup", okParams),
+		td("dup-2", "dup", okParams),
+		deleting,
+		withPerms,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range sel.Tools {
+		names = append(names, tool.Entry.Name)
+		if tool.Entry.SpecHash == "" {
+			t.Errorf("%s has no spec hash", tool.Entry.Name)
+		}
+	}
+	if !slices.Equal(names, []string{"alpha", "perm", "zeta"}) {
+		t.Fatalf("selected %v, want alpha, perm, zeta in name order (deleting and rejected left out)", names)
+	}
+	if !slices.Equal(sel.Tools[1].Principals, []string{"group:ops"}) {
+		t.Errorf("principals: %v", sel.Tools[1].Principals)
+	}
+	var rejected []string
+	for _, f := range sel.Rejected {
+		rejected = append(rejected, f.Object+"="+f.Reason)
+		if !f.Rejected() {
+			t.Errorf("%s is not counted as rejected", f.Object)
+		}
+	}
+	want := []string{"bad=InvalidSpec", "dup-1=NameConflict", "dup-2=NameConflict"}
+	if !slices.Equal(rejected, want) {
+		t.Fatalf("rejected %v, want %v", rejected, want)
+	}
+	if !strings.Contains(sel.Rejected[1].Message, "dup-1, dup-2") {
+		t.Errorf("conflict message does not name both ToolDefinitions: %s", sel.Rejected[1].Message)
+	}
+}
+
+func TestReadRequest(t *testing.T) {
+	ann := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	const at, mode, tools = v1alpha1.AnnotationRefreshRequestedAt, v1alpha1.AnnotationRefreshMode, v1alpha1.AnnotationRefreshTools
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		handled     string
+		want        Request
+	}{
+		{"none", nil, "", Request{}},
+		{"already handled", ann(at, "1"), "1", Request{}},
+		{"normal", ann(at, "2"), "1", Request{Token: "2"}},
+		{"force with tools", ann(at, "2", mode, "force", tools, " a, ,b "), "", Request{Token: "2", Mode: v1alpha1.RefreshModeForce, Targets: []string{"a", "b"}}},
+		{"unknown mode", ann(at, "3", mode, "everything", tools, "a"), "", Request{Token: "3", Invalid: "x"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ReadRequest(tt.annotations, tt.handled)
+			if got.Token != tt.want.Token || got.Mode != tt.want.Mode || !slices.Equal(got.Targets, tt.want.Targets) || (got.Invalid != "") != (tt.want.Invalid != "") {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+			if got.Invalid != "" && !strings.Contains(got.Invalid, "must be force, invalid-only or embed-only") {
+				t.Errorf("invalid request message does not say what to fix: %s", got.Invalid)
+			}
+		})
+	}
+}
+
+// fakeProviders generates and embeds deterministically, failing on command
+// per tool.
+type fakeProviders struct {
+	model     string
+	dims      int
+	failGen   map[string]error
+	failEmbed map[string]error // by query prefix (the tool name)
+	embedHits int
+}
+
+func (f *fakeProviders) GenerateQueries(_ context.Context, req embedding.QueryRequest) ([]string, error) {
+	if err := f.failGen[req.Tool.Name]; err != nil {
+		return nil, err
+	}
+	out := make([]string, req.Count)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s query %d", req.Tool.Name, i+1)
+	}
+	return out, nil
+}
+
+func (f *fakeProviders) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	f.embedHits++
+	out := make([][]float32, len(texts))
+	for i, text := range texts {
+		tool, _, _ := strings.Cut(text, " ")
+		if err := f.failEmbed[tool]; err != nil {
+			return nil, err
+		}
+		v := make([]float32, f.dims)
+		v[len(text)%f.dims] = 1
+		out[i] = v
+	}
+	return out, nil
+}
+
+func (f *fakeProviders) Model() string   { return f.model }
+func (f *fakeProviders) Dimensions() int { return f.dims }
+
+func (f *fakeProviders) providers() Providers {
+	return Providers{Generator: f, Embedder: f, Concurrency: 2}
+}
+
+// pass runs the pipeline's pure and provider steps as the controller does.
+func pass(t *testing.T, f *fakeProviders, tds []v1alpha1.ToolDefinition, stored Stored, req Request) *Outcome {
+	t.Helper()
+	sel, err := Select(tds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans := Plan(PlanInput{Tools: sel.Tools, Stored: stored.Tools, Model: f.model, QueriesPerTool: 2, Mode: req.Mode, Targets: req.Targets})
+	now := time.Unix(1700000000, 0)
+	refreshed := Refresh(context.Background(), f.providers(), plans, now)
+	b, err := BuildDocument(BuildInput{Catalog: "ns/c", Provider: "openai", Model: f.model, Plans: plans, Rejected: sel.Rejected,
+		Refreshed: refreshed, Stored: stored, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Outcome{Catalog: "c", Model: f.model, Plans: plans, Rejected: sel.Rejected, Refreshed: refreshed, Build: b, Stored: stored, Version: stored.Version}
+}
+
+// publishedState is what Redis holds after o is written as version v.
+func publishedState(t *testing.T, o *Outcome, v int64) Stored {
+	t.Helper()
+	o.Build.Document.Version = v
+	raw, err := o.Build.Document.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := &contract.Snapshot{Version: v, Document: raw, Metadata: map[string]string{}, Vectors: map[string][]byte{}}
+	for name, st := range o.Stored.Tools {
+		if st.Metadata != nil {
+			m, _ := st.Metadata.Marshal()
+			snap.Metadata[name] = string(m)
+		}
+		if vec := o.Stored.Vectors[name]; vec != nil {
+			snap.Vectors[name] = vec
+		}
+	}
+	for name, m := range o.Build.Metadata {
+		snap.Metadata[name] = string(m)
+		snap.Vectors[name] = o.Build.Vectors[name]
+	}
+	for _, name := range o.Build.Removed {
+		delete(snap.Metadata, name)
+		delete(snap.Vectors, name)
+	}
+	return ReadStored(snap)
+}
+
+func toolNames(d *contract.Document) []string {
+	var out []string
+	for _, t := range d.Tools {
+		out = append(out, t.Name+"@"+t.SpecHash[:8])
+	}
+	return out
+}
+
+func TestPipelineFirstPassThenNothingThenOneEdit(t *testing.T) {
+	f := &fakeProviders{model: "m", dims: 4}
+	tools := []v1alpha1.ToolDefinition{td("a", "a", okParams), td("b", "b", okParams)}
+	first := pass(t, f, tools, ReadStored(&contract.Snapshot{}), Request{})
+	if !first.Build.Changed || len(first.Build.Vectors) != 2 || first.Build.Document.Embedding.Dimensions != 4 {
+		t.Fatalf("first pass: changed %v, %d vectors, dims %d", first.Build.Changed, len(first.Build.Vectors), first.Build.Document.Embedding.Dimensions)
+	}
+	if c := first.Counts(); c.Tools != 2 || c.Embedded != 2 || c.Stale != 0 || c.Invalid != 0 {
+		t.Fatalf("counts after the first pass: %+v", c)
+	}
+	stored := publishedState(t, first, 1)
+
+	again := pass(t, f, tools, stored, Request{})
+	if again.Build.Changed || len(again.Refreshed.Results) != 0 {
+		t.Fatalf("nothing changed, yet changed=%v with %d results", again.Build.Changed, len(again.Refreshed.Results))
+	}
+	if s, reason, _ := again.Synced(); s != metav1.ConditionTrue || reason != v1alpha1.ReasonAllEmbedded {
+		t.Fatalf("synced %s %s", s, reason)
+	}
+
+	tools[1].Spec.Description = "does b, differently"
+	edit := pass(t, f, tools, stored, Request{})
+	if !edit.Build.Changed || len(edit.Build.Vectors) != 1 || edit.Build.Vectors["b"] == nil {
+		t.Fatalf("one edit: changed %v, vectors %v", edit.Build.Changed, len(edit.Build.Vectors))
+	}
+}
+
+func TestPipelineFailuresKeepWhatWasPublished(t *testing.T) {
+	f := &fakeProviders{model: "m", dims: 4}
+	tools := []v1alpha1.ToolDefinition{td("a", "a", okParams), td("b", "b", okParams), td("c", "c", okParams)}
+	stored := publishedState(t, pass(t, f, tools, ReadStored(&contract.Snapshot{}), Request{}), 1)
+	before, _ := stored.Doc.ToolByName("b")
+
+	tools[1].Spec.Description = "b, edited"
+	tools[2].Spec.Parameters.Raw = []byte(`{"type":"object","required":3}`)
+	f.failGen = map[string]error{"b": &embedding.Error{Kind: embedding.KindServer, Err: errors.New("500")}}
+	o := pass(t, f, tools, stored, Request{})
+	kept, ok := o.Build.Document.ToolByName("b")
+	if !ok || kept.SpecHash != before.SpecHash {
+		t.Fatalf("the failed tool should keep its published entry: %v", toolNames(o.Build.Document))
+	}
+	if _, ok := o.Build.Document.ToolByName("c"); !ok {
+		t.Fatalf("the rejected tool should keep its published entry: %v", toolNames(o.Build.Document))
+	}
+	if len(o.Build.Removed) != 0 || o.Build.Changed {
+		t.Fatalf("nothing could be refreshed: removed %v, changed %v", o.Build.Removed, o.Build.Changed)
+	}
+	c := o.Counts()
+	if c.Tools != 2 || c.Embedded != 1 || c.Stale != 1 || c.Failed != 1 || c.Rejected != 1 {
+		t.Fatalf("counts: %+v", c)
+	}
+	if s, reason, msg := o.Synced(); s != metav1.ConditionFalse || reason != v1alpha1.ReasonToolsFailed || !strings.Contains(msg, "(b)") {
+		t.Fatalf("synced %s %s %s", s, reason, msg)
+	}
+	if o.RetryableFailures() != 1 {
+		t.Fatalf("a 500 is retryable")
+	}
+	recs := o.Records(map[string]*v1alpha1.CatalogEmbeddingStatus{"c": {Catalog: "c", SpecHash: "old", CatalogVersion: 1}})
+	if recs["b"].Reason != v1alpha1.ReasonQueryGenerationFailed || recs["b"].SpecHash != before.SpecHash || recs["b"].CatalogVersion != 1 {
+		t.Errorf("record of the failed tool: %+v", recs["b"])
+	}
+	if recs["c"].Reason != v1alpha1.ReasonInvalidSpec || recs["c"].SpecHash != "old" {
+		t.Errorf("record of the rejected tool keeps what it had: %+v", recs["c"])
+	}
+	if recs["a"].Reason != "" || recs["a"].CatalogVersion != 1 {
+		t.Errorf("record of the current tool: %+v", recs["a"])
+	}
+
+	// Auth failures outrank the rest in EmbeddingsSynced.
+	f.failGen = map[string]error{"b": &embedding.Error{Kind: embedding.KindAuth, Err: errors.New("401")}}
+	if _, reason, _ := pass(t, f, tools, stored, Request{}).Synced(); reason != v1alpha1.ReasonProviderAuthFailed {
+		t.Fatalf("auth failure: reason %s", reason)
+	}
+}
+
+func TestPipelineOneBadEmbeddingDoesNotFailTheOthers(t *testing.T) {
+	f := &fakeProviders{model: "m", dims: 4, failEmbed: map[string]error{"b": &embedding.Error{Kind: embedding.KindBadRequest, Err: errors.New("400")}}}
+	o := pass(t, f, []v1alpha1.ToolDefinition{td("a", "a", okParams), td("b", "b", okParams), td("c", "c", okParams)}, ReadStored(&contract.Snapshot{}), Request{})
+	if len(o.Refreshed.Results) != 2 || o.Refreshed.Results["b"].Vector != nil {
+		t.Fatalf("results %v", o.Refreshed.Results)
+	}
+	if f.embedHits != 4 {
+		t.Fatalf("one batched call, then one per tool: %d embed calls", f.embedHits)
+	}
+	if len(o.Refreshed.Failures) != 1 || o.Refreshed.Failures[0].Reason != v1alpha1.ReasonEmbeddingError || o.RetryableFailures() != 0 {
+		t.Fatalf("failures %+v", o.Refreshed.Failures)
+	}
+}
+
+func TestPipelineNeverMixesModels(t *testing.T) {
+	f := &fakeProviders{model: "old", dims: 4}
+	tools := []v1alpha1.ToolDefinition{td("a", "a", okParams), td("b", "b", okParams)}
+	stored := publishedState(t, pass(t, f, tools, ReadStored(&contract.Snapshot{}), Request{}), 3)
+
+	// The model changes and b cannot be re-embedded: publishing would put
+	// a's new vector beside b's old one.
+	f.model = "new"
+	f.failEmbed = map[string]error{"b": &embedding.Error{Kind: embedding.KindBadRequest, Err: errors.New("400")}}
+	o := pass(t, f, tools, stored, Request{})
+	if o.Build.Blocked == "" || o.Build.Changed || !strings.Contains(o.Build.Blocked, "(b)") {
+		t.Fatalf("blocked %q changed %v", o.Build.Blocked, o.Build.Changed)
+	}
+	if s, reason, _ := o.Synced(); s != metav1.ConditionFalse || reason != v1alpha1.ReasonToolsFailed {
+		t.Fatalf("synced %s %s", s, reason)
+	}
+	if c := o.Counts(); c.Embedded != 0 || c.Stale != 2 {
+		t.Fatalf("nothing is current while blocked: %+v", c)
+	}
+	if rec := o.Records(nil)["a"]; rec.Model != "old" {
+		t.Fatalf("a's record must keep the published model while blocked: %+v", rec)
+	}
+
+	// Embedded with the new model except a tool deferred by embed-only:
+	// PublishBlocked is the reason when nothing failed.
+	f.failEmbed = nil
+	tools[1].Spec.Description = "b, edited"
+	o = pass(t, f, tools, stored, Request{Token: "1", Mode: v1alpha1.RefreshModeEmbedOnly})
+	if _, reason, _ := o.Synced(); reason != v1alpha1.ReasonPublishBlocked || o.Build.Changed {
+		t.Fatalf("embed-only with a spec change under a new model: reason %s, changed %v", reason, o.Build.Changed)
+	}
+}
+
+func TestPipelineRefreshPendingAndRemoved(t *testing.T) {
+	f := &fakeProviders{model: "m", dims: 4}
+	tools := []v1alpha1.ToolDefinition{td("a", "a", okParams), td("b", "b", okParams), td("c", "c", okParams)}
+	stored := publishedState(t, pass(t, f, tools, ReadStored(&contract.Snapshot{}), Request{}), 1)
+
+	tools[0].Spec.Description = "a, edited"
+	o := pass(t, f, tools[:2], stored, Request{Token: "t", Mode: v1alpha1.RefreshModeEmbedOnly, Targets: []string{"b"}})
+	if !slices.Equal(o.Pending(), []string{"a"}) {
+		t.Fatalf("pending %v", o.Pending())
+	}
+	if _, reason, _ := o.Synced(); reason != v1alpha1.ReasonRefreshPending {
+		t.Fatalf("reason %s", reason)
+	}
+	if !slices.Equal(o.Build.Removed, []string{"c"}) || !o.Build.Changed {
+		t.Fatalf("removed %v changed %v", o.Build.Removed, o.Build.Changed)
+	}
+	if _, ok := o.Build.Document.ToolByName("a"); !ok {
+		t.Fatal("a deferred tool keeps its published entry")
+	}
+}
+
+func TestDimensionsAreDeterministic(t *testing.T) {
+	// Stored vectors of two lengths and no configured length: the document
+	// takes the first tool's in name order, every time.
+	stored := ReadStored(&contract.Snapshot{})
+	f := &fakeProviders{model: "m", dims: 4}
+	tools := []v1alpha1.ToolDefinition{td("a", "a", okParams), td("b", "b", okParams)}
+	first := pass(t, f, tools, stored, Request{})
+	stored = publishedState(t, first, 1)
+	m := *stored.Tools["b"].Metadata
+	m.Dimensions = 8
+	stored.Tools["b"] = StoredTool{Metadata: &m, HasVector: true}
+	for range 20 {
+		o := pass(t, f, tools, stored, Request{})
+		if !strings.HasPrefix(o.Build.Blocked, "1 tools (b)") || o.Build.Document.Embedding.Dimensions != 4 {
+			t.Fatalf("blocked %q dims %d", o.Build.Blocked, o.Build.Document.Embedding.Dimensions)
+		}
+	}
+}
+
+func TestFailingToolsAreBoundedAndSorted(t *testing.T) {
+	var tools []v1alpha1.ToolDefinition
+	for i := range MaxFailingTools + 5 {
+		tools = append(tools, td(fmt.Sprintf("t%02d", i), fmt.Sprintf("t%02d", i), `{"type":"object","required":1}`))
+	}
+	o := pass(t, &fakeProviders{model: "m", dims: 4}, tools, ReadStored(&contract.Snapshot{}), Request{})
+	ft := o.FailingTools()
+	if len(ft) != MaxFailingTools || ft[0].ToolDefinition != "t00" || o.Counts().Rejected != int32(MaxFailingTools+5) {
+		t.Fatalf("%d failing tools listed, first %s, counts %+v", len(ft), ft[0].ToolDefinition, o.Counts())
+	}
+}

@@ -1,0 +1,117 @@
+package catalog
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+// Tool is a selected, valid ToolDefinition as a pass sees it.
+type Tool struct {
+	// Object is the ToolDefinition's metadata.name.
+	Object string
+	// Entry is the tool as the catalog document publishes it, with its
+	// spec hash.
+	Entry contract.Tool
+	// Principals are spec.permissions.allowedPrincipals; nil or empty
+	// means everyone.
+	Principals []string
+	// Examples are the curated spec.exampleQueries.
+	Examples []string
+}
+
+// Failure says why a ToolDefinition is not (fully) in the catalog.
+type Failure struct {
+	// Object is the ToolDefinition's name, Tool its spec.name.
+	Object, Tool string
+	// Reason is a condition reason; Message says what to fix.
+	Reason, Message string
+	// Kind classifies provider failures, to tell auth from transient.
+	Kind embedding.ErrorKind
+}
+
+// Rejected reports whether the ToolDefinition itself is at fault (invalid
+// or in conflict) rather than its refresh.
+func (f Failure) Rejected() bool {
+	return f.Reason == v1alpha1.ReasonInvalidSpec || f.Reason == v1alpha1.ReasonNameConflict
+}
+
+// Selection is what a catalog's selector picked: the valid tools, sorted
+// by name with unique names, and the ToolDefinitions left out.
+type Selection struct {
+	Tools    []Tool
+	Rejected []Failure
+}
+
+// Parameters returns a ToolDefinition's parameters as JSON, nil when unset.
+func Parameters(td *v1alpha1.ToolDefinition) []byte {
+	if td.Spec.Parameters == nil {
+		return nil
+	}
+	return td.Spec.Parameters.Raw
+}
+
+// Select keeps the valid ToolDefinitions (a parameters schema that does
+// not compile is rejected) and rejects every ToolDefinition of a tool name
+// that more than one of them uses. Those being deleted are left out.
+func Select(tds []v1alpha1.ToolDefinition) (Selection, error) {
+	var sel Selection
+	byName := map[string][]*v1alpha1.ToolDefinition{}
+	for i := range tds {
+		td := &tds[i]
+		if !td.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := ValidateParameters(Parameters(td)); err != nil {
+			sel.Rejected = append(sel.Rejected, Failure{Object: td.Name, Tool: td.Spec.Name, Reason: v1alpha1.ReasonInvalidSpec, Message: err.Error()})
+			continue
+		}
+		byName[td.Spec.Name] = append(byName[td.Spec.Name], td)
+	}
+	for name, group := range byName {
+		if len(group) > 1 {
+			names := make([]string, len(group))
+			for i, td := range group {
+				names[i] = td.Name
+			}
+			sort.Strings(names)
+			for _, td := range group {
+				sel.Rejected = append(sel.Rejected, Failure{Object: td.Name, Tool: name, Reason: v1alpha1.ReasonNameConflict,
+					Message: fmt.Sprintf("tool name %q is used by ToolDefinitions %s: rename or unselect all but one", name, strings.Join(names, ", "))})
+			}
+			continue
+		}
+		t, err := toolOf(group[0])
+		if err != nil {
+			return Selection{}, err
+		}
+		sel.Tools = append(sel.Tools, t)
+	}
+	sort.Slice(sel.Tools, func(i, j int) bool { return sel.Tools[i].Entry.Name < sel.Tools[j].Entry.Name })
+	sort.Slice(sel.Rejected, func(i, j int) bool { return sel.Rejected[i].Object < sel.Rejected[j].Object })
+	return sel, nil
+}
+
+func toolOf(td *v1alpha1.ToolDefinition) (Tool, error) {
+	params := Parameters(td)
+	hash, err := SpecHash(td.Spec.Name, td.Spec.Description, params)
+	if err != nil {
+		return Tool{}, fmt.Errorf("hashing ToolDefinition %s: %w", td.Name, err)
+	}
+	entry, err := contract.NormalizeTool(contract.Tool{
+		Name: td.Spec.Name, Description: td.Spec.Description, Parameters: params, Toolset: td.Spec.Toolset,
+		AlwaysInclude: td.Spec.AlwaysInclude, AllowRepeat: td.Spec.AllowRepeat, NoBackground: td.Spec.NoBackground, SpecHash: hash,
+	})
+	if err != nil {
+		return Tool{}, fmt.Errorf("ToolDefinition %s: %w", td.Name, err)
+	}
+	t := Tool{Object: td.Name, Entry: entry, Examples: td.Spec.ExampleQueries}
+	if p := td.Spec.Permissions; p != nil {
+		t.Principals = p.AllowedPrincipals
+	}
+	return t, nil
+}
