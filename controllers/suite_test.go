@@ -11,11 +11,13 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -42,6 +44,8 @@ var (
 )
 
 const (
+	// directLabel marks catalogs the suite's manager does not reconcile.
+	directLabel       = "test.toolcatalog.dev/direct"
 	eventuallyTimeout = 20 * time.Second
 	pollInterval      = 100 * time.Millisecond
 )
@@ -92,10 +96,18 @@ func runSuite(m *testing.M) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// Catalogs labelled directLabel are left to tests that call Reconcile
+	// themselves, with a client that fails on command.
+	notDirect, err := labels.Parse("!" + directLabel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testScheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{ByObject: map[client.Object]cache.ByObject{&v1alpha1.ToolCatalog{}: {Label: notDirect}}},
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "creating manager: %v\n", err)

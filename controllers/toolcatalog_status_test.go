@@ -1,0 +1,259 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
+	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
+)
+
+// A pass whose write loses to another writer must not use up a refresh
+// request: the retry still does what was asked.
+func TestWriteConflictDoesNotUseUpARefreshRequest(t *testing.T) {
+	g := gomegaFor(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	rc := redisClient(t)
+	k := catalogKeys(ns, "tools")
+	p := newProvider(t)
+	// Queries differ on every call, so a forced refresh always publishes.
+	p.OnChat = func(w http.ResponseWriter, _ *http.Request, n int, req openaitest.ChatRequest) {
+		user := req.Messages[len(req.Messages)-1].Content
+		tool := toolNameLine.FindStringSubmatch(user)[1]
+		count, _ := strconv.Atoi(countLine.FindStringSubmatch(user)[1])
+		qs := make([]string, count)
+		for i := range qs {
+			qs[i] = fmt.Sprintf("%s request %d of call %d", tool, i+1, n)
+		}
+		openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON(qs...))
+	}
+	var armed atomic.Bool
+	var once sync.Once
+	p.Hold = func() {
+		if armed.Load() {
+			// Another writer publishes while this pass generates.
+			once.Do(func() { g.Expect(rc.Incr(ctx, k.Version()).Err()).To(Succeed()) })
+		}
+	}
+	threeTools(t, g, ns, p)
+	g.Expect(p.chatCalls()).To(Equal(map[string]int{"get_weather": 1, "create_issue": 1, "send_email": 1}))
+
+	armed.Store(true)
+	tc := requestRefresh(g, ns, "tools", "conflicted", "force", "")
+	// The first forced pass generated, then failed to write; the request
+	// was still pending, so the retry forced every tool again.
+	g.Expect(p.chatCalls()).To(Equal(map[string]int{"get_weather": 3, "create_issue": 3, "send_email": 3}))
+	g.Expect(storedDoc(g, rc, k).Version).To(BeEquivalentTo(3))
+	g.Expect(tc.Status.Version).To(BeEquivalentTo(3))
+	expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
+}
+
+// directCatalog is a catalog the suite's manager leaves alone, reconciled
+// by the test with a reconciler whose real client fails on command.
+type directCatalog struct {
+	g        *WithT
+	tc       *v1alpha1.ToolCatalog
+	r        *ToolCatalogReconciler
+	failList atomic.Bool
+	failSub  atomic.Bool
+}
+
+var errInjected = errors.New("etcdserver: request timed out")
+
+func newDirectCatalog(t *testing.T, g *WithT, tc *v1alpha1.ToolCatalog) *directCatalog {
+	t.Helper()
+	d := &directCatalog{g: g, tc: tc}
+	wc, err := client.NewWithWatch(cfg, client.Options{Scheme: testScheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	c := interceptor.NewClient(wc, interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*v1alpha1.ToolDefinitionList); ok && d.failList.Load() {
+				return errInjected
+			}
+			return c.List(ctx, list, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if _, ok := obj.(*v1alpha1.ToolCatalog); ok && d.failSub.Load() {
+				return errInjected
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kubernetes.NewForConfigOrDie(cfg).EventsV1()})
+	g.Expect(broadcaster.StartRecordingToSinkWithContext(t.Context())).To(Succeed())
+	fast := embedding.DefaultRetryPolicy()
+	fast.MaxRetries = 0
+	d.r = &ToolCatalogReconciler{Client: c, APIReader: c, Recorder: broadcaster.NewRecorder(testScheme, "direct-test"), Redis: redisPool, RetryPolicy: &fast}
+	if tc.Labels == nil {
+		tc.Labels = map[string]string{}
+	}
+	tc.Labels[directLabel] = "true"
+	createAll(g, tc)
+	t.Cleanup(func() {
+		// Let the finalizer go: nothing reconciles this catalog but us.
+		_ = k8sClient.Delete(context.Background(), tc)
+		_, _ = d.reconcile()
+	})
+	return d
+}
+
+func (d *directCatalog) reconcile() (ctrl.Result, error) {
+	return d.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(d.tc)})
+}
+
+func (d *directCatalog) get() *v1alpha1.ToolCatalog { return getTC(d.g, d.tc.Namespace, d.tc.Name) }
+
+// A pass that fails before it has a document (listing the ToolDefinitions
+// fails) must not leave Ready=True from an earlier pass.
+func TestPassFailingBeforeTheDocumentIsNotReady(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	p := newProvider(t)
+	createAll(g, testTool(ns, "weather", "get_weather", "Get the current weather for a city.", "direct"))
+	d := newDirectCatalog(t, g, testCatalog(ns, "direct", p))
+
+	res, err := d.reconcile()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.RequeueAfter).To(Equal(catalogconfig.DefaultResync))
+	tc := d.get()
+	expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
+	g.Expect(tc.Status.Version).To(BeEquivalentTo(1))
+
+	d.failList.Store(true)
+	_, err = d.reconcile()
+	g.Expect(err).To(MatchError(ContainSubstring("listing ToolDefinitions")))
+	tc = d.get()
+	ready := expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonAPIError)
+	g.Expect(ready.Message).To(ContainSubstring("listing ToolDefinitions: " + errInjected.Error()))
+	g.Expect(tc.Status.Version).To(BeEquivalentTo(1), "what was published stays recorded")
+
+	d.failList.Store(false)
+	_, err = d.reconcile()
+	g.Expect(err).NotTo(HaveOccurred())
+	expectCondition(g, d.get(), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
+}
+
+// A configuration only the user can fix waits for the resync (or for the
+// fix to trigger a pass) even when its status cannot be written: no hot
+// retry loop against the API server.
+func TestConfigErrorWithFailingStatusWriteWaitsForResync(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	tc := testCatalog(ns, "direct", newProvider(t))
+	tc.Spec.Embedding.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "missing", Key: "apiKey"}
+	d := newDirectCatalog(t, g, tc)
+
+	res, err := d.reconcile()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.RequeueAfter).To(Equal(catalogconfig.DefaultResync))
+	expectCondition(g, d.get(), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound)
+
+	// Now the status write fails too: still no error for the queue to
+	// retry at once.
+	tc = d.get()
+	tc.Spec.Embedding.APIKeySecretRef.Name = "still-missing"
+	g.Expect(k8sClient.Update(context.Background(), tc)).To(Succeed())
+	d.failSub.Store(true)
+	res, err = d.reconcile()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.RequeueAfter).To(Equal(catalogconfig.DefaultResync))
+	g.Expect(conditionOf(d.get(), v1alpha1.ConditionReady).Message).NotTo(ContainSubstring("still-missing"), "the status write was refused")
+}
+
+// Field managers are limited to 128 bytes: two catalogs whose long names
+// share a prefix must not own each other's records.
+func TestLongCatalogNamesKeepTheirOwnRecords(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	p := newProvider(t)
+	long := strings.Repeat("catalog-with-a-very-long-name-", 4)
+	names := []string{long + "one", long + "two"}
+	createAll(g, testTool(ns, "weather", "get_weather", "Get the current weather for a city.", "shared"),
+		testTool(ns, "email", "send_email", "Send an email to a recipient.", "shared"))
+	for _, name := range names {
+		tc := testCatalog(ns, name, p)
+		tc.Spec.Selector.MatchLabels = map[string]string{catalogLabel: "shared"}
+		createAll(g, tc)
+	}
+	expectBothRecords := func() {
+		g.Eventually(func(g Gomega) {
+			for _, td := range []string{"weather", "email"} {
+				obj := getTD(g, ns, td)
+				for _, name := range names {
+					rec := recordOf(obj, name)
+					g.Expect(rec).NotTo(BeNil(), "%s has no record of %s", td, name)
+					g.Expect(rec.CatalogVersion).To(BeEquivalentTo(1))
+				}
+				expectCondition(g, obj, v1alpha1.ConditionEmbedded, metav1.ConditionTrue, v1alpha1.ReasonEmbedded)
+			}
+		}).Should(Succeed())
+	}
+	for _, name := range names {
+		waitVersion(g, ns, name, 1)
+	}
+	expectBothRecords()
+	// Another pass of each catalog writes its records again.
+	for _, name := range names {
+		requestRefresh(g, ns, name, "again", "", "")
+	}
+	expectBothRecords()
+}
+
+// Two catalogs cannot publish under one Redis prefix: the later one is
+// refused and writes nothing until the first one goes.
+func TestSecondCatalogOnTheSamePrefixIsRefused(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	p := newProvider(t)
+	rc := redisClient(t)
+	prefix := "tc:{" + ns + "/shared}"
+	createAll(g, testTool(ns, "weather", "get_weather", "Get the current weather for a city.", "first"),
+		testTool(ns, "email", "send_email", "Send an email to a recipient.", "second"))
+	first := testCatalog(ns, "first", p)
+	first.Spec.Redis.KeyPrefix = prefix
+	createAll(g, first)
+	waitVersion(g, ns, "first", 1)
+	k := catalogKeys(ns, "first")
+	k.Prefix = prefix
+	before := dumpCatalog(rc, k)
+
+	second := testCatalog(ns, "second", p)
+	second.Spec.Redis.KeyPrefix = prefix
+	createAll(g, second)
+	g.Eventually(func(g Gomega) {
+		tc := getTC(g, ns, "second")
+		g.Expect(tc.Status.ObservedGeneration).To(Equal(tc.Generation))
+		ready := expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonKeyPrefixConflict)
+		g.Expect(ready.Message).To(ContainSubstring("ToolCatalog " + ns + "/first already publishes under key prefix " + prefix))
+		expectCondition(g, tc, v1alpha1.ConditionPublished, metav1.ConditionFalse, v1alpha1.ReasonKeyPrefixConflict)
+	}).Should(Succeed())
+	g.Expect(dumpCatalog(rc, k)).To(Equal(before), "the refused catalog wrote to Redis")
+	g.Expect(hasEvent(eventsFor(g, ns, "second"), "Warning", v1alpha1.ReasonKeyPrefixConflict)).NotTo(BeNil())
+
+	// When the first catalog goes, the second one takes the prefix.
+	g.Expect(k8sClient.Delete(context.Background(), first)).To(Succeed())
+	tc := waitVersion(g, ns, "second", 1)
+	g.Expect(tc.Status.Counts.Tools).To(BeEquivalentTo(1))
+	doc := storedDoc(g, rc, k)
+	g.Expect(doc.Catalog).To(Equal(ns + "/second"))
+	g.Expect(doc.Tools).To(HaveLen(1))
+	g.Expect(doc.Tools[0].Name).To(Equal("send_email"))
+}
