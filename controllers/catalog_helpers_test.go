@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -18,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
+	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
@@ -29,38 +33,82 @@ const (
 	catalogLabel       = "toolcatalog.dev/catalog"
 )
 
-// provider is an OpenAI-compatible server that writes deterministic
-// queries for any tool, can be told to fail for some tools, and counts
-// requests per tool.
+// provider is what a test's catalog generates queries and embeds with.
+// Queries come from a generator injected into the reconciler for the
+// test's namespace: it writes deterministic queries that depend on the
+// description (like a real model's), counts calls per tool and fails on
+// command. Vectors come from the real OpenAI-compatible client talking to
+// an in-process server, so batching is exercised over HTTP.
 type provider struct {
 	*openaitest.Server
 	mu      sync.Mutex
-	failing map[string]int // tool name → HTTP status to answer
+	failing map[string]int // tool name ("*" for all) → HTTP status to fail with
+	calls   map[string]int // generator calls per tool
+	// wire marks a provider whose chat requests go over HTTP too.
+	wire bool
+	// vary makes every generator call write new queries, so a forced
+	// refresh always changes the catalog.
+	vary bool
 }
 
-var (
-	toolNameLine    = regexp.MustCompile(`(?m)^Tool name: (\S+)$`)
-	countLine       = regexp.MustCompile(`Write (\d+) distinct user requests`)
-	descriptionLine = regexp.MustCompile(`(?m)^Description: (.*)$`)
-)
+// newProvider injects a counting, failing query generator for the
+// namespace's catalogs.
+func newProvider(t *testing.T, ns string) *provider {
+	p := &provider{Server: openaitest.New(t), failing: map[string]int{}, calls: map[string]int{}}
+	p.OnEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.EmbeddingsRequest) {
+		openaitest.WriteEmbeddings(w, req, testDims, nil)
+	}
+	suiteProviders.inject(t, ns, p)
+	return p
+}
 
-func newProvider(t *testing.T) *provider {
-	p := &provider{Server: openaitest.New(t), failing: map[string]int{}}
+// GenerateQueries implements embedding.QueryGenerator.
+func (p *provider) GenerateQueries(_ context.Context, req embedding.QueryRequest) ([]string, error) {
+	tool := req.Tool.Name
+	p.mu.Lock()
+	p.calls[tool]++
+	call := p.calls[tool]
+	status := p.failing[tool]
+	if all, ok := p.failing["*"]; ok {
+		status = all
+	}
+	p.mu.Unlock()
+	if status != 0 {
+		return nil, &embedding.Error{Kind: kindOfStatus(status), Provider: "test generator", Model: testChatModel, StatusCode: status,
+			Err: fmt.Errorf("cannot serve %s", tool)}
+	}
+	qs := make([]string, req.Count)
+	for i := range qs {
+		qs[i] = fmt.Sprintf("%s request number %d about %s", tool, i+1, shortHash(req.Tool.Description))
+		if p.vary {
+			qs[i] += fmt.Sprintf(" (call %d)", call)
+		}
+	}
+	return qs, nil
+}
+
+// kindOfStatus classifies an HTTP status the way the OpenAI client does.
+func kindOfStatus(status int) embedding.ErrorKind {
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return embedding.KindAuth
+	case status == http.StatusTooManyRequests:
+		return embedding.KindRateLimited
+	case status >= 500:
+		return embedding.KindServer
+	}
+	return embedding.KindBadRequest
+}
+
+// newWireProvider is a provider whose chat requests go over HTTP to the
+// in-process server, for tests of what reaches the server (API keys):
+// the server has to read the tool name and the count from the prompt.
+func newWireProvider(t *testing.T) *provider {
+	p := &provider{Server: openaitest.New(t), failing: map[string]int{}, calls: map[string]int{}, wire: true}
 	p.OnChat = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.ChatRequest) {
 		user := req.Messages[len(req.Messages)-1].Content
 		tool := toolNameLine.FindStringSubmatch(user)[1]
 		count, _ := strconv.Atoi(countLine.FindStringSubmatch(user)[1])
-		p.mu.Lock()
-		status := p.failing[tool]
-		if all, ok := p.failing["*"]; ok {
-			status = all
-		}
-		p.mu.Unlock()
-		if status != 0 {
-			openaitest.WriteError(w, status, "server_error", "", fmt.Sprintf("cannot serve %s", tool))
-			return
-		}
-		// Like a real model's, the queries depend on the description.
 		desc := descriptionLine.FindStringSubmatch(user)[1]
 		qs := make([]string, count)
 		for i := range qs {
@@ -74,12 +122,19 @@ func newProvider(t *testing.T) *provider {
 	return p
 }
 
+var (
+	toolNameLine    = regexp.MustCompile(`(?m)^Tool name: (\S+)$`)
+	countLine       = regexp.MustCompile(`Write (\d+) distinct user requests`)
+	descriptionLine = regexp.MustCompile(`(?m)^Description: (.*)$`)
+)
+
 func shortHash(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:3])
 }
 
-// fail makes chat requests for a tool ("*" for all) answer status; 0 heals.
+// fail makes query generation for a tool ("*" for all) fail as an HTTP
+// status would; 0 heals.
 func (p *provider) fail(tool string, status int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -90,15 +145,20 @@ func (p *provider) fail(tool string, status int) {
 	p.failing[tool] = status
 }
 
-// chatCalls counts chat requests per tool.
+// chatCalls counts query generation calls per tool.
 func (p *provider) chatCalls() map[string]int {
-	out := map[string]int{}
-	for _, req := range p.ChatRequests() {
-		if m := toolNameLine.FindStringSubmatch(req.Messages[len(req.Messages)-1].Content); m != nil {
-			out[m[1]]++
+	if p.wire {
+		out := map[string]int{}
+		for _, req := range p.ChatRequests() {
+			if m := toolNameLine.FindStringSubmatch(req.Messages[len(req.Messages)-1].Content); m != nil {
+				out[m[1]]++
+			}
 		}
+		return out
 	}
-	return out
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.calls)
 }
 
 func (p *provider) embeddingCalls() (requests, texts int) {
@@ -107,6 +167,52 @@ func (p *provider) embeddingCalls() (requests, texts int) {
 		texts += len(r.Input)
 	}
 	return requests, texts
+}
+
+// injectedProviders is the suite reconciler's ProviderFactory: the real
+// cache, with the query generator a test injected for its namespace. It
+// counts how often a catalog's clients were (re)built.
+type injectedProviders struct {
+	catalogconfig.ProviderCache
+	mu         sync.Mutex
+	generators map[string]embedding.QueryGenerator // namespace → generator
+	last       map[string]embedding.Embedder       // catalog → embedder last handed out
+	builds     map[string]int                      // catalog → clients built
+}
+
+func (f *injectedProviders) inject(t *testing.T, ns string, g embedding.QueryGenerator) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.generators[ns] = g
+	t.Cleanup(func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(f.generators, ns)
+	})
+}
+
+func (f *injectedProviders) Providers(catalog string, s catalogconfig.ProviderSettings) (catalogconfig.Providers, error) {
+	p, err := f.ProviderCache.Providers(catalog, s)
+	if err != nil {
+		return p, err
+	}
+	ns, _, _ := strings.Cut(catalog, "/")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.last[catalog] != p.Embedder {
+		f.last[catalog] = p.Embedder
+		f.builds[catalog]++
+	}
+	if g := f.generators[ns]; g != nil {
+		p.Generator = g
+	}
+	return p, nil
+}
+
+func (f *injectedProviders) clientsBuilt(catalog string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.builds[catalog]
 }
 
 // testCatalog is a catalog of the openai providers of p on the suite's
@@ -230,7 +336,8 @@ type catalogCase struct {
 }
 
 func newCatalogCase(t *testing.T) *catalogCase {
-	c := &catalogCase{g: gomegaFor(t), ctx: context.Background(), ns: newNamespace(t), p: newProvider(t), rc: redisClient(t)}
+	c := &catalogCase{g: gomegaFor(t), ctx: context.Background(), ns: newNamespace(t), rc: redisClient(t)}
+	c.p = newProvider(t, c.ns)
 	c.k = catalogKeys(c.ns, "tools")
 	threeTools(t, c.g, c.ns, c.p)
 	return c

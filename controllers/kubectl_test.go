@@ -104,7 +104,7 @@ func firstLine(s string) string {
 func TestKubectlDescribeShowsCatalogAndToolState(t *testing.T) {
 	g := gomegaFor(t)
 	ns := newNamespace(t)
-	p := newProvider(t)
+	p := newProvider(t, ns)
 	threeTools(t, g, ns, p)
 	g.Eventually(func(g Gomega) {
 		expectCondition(g, getTD(g, ns, "weather"), v1alpha1.ConditionEmbedded, metav1.ConditionTrue, v1alpha1.ReasonEmbedded)

@@ -41,6 +41,10 @@ var (
 	// redisServer is the real redis-server the catalogs of the suite use.
 	redisServer *redistest.Server
 	redisPool   *store.Pool
+	// suiteProviders is the reconciler's provider factory.
+	suiteProviders = &injectedProviders{
+		generators: map[string]embedding.QueryGenerator{}, last: map[string]embedding.Embedder{}, builds: map[string]int{},
+	}
 )
 
 const (
@@ -137,6 +141,7 @@ func runSuite(m *testing.M) int {
 		Recorder:    mgr.GetEventRecorder("toolcatalog-controller"),
 		Redis:       redisPool,
 		RetryPolicy: &fast,
+		Providers:   suiteProviders,
 	}).SetupWithManager(ctx, mgr); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up toolcatalog controller: %v\n", err)
 		return 1

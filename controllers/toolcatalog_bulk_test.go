@@ -15,7 +15,7 @@ func TestCatalogBulkApplyMakesFewVersionsAndCalls(t *testing.T) {
 	const tools = 300
 	g := gomegaFor(t)
 	ns := newNamespace(t)
-	p := newProvider(t)
+	p := newProvider(t, ns)
 	rc := redisClient(t)
 	k := catalogKeys(ns, "bulk")
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,10 +53,16 @@ type ToolCatalogReconciler struct {
 	Redis *store.Pool
 	// RetryPolicy overrides the providers' retry policy (tests shorten it).
 	RetryPolicy *embedding.RetryPolicy
+	// Providers gives each catalog its provider clients; a
+	// catalogconfig.ProviderCache (clients reused while the settings stay
+	// the same) when nil.
+	Providers catalogconfig.ProviderFactory
 	// PassTimeout bounds one pass; defaultPassTimeout when zero.
 	PassTimeout time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+
+	providersOnce sync.Once
 }
 
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolcatalogs,verbs=get;list;watch;update;patch
@@ -65,6 +72,15 @@ type ToolCatalogReconciler struct {
 
 func (r *ToolCatalogReconciler) resolver() *catalogconfig.Resolver {
 	return &catalogconfig.Resolver{Reader: r.APIReader, RetryPolicy: r.RetryPolicy}
+}
+
+func (r *ToolCatalogReconciler) providers() catalogconfig.ProviderFactory {
+	r.providersOnce.Do(func() {
+		if r.Providers == nil {
+			r.Providers = &catalogconfig.ProviderCache{}
+		}
+	})
+	return r.Providers
 }
 
 func (r *ToolCatalogReconciler) now() time.Time {
@@ -206,6 +222,7 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 		}
 	}
 	r.Redis.Forget(catalogID(tc))
+	r.providers().Forget(catalogID(tc))
 	metrics.ForgetCatalog(catalogID(tc))
 	patch := client.MergeFrom(tc.DeepCopy())
 	controllerutil.RemoveFinalizer(tc, v1alpha1.FinalizerCleanup)

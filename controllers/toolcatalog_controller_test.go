@@ -34,7 +34,7 @@ func TestCatalogPublishesFirstVersion(t *testing.T) {
 	g := gomegaFor(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	p := newProvider(t)
+	p := newProvider(t, ns)
 	rc := redisClient(t)
 	k := catalogKeys(ns, "tools")
 

@@ -90,7 +90,7 @@ func TestCatalogSurvivesRedisOutageAndFlush(t *testing.T) {
 	g := gomegaFor(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	p := newProvider(t)
+	p := newProvider(t, ns)
 	own := redistest.New(t)
 	rc := own.Client()
 	defer rc.Close()
@@ -158,7 +158,7 @@ func TestCatalogDeletionRemovesItsKeys(t *testing.T) {
 func TestCatalogWaitsForItsSecret(t *testing.T) {
 	g := gomegaFor(t)
 	ns := newNamespace(t)
-	p := newProvider(t)
+	p := newWireProvider(t)
 	p.APIKeys = []string{"sk-good"}
 	tc := testCatalog(ns, "tools", p)
 	tc.Spec.Embedding.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "openai", Key: "apiKey"}

@@ -59,9 +59,14 @@ func (r *ToolCatalogReconciler) runPass(ctx context.Context, tc *v1alpha1.ToolCa
 		res.err = err
 		return res
 	}
+	providers, err := r.providers().Providers(catalogID(tc), cfg.Providers)
+	if err != nil {
+		res.err = configError(err)
+		return res
+	}
 	passCtx, cancel := context.WithTimeout(ctx, r.passTimeout())
 	defer cancel()
-	if res.outcome, res.err = r.refresh(passCtx, tc, cfg, res.request); res.err != nil {
+	if res.outcome, res.err = r.refresh(passCtx, tc, cfg, providers, res.request); res.err != nil {
 		return res
 	}
 	res.err = r.syncRecords(ctx, tc, res.outcome)
@@ -79,7 +84,7 @@ func configError(err error) error {
 
 // refresh runs the pipeline of internal/catalog: select, read, plan,
 // generate and embed, build, publish.
-func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, req catalog.Request) (*catalog.Outcome, error) {
+func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, prov catalogconfig.Providers, req catalog.Request) (*catalog.Outcome, error) {
 	tds, err := r.selectedToolDefinitions(ctx, tc)
 	if err != nil {
 		return nil, err
@@ -97,20 +102,20 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 	stored := catalog.ReadStored(snap)
 	plans := catalog.Plan(catalog.PlanInput{
 		Tools: sel.Tools, Stored: stored.Tools,
-		Model: cfg.Embedder.Model(), Dimensions: cfg.Dimensions, QueriesPerTool: cfg.QueriesPerTool,
+		Model: prov.Embedder.Model(), Dimensions: cfg.Dimensions, QueriesPerTool: cfg.QueriesPerTool,
 		Mode: req.Mode, Targets: req.Targets,
 	})
 	now := r.now()
-	refreshed := catalog.Refresh(ctx, catalog.Providers{Generator: cfg.Generator, Embedder: cfg.Embedder, Concurrency: cfg.Concurrency}, plans, now)
+	refreshed := catalog.Refresh(ctx, catalog.Providers{Generator: prov.Generator, Embedder: prov.Embedder, Concurrency: cfg.Concurrency}, plans, now)
 	build, err := catalog.BuildDocument(catalog.BuildInput{
-		Catalog: catalogID(tc), Provider: cfg.Provider, Model: cfg.Embedder.Model(), Dimensions: cfg.Dimensions, Search: cfg.Search,
+		Catalog: catalogID(tc), Provider: cfg.Provider, Model: prov.Embedder.Model(), Dimensions: cfg.Dimensions, Search: cfg.Search,
 		Plans: plans, Rejected: sel.Rejected, Refreshed: refreshed, Stored: stored, Now: now,
 	})
 	if err != nil {
 		return nil, err
 	}
 	out := &catalog.Outcome{
-		Catalog: tc.Name, Model: cfg.Embedder.Model(), Plans: plans, Rejected: sel.Rejected,
+		Catalog: tc.Name, Model: prov.Embedder.Model(), Plans: plans, Rejected: sel.Rejected,
 		Refreshed: refreshed, Build: build, Stored: stored, Version: stored.Version,
 	}
 	if build.Changed {

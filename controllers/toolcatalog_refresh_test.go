@@ -48,7 +48,7 @@ func corruptQueries(g *WithT, ns, tool string) {
 func TestCatalogRefreshModes(t *testing.T) {
 	g := gomegaFor(t)
 	ns := newNamespace(t)
-	p := newProvider(t)
+	p := newProvider(t, ns)
 	threeTools(t, g, ns, p)
 
 	// A corrupted query set is invalid: only that tool's queries are
@@ -94,7 +94,7 @@ func TestCatalogRefreshModes(t *testing.T) {
 func TestCatalogModelChangeMakesEveryToolStale(t *testing.T) {
 	g := gomegaFor(t)
 	ns := newNamespace(t)
-	p := newProvider(t)
+	p := newProvider(t, ns)
 	threeTools(t, g, ns, p)
 	rc := redisClient(t)
 
@@ -192,7 +192,7 @@ func TestCatalogProviderFailures(t *testing.T) {
 func TestCatalogProviderAuthFailure(t *testing.T) {
 	g := gomegaFor(t)
 	ns := newNamespace(t)
-	p := newProvider(t)
+	p := newWireProvider(t)
 	p.APIKeys = []string{"sk-right"}
 	createAll(g, secret(ns, "llm", map[string]string{"key": "sk-wrong"}),
 		testTool(ns, "weather", "get_weather", "Get the weather.", "tools"))

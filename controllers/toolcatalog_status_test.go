@@ -3,9 +3,6 @@ package controllers
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,7 +19,6 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
-	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
 )
 
 // A pass whose write loses to another writer must not use up a refresh
@@ -33,18 +29,8 @@ func TestWriteConflictDoesNotUseUpARefreshRequest(t *testing.T) {
 	ns := newNamespace(t)
 	rc := redisClient(t)
 	k := catalogKeys(ns, "tools")
-	p := newProvider(t)
-	// Queries differ on every call, so a forced refresh always publishes.
-	p.OnChat = func(w http.ResponseWriter, _ *http.Request, n int, req openaitest.ChatRequest) {
-		user := req.Messages[len(req.Messages)-1].Content
-		tool := toolNameLine.FindStringSubmatch(user)[1]
-		count, _ := strconv.Atoi(countLine.FindStringSubmatch(user)[1])
-		qs := make([]string, count)
-		for i := range qs {
-			qs[i] = fmt.Sprintf("%s request %d of call %d", tool, i+1, n)
-		}
-		openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON(qs...))
-	}
+	p := newProvider(t, ns)
+	p.vary = true // a forced refresh always publishes
 	var armed atomic.Bool
 	var once sync.Once
 	p.Hold = func() {
@@ -101,7 +87,7 @@ func newDirectCatalog(t *testing.T, g *WithT, tc *v1alpha1.ToolCatalog) *directC
 	g.Expect(broadcaster.StartRecordingToSinkWithContext(t.Context())).To(Succeed())
 	fast := embedding.DefaultRetryPolicy()
 	fast.MaxRetries = 0
-	d.r = &ToolCatalogReconciler{Client: c, APIReader: c, Recorder: broadcaster.NewRecorder(testScheme, "direct-test"), Redis: redisPool, RetryPolicy: &fast}
+	d.r = &ToolCatalogReconciler{Client: c, APIReader: c, Recorder: broadcaster.NewRecorder(testScheme, "direct-test"), Redis: redisPool, RetryPolicy: &fast, Providers: suiteProviders}
 	if tc.Labels == nil {
 		tc.Labels = map[string]string{}
 	}
@@ -126,7 +112,7 @@ func (d *directCatalog) get() *v1alpha1.ToolCatalog { return getTC(d.g, d.tc.Nam
 func TestPassFailingBeforeTheDocumentIsNotReady(t *testing.T) {
 	g := gomegaFor(t)
 	ns := newNamespace(t)
-	p := newProvider(t)
+	p := newProvider(t, ns)
 	createAll(g, testTool(ns, "weather", "get_weather", "Get the current weather for a city.", "direct"))
 	d := newDirectCatalog(t, g, testCatalog(ns, "direct", p))
 
@@ -157,7 +143,7 @@ func TestPassFailingBeforeTheDocumentIsNotReady(t *testing.T) {
 func TestConfigErrorWithFailingStatusWriteWaitsForResync(t *testing.T) {
 	g := gomegaFor(t)
 	ns := newNamespace(t)
-	tc := testCatalog(ns, "direct", newProvider(t))
+	tc := testCatalog(ns, "direct", newProvider(t, ns))
 	tc.Spec.Embedding.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "missing", Key: "apiKey"}
 	d := newDirectCatalog(t, g, tc)
 
@@ -183,7 +169,7 @@ func TestConfigErrorWithFailingStatusWriteWaitsForResync(t *testing.T) {
 func TestLongCatalogNamesKeepTheirOwnRecords(t *testing.T) {
 	g := gomegaFor(t)
 	ns := newNamespace(t)
-	p := newProvider(t)
+	p := newProvider(t, ns)
 	long := strings.Repeat("catalog-with-a-very-long-name-", 4)
 	names := []string{long + "one", long + "two"}
 	createAll(g, testTool(ns, "weather", "get_weather", "Get the current weather for a city.", "shared"),
@@ -222,7 +208,7 @@ func TestLongCatalogNamesKeepTheirOwnRecords(t *testing.T) {
 func TestSecondCatalogOnTheSamePrefixIsRefused(t *testing.T) {
 	g := gomegaFor(t)
 	ns := newNamespace(t)
-	p := newProvider(t)
+	p := newProvider(t, ns)
 	rc := redisClient(t)
 	prefix := "tc:{" + ns + "/shared}"
 	createAll(g, testTool(ns, "weather", "get_weather", "Get the current weather for a city.", "first"),
@@ -256,4 +242,30 @@ func TestSecondCatalogOnTheSamePrefixIsRefused(t *testing.T) {
 	g.Expect(doc.Catalog).To(Equal(ns + "/second"))
 	g.Expect(doc.Tools).To(HaveLen(1))
 	g.Expect(doc.Tools[0].Name).To(Equal("send_email"))
+}
+
+// Provider clients (and their HTTP connections) live across passes; a
+// change of the provider settings replaces them.
+func TestProviderClientsAreReusedAcrossPasses(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	p := newProvider(t, ns)
+	threeTools(t, g, ns, p)
+	id := ns + "/tools"
+	g.Expect(suiteProviders.clientsBuilt(id)).To(Equal(1))
+
+	td := getTD(g, ns, "weather")
+	td.Spec.Description = "Get the current weather and tomorrow's forecast for a city."
+	g.Expect(k8sClient.Update(context.Background(), td)).To(Succeed())
+	waitVersion(g, ns, "tools", 2)
+	g.Expect(suiteProviders.clientsBuilt(id)).To(Equal(1), "a second pass built new clients")
+
+	tc := getTC(g, ns, "tools")
+	tc.Spec.Embedding.BatchSize = 2
+	g.Expect(k8sClient.Update(context.Background(), tc)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		tc := getTC(g, ns, "tools")
+		g.Expect(tc.Status.ObservedGeneration).To(Equal(tc.Generation))
+	}).Should(Succeed())
+	g.Expect(suiteProviders.clientsBuilt(id)).To(Equal(2), "new settings, new clients")
 }

@@ -30,10 +30,11 @@ const DefaultResync = 10 * time.Minute
 
 // Config is a ToolCatalog's spec resolved against its Secrets.
 type Config struct {
-	Keys      contract.Keys
-	Redis     store.Options
-	Embedder  embedding.Embedder
-	Generator embedding.QueryGenerator
+	Keys  contract.Keys
+	Redis store.Options
+	// Providers are the provider settings; build them with BuildProviders
+	// or, to reuse clients across passes, a ProviderCache.
+	Providers ProviderSettings
 	// Provider is the embedding provider's name for the document.
 	Provider string
 	// Dimensions is the configured vector length, 0 when any is accepted.
@@ -187,7 +188,6 @@ func (r *Resolver) buildEmbedder(ctx context.Context, tc *v1alpha1.ToolCatalog, 
 			return &Error{Reason: v1alpha1.ReasonInvalidConfiguration,
 				Message: fmt.Sprintf("spec.embedding.dimensions %d is not supported by the builtin model (%d): leave it empty", es.Dimensions, embedding.BuiltinDimensions)}
 		}
-		cfg.Embedder = embedding.SentenceEmbedder{}
 		cfg.Provider = string(v1alpha1.ProviderBuiltin)
 		cfg.Dimensions = embedding.BuiltinDimensions
 		return nil
@@ -199,11 +199,7 @@ func (r *Resolver) buildEmbedder(ctx context.Context, tc *v1alpha1.ToolCatalog, 
 	if es.Timeout != nil {
 		api.Timeout = es.Timeout.Duration
 	}
-	e, err := embedding.NewOpenAIEmbedder(embedding.OpenAIEmbedderConfig{OpenAIConfig: api, Model: es.Model, Dimensions: int(es.Dimensions), BatchSize: int(es.BatchSize)})
-	if err != nil {
-		return &Error{Reason: v1alpha1.ReasonInvalidConfiguration, Message: fmt.Sprintf("spec.embedding: %v", err)}
-	}
-	cfg.Embedder = e
+	cfg.Providers.Embedding = &embedding.OpenAIEmbedderConfig{OpenAIConfig: api, Model: es.Model, Dimensions: int(es.Dimensions), BatchSize: int(es.BatchSize)}
 	cfg.Provider = string(v1alpha1.ProviderOpenAI)
 	cfg.Dimensions = int(es.Dimensions)
 	return nil
@@ -212,7 +208,6 @@ func (r *Resolver) buildEmbedder(ctx context.Context, tc *v1alpha1.ToolCatalog, 
 func (r *Resolver) buildGenerator(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *Config) error {
 	qs := tc.Spec.QueryGeneration
 	if qs.Provider == v1alpha1.ProviderBuiltin || qs.Provider == "" {
-		cfg.Generator = embedding.TemplateQueryGenerator{}
 		return nil
 	}
 	api, err := r.openAIConfig(ctx, tc.Namespace, qs.BaseURL, qs.APIKeySecretRef, "spec.queryGeneration.apiKeySecretRef")
@@ -231,11 +226,7 @@ func (r *Resolver) buildGenerator(ctx context.Context, tc *v1alpha1.ToolCatalog,
 		fapi.Retry.MaxRetries = api.Retry.MaxRetries
 		gc.Fallback = &embedding.OpenAIFallback{OpenAIConfig: fapi, Model: fb.Model}
 	}
-	g, err := embedding.NewOpenAIQueryGenerator(gc)
-	if err != nil {
-		return &Error{Reason: v1alpha1.ReasonInvalidConfiguration, Message: fmt.Sprintf("spec.queryGeneration: %v", err)}
-	}
-	cfg.Generator = g
+	cfg.Providers.Generation = &gc
 	return nil
 }
 

@@ -34,8 +34,8 @@ func (o *Options) searchCommand() *cobra.Command {
 		Args: cobra.ExactArgs(2),
 		RunE: o.withCatalog(func(ctx context.Context, cmd *cobra.Command, args []string, s *session, cat *toolcatalog.Catalog) error {
 			opts := toolcatalog.Options{Method: toolcatalog.Method(method), TopK: topK, Principal: principal}
-			if s.config.Embedder != nil {
-				opts.Embedder = s.config.Embedder
+			if s.embedder != nil {
+				opts.Embedder = s.embedder
 			}
 			resp, err := cat.Search(ctx, args[1], opts)
 			if err != nil {

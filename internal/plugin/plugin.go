@@ -22,6 +22,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
+	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
@@ -65,6 +66,9 @@ type session struct {
 	catalog *v1alpha1.ToolCatalog
 	config  *catalogconfig.Config
 	redis   redis.UniversalClient
+	// embedder embeds queries with the catalog's model; nil when the
+	// configuration could not be resolved (search falls back to BM25).
+	embedder embedding.Embedder
 }
 
 func (s *session) Close() {
@@ -114,7 +118,14 @@ func (o *Options) open(ctx context.Context, name string, withRedis bool) (*sessi
 		return s, nil
 	}
 	resolver := &catalogconfig.Resolver{Reader: kube}
-	if s.config, err = resolver.Resolve(ctx, tc); err != nil {
+	s.config, err = resolver.Resolve(ctx, tc)
+	if err == nil {
+		var p catalogconfig.Providers
+		if p, err = catalogconfig.BuildProviders(s.config.Providers); err == nil {
+			s.embedder = p.Embedder
+		}
+	}
+	if err != nil {
 		var ce *catalogconfig.Error
 		if !errors.As(err, &ce) || o.RedisAddr == "" {
 			return nil, err
