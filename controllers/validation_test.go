@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
 const validToolYAML = `
@@ -102,6 +104,7 @@ func TestAPIServerRejectsInvalidSpecs(t *testing.T) {
 		{"concurrency too large", validCatalogYAML, fn(set(int64(33), "queryGeneration", "concurrency")), []string{"spec.queryGeneration.concurrency"}},
 		{"threshold above one", validCatalogYAML, fn(set(1.5, "search", "similarityThreshold")), []string{"spec.search.similarityThreshold"}},
 		{"retainVersions zero", validCatalogYAML, fn(set(int64(0), "publish", "retainVersions")), []string{"spec.publish.retainVersions"}},
+		{"retainVersions beyond what a publish cleans up", validCatalogYAML, fn(set(int64(contract.MaxRetainVersions+1), "publish", "retainVersions")), []string{"spec.publish.retainVersions"}},
 		{"dimensions zero", validCatalogYAML, fn(set(int64(0), "embedding", "dimensions")), []string{"spec.embedding.dimensions"}},
 		{"malformed timeout", validCatalogYAML, fn(set("soon", "embedding", "timeout")), []string{"spec.embedding.timeout"}},
 		{"malformed resync interval", validCatalogYAML, fn(set("10 minutes", "publish", "resyncInterval")), []string{"spec.publish.resyncInterval"}},
@@ -182,5 +185,5 @@ func TestAPIServerAppliesCatalogDefaults(t *testing.T) {
 	g.Expect(s.Publish.Channel).To(Equal("toolcatalog:updates"))
 	g.Expect(s.Publish.RetainVersions).To(BeEquivalentTo(5))
 	g.Expect(s.Publish.ResyncInterval).NotTo(BeNil())
-	g.Expect(s.Publish.ResyncInterval.Duration.String()).To(Equal("10m0s"))
+	g.Expect(s.Publish.ResyncInterval.Duration).To(Equal(catalogconfig.DefaultResync))
 }

@@ -1,12 +1,11 @@
 package embedding
 
 import (
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 
 	"context"
-	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -69,7 +68,7 @@ func queryBases(tool ToolSpec) []string {
 	if name != "" {
 		bases = append(bases, name)
 	}
-	if params := parameterNames(tool.Parameters); len(params) > 0 {
+	if params := contract.ParameterNames(tool.Parameters); len(params) > 0 {
 		var phrases []string
 		for _, p := range params {
 			phrases = append(phrases, strings.Join(text.Words(p), " "))
@@ -98,35 +97,6 @@ func descriptionClauses(desc string) []string {
 		out = append(out, sentence)
 	}
 	return out
-}
-
-// parameterNames returns the top-level property names of a JSON Schema,
-// required ones first, each group sorted.
-func parameterNames(schema json.RawMessage) []string {
-	var s struct {
-		Properties map[string]json.RawMessage `json:"properties"`
-		Required   []string                   `json:"required"`
-	}
-	if len(schema) == 0 || json.Unmarshal(schema, &s) != nil {
-		return nil
-	}
-	required := map[string]bool{}
-	var out []string
-	for _, r := range s.Required {
-		if _, ok := s.Properties[r]; ok && !required[r] {
-			required[r] = true
-			out = append(out, r)
-		}
-	}
-	sort.Strings(out)
-	var optional []string
-	for p := range s.Properties {
-		if !required[p] {
-			optional = append(optional, p)
-		}
-	}
-	sort.Strings(optional)
-	return append(out, optional...)
 }
 
 func joinAnd(items []string) string {

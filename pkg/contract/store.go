@@ -12,9 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// maxRetainVersions bounds spec.publish.retainVersions; versions older than
+// MaxRetainVersions bounds spec.publish.retainVersions (the CRD says the
+// same; a test holds them together); versions older than
 // this many are always gone, which bounds the keys a publish must delete.
-const maxRetainVersions = 100
+const MaxRetainVersions = 100
 
 // ErrConflict means another writer published a version between this pass's
 // read and its write; nothing was written.
@@ -130,10 +131,10 @@ func Write(ctx context.Context, c redis.UniversalClient, k Keys, u Update) error
 
 // expiredVersions lists the version keys that fall out of retention with
 // this version. Earlier publishes deleted everything older, so the window
-// is bounded by maxRetainVersions.
+// is bounded by MaxRetainVersions.
 func expiredVersions(k Keys, version int64, retain int) []string {
 	var keys []string
-	for n := version - int64(retain); n >= 1 && n > version-int64(retain)-maxRetainVersions-1; n-- {
+	for n := version - int64(retain); n >= 1 && n > version-int64(retain)-MaxRetainVersions-1; n-- {
 		keys = append(keys, k.CatalogVersion(n))
 	}
 	return keys
@@ -164,7 +165,7 @@ func Delete(ctx context.Context, c redis.UniversalClient, k Keys) error {
 		return fmt.Errorf("reading %s: %w", k.Version(), err)
 	}
 	keys := []string{k.Catalog(), k.Version(), k.Embeddings(), k.Metadata(), k.Usage()}
-	for n := version; n >= 1 && n > version-maxRetainVersions-1; n-- {
+	for n := version; n >= 1 && n > version-MaxRetainVersions-1; n-- {
 		keys = append(keys, k.CatalogVersion(n))
 	}
 	if err := c.Del(ctx, keys...).Err(); err != nil {

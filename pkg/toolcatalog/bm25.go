@@ -1,7 +1,6 @@
 package toolcatalog
 
 import (
-	"encoding/json"
 	"math"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -48,7 +47,7 @@ func newBM25Index(tools []contract.Tool) *bm25Index {
 		for _, w := range append(append(name, name...), terms(t.Description)...) {
 			tf[w]++
 		}
-		for _, p := range parameterNames(t.Parameters) {
+		for _, p := range contract.ParameterNames(t.Parameters) {
 			for _, w := range terms(p) {
 				tf[w]++
 			}
@@ -87,20 +86,6 @@ func (ix *bm25Index) scores(query string, k1, b float64) map[int]float64 {
 			norm := p.freq + k1*(1-b+b*ix.lengths[p.doc]/ix.avgLen)
 			out[p.doc] += idf * p.freq * (k1 + 1) / norm
 		}
-	}
-	return out
-}
-
-func parameterNames(schema json.RawMessage) []string {
-	var s struct {
-		Properties map[string]json.RawMessage `json:"properties"`
-	}
-	if len(schema) == 0 || json.Unmarshal(schema, &s) != nil {
-		return nil
-	}
-	out := make([]string, 0, len(s.Properties))
-	for p := range s.Properties {
-		out = append(out, p)
 	}
 	return out
 }
