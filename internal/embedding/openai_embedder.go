@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/openai/openai-go/v3"
+
+	consumeropenai "github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/openai"
 )
 
 // DefaultBatchSize is the number of texts per embeddings request when a
@@ -87,14 +89,7 @@ func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 }
 
 func (e *OpenAIEmbedder) embedBatch(ctx context.Context, batch []string) ([][]float32, error) {
-	params := openai.EmbeddingNewParams{
-		Model:          e.cfg.Model,
-		Input:          openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: batch},
-		EncodingFormat: openai.EmbeddingNewParamsEncodingFormatFloat,
-	}
-	if e.cfg.Dimensions > 0 {
-		params.Dimensions = openai.Int(int64(e.cfg.Dimensions))
-	}
+	params := consumeropenai.Params(e.cfg.Model, e.cfg.Dimensions, batch)
 	var vecs [][]float32
 	err := e.cfg.call(ctx, "openai-embeddings", e.provider(), e.cfg.Model, func(ctx context.Context) error {
 		resp, err := e.client.Embeddings.New(ctx, params)

@@ -54,17 +54,23 @@ func New(cfg Config) (*Embedder, error) {
 // Model returns the configured model.
 func (e *Embedder) Model() string { return e.cfg.Model }
 
-// Embed returns one vector per text, in input order.
-func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+// Params is the embeddings request for texts: float vectors of the model,
+// of the given length when dimensions > 0. The operator sends the same.
+func Params(model string, dimensions int, texts []string) openai.EmbeddingNewParams {
 	params := openai.EmbeddingNewParams{
-		Model:          e.cfg.Model,
+		Model:          model,
 		Input:          openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: texts},
 		EncodingFormat: openai.EmbeddingNewParamsEncodingFormatFloat,
 	}
-	if e.cfg.Dimensions > 0 {
-		params.Dimensions = openai.Int(int64(e.cfg.Dimensions))
+	if dimensions > 0 {
+		params.Dimensions = openai.Int(int64(dimensions))
 	}
-	resp, err := e.client.Embeddings.New(ctx, params)
+	return params
+}
+
+// Embed returns one vector per text, in input order.
+func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	resp, err := e.client.Embeddings.New(ctx, Params(e.cfg.Model, e.cfg.Dimensions, texts))
 	if err != nil {
 		return nil, fmt.Errorf("openai: embedding %d texts with %s: %w", len(texts), e.cfg.Model, err)
 	}
