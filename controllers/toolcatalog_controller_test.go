@@ -102,7 +102,8 @@ func TestCatalogPublishesFirstVersion(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	var notice contract.Notice
 	g.Expect(json.Unmarshal([]byte(msg.Payload), &notice)).To(Succeed())
-	g.Expect(notice).To(Equal(contract.Notice{Catalog: ns + "/tools", Version: 1, SchemaHash: doc.SchemaHash}))
+	g.Expect(notice).To(Equal(contract.Notice{Catalog: ns + "/tools", CatalogUID: string(tc.UID), Version: 1, SchemaHash: doc.SchemaHash}))
+	g.Expect(doc.CatalogUID).To(Equal(string(tc.UID)))
 
 	// Status and records.
 	g.Expect(tc.Status.Counts).To(Equal(&v1alpha1.ToolCounts{Tools: 3, Embedded: 3}))

@@ -108,7 +108,7 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 	now := r.now()
 	refreshed := catalog.Refresh(ctx, catalog.Providers{Generator: prov.Generator, Embedder: prov.Embedder, Concurrency: cfg.Concurrency}, plans, now)
 	build, err := catalog.BuildDocument(catalog.BuildInput{
-		Catalog: catalogID(tc), Provider: cfg.Provider, Model: prov.Embedder.Model(), Dimensions: cfg.Dimensions, Search: cfg.Search,
+		Catalog: catalogID(tc), CatalogUID: string(tc.UID), Provider: cfg.Provider, Model: prov.Embedder.Model(), Dimensions: cfg.Dimensions, Search: cfg.Search,
 		Plans: plans, Rejected: sel.Rejected, Refreshed: refreshed, Stored: stored, Now: now,
 	})
 	if err != nil {
@@ -173,7 +173,7 @@ func (r *ToolCatalogReconciler) publish(ctx context.Context, rc redis.UniversalC
 	metrics.PublishDuration.WithLabelValues(id).Observe(time.Since(start).Seconds())
 	metrics.ToolsEmbedded.WithLabelValues(id).Add(float64(len(b.Vectors)))
 
-	notice, _ := json.Marshal(contract.Notice{Catalog: b.Document.Catalog, Version: version, SchemaHash: b.Document.SchemaHash})
+	notice, _ := json.Marshal(contract.NoticeOf(b.Document))
 	if err := contract.Notify(ctx, rc, cfg.Channel, notice); err != nil {
 		// The version is written; consumers that missed the notice find
 		// it when they next check P:version.

@@ -12,8 +12,8 @@ import (
 
 // BuildInput is everything a new catalog version is made of.
 type BuildInput struct {
-	// Catalog is namespace/name.
-	Catalog string
+	// Catalog is namespace/name; CatalogUID the ToolCatalog's UID.
+	Catalog, CatalogUID string
 	// Provider, Model and Dimensions describe the configured embedding;
 	// Dimensions 0 accepts any length.
 	Provider, Model string
@@ -50,6 +50,7 @@ type Build struct {
 func BuildDocument(in BuildInput) (Build, error) {
 	doc := &contract.Document{
 		Catalog:     in.Catalog,
+		CatalogUID:  in.CatalogUID,
 		Embedding:   contract.EmbeddingInfo{Provider: in.Provider, Model: in.Model, Dimensions: in.Dimensions},
 		Search:      in.Search,
 		Permissions: map[string][]string{},

@@ -22,6 +22,10 @@ type Document struct {
 	GeneratedAt time.Time `json:"generated_at"`
 	// Catalog is "<namespace>/<name>" of the ToolCatalog.
 	Catalog string `json:"catalog"`
+	// CatalogUID identifies the ToolCatalog object (its UID): a catalog
+	// deleted and created again under the same name has another, so a
+	// consumer never mistakes its version 1 for an old version.
+	CatalogUID string `json:"catalog_uid,omitempty"`
 	// Embedding says which model produced the vectors; consumers embed
 	// queries with the same model or fall back to BM25.
 	Embedding EmbeddingInfo `json:"embedding"`
@@ -149,7 +153,14 @@ func (d *Document) ToolByName(name string) (Tool, bool) {
 
 // Notice is the pub/sub message announcing a version.
 type Notice struct {
-	Catalog    string `json:"catalog"`
+	Catalog string `json:"catalog"`
+	// CatalogUID is the document's CatalogUID.
+	CatalogUID string `json:"catalog_uid,omitempty"`
 	Version    int64  `json:"version"`
 	SchemaHash string `json:"schema_hash"`
+}
+
+// NoticeOf is the notice announcing a document.
+func NoticeOf(d *Document) Notice {
+	return Notice{Catalog: d.Catalog, CatalogUID: d.CatalogUID, Version: d.Version, SchemaHash: d.SchemaHash}
 }

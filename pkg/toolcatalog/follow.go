@@ -31,12 +31,19 @@ type FollowOptions struct {
 	OnUpdate func(*Catalog)
 	// OnError, when set, is called with errors the follower recovers from.
 	OnError func(error)
+	// WaitForPublish lets Follow start before the catalog is first
+	// published: instead of failing with ErrNotPublished it returns a
+	// Follower whose Current is nil until the first version appears (Wait
+	// blocks until then).
+	WaitForPublish bool
 }
 
 // Follower keeps the newest version of a catalog loaded: it reloads when a
 // newer version is announced, ignores older and duplicate notices, and
 // checks P:version when the subscription reconnects and periodically, so a
-// missed notice does not leave it stale.
+// missed notice does not leave it stale. A catalog deleted and created
+// again under the same name (another CatalogUID) is loaded whatever its
+// version.
 type Follower struct {
 	client  redis.UniversalClient
 	keys    contract.Keys
@@ -44,6 +51,9 @@ type Follower struct {
 	current atomic.Pointer[Catalog]
 	mu      sync.Mutex // serialises reloads
 	reloads atomic.Int64
+	// loaded is closed when the first version is loaded.
+	loaded     chan struct{}
+	loadedOnce sync.Once
 }
 
 // Follow loads the catalog and keeps following it until ctx ends. The
@@ -55,7 +65,7 @@ func Follow(ctx context.Context, c redis.UniversalClient, keys contract.Keys, op
 	if opts.RecheckInterval <= 0 {
 		opts.RecheckInterval = DefaultRecheckInterval
 	}
-	f := &Follower{client: c, keys: keys, opts: opts}
+	f := &Follower{client: c, keys: keys, opts: opts, loaded: make(chan struct{})}
 	// Subscribe before the first load, so no version published in between
 	// is missed.
 	ps := c.Subscribe(ctx, opts.Channel)
@@ -63,7 +73,7 @@ func Follow(ctx context.Context, c redis.UniversalClient, keys contract.Keys, op
 		_ = ps.Close()
 		return nil, fmt.Errorf("subscribing to %s: %w", opts.Channel, err)
 	}
-	if err := f.reload(ctx, 0); err != nil {
+	if err := f.reload(ctx, func(*Catalog) bool { return true }); err != nil && !(opts.WaitForPublish && errors.Is(err, ErrNotPublished)) {
 		_ = ps.Close()
 		return nil, err
 	}
@@ -71,14 +81,27 @@ func Follow(ctx context.Context, c redis.UniversalClient, keys contract.Keys, op
 	return f, nil
 }
 
-// Current returns the newest loaded version.
+// Current returns the newest loaded version; nil while a follower started
+// with WaitForPublish has not seen the first one.
 func (f *Follower) Current() *Catalog { return f.current.Load() }
+
+// Wait blocks until a version is loaded (at once when one is) or ctx ends.
+func (f *Follower) Wait(ctx context.Context) (*Catalog, error) {
+	select {
+	case <-f.loaded:
+		return f.Current(), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for %s to be published: %w", f.keys.Catalog(), ctx.Err())
+	}
+}
 
 // Reloads counts the versions loaded so far, the first included.
 func (f *Follower) Reloads() int64 { return f.reloads.Load() }
 
 // Check compares the loaded version with P:version and reloads when Redis
-// holds a newer one. It reports whether it reloaded.
+// holds another one: a newer version, or an older one, which means the
+// catalog was deleted and created again (or Redis was restored). It reports
+// whether it reloaded.
 func (f *Follower) Check(ctx context.Context) (bool, error) {
 	v, err := f.client.Get(ctx, f.keys.Version()).Result()
 	if errors.Is(err, redis.Nil) {
@@ -91,28 +114,29 @@ func (f *Follower) Check(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("%s holds %q, not a version", f.keys.Version(), v)
 	}
-	if cur := f.Current(); cur != nil && n <= cur.Version() {
+	if cur := f.Current(); cur != nil && n == cur.Version() {
 		return false, nil
 	}
-	return true, f.reload(ctx, n)
+	return true, f.reload(ctx, func(cur *Catalog) bool { return cur.Version() != n })
 }
 
-// reload loads the catalog unless a version at least as new as min is
-// already loaded.
-func (f *Follower) reload(ctx context.Context, min int64) error {
+// reload loads the catalog, unless need says the one held will do, and
+// keeps it when it differs from the one held.
+func (f *Follower) reload(ctx context.Context, need func(cur *Catalog) bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if cur := f.Current(); cur != nil && min > 0 && cur.Version() >= min {
+	if cur := f.Current(); cur != nil && !need(cur) {
 		return nil
 	}
 	c, err := Load(ctx, f.client, f.keys)
 	if err != nil {
 		return err
 	}
-	if cur := f.Current(); cur != nil && c.Version() <= cur.Version() && c.SchemaHash() == cur.SchemaHash() {
+	if cur := f.Current(); cur != nil && c.Version() == cur.Version() && c.SchemaHash() == cur.SchemaHash() {
 		return nil
 	}
 	f.current.Store(c)
+	f.loadedOnce.Do(func() { close(f.loaded) })
 	f.reloads.Add(1)
 	if f.opts.OnUpdate != nil {
 		f.opts.OnUpdate(c)
@@ -179,10 +203,22 @@ func (f *Follower) handle(ctx context.Context, m any) {
 			return
 		}
 		cur := f.Current()
-		if cur == nil || n.Catalog != cur.Document.Catalog || n.Version <= cur.Version() {
+		if cur == nil {
+			// Not published when the follower started: any notice on
+			// the channel may be the first version.
+			if _, err := f.Check(ctx); err != nil && !errors.Is(err, ErrNotPublished) {
+				f.report(err)
+			}
+			return
+		}
+		recreated := n.CatalogUID != "" && n.CatalogUID != cur.Document.CatalogUID
+		if n.Catalog != cur.Document.Catalog || (!recreated && n.Version <= cur.Version()) {
 			return // another catalog's notice, or an old or duplicate one
 		}
-		if err := f.reload(ctx, n.Version); err != nil {
+		err := f.reload(ctx, func(cur *Catalog) bool {
+			return cur.Document.CatalogUID != n.CatalogUID && n.CatalogUID != "" || cur.Version() < n.Version
+		})
+		if err != nil {
 			f.report(err)
 		}
 	}

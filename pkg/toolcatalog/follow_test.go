@@ -24,12 +24,19 @@ func TestMain(m *testing.M) { os.Exit(redistest.Main(m, &server)) }
 // description carries the version, as the operator would.
 func publish(t *testing.T, c redis.UniversalClient, k contract.Keys, channel string, version int64, notify bool) *contract.Document {
 	t.Helper()
+	return publishAs(t, c, k, channel, "uid-1", version, notify)
+}
+
+// publishAs publishes a version of the catalog object with that UID.
+func publishAs(t *testing.T, c redis.UniversalClient, k contract.Keys, channel, uid string, version int64, notify bool) *contract.Document {
+	t.Helper()
 	ctx := context.Background()
 	cat := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 3})
 	doc := *cat.Document
 	doc.Tools = append([]contract.Tool(nil), doc.Tools...)
 	doc.Tools[0].Description = fmt.Sprintf("Weather, version %d.", version)
 	doc.Catalog = "ns/follow"
+	doc.CatalogUID = uid
 	if err := doc.Seal(); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +52,7 @@ func publish(t *testing.T, c redis.UniversalClient, k contract.Keys, channel str
 		t.Fatalf("writing version %d: %v", version, err)
 	}
 	if notify {
-		notice, _ := json.Marshal(contract.Notice{Catalog: doc.Catalog, Version: version, SchemaHash: doc.SchemaHash})
+		notice, _ := json.Marshal(contract.NoticeOf(&doc))
 		if err := contract.Notify(ctx, c, channel, notice); err != nil {
 			t.Fatal(err)
 		}
@@ -175,6 +182,68 @@ func TestFollowerCheckDetectsStaleCatalog(t *testing.T) {
 	if reloaded, err := f.Check(ctx); err != nil || !reloaded || f.Current().Version() != 2 {
 		t.Fatalf("Check after version 2: %v, %v, version %d", reloaded, err, f.Current().Version())
 	}
+}
+
+// A catalog deleted and created again starts over at version 1: followers
+// must take it, by notice or by the periodic check, although its version
+// is lower than theirs.
+func TestFollowTakesARecreatedCatalog(t *testing.T) {
+	for _, notify := range []bool{true, false} {
+		t.Run(fmt.Sprintf("notice=%v", notify), func(t *testing.T) {
+			fc := newFollowCase(t)
+			ctx, c, k, channel := fc.ctx, fc.c, fc.k, fc.channel
+			f := fc.follow(t, nil)
+			publish(t, c, k, channel, 2, true)
+			publish(t, c, k, channel, 3, true)
+			eventually(t, "version 3", func() bool { return f.Current().Version() == 3 })
+
+			if err := contract.Delete(ctx, c, k); err != nil {
+				t.Fatal(err)
+			}
+			recreated := publishAs(t, c, k, channel, "uid-2", 1, notify)
+			if !notify {
+				if reloaded, err := f.Check(ctx); err != nil || !reloaded {
+					t.Fatalf("Check after the catalog was recreated: %v, %v", reloaded, err)
+				}
+			}
+			eventually(t, "the recreated catalog", func() bool { return f.Current().Document.CatalogUID == "uid-2" })
+			if f.Current().Version() != 1 || f.Current().SchemaHash() != recreated.SchemaHash {
+				t.Fatalf("holding version %d %s, want the recreated version 1", f.Current().Version(), f.Current().SchemaHash())
+			}
+		})
+	}
+}
+
+// An agent may start before the operator first publishes its catalog.
+func TestFollowWaitsForTheFirstPublish(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := server.Client()
+	defer c.Close()
+	k := Keys("ns", t.Name())
+	channel := "updates:" + t.Name()
+	if _, err := Follow(ctx, c, k, FollowOptions{Channel: channel}); !errors.Is(err, ErrNotPublished) {
+		t.Fatalf("Follow of an unpublished catalog without WaitForPublish: %v", err)
+	}
+	f, err := Follow(ctx, c, k, FollowOptions{Channel: channel, RecheckInterval: time.Hour, WaitForPublish: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Current() != nil {
+		t.Fatal("a catalog is current before it was published")
+	}
+	short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer stop()
+	if _, err := f.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait before the first publish: %v", err)
+	}
+	publish(t, c, k, channel, 1, true)
+	got, err := f.Wait(ctx)
+	if err != nil || got.Version() != 1 {
+		t.Fatalf("Wait: %v, %v", got, err)
+	}
+	publish(t, c, k, channel, 2, true)
+	eventually(t, "version 2", func() bool { return f.Current().Version() == 2 })
 }
 
 func TestLoadAndFollowOnRedisCluster(t *testing.T) {
