@@ -178,3 +178,33 @@ func TestCatalogWaitsForItsSecret(t *testing.T) {
 	createAll(g, secret(ns, "openai", map[string]string{"apiKey": "sk-good"}))
 	waitVersion(g, ns, "tools", 1)
 }
+
+// A document that cannot be read is never published over: what it held
+// could not be rebuilt. Once the key is removed, the catalog is rebuilt
+// from the ToolDefinitions and the stored embeddings.
+func TestCatalogDoesNotPublishOverAnUnreadableDocument(t *testing.T) {
+	c := newCatalogCase(t)
+	g, ctx, ns, rc, k := c.g, c.ctx, c.ns, c.rc, c.k
+	g.Expect(rc.Set(ctx, k.Catalog(), "garbage{", 0).Err()).To(Succeed())
+
+	td := getTD(g, ns, "weather")
+	td.Spec.Description = "Get the weather and the forecast."
+	g.Expect(k8sClient.Update(ctx, td)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		tc := getTC(g, ns, "tools")
+		cond := expectCondition(g, tc, v1alpha1.ConditionPublished, metav1.ConditionFalse, v1alpha1.ReasonPublishBlocked)
+		g.Expect(cond.Message).To(ContainSubstring(k.Catalog() + " is unreadable"))
+		expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonPublishBlocked)
+	}).Should(Succeed())
+	g.Expect(rc.Get(ctx, k.Catalog()).Val()).To(Equal("garbage{"))
+	g.Expect(rc.Get(ctx, k.Version()).Val()).To(Equal("1"))
+	g.Expect(rc.HLen(ctx, k.Embeddings()).Val()).To(BeEquivalentTo(3))
+
+	g.Expect(rc.Del(ctx, k.Catalog()).Err()).To(Succeed())
+	requestRefresh(g, ns, "tools", "after-cleanup", "", "")
+	waitVersion(g, ns, "tools", 2)
+	doc := storedDoc(g, rc, k)
+	g.Expect(doc.Tools).To(HaveLen(3))
+	weather, _ := doc.ToolByName("get_weather")
+	g.Expect(weather.Description).To(Equal("Get the weather and the forecast."))
+}

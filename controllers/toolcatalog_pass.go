@@ -108,7 +108,7 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 	now := r.now()
 	refreshed := catalog.Refresh(ctx, catalog.Providers{Generator: prov.Generator, Embedder: prov.Embedder, Concurrency: cfg.Concurrency}, plans, now)
 	build, err := catalog.BuildDocument(catalog.BuildInput{
-		Catalog: catalogID(tc), CatalogUID: string(tc.UID), Provider: cfg.Provider, Model: prov.Embedder.Model(), Dimensions: cfg.Dimensions, Search: cfg.Search,
+		Catalog: catalogID(tc), CatalogUID: string(tc.UID), DocumentKey: cfg.Keys.Catalog(), Provider: cfg.Provider, Model: prov.Embedder.Model(), Dimensions: cfg.Dimensions, Search: cfg.Search,
 		Plans: plans, Rejected: sel.Rejected, Refreshed: refreshed, Stored: stored, Now: now,
 	})
 	if err != nil {

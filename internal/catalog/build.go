@@ -14,6 +14,8 @@ import (
 type BuildInput struct {
 	// Catalog is namespace/name; CatalogUID the ToolCatalog's UID.
 	Catalog, CatalogUID string
+	// DocumentKey is where the document lives (P:catalog), for messages.
+	DocumentKey string
 	// Provider, Model and Dimensions describe the configured embedding;
 	// Dimensions 0 accepts any length.
 	Provider, Model string
@@ -90,8 +92,20 @@ func BuildDocument(in BuildInput) (Build, error) {
 
 	b := Build{Document: doc, Vectors: map[string][]byte{}, Metadata: map[string][]byte{}}
 	b.Blocked = mixedModels(in, doc, inDoc)
+	if in.Stored.DocErr != nil {
+		// Publishing over it would drop every entry that cannot be
+		// rebuilt from a ToolDefinition right now.
+		b.Blocked = fmt.Sprintf("the catalog document at %s is unreadable (%v); nothing is published over it: delete that key and the catalog is rebuilt from the ToolDefinitions and the stored embeddings",
+			in.DocumentKey, in.Stored.DocErr)
+	}
+	// A tool's stored embedding goes only with the tool itself: one still
+	// selected (or rejected) that is missing from the document, because its
+	// refresh failed and there is no readable previous entry, keeps it.
+	for _, f := range in.Rejected {
+		selected[f.Tool] = true
+	}
 	for name := range in.Stored.Tools {
-		if !inDoc[name] {
+		if !inDoc[name] && !selected[name] {
 			b.Removed = append(b.Removed, name)
 		}
 	}

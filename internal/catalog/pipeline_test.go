@@ -378,3 +378,41 @@ func TestFailingToolsAreBoundedAndSorted(t *testing.T) {
 		t.Fatalf("%d failing tools listed, first %s, counts %+v", len(ft), ft[0].ToolDefinition, o.Counts())
 	}
 }
+
+func TestPipelineWithoutAReadableDocumentLosesNothing(t *testing.T) {
+	f := &fakeProviders{model: "m", dims: 4}
+	tools := []v1alpha1.ToolDefinition{td("a", "a", okParams), td("b", "b", okParams), td("c", "c", okParams)}
+	stored := publishedState(t, pass(t, f, tools, ReadStored(&contract.Snapshot{}), Request{}), 1)
+
+	// P:catalog is gone while vectors remain, and c's refresh fails: the
+	// document is rebuilt from what is known good, c's embedding stays.
+	missing := stored
+	missing.Doc = nil
+	tools[2].Spec.Description = "c, edited"
+	f.failGen = map[string]error{"c": &embedding.Error{Kind: embedding.KindServer, Err: errors.New("500")}}
+	o := pass(t, f, tools, missing, Request{})
+	if got := toolNames(o.Build.Document); len(got) != 2 || !strings.HasPrefix(got[0], "a@") || !strings.HasPrefix(got[1], "b@") {
+		t.Fatalf("rebuilt document %v, want a and b", got)
+	}
+	if len(o.Build.Removed) != 0 || o.Build.Vectors["c"] != nil || o.Build.Metadata["c"] != nil {
+		t.Fatalf("the failing tool's embedding is touched: removed %v", o.Build.Removed)
+	}
+
+	// P:catalog holds garbage: nothing is published over it.
+	corrupt := stored
+	corrupt.Doc, corrupt.DocErr = nil, errors.New("invalid character 'g'")
+	f.failGen = nil
+	b, err := BuildDocument(BuildInput{Catalog: "ns/c", DocumentKey: "toolcatalog:{ns/c}:catalog", Model: "m", Plans: o.Plans, Stored: corrupt, Refreshed: Refreshed{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Changed || !strings.Contains(b.Blocked, "toolcatalog:{ns/c}:catalog is unreadable") || !strings.Contains(b.Blocked, "delete that key") {
+		t.Fatalf("corrupt document: changed %v, blocked %q", b.Changed, b.Blocked)
+	}
+
+	// A tool that is no longer selected at all still goes.
+	o = pass(t, f, tools[:2], stored, Request{})
+	if !slices.Equal(o.Build.Removed, []string{"c"}) {
+		t.Fatalf("removed %v, want c", o.Build.Removed)
+	}
+}
