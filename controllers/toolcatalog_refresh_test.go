@@ -209,3 +209,31 @@ func TestCatalogProviderAuthFailure(t *testing.T) {
 	// One attempt per route: a rejected key is not retried.
 	g.Expect(len(p.ChatRequests())).To(BeNumerically("<=", 2))
 }
+
+// Tool names in toolcatalog.dev/refresh-tools that the catalog does not
+// have are reported; a request naming none it has fails visibly.
+func TestRefreshReportsUnknownTools(t *testing.T) {
+	c := newCatalogCase(t)
+	g, ns := c.g, c.ns
+
+	tc := requestRefresh(g, ns, "tools", "partly", "force", "get_weather, get_wether")
+	g.Expect(tc.Status.LastRefresh).To(Equal(&v1alpha1.RefreshResult{
+		RequestedAt: "partly", Result: v1alpha1.RefreshPartiallyIgnored, UnknownTools: []string{"get_wether"},
+		Message: `refresh request "partly" ignored 1 tools that are not in the catalog (get_wether) and refreshed the others`,
+	}))
+	g.Expect(c.p.chatCalls()["get_weather"]).To(Equal(2), "the known tool was still refreshed")
+	g.Eventually(func(g Gomega) {
+		e := hasEvent(eventsFor(g, ns, "tools"), "Warning", v1alpha1.ReasonInvalidRefreshRequest)
+		g.Expect(e).NotTo(BeNil())
+		g.Expect(e.Note).To(ContainSubstring("get_wether"))
+	}).Should(Succeed())
+
+	tc = requestRefresh(g, ns, "tools", "none", "embed-only", "nope,nada")
+	g.Expect(tc.Status.LastRefresh.Result).To(Equal(v1alpha1.RefreshFailed))
+	g.Expect(tc.Status.LastRefresh.UnknownTools).To(Equal([]string{"nope", "nada"}))
+	g.Expect(tc.Status.LastRefresh.Message).To(ContainSubstring("none of the requested tools (nope, nada) is in the catalog"))
+
+	tc = requestRefresh(g, ns, "tools", "all-known", "force", "send_email")
+	g.Expect(tc.Status.LastRefresh.Result).To(Equal(v1alpha1.RefreshSucceeded))
+	g.Expect(tc.Status.LastRefresh.UnknownTools).To(BeEmpty())
+}

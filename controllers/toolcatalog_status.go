@@ -37,6 +37,7 @@ func applyStatus(tc *v1alpha1.ToolCatalog, res passResult) {
 	st := &tc.Status
 	if res.request.Token != "" {
 		st.LastHandledRefreshAt = res.request.Token
+		st.LastRefresh = res.request.Result(o.Plans)
 	}
 	counts := o.Counts()
 	st.Counts = &counts
@@ -239,8 +240,8 @@ func (r *ToolCatalogReconciler) recordEvents(base, tc *v1alpha1.ToolCatalog, res
 			}
 			r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonToolsFailed, "Refresh", "%d tools not refreshed: %s", len(failures), catalog.ListNames(parts))
 		}
-		if res.request.Invalid != "" {
-			r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalidRefreshRequest, "Refresh", "%s", res.request.Invalid)
+		if lr := tc.Status.LastRefresh; res.request.Token != "" && lr != nil && lr.Result != v1alpha1.RefreshSucceeded {
+			r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalidRefreshRequest, "Refresh", "%s", lr.Message)
 		}
 	}
 	before := meta.FindStatusCondition(base.Status.Conditions, v1alpha1.ConditionReady)

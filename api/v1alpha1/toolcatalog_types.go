@@ -370,12 +370,51 @@ type ToolCatalogStatus struct {
 	// +optional
 	LastHandledRefreshAt string `json:"lastHandledRefreshAt,omitempty"`
 
+	// lastRefresh says how the last handled refresh request went.
+	// +optional
+	LastRefresh *RefreshResult `json:"lastRefresh,omitempty"`
+
 	// conditions: Ready, Published and EmbeddingsSynced.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// RefreshResult is the outcome of a refresh request.
+type RefreshResult struct {
+	// requestedAt is the request's toolcatalog.dev/refresh-requested-at
+	// value.
+	// +required
+	RequestedAt string `json:"requestedAt"`
+
+	// result is Succeeded, PartiallyIgnored (some requested tools are not
+	// in the catalog) or Failed (an unknown mode, or none of the requested
+	// tools is in the catalog: the pass ran as a normal one).
+	// +required
+	// +kubebuilder:validation:Enum=Succeeded;PartiallyIgnored;Failed
+	Result RefreshOutcome `json:"result"`
+
+	// message says what the request did, or why it failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// unknownTools are requested tool names that no selected tool has
+	// (at most 20 are listed).
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	UnknownTools []string `json:"unknownTools,omitempty"`
+}
+
+// RefreshOutcome is the result of a refresh request.
+type RefreshOutcome string
+
+// Refresh outcomes.
+const (
+	RefreshSucceeded        RefreshOutcome = "Succeeded"
+	RefreshPartiallyIgnored RefreshOutcome = "PartiallyIgnored"
+	RefreshFailed           RefreshOutcome = "Failed"
+)
 
 // ToolCounts counts a catalog's tools by state.
 type ToolCounts struct {

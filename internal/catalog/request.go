@@ -43,3 +43,51 @@ func ReadRequest(annotations map[string]string, lastHandled string) Request {
 	}
 	return r
 }
+
+// maxUnknownTools bounds status.lastRefresh.unknownTools.
+const maxUnknownTools = 20
+
+// Result says how the request went in a pass with these plans; nil when
+// there is no request.
+func (r Request) Result(plans []ToolPlan) *v1alpha1.RefreshResult {
+	if r.Token == "" {
+		return nil
+	}
+	res := &v1alpha1.RefreshResult{RequestedAt: r.Token, Result: v1alpha1.RefreshSucceeded}
+	if r.Invalid != "" {
+		res.Result, res.Message = v1alpha1.RefreshFailed, r.Invalid
+		return res
+	}
+	known := map[string]bool{}
+	for _, pl := range plans {
+		known[pl.Name] = true
+	}
+	var unknown []string
+	for _, t := range r.Targets {
+		if !known[t] {
+			unknown = append(unknown, t)
+		}
+	}
+	res.UnknownTools = unknown[:min(len(unknown), maxUnknownTools)]
+	switch {
+	case len(r.Targets) > 0 && len(unknown) == len(r.Targets):
+		res.Result = v1alpha1.RefreshFailed
+		res.Message = fmt.Sprintf("refresh request %q failed: none of the requested tools (%s) is in the catalog; %s takes tool names (spec.name) of selected ToolDefinitions",
+			r.Token, ListNames(unknown), v1alpha1.AnnotationRefreshTools)
+	case len(unknown) > 0:
+		res.Result = v1alpha1.RefreshPartiallyIgnored
+		res.Message = fmt.Sprintf("refresh request %q ignored %d tools that are not in the catalog (%s) and refreshed the others",
+			r.Token, len(unknown), ListNames(unknown))
+	default:
+		mode := string(r.Mode)
+		if mode == "" {
+			mode = "normal"
+		}
+		scope := "every tool"
+		if len(r.Targets) > 0 {
+			scope = ListNames(r.Targets)
+		}
+		res.Message = fmt.Sprintf("refresh request %q handled: %s refresh of %s", r.Token, mode, scope)
+	}
+	return res
+}

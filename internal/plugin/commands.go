@@ -188,6 +188,14 @@ func (o *Options) refreshCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("waiting for the refresh to be handled: %w", err)
 			}
+			if lr := tc.Status.LastRefresh; lr != nil && lr.RequestedAt == token {
+				switch lr.Result {
+				case v1alpha1.RefreshFailed:
+					return errors.New(lr.Message)
+				case v1alpha1.RefreshPartiallyIgnored:
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", lr.Message)
+				}
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "handled: version %d\n", tc.Status.Version)
 			return nil
 		},

@@ -216,6 +216,10 @@ func TestVersionsAndRefresh(t *testing.T) {
 	if _, err := kubectlToolcatalog(t, "refresh", "assistant", "--mode", "everything"); err == nil || !strings.Contains(err.Error(), "--mode must be") {
 		t.Fatalf("bad mode: %v", err)
 	}
+	// A refresh of tools the catalog does not have fails visibly.
+	if _, err := kubectlToolcatalog(t, "refresh", "assistant", "--tools", "get_wether", "--wait", "30s"); err == nil || !strings.Contains(err.Error(), "none of the requested tools (get_wether) is in the catalog") {
+		t.Fatalf("refresh of an unknown tool: %v", err)
+	}
 }
 
 func TestRedisAddressOverrideAndErrors(t *testing.T) {
