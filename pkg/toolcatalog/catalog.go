@@ -63,6 +63,49 @@ func Load(ctx context.Context, c redis.UniversalClient, keys contract.Keys) (*Ca
 	return New(doc, snap.Vectors, snap.Metadata)
 }
 
+// LoadIfChanged is for a consumer told that its catalog is stale (it holds
+// schemaHash): it reads the current document and, only when its schema
+// hash differs, loads the whole catalog. It returns nil and false when the
+// published catalog is the one held.
+func LoadIfChanged(ctx context.Context, c redis.UniversalClient, keys contract.Keys, schemaHash string) (*Catalog, bool, error) {
+	raw, err := c.Get(ctx, keys.Catalog()).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, false, fmt.Errorf("%w (%s)", ErrNotPublished, keys.Catalog())
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reading %s: %w", keys.Catalog(), err)
+	}
+	doc, err := contract.ParseDocument(raw)
+	if err != nil {
+		return nil, false, err
+	}
+	if doc.SchemaHash == schemaHash {
+		return nil, false, nil
+	}
+	cat, err := Load(ctx, c, keys)
+	if err != nil {
+		return nil, false, err
+	}
+	return cat, true, nil
+}
+
+// ErrVersionNotRetained means Redis no longer holds (or never held) that
+// version's document.
+var ErrVersionNotRetained = errors.New("catalog version is not retained")
+
+// LoadVersion reads the document of a retained version (P:catalog:v<N>;
+// spec.publish.retainVersions says how many are kept).
+func LoadVersion(ctx context.Context, c redis.UniversalClient, keys contract.Keys, version int64) (*contract.Document, error) {
+	raw, err := c.Get(ctx, keys.CatalogVersion(version)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("%w: %s", ErrVersionNotRetained, keys.CatalogVersion(version))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", keys.CatalogVersion(version), err)
+	}
+	return contract.ParseDocument(raw)
+}
+
 // New builds a Catalog from its parts, as read from Redis: raw vectors are
 // float32 little-endian, metadata is JSON. Vectors of the wrong length for
 // the document's model are left out (such a tool is found by BM25 only).

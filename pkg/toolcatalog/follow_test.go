@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -287,5 +288,36 @@ func TestUsageCounts(t *testing.T) {
 	top, err := TopUsed(ctx, c, k, 2)
 	if err != nil || len(top) != 2 || top[0] != "b" || top[1] != "c" {
 		t.Fatalf("TopUsed = %v, %v; want [b c]", top, err)
+	}
+}
+
+// A consumer told its catalog is stale reloads only when it really is, and
+// can read a retained version's document.
+func TestLoadIfChangedAndLoadVersion(t *testing.T) {
+	ctx := context.Background()
+	c := server.Client()
+	defer c.Close()
+	k := Keys("ns", t.Name())
+	if _, _, err := LoadIfChanged(ctx, c, k, "any"); !errors.Is(err, ErrNotPublished) {
+		t.Fatalf("unpublished: %v", err)
+	}
+	v1 := publish(t, c, k, "none", 1, false)
+	v2 := publish(t, c, k, "none", 2, false)
+
+	cat, changed, err := LoadIfChanged(ctx, c, k, v2.SchemaHash)
+	if err != nil || changed || cat != nil {
+		t.Fatalf("holding the current hash: %v, %v, %v", cat, changed, err)
+	}
+	cat, changed, err = LoadIfChanged(ctx, c, k, v1.SchemaHash)
+	if err != nil || !changed || cat.Version() != 2 || len(cat.Vectors) != len(fixture) {
+		t.Fatalf("holding an older hash: %v, %v", changed, err)
+	}
+
+	old, err := LoadVersion(ctx, c, k, 1)
+	if err != nil || old.Version != 1 || old.SchemaHash != v1.SchemaHash {
+		t.Fatalf("version 1: %+v, %v", old, err)
+	}
+	if _, err := LoadVersion(ctx, c, k, 7); !errors.Is(err, ErrVersionNotRetained) || !strings.Contains(err.Error(), k.CatalogVersion(7)) {
+		t.Fatalf("version 7: %v", err)
 	}
 }
