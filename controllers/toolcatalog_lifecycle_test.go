@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
 func TestCatalogDropsDeletedAndUnlabelledTools(t *testing.T) {
@@ -207,4 +209,44 @@ func TestCatalogDoesNotPublishOverAnUnreadableDocument(t *testing.T) {
 	g.Expect(doc.Tools).To(HaveLen(3))
 	weather, _ := doc.ToolByName("get_weather")
 	g.Expect(weather.Description).To(Equal("Get the weather and the forecast."))
+}
+
+// Absent permissions and "*" let everyone use a tool; an empty list lets
+// nobody. The API, the published document and consumers all keep the
+// difference.
+func TestPermissionsDistinguishEveryoneFromNobody(t *testing.T) {
+	g := gomegaFor(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	p := newProvider(t, ns)
+	rc := redisClient(t)
+	tools := map[string]*v1alpha1.ToolPermissions{
+		"absent":     nil,
+		"unset_list": {},
+		"star":       {AllowedPrincipals: []string{"*"}},
+		"nobody":     {AllowedPrincipals: []string{}},
+		"ops_only":   {AllowedPrincipals: []string{"group:ops"}},
+	}
+	for name, perms := range tools {
+		td := testTool(ns, strings.ReplaceAll(name, "_", "-"), name, "Tool "+name+".", "tools")
+		td.Spec.Permissions = perms
+		createAll(g, td)
+	}
+	createAll(g, testCatalog(ns, "tools", p))
+	waitVersion(g, ns, "tools", 1)
+
+	stored := getTD(g, ns, "nobody")
+	g.Expect(stored.Spec.Permissions.AllowedPrincipals).NotTo(BeNil())
+	g.Expect(stored.Spec.Permissions.AllowedPrincipals).To(BeEmpty())
+
+	cat, err := toolcatalog.Load(ctx, rc, catalogKeys(ns, "tools"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cat.Document.Permissions).To(Equal(map[string][]string{"star": {"*"}, "nobody": {}, "ops_only": {"group:ops"}}))
+	raw := rc.Get(ctx, catalogKeys(ns, "tools").Catalog()).Val()
+	g.Expect(raw).To(ContainSubstring(`"nobody":[]`))
+	for tool, want := range map[string]bool{"absent": true, "unset_list": true, "star": true, "nobody": false, "ops_only": false} {
+		g.Expect(cat.IsAllowed(tool, "user:alice")).To(Equal(want), "user:alice on %s", tool)
+	}
+	g.Expect(cat.IsAllowed("ops_only", "group:ops")).To(BeTrue())
+	g.Expect(cat.IsAllowed("nobody", "group:ops")).To(BeFalse())
 }

@@ -76,14 +76,15 @@ type ToolDefinitionSpec struct {
 // ToolPermissions restricts the principals that may use a tool.
 type ToolPermissions struct {
 	// allowedPrincipals lists the users, groups or service accounts allowed
-	// to use the tool, as the consuming agent runtime names them. Absent or
-	// containing "*" means everyone.
+	// to use the tool, as the consuming agent runtime names them. Absent
+	// means everyone, as does a list containing "*"; an empty list ([])
+	// means nobody.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=253
-	AllowedPrincipals []string `json:"allowedPrincipals,omitempty"`
+	AllowedPrincipals []string `json:"allowedPrincipals"`
 }
 
 // ToolDefinitionStatus is the observed state of a ToolDefinition.

@@ -76,7 +76,7 @@ func BuildDocument(in BuildInput) (Build, error) {
 		selected[name] = true
 		if _, embedded := in.Refreshed.Results[name]; embedded || !pl.Stale {
 			doc.Tools = append(doc.Tools, pl.Tool.Entry)
-			if len(pl.Tool.Principals) > 0 {
+			if pl.Tool.Principals != nil {
 				doc.Permissions[name] = pl.Tool.Principals
 			}
 			inDoc[name] = true

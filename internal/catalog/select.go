@@ -17,8 +17,8 @@ type Tool struct {
 	// Entry is the tool as the catalog document publishes it, with its
 	// spec hash.
 	Entry contract.Tool
-	// Principals are spec.permissions.allowedPrincipals; nil or empty
-	// means everyone.
+	// Principals are spec.permissions.allowedPrincipals: nil means
+	// everyone, empty means nobody.
 	Principals []string
 	// Examples are the curated spec.exampleQueries.
 	Examples []string

@@ -117,7 +117,9 @@ func (o *Options) describeToolCommand() *cobra.Command {
 			}
 			fmt.Fprintf(out, "Spec hash:        %s\n", tool.SpecHash)
 			fmt.Fprintf(out, "Flags:            alwaysInclude=%t allowRepeat=%t noBackground=%t\n", tool.AlwaysInclude, tool.AllowRepeat, tool.NoBackground)
-			if p, ok := cat.Document.Permissions[tool.Name]; ok {
+			if p, ok := cat.Document.Permissions[tool.Name]; ok && len(p) == 0 {
+				fmt.Fprintf(out, "Allowed:          nobody\n")
+			} else if ok {
 				fmt.Fprintf(out, "Allowed:          %s\n", strings.Join(p, ", "))
 			} else {
 				fmt.Fprintf(out, "Allowed:          everyone\n")

@@ -34,7 +34,8 @@ type Document struct {
 	// Tools are sorted by name.
 	Tools []Tool `json:"tools"`
 	// Permissions maps a tool name to its allowed principals; a tool absent
-	// here is allowed to everyone, as is one listing "*".
+	// here is allowed to everyone, as is one listing "*"; an empty list
+	// allows nobody.
 	Permissions map[string][]string `json:"permissions"`
 }
 
@@ -95,7 +96,7 @@ func (d *Document) Seal() error {
 		d.Permissions = map[string][]string{}
 	}
 	for name, p := range d.Permissions {
-		p = append([]string(nil), p...)
+		p = append([]string{}, p...) // an empty list (nobody) stays []
 		sort.Strings(p)
 		d.Permissions[name] = p
 	}

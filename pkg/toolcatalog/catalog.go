@@ -169,13 +169,14 @@ func (c *Catalog) Tools() []contract.Tool { return c.Document.Tools }
 func (c *Catalog) AlwaysIncluded() []string { return c.always }
 
 // IsAllowed reports whether a principal may use a tool: true when the tool
-// exists and its permissions are absent, list "*" or list the principal.
+// exists and its permissions are absent, list "*" or list the principal;
+// an empty list allows nobody.
 func (c *Catalog) IsAllowed(tool, principal string) bool {
 	if _, ok := c.tools[tool]; !ok {
 		return false
 	}
 	allowed, ok := c.Document.Permissions[tool]
-	if !ok || len(allowed) == 0 {
+	if !ok {
 		return true
 	}
 	for _, p := range allowed {
