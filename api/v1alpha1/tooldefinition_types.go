@@ -9,10 +9,13 @@ import (
 type ToolDefinitionSpec struct {
 	// name is the function name the model sees and calls. Unlike
 	// metadata.name it may contain underscores and upper case letters.
+	// tool_search, tool_describe and tool_call are reserved for progressive
+	// disclosure.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_-]{1,64}$`
+	// +kubebuilder:validation:XValidation:rule="!(self in ['tool_search', 'tool_describe', 'tool_call'])",message="tool_search, tool_describe and tool_call are reserved for progressive disclosure: choose another name"
 	Name string `json:"name"`
 
 	// description is the only prose the model reads when it selects tools,

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 // Progressive disclosure: when the schemas of all tools would take too much
@@ -34,14 +35,31 @@ const (
 	DisclosureAuto DisclosureMode = "auto"
 )
 
-// DefaultDisclosureThreshold is the share of the context window the tool
-// schemas may take before auto mode defers them.
+// DefaultDisclosureThreshold is the share of the context window the
+// deferrable tools' schemas may take before auto mode defers them.
 const DefaultDisclosureThreshold = 0.10
+
+// DefaultContextWindow is the context window auto mode assumes when the
+// model's is unknown: 128,000 tokens, the common size of current models,
+// so the default cutoff is 12,800 tokens of deferrable schemas.
+const DefaultContextWindow = 128000
+
+// Bridge result limits.
+const (
+	// DefaultBridgeTopK is how many tools tool_search returns by default;
+	// MaxBridgeTopK is the most it returns.
+	DefaultBridgeTopK = 5
+	MaxBridgeTopK     = 20
+	// BridgeDescriptionLength is where tool_search cuts a description, in
+	// characters: enough to choose, short enough to keep results small.
+	BridgeDescriptionLength = 300
+)
 
 // DisclosureConfig configures PlanDisclosure.
 type DisclosureConfig struct {
 	Mode DisclosureMode
-	// ContextWindow is the model's context size in tokens.
+	// ContextWindow is the model's context size in tokens;
+	// DefaultContextWindow when zero.
 	ContextWindow int
 	// Threshold is a share of ContextWindow; DefaultDisclosureThreshold
 	// when zero.
@@ -59,9 +77,10 @@ type Disclosure struct {
 	Direct []contract.Tool
 	// Deferred names the tools reachable only through the bridge.
 	Deferred []string
-	// AllTokens estimates the schemas of every visible tool; DirectTokens
-	// those of Direct.
-	AllTokens, DirectTokens int
+	// AllTokens estimates the schemas of every visible tool,
+	// DeferrableTokens those of the visible non-core tools (what auto mode
+	// measures) and DirectTokens those of Direct.
+	AllTokens, DeferrableTokens, DirectTokens int
 }
 
 // EstimateTokens estimates what a tool's schema costs in a request: about
@@ -73,18 +92,30 @@ func EstimateTokens(t contract.Tool) int {
 }
 
 // PlanDisclosure decides which tools go to the model directly. Core
-// (alwaysInclude) tools are never deferred.
+// (alwaysInclude) tools are never deferred, and with nothing to defer
+// disclosure changes nothing: no bridge tools are added. auto defers when
+// the deferrable tools' schemas take at least Threshold of the context
+// window.
 func (c *Catalog) PlanDisclosure(cfg DisclosureConfig) (Disclosure, error) {
 	threshold := cfg.Threshold
 	if threshold == 0 {
 		threshold = DefaultDisclosureThreshold
 	}
+	window := cfg.ContextWindow
+	if window <= 0 {
+		window = DefaultContextWindow
+	}
+	core := c.coreTools()
 	var d Disclosure
 	var visible []contract.Tool
 	for _, t := range c.Document.Tools {
 		if cfg.Principal == "" || c.IsAllowed(t.Name, cfg.Principal) {
 			visible = append(visible, t)
-			d.AllTokens += EstimateTokens(t)
+			tokens := EstimateTokens(t)
+			d.AllTokens += tokens
+			if !core[t.Name] {
+				d.DeferrableTokens += tokens
+			}
 		}
 	}
 	switch cfg.Mode {
@@ -92,17 +123,11 @@ func (c *Catalog) PlanDisclosure(cfg DisclosureConfig) (Disclosure, error) {
 	case DisclosureOn:
 		d.Active = true
 	case DisclosureAuto:
-		if cfg.ContextWindow <= 0 {
-			return d, fmt.Errorf("auto disclosure needs the model's context window")
-		}
-		d.Active = float64(d.AllTokens) > threshold*float64(cfg.ContextWindow)
+		d.Active = float64(d.DeferrableTokens) >= threshold*float64(window)
 	default:
 		return d, fmt.Errorf("unknown disclosure mode %q: use off, on or auto", cfg.Mode)
 	}
-	core := map[string]bool{}
-	for _, n := range c.always {
-		core[n] = true
-	}
+	d.Active = d.Active && d.DeferrableTokens > 0
 	for _, t := range visible {
 		if !d.Active || core[t.Name] {
 			d.Direct = append(d.Direct, t)
@@ -119,16 +144,25 @@ func (c *Catalog) PlanDisclosure(cfg DisclosureConfig) (Disclosure, error) {
 	return d, nil
 }
 
+// coreTools are the tools never deferred.
+func (c *Catalog) coreTools() map[string]bool {
+	core := make(map[string]bool, len(c.always))
+	for _, n := range c.always {
+		core[n] = true
+	}
+	return core
+}
+
 // BridgeTools returns the schemas of tool_search, tool_describe and
 // tool_call.
 func BridgeTools() []contract.Tool {
 	return []contract.Tool{
-		{Name: ToolSearch, Description: "Search the available tools by what you want to do. Returns the names and descriptions of the most relevant tools; use tool_describe for a tool's parameters.",
+		{Name: ToolSearch, Description: "Search the tools that are not listed directly by what you want to do. Returns the names, toolsets and descriptions of the most relevant ones and how many there are in all; use tool_describe for a tool's parameters.",
 			Parameters: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"What you want to do, in plain words."},"top_k":{"type":"integer","minimum":1,"maximum":20,"description":"How many tools to return (default 5)."}},"required":["query"],"additionalProperties":false}`)},
 		{Name: ToolDescribe, Description: "Return the full definition of a tool, including its parameters' JSON Schema.",
 			Parameters: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string","description":"The tool's name, as tool_search returned it."}},"required":["name"],"additionalProperties":false}`)},
 		{Name: ToolCall, Description: "Call a tool found with tool_search, with arguments matching its parameters.",
-			Parameters: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string","description":"The tool to call."},"arguments":{"type":"object","description":"The tool's arguments."}},"required":["name","arguments"],"additionalProperties":false}`)},
+			Parameters: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string","description":"The tool to call."},"arguments":{"type":"object","description":"The tool's arguments (default {})."}},"required":["name"],"additionalProperties":false}`)},
 	}
 }
 
@@ -189,26 +223,15 @@ func (b *Bridge) Handle(ctx context.Context, name, arguments string) (json.RawMe
 		if err != nil {
 			return nil, nil, err
 		}
-		opts := b.Search
-		opts.Principal = b.Principal
+		topK := DefaultBridgeTopK
 		if raw, ok := args["top_k"]; ok {
-			if err := json.Unmarshal(raw, &opts.TopK); err != nil || opts.TopK < 1 || opts.TopK > 20 {
-				return nil, nil, &BridgeError{Message: "tool_search: top_k must be an integer from 1 to 20"}
+			var n float64
+			if err := json.Unmarshal(raw, &n); err != nil {
+				return nil, nil, &BridgeError{Message: "tool_search: top_k must be a number"}
 			}
+			topK = int(min(max(n, 1), MaxBridgeTopK))
 		}
-		resp, err := c.Search(ctx, query, opts)
-		if err != nil {
-			return nil, nil, err
-		}
-		type hit struct {
-			Name        string `json:"name"`
-			Description string `json:"description"`
-		}
-		hits := []hit{}
-		for _, r := range resp.Results {
-			hits = append(hits, hit{r.Tool.Name, r.Tool.Description})
-		}
-		out, err := json.Marshal(map[string]any{"tools": hits})
+		out, err := b.search(ctx, c, query, topK)
 		return out, nil, err
 	case ToolDescribe:
 		tool, err := b.resolve(c, name, args)
@@ -222,14 +245,62 @@ func (b *Bridge) Handle(ctx context.Context, name, arguments string) (json.RawMe
 		if err != nil {
 			return nil, nil, err
 		}
-		raw, ok := args["arguments"]
-		var obj map[string]json.RawMessage
-		if !ok || json.Unmarshal(raw, &obj) != nil || obj == nil {
-			return nil, nil, &BridgeError{Message: fmt.Sprintf("tool_call: \"arguments\" for %s must be a JSON object", tool.Name)}
+		raw, err := callArguments(args["arguments"])
+		if err != nil {
+			return nil, nil, &BridgeError{Message: fmt.Sprintf("tool_call: \"arguments\" for %s %s", tool.Name, err)}
 		}
 		return nil, &Call{Name: tool.Name, Arguments: raw}, nil
 	}
 	return nil, nil, &BridgeError{Message: fmt.Sprintf("%s is not a bridge tool", name)}
+}
+
+// callArguments accepts a tool_call's arguments as an object, as a string
+// holding a JSON object (some runtimes encode them twice), or absent ({}).
+func callArguments(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return json.RawMessage(`{}`), nil
+	}
+	var encoded string
+	if json.Unmarshal(raw, &encoded) == nil {
+		raw = json.RawMessage(encoded)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("must be a JSON object (or a string holding one)")
+	}
+	return raw, nil
+}
+
+// search runs tool_search over the deferred tools: the catalog's tools the
+// principal may use, less the core ones, which the model already has.
+func (b *Bridge) search(ctx context.Context, c *Catalog, query string, topK int) (json.RawMessage, error) {
+	core := c.coreTools()
+	total := 0
+	for _, t := range c.Document.Tools {
+		if !core[t.Name] && (b.Principal == "" || c.IsAllowed(t.Name, b.Principal)) {
+			total++
+		}
+	}
+	opts := b.Search
+	opts.Principal = b.Principal
+	opts.TopK = topK + len(core)
+	resp, err := c.Search(ctx, query, opts)
+	if err != nil {
+		return nil, err
+	}
+	type hit struct {
+		Name        string `json:"name"`
+		Toolset     string `json:"toolset,omitempty"`
+		Description string `json:"description"`
+	}
+	hits := []hit{}
+	for _, r := range resp.Results {
+		if core[r.Tool.Name] || len(hits) == topK {
+			continue
+		}
+		hits = append(hits, hit{r.Tool.Name, r.Tool.Toolset, text.Truncate(r.Tool.Description, BridgeDescriptionLength)})
+	}
+	return json.Marshal(map[string]any{"tools": hits, "total_available": total})
 }
 
 // resolve finds the tool a bridge call names, refusing bridge tools,

@@ -41,14 +41,26 @@ func TestPlanDisclosure(t *testing.T) {
 		t.Fatalf("direct tokens %d", on.DirectTokens)
 	}
 
-	// auto: the threshold share of the window decides.
-	small, _ := c.PlanDisclosure(DisclosureConfig{Mode: DisclosureAuto, ContextWindow: all * 2, Threshold: 0.9})
-	large, _ := c.PlanDisclosure(DisclosureConfig{Mode: DisclosureAuto, ContextWindow: all * 2, Threshold: 0.4})
-	if small.Active || !large.Active {
-		t.Fatalf("auto: %v below the threshold, %v above it; want false, true", small.Active, large.Active)
+	// auto: the deferrable tools' share of the window decides, at or
+	// above the threshold; the core tool's schema does not count.
+	deferrable := on.DeferrableTokens
+	if deferrable <= 0 || deferrable >= all {
+		t.Fatalf("deferrable tokens %d of %d", deferrable, all)
 	}
-	if _, err := c.PlanDisclosure(DisclosureConfig{Mode: DisclosureAuto}); err == nil {
-		t.Fatal("auto without a context window accepted")
+	at, _ := c.PlanDisclosure(DisclosureConfig{Mode: DisclosureAuto, ContextWindow: deferrable * 2, Threshold: 0.5})
+	below, _ := c.PlanDisclosure(DisclosureConfig{Mode: DisclosureAuto, ContextWindow: deferrable*2 + 2, Threshold: 0.5})
+	if !at.Active || below.Active {
+		t.Fatalf("auto: %v at the threshold, %v just below it; want true, false", at.Active, below.Active)
+	}
+	// Measuring every tool would have crossed a threshold the deferrable
+	// ones do not reach.
+	if all >= deferrable*2+2 {
+		t.Fatalf("the core tool is too small for this check: all %d, deferrable %d", all, deferrable)
+	}
+	// An unknown window takes the documented default cutoff.
+	def, err := c.PlanDisclosure(DisclosureConfig{Mode: DisclosureAuto})
+	if err != nil || def.Active != (float64(deferrable) >= DefaultDisclosureThreshold*DefaultContextWindow) {
+		t.Fatalf("auto with the default window: %+v, %v", def, err)
 	}
 	if _, err := c.PlanDisclosure(DisclosureConfig{Mode: "sometimes"}); err == nil {
 		t.Fatal("unknown mode accepted")
@@ -59,6 +71,27 @@ func TestPlanDisclosure(t *testing.T) {
 	for _, n := range sales.Deferred {
 		if n == "run_sql" {
 			t.Fatal("run_sql deferred for a principal that may not use it")
+		}
+	}
+}
+
+// With nothing deferrable (every visible tool is core) disclosure changes
+// nothing, whatever the mode.
+func TestDisclosureWithNothingToDeferAddsNoBridge(t *testing.T) {
+	var names []string
+	for _, ft := range fixture {
+		names = append(names, ft.name)
+	}
+	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "bm25", TopK: 3, AlwaysInclude: names})
+	for _, mode := range []DisclosureMode{DisclosureOn, DisclosureAuto} {
+		d, err := c.PlanDisclosure(DisclosureConfig{Mode: mode, ContextWindow: 1})
+		if err != nil || d.Active || len(d.Direct) != len(fixture) || len(d.Deferred) != 0 || d.DeferrableTokens != 0 {
+			t.Fatalf("%s: %+v, %v", mode, d, err)
+		}
+		for _, tool := range d.Direct {
+			if IsBridgeTool(tool.Name) {
+				t.Fatalf("%s added %s with nothing to defer", mode, tool.Name)
+			}
 		}
 	}
 }
@@ -80,15 +113,32 @@ func TestBridgeDispatch(t *testing.T) {
 	b := &Bridge{Catalog: func() *Catalog { return c }, Principal: "group:sales"}
 	ctx := context.Background()
 
-	out, call, err := b.Handle(ctx, ToolSearch, `{"query":"send an email to the team","top_k":2}`)
+	out, call, err := b.Handle(ctx, ToolSearch, `{"query":"send an email to the team or search the web","top_k":2}`)
 	if err != nil || call != nil {
 		t.Fatalf("tool_search: %v %v", call, err)
 	}
 	var found struct {
-		Tools []struct{ Name, Description string }
+		Tools []struct {
+			Name, Toolset, Description string
+		}
+		TotalAvailable int `json:"total_available"`
 	}
-	if err := json.Unmarshal(out, &found); err != nil || len(found.Tools) != 2 || found.Tools[1].Name != "send_email" {
+	// Deferred tools only: the core web_search is already in the model's
+	// list, and run_sql is not group:sales's to see.
+	if err := json.Unmarshal(out, &found); err != nil || len(found.Tools) == 0 || found.Tools[0].Name != "send_email" || found.TotalAvailable != 4 {
 		t.Fatalf("tool_search result %s", out)
+	}
+	for _, tool := range found.Tools {
+		if tool.Name == "web_search" {
+			t.Fatalf("tool_search returned the core tool: %s", out)
+		}
+	}
+	// top_k is clamped to its range rather than refused.
+	for _, topK := range []string{"0", "99", "2.7"} {
+		out, _, err := b.Handle(ctx, ToolSearch, `{"query":"send an email","top_k":`+topK+`}`)
+		if err != nil || json.Unmarshal(out, &found) != nil || len(found.Tools) < 1 || len(found.Tools) > MaxBridgeTopK {
+			t.Fatalf("top_k %s: %s %v", topK, out, err)
+		}
 	}
 
 	out, _, err = b.Handle(ctx, ToolDescribe, `{"name":"create_issue"}`)
@@ -96,15 +146,23 @@ func TestBridgeDispatch(t *testing.T) {
 		t.Fatalf("tool_describe: %s %v", out, err)
 	}
 
-	_, call, err = b.Handle(ctx, ToolCall, `{"name":"create_issue","arguments":{"repo":"a/b","title":"crash"}}`)
-	if err != nil || call == nil || call.Name != "create_issue" || string(call.Arguments) != `{"repo":"a/b","title":"crash"}` {
-		t.Fatalf("tool_call: %+v %v", call, err)
+	// arguments as an object, as a string holding one, or absent ({}).
+	for args, want := range map[string]string{
+		`{"name":"create_issue","arguments":{"repo":"a/b","title":"crash"}}`:       `{"repo":"a/b","title":"crash"}`,
+		`{"name":"create_issue","arguments":"{\"repo\":\"a/b\",\"title\":\"x\"}"}`: `{"repo":"a/b","title":"x"}`,
+		`{"name":"create_issue"}`:                  `{}`,
+		`{"name":"create_issue","arguments":null}`: `{}`,
+	} {
+		_, call, err = b.Handle(ctx, ToolCall, args)
+		if err != nil || call == nil || call.Name != "create_issue" || string(call.Arguments) != want {
+			t.Fatalf("tool_call %s: %+v %v", args, call, err)
+		}
 	}
 
 	bad := []struct{ tool, args, want string }{
-		{ToolCall, `{"name":"create_issue","arguments":"{\"repo\":1}"}`, "must be a JSON object"},
+		{ToolCall, `{"name":"create_issue","arguments":"{\"repo\":1"}`, "must be a JSON object"},
 		{ToolCall, `{"name":"create_issue","arguments":[1,2]}`, "must be a JSON object"},
-		{ToolCall, `{"name":"create_issue"}`, "must be a JSON object"},
+		{ToolCall, `{"name":"create_issue","arguments":"plain words"}`, "must be a JSON object"},
 		{ToolCall, `{"name":"create_issue","arguments":{}`, "arguments must be a JSON object"},
 		{ToolCall, `not json`, "arguments must be a JSON object"},
 		{ToolCall, `{"name":"launch_rockets","arguments":{}}`, `no tool named "launch_rockets"`},
@@ -114,7 +172,7 @@ func TestBridgeDispatch(t *testing.T) {
 		{ToolDescribe, `{"name":"run_sql"}`, `no tool named "run_sql"`},
 		{ToolDescribe, `{"name":7}`, `"name" must be a tool name`},
 		{ToolSearch, `{"query":""}`, `"query" must be a non-empty string`},
-		{ToolSearch, `{"query":"x","top_k":99}`, "top_k must be an integer from 1 to 20"},
+		{ToolSearch, `{"query":"x","top_k":"many"}`, "top_k must be a number"},
 		{"send_email", `{}`, "not a bridge tool"},
 	}
 	for _, tt := range bad {
