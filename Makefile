@@ -57,6 +57,16 @@ test: prereqs manifests generate fmt vet ## Run all tests against a real kube-ap
 	assets="$${KUBEBUILDER_ASSETS:-$$(bash hack/build-controlplane.sh)}"; \
 	KUBEBUILDER_ASSETS="$$assets" go test $(GO_TEST_FLAGS) ./...
 
+FUZZTIME ?= 30s
+.PHONY: fuzz
+fuzz: ## Run every fuzz test for FUZZTIME each (make test runs their seed corpora only).
+	@for pkg in $$(grep -rl --include='*_test.go' '^func Fuzz' --exclude-dir=bin . | xargs -n1 dirname | sort -u); do \
+		for fn in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$pkg/*_test.go | sed 's/^func //'); do \
+			echo "== $$pkg $$fn ($(FUZZTIME))"; \
+			go test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) || exit 1; \
+		done; \
+	done
+
 .PHONY: bench
 bench: ## Run the Go benchmarks (embedding, search latency at 1k and 10k tools).
 	go test -run '^$$' -bench . -benchmem ./...

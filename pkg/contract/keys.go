@@ -49,7 +49,8 @@ func EncodeVector(v []float32) []byte {
 	return b
 }
 
-// DecodeVector decodes float32 little-endian bytes.
+// DecodeVector decodes float32 little-endian bytes. A NaN or infinite
+// value is refused: it would poison every similarity computed with it.
 func DecodeVector(b []byte) ([]float32, error) {
 	if len(b)%4 != 0 {
 		return nil, fmt.Errorf("vector of %d bytes is not a whole number of float32 values", len(b))
@@ -57,6 +58,9 @@ func DecodeVector(b []byte) ([]float32, error) {
 	v := make([]float32, len(b)/4)
 	for i := range v {
 		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		if f := float64(v[i]); math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("vector value %d is %v, not a finite number", i, v[i])
+		}
 	}
 	return v, nil
 }
