@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,6 +37,9 @@ type Server struct {
 
 	dir     string
 	ownsDir bool
+	// durable servers keep their data in an append-only file synced on
+	// every write, so a killed server comes back with what it acknowledged.
+	durable bool
 	proc    *process
 }
 
@@ -92,12 +96,31 @@ func NewCluster(t testing.TB) *Server {
 	return s
 }
 
+// NewDurable starts a server for the test that persists every write
+// (appendonly, appendfsync always): Kill and Restart then show what a
+// crash leaves behind.
+func NewDurable(t testing.TB) *Server {
+	t.Helper()
+	s, err := startWith(t.TempDir(), false, true)
+	if err != nil {
+		t.Fatalf("starting redis-server: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("stopping redis-server: %v", err)
+		}
+	})
+	return s
+}
+
 // Start starts a server whose files live in dir; an empty dir means a new
 // temporary directory, removed by Stop. Use it from TestMain to share one
 // server per test package.
 func Start(dir string) (*Server, error) { return start(dir, false) }
 
-func start(dir string, cluster bool) (*Server, error) {
+func start(dir string, cluster bool) (*Server, error) { return startWith(dir, cluster, false) }
+
+func startWith(dir string, cluster, durable bool) (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, errors.New(InstallHint)
@@ -119,7 +142,7 @@ func start(dir string, cluster bool) (*Server, error) {
 	// Another process may take the free port between probing and binding;
 	// try again with a new one.
 	for range startAttempts {
-		s, err := startOnce(bin, dir, cluster)
+		s, err := startOnce(bin, dir, cluster, durable)
 		if err == nil {
 			s.ownsDir = ownsDir
 			return s, nil
@@ -132,12 +155,12 @@ func start(dir string, cluster bool) (*Server, error) {
 	return nil, lastErr
 }
 
-func startOnce(bin, dir string, cluster bool) (*Server, error) {
+func startOnce(bin, dir string, cluster, durable bool) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	s, err := startOnPort(bin, dir, port, cluster)
+	s, err := startOnPort(bin, dir, port, cluster, durable)
 	if err != nil || !cluster {
 		return s, err
 	}
@@ -148,15 +171,20 @@ func startOnce(bin, dir string, cluster bool) (*Server, error) {
 	return s, nil
 }
 
-func startOnPort(bin, dir string, port int, cluster bool) (*Server, error) {
+func startOnPort(bin, dir string, port int, cluster, durable bool) (*Server, error) {
 	logFile := filepath.Join(dir, "redis-"+strconv.Itoa(port)+".log")
+	appendOnly := "no"
+	if durable {
+		appendOnly = "yes"
+	}
 	args := []string{
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
 		"--dir", dir,
 		"--logfile", logFile,
 		"--save", "",
-		"--appendonly", "no",
+		"--appendonly", appendOnly,
+		"--appendfsync", "always",
 		"--daemonize", "no",
 	}
 	if cluster {
@@ -172,7 +200,7 @@ func startOnPort(bin, dir string, port int, cluster bool) (*Server, error) {
 		proc.waitErr = cmd.Wait()
 		close(proc.exited)
 	}()
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, proc: proc}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, durable: durable, proc: proc}
 	if err := s.waitReady(); err != nil {
 		_ = s.Stop()
 		log, _ := os.ReadFile(logFile)
@@ -201,8 +229,9 @@ func (s *Server) waitReady() error {
 	}
 }
 
-// Restart starts a new, empty server on the same address after Stop, as
-// a Redis without persistence comes back after a crash.
+// Restart starts a new server on the same address after Stop or Kill:
+// empty, as a Redis without persistence comes back after a crash, or, for
+// a durable server, with what its append-only file holds.
 func (s *Server) Restart() error {
 	if !s.Exited() {
 		return errors.New("redis-server is still running: Stop it first")
@@ -216,7 +245,7 @@ func (s *Server) Restart() error {
 	}
 	_, portStr, _ := net.SplitHostPort(s.Addr)
 	port, _ := strconv.Atoi(portStr)
-	next, err := startOnPort(bin, s.dir, port, false)
+	next, err := startOnPort(bin, s.dir, port, false, s.durable)
 	if err != nil {
 		return err
 	}
@@ -268,6 +297,16 @@ func (s *Server) Stop() error {
 	if s.ownsDir {
 		return os.RemoveAll(s.dir)
 	}
+	return nil
+}
+
+// Kill ends the server with SIGKILL, as a crash or an OOM kill would, and
+// waits for it to be gone.
+func (s *Server) Kill() error {
+	if err := s.proc.cmd.Process.Signal(syscall.SIGKILL); err != nil && !s.Exited() {
+		return err
+	}
+	<-s.proc.exited
 	return nil
 }
 
