@@ -31,6 +31,8 @@ var (
 	cfg      *rest.Config
 	kube     client.Client
 	redisSrv *redistest.Server
+	// kubeconfig lets a manager process reach the test API server.
+	kubeconfig []byte
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -41,7 +43,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	cfg = c
+	cfg, kubeconfig = c, env.KubeConfig
 	defer env.Stop()
 	if kube, err = client.New(cfg, client.Options{Scheme: Scheme()}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
