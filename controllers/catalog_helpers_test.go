@@ -246,6 +246,15 @@ func testTool(ns, name, toolName, description, catalog string) *v1alpha1.ToolDef
 	}
 }
 
+// editTD changes a ToolDefinition with a merge patch, which does not
+// conflict with the status writes controllers make meanwhile.
+func editTD(g Gomega, ns, name string, edit func(*v1alpha1.ToolDefinition)) {
+	td := getTD(g, ns, name)
+	patch := client.MergeFrom(td.DeepCopy())
+	edit(td)
+	g.Expect(k8sClient.Patch(context.Background(), td, patch)).To(Succeed())
+}
+
 func getTC(g Gomega, ns, name string) *v1alpha1.ToolCatalog {
 	tc := &v1alpha1.ToolCatalog{}
 	g.Expect(k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, tc)).To(Succeed())
@@ -351,8 +360,22 @@ func secret(ns, name string, data map[string]string) *corev1.Secret {
 	return s
 }
 
+// createAll creates the objects in order. A catalog waits until the
+// ToolDefinition controller has seen every ToolDefinition of its namespace:
+// the manager's shared cache then holds them too, so the catalog's first
+// pass selects them all (as it would once its watch caught up, but in one
+// version instead of two).
 func createAll(g *WithT, objs ...client.Object) {
 	for _, o := range objs {
+		if tc, ok := o.(*v1alpha1.ToolCatalog); ok {
+			g.Eventually(func(g Gomega) {
+				list := &v1alpha1.ToolDefinitionList{}
+				g.Expect(k8sClient.List(context.Background(), list, client.InNamespace(tc.Namespace))).To(Succeed())
+				for _, td := range list.Items {
+					g.Expect(td.Status.SpecHash).NotTo(BeEmpty(), "ToolDefinition %s not seen yet", td.Name)
+				}
+			}).Should(Succeed())
+		}
 		g.Expect(k8sClient.Create(context.Background(), o)).To(Succeed())
 	}
 }

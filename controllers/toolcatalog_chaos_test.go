@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
@@ -134,8 +135,9 @@ func TestCatalogConvergesUnderProviderChaos(t *testing.T) {
 	chatBefore, embedBefore := len(p.ChatRequests()), len(p.EmbeddingRequests())
 	for i := range tools {
 		td := getTD(g, ns, fmt.Sprintf("tool-%03d", i))
+		patch := client.MergeFrom(td.DeepCopy())
 		td.Spec.Description = fmt.Sprintf("Tool number %d, second edition.", i)
-		g.Expect(k8sClient.Update(ctx, td)).To(Succeed())
+		g.Expect(k8sClient.Patch(ctx, td, patch)).To(Succeed())
 	}
 
 	// While it converges, every version in Redis is whole and sound.

@@ -143,9 +143,9 @@ func TestCatalogReembedsOnlyTheEditedTool(t *testing.T) {
 	chatBefore := p.chatCalls()
 	embBefore, _ := p.embeddingCalls()
 
-	td := getTD(g, ns, "weather")
-	td.Spec.Description = "Get the current weather and a three-day forecast for a city."
-	g.Expect(k8sClient.Update(ctx, td)).To(Succeed())
+	editTD(g, ns, "weather", func(td *v1alpha1.ToolDefinition) {
+		td.Spec.Description = "Get the current weather and a three-day forecast for a city."
+	})
 	tc := waitVersion(g, ns, "tools", 2)
 
 	// Exactly that tool: one chat call for it, one embeddings request
@@ -167,7 +167,7 @@ func TestCatalogReembedsOnlyTheEditedTool(t *testing.T) {
 	}
 	doc := storedDoc(g, rc, k)
 	w, _ := doc.ToolByName("get_weather")
-	g.Expect(w.Description).To(Equal(td.Spec.Description))
+	g.Expect(w.Description).To(Equal("Get the current weather and a three-day forecast for a city."))
 	g.Expect(tc.Status.Version).To(BeEquivalentTo(2))
 
 	g.Eventually(func(g Gomega) {

@@ -21,9 +21,9 @@ func TestCatalogDropsDeletedAndUnlabelledTools(t *testing.T) {
 	g, ctx, ns, _, rc, k := c.g, c.ctx, c.ns, c.p, c.rc, c.k
 
 	g.Expect(k8sClient.Delete(ctx, getTD(g, ns, "email"))).To(Succeed())
-	td := getTD(g, ns, "issue")
-	delete(td.Labels, catalogLabel)
-	g.Expect(k8sClient.Update(ctx, td)).To(Succeed())
+	editTD(g, ns, "issue", func(td *v1alpha1.ToolDefinition) {
+		delete(td.Labels, catalogLabel)
+	})
 
 	g.Eventually(func(g Gomega) {
 		tc := getTC(g, ns, "tools")
@@ -106,9 +106,9 @@ func TestCatalogSurvivesRedisOutageAndFlush(t *testing.T) {
 
 	// Redis goes away: the condition says so.
 	g.Expect(own.Stop()).To(Succeed())
-	td := getTD(g, ns, "weather")
-	td.Spec.Description = "Get the weather and the forecast."
-	g.Expect(k8sClient.Update(ctx, td)).To(Succeed())
+	editTD(g, ns, "weather", func(td *v1alpha1.ToolDefinition) {
+		td.Spec.Description = "Get the weather and the forecast."
+	})
 	g.Eventually(func(g Gomega) {
 		tc := getTC(g, ns, "tools")
 		c := expectCondition(g, tc, v1alpha1.ConditionPublished, metav1.ConditionFalse, v1alpha1.ReasonRedisUnavailable)
@@ -189,9 +189,9 @@ func TestCatalogDoesNotPublishOverAnUnreadableDocument(t *testing.T) {
 	g, ctx, ns, rc, k := c.g, c.ctx, c.ns, c.rc, c.k
 	g.Expect(rc.Set(ctx, k.Catalog(), "garbage{", 0).Err()).To(Succeed())
 
-	td := getTD(g, ns, "weather")
-	td.Spec.Description = "Get the weather and the forecast."
-	g.Expect(k8sClient.Update(ctx, td)).To(Succeed())
+	editTD(g, ns, "weather", func(td *v1alpha1.ToolDefinition) {
+		td.Spec.Description = "Get the weather and the forecast."
+	})
 	g.Eventually(func(g Gomega) {
 		tc := getTC(g, ns, "tools")
 		cond := expectCondition(g, tc, v1alpha1.ConditionPublished, metav1.ConditionFalse, v1alpha1.ReasonPublishBlocked)

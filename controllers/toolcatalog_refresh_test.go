@@ -124,9 +124,9 @@ func TestCatalogProviderFailures(t *testing.T) {
 	// previous vector, metadata and document entry, and is listed.
 	p.fail("get_weather", http.StatusInternalServerError)
 	for _, name := range []string{"weather", "email"} {
-		td := getTD(g, ns, name)
-		td.Spec.Description += " Now with more detail."
-		g.Expect(k8sClient.Update(ctx, td)).To(Succeed())
+		editTD(g, ns, name, func(td *v1alpha1.ToolDefinition) {
+			td.Spec.Description += " Now with more detail."
+		})
 	}
 	var tc *v1alpha1.ToolCatalog
 	g.Eventually(func(g Gomega) {
@@ -164,9 +164,9 @@ func TestCatalogProviderFailures(t *testing.T) {
 	p.fail("*", http.StatusServiceUnavailable)
 	before := dumpCatalog(rc, k)
 	for _, name := range []string{"issue", "email"} {
-		td := getTD(g, ns, name)
-		td.Spec.Description += " Edited again."
-		g.Expect(k8sClient.Update(ctx, td)).To(Succeed())
+		editTD(g, ns, name, func(td *v1alpha1.ToolDefinition) {
+			td.Spec.Description += " Edited again."
+		})
 	}
 	g.Eventually(func(g Gomega) {
 		tc = getTC(g, ns, "tools")

@@ -254,9 +254,9 @@ func TestProviderClientsAreReusedAcrossPasses(t *testing.T) {
 	id := ns + "/tools"
 	g.Expect(suiteProviders.clientsBuilt(id)).To(Equal(1))
 
-	td := getTD(g, ns, "weather")
-	td.Spec.Description = "Get the current weather and tomorrow's forecast for a city."
-	g.Expect(k8sClient.Update(context.Background(), td)).To(Succeed())
+	editTD(g, ns, "weather", func(td *v1alpha1.ToolDefinition) {
+		td.Spec.Description = "Get the current weather and tomorrow's forecast for a city."
+	})
 	waitVersion(g, ns, "tools", 2)
 	g.Expect(suiteProviders.clientsBuilt(id)).To(Equal(1), "a second pass built new clients")
 

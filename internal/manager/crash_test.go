@@ -193,8 +193,9 @@ func TestManagerKilledMidPass(t *testing.T) {
 	if err := kube.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "tool-00"}, tdObj); err != nil {
 		t.Fatal(err)
 	}
+	edit := client.MergeFrom(tdObj.DeepCopy())
 	tdObj.Spec.Description = "Tool number 0, edited."
-	if err := kube.Update(ctx, tdObj); err != nil {
+	if err := kube.Patch(ctx, tdObj, edit); err != nil {
 		t.Fatal(err)
 	}
 	request("during-write")
