@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"github.com/redis/go-redis/v9"
@@ -352,6 +353,21 @@ func newCatalogCase(t *testing.T) *catalogCase {
 	return c
 }
 
+// manyTools creates n ToolDefinitions for the catalog tc (their names and
+// descriptions numbered), then tc, and waits until every tool is embedded.
+func manyTools(g *WithT, ns string, n int, description string, tc *v1alpha1.ToolCatalog) {
+	for i := range n {
+		createAll(g, testTool(ns, fmt.Sprintf("tool-%04d", i), fmt.Sprintf("tool_%04d", i), fmt.Sprintf(description, i), tc.Name))
+	}
+	createAll(g, tc)
+	g.Eventually(func(g Gomega) {
+		tc := getTC(g, ns, tc.Name)
+		g.Expect(tc.Status.Counts).NotTo(BeNil())
+		g.Expect(tc.Status.Counts.Embedded).To(BeEquivalentTo(n))
+		expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
+	}).WithTimeout(90 * time.Second).Should(Succeed())
+}
+
 func secret(ns, name string, data map[string]string) *corev1.Secret {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{}}
 	for k, v := range data {
@@ -374,7 +390,7 @@ func createAll(g *WithT, objs ...client.Object) {
 				for _, td := range list.Items {
 					g.Expect(td.Status.SpecHash).NotTo(BeEmpty(), "ToolDefinition %s not seen yet", td.Name)
 				}
-			}).Should(Succeed())
+			}).WithTimeout(90 * time.Second).Should(Succeed())
 		}
 		g.Expect(k8sClient.Create(context.Background(), o)).To(Succeed())
 	}

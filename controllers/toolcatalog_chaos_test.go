@@ -13,7 +13,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
@@ -116,15 +115,10 @@ func TestCatalogConvergesUnderProviderChaos(t *testing.T) {
 	// Some faults are not transient to the client (a wrong length): the
 	// resync retries them.
 	tc.Spec.Publish.ResyncInterval = &metav1.Duration{Duration: 2 * time.Second}
-	for i := range tools {
-		createAll(g, testTool(ns, fmt.Sprintf("tool-%03d", i), fmt.Sprintf("tool_%03d", i), fmt.Sprintf("Tool number %d, first edition.", i), "tools"))
-	}
-	createAll(g, tc)
-	g.Eventually(func(g Gomega) {
-		tc := getTC(g, ns, "tools")
-		g.Expect(tc.Status.Counts).NotTo(BeNil())
-		g.Expect(tc.Status.Counts.Embedded).To(BeEquivalentTo(tools))
-	}).WithTimeout(60 * time.Second).Should(Succeed())
+	// Gone when the test ends: its short resync would keep the shared
+	// manager busy with its tools for the rest of the suite.
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), tc) })
+	manyTools(g, ns, tools, "Tool number %d, first edition.", tc)
 	firstVectors := rc.HGetAll(ctx, k.Embeddings()).Val()
 	g.Expect(firstVectors).To(HaveLen(tools))
 
@@ -134,10 +128,9 @@ func TestCatalogConvergesUnderProviderChaos(t *testing.T) {
 	ch.mu.Unlock()
 	chatBefore, embedBefore := len(p.ChatRequests()), len(p.EmbeddingRequests())
 	for i := range tools {
-		td := getTD(g, ns, fmt.Sprintf("tool-%03d", i))
-		patch := client.MergeFrom(td.DeepCopy())
-		td.Spec.Description = fmt.Sprintf("Tool number %d, second edition.", i)
-		g.Expect(k8sClient.Patch(ctx, td, patch)).To(Succeed())
+		editTD(g, ns, fmt.Sprintf("tool-%04d", i), func(td *v1alpha1.ToolDefinition) {
+			td.Spec.Description = fmt.Sprintf("Tool number %d, second edition.", i)
+		})
 	}
 
 	// While it converges, every version in Redis is whole and sound.

@@ -52,9 +52,12 @@ type process struct {
 
 // New starts a server for the test and stops it when the test ends. It fails
 // the test, saying how to install redis-server, when the binary is missing.
-func New(t testing.TB) *Server {
+func New(t testing.TB) *Server { return newForTest(t, false, false) }
+
+// newForTest starts a server for the test and stops it when the test ends.
+func newForTest(t testing.TB, cluster, durable bool) *Server {
 	t.Helper()
-	s, err := Start(t.TempDir())
+	s, err := startWith(t.TempDir(), cluster, durable)
 	if err != nil {
 		t.Fatalf("starting redis-server: %v", err)
 	}
@@ -82,36 +85,12 @@ func Main(m *testing.M, srv **Server) int {
 // NewCluster starts a one-node Redis Cluster (cluster mode on, every slot
 // assigned to the node) for the test, so code can be tested with a real
 // ClusterClient, including cross-slot rules.
-func NewCluster(t testing.TB) *Server {
-	t.Helper()
-	s, err := start(t.TempDir(), true)
-	if err != nil {
-		t.Fatalf("starting redis-server in cluster mode: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("stopping redis-server: %v", err)
-		}
-	})
-	return s
-}
+func NewCluster(t testing.TB) *Server { return newForTest(t, true, false) }
 
 // NewDurable starts a server for the test that persists every write
 // (appendonly, appendfsync always): Kill and Restart then show what a
 // crash leaves behind.
-func NewDurable(t testing.TB) *Server {
-	t.Helper()
-	s, err := startWith(t.TempDir(), false, true)
-	if err != nil {
-		t.Fatalf("starting redis-server: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("stopping redis-server: %v", err)
-		}
-	})
-	return s
-}
+func NewDurable(t testing.TB) *Server { return newForTest(t, false, true) }
 
 // Start starts a server whose files live in dir; an empty dir means a new
 // temporary directory, removed by Stop. Use it from TestMain to share one
