@@ -24,6 +24,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -351,6 +352,17 @@ func newCatalogCase(t *testing.T) *catalogCase {
 	c.k = catalogKeys(c.ns, "tools")
 	threeTools(t, c.g, c.ns, c.p)
 	return c
+}
+
+// ownRedisCatalog is the catalog "tools" of p on a redis-server of its own
+// (to stop, kill or restart), resynced every 2 s; it is not created yet.
+func ownRedisCatalog(t *testing.T, ns string, p *provider, own *redistest.Server) (*v1alpha1.ToolCatalog, *redis.Client, contract.Keys) {
+	rc := own.Client()
+	t.Cleanup(func() { _ = rc.Close() })
+	tc := testCatalog(ns, "tools", p)
+	tc.Spec.Redis.Addresses = []string{own.Addr}
+	tc.Spec.Publish.ResyncInterval = &metav1.Duration{Duration: 2 * time.Second}
+	return tc, rc, catalogKeys(ns, "tools")
 }
 
 // manyTools creates n ToolDefinitions for the catalog tc (their names and

@@ -53,13 +53,7 @@ func TestRedisKilledDuringPublishLeavesWholeVersions(t *testing.T) {
 	p := newProvider(t, ns)
 	p.vary = true // every forced refresh writes new queries and vectors for all tools
 	own := redistest.NewDurable(t)
-	rc := own.Client()
-	defer rc.Close()
-	k := catalogKeys(ns, "tools")
-
-	tc := testCatalog(ns, "tools", p)
-	tc.Spec.Redis.Addresses = []string{own.Addr}
-	tc.Spec.Publish.ResyncInterval = &metav1.Duration{Duration: 2 * time.Second}
+	tc, rc, k := ownRedisCatalog(t, ns, p, own)
 	// Gone when the test ends: its short resync would keep the shared
 	// manager busy with its tools for the rest of the suite.
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), tc) })

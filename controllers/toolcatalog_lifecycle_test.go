@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -94,13 +93,7 @@ func TestCatalogSurvivesRedisOutageAndFlush(t *testing.T) {
 	ns := newNamespace(t)
 	p := newProvider(t, ns)
 	own := redistest.New(t)
-	rc := own.Client()
-	defer rc.Close()
-	k := catalogKeys(ns, "tools")
-
-	tc := testCatalog(ns, "tools", p)
-	tc.Spec.Redis.Addresses = []string{own.Addr}
-	tc.Spec.Publish.ResyncInterval = &metav1.Duration{Duration: 2 * time.Second}
+	tc, rc, k := ownRedisCatalog(t, ns, p, own)
 	createAll(g, testTool(ns, "weather", "get_weather", "Get the weather.", "tools"), tc)
 	waitVersion(g, ns, "tools", 1)
 
