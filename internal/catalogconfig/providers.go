@@ -82,8 +82,6 @@ type ProviderFactory interface {
 type ProviderCache struct {
 	mu      sync.Mutex
 	entries map[string]cachedProviders
-	// Built counts the clients built, for tests and metrics.
-	Built int
 }
 
 type cachedProviders struct {
@@ -110,7 +108,6 @@ func (c *ProviderCache) Providers(catalog string, s ProviderSettings) (Providers
 		c.entries = map[string]cachedProviders{}
 	}
 	c.entries[catalog] = cachedProviders{fingerprint: fp, providers: p}
-	c.Built++
 	return p, nil
 }
 
