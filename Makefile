@@ -71,6 +71,12 @@ fuzz: ## Run every fuzz test for FUZZTIME each (make test runs their seed corpor
 bench: ## Run the Go benchmarks (embedding, search latency at 1k and 10k tools).
 	go test -run '^$$' -bench . -benchmem ./...
 
+SCALE_ARGS ?= -scale.sizes=1000,10000 -scale.slow-tools=1000 -scale.chat-latency=2s -scale.pass-budget=20s -scale.edits=5
+.PHONY: bench-scale
+bench-scale: prereqs ## Measure large catalogs (manager process, API server, Redis, provider with 2 s chat latency) and print the table; make test runs it small.
+	assets="$${KUBEBUILDER_ASSETS:-$$(bash hack/build-controlplane.sh)}"; \
+	KUBEBUILDER_ASSETS="$$assets" go test ./test/scale -run TestScale -count=1 -v -timeout 90m -args $(SCALE_ARGS)
+
 DATA ?= internal/retrieval/testdata/mini
 .PHONY: bench-retrieval
 bench-retrieval: ## Measure retrieval quality and latency on DATA (tools.json + queries.json), e.g. DATA=../shared/bench/seal-tools.

@@ -307,10 +307,11 @@ func redisClient(t *testing.T) *redis.Client {
 
 // storedDoc reads and parses P:catalog.
 func storedDoc(g Gomega, c *redis.Client, k contract.Keys) *contract.Document {
-	raw, err := c.Get(context.Background(), k.Catalog()).Bytes()
+	snap, err := contract.Read(context.Background(), c, k)
 	g.Expect(err).NotTo(HaveOccurred())
-	d, err := contract.ParseDocument(raw)
+	d, err := snap.Document()
 	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(d).NotTo(BeNil(), "no catalog published under %s", k.Prefix)
 	return d
 }
 

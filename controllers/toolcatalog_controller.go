@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
@@ -57,12 +59,18 @@ type ToolCatalogReconciler struct {
 	// catalogconfig.ProviderCache (clients reused while the settings stay
 	// the same) when nil.
 	Providers catalogconfig.ProviderFactory
-	// PassTimeout bounds one pass; defaultPassTimeout when zero.
+	// PassTimeout bounds one pass's provider work should a provider hang;
+	// defaultPassTimeout when zero.
 	PassTimeout time.Duration
+	// Budget bounds the provider work of one pass (catalog.Budget); the
+	// chunk follows the catalog's concurrency and the time is
+	// catalog.DefaultPassBudget when zero.
+	Budget catalog.Budget
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 
 	providersOnce sync.Once
+	snapshots     snapshots
 }
 
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolcatalogs,verbs=get;list;watch;update;patch
@@ -97,6 +105,14 @@ func (r *ToolCatalogReconciler) passTimeout() time.Duration {
 	return defaultPassTimeout
 }
 
+func (r *ToolCatalogReconciler) budget() catalog.Budget {
+	b := r.Budget
+	if b.Time == 0 {
+		b.Time = catalog.DefaultPassBudget
+	}
+	return b
+}
+
 // workqueueLimiter is the queue event handlers add requests to.
 type workqueueLimiter = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
@@ -113,6 +129,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Get(ctx, req.NamespacedName, tc); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			r.Redis.Forget(req.String())
+			r.snapshots.forget(req.String())
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -122,11 +139,25 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.ensureFinalizer(ctx, tc); err != nil {
 		return ctrl.Result{}, err
 	}
+	if meta.FindStatusCondition(tc.Status.Conditions, v1alpha1.ConditionReady) == nil {
+		// Say at once that the first pass is under way.
+		base := tc.DeepCopy()
+		setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, "first pass in progress")
+		if err := patchStatus(ctx, r.Client, base, tc); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	base := tc.DeepCopy()
 	res := r.runPass(ctx, tc)
 	applyStatus(tc, res)
 	r.recordEvents(base, tc, res)
-	return res.requeue(patchStatus(ctx, r.Client, base, tc))
+	// The catalog's own status first: it says what is published as soon
+	// as it is; the ToolDefinitions' records follow.
+	patchErr := patchStatus(ctx, r.Client, base, tc)
+	if res.outcome != nil && patchErr == nil {
+		patchErr = r.syncRecords(ctx, tc, res.outcome)
+	}
+	return res.requeue(patchErr)
 }
 
 // requeue says when the catalog is due again. A user-fixable error waits
@@ -145,7 +176,7 @@ func (res passResult) requeue(patchErr error) (ctrl.Result, error) {
 	if n := res.outcome.RetryableFailures(); n > 0 {
 		return ctrl.Result{}, fmt.Errorf("%d tools failed to refresh with transient errors; retrying with backoff", n)
 	}
-	if len(res.outcome.Pending()) > 0 {
+	if len(res.outcome.Pending()) > 0 || len(res.outcome.Remaining()) > 0 {
 		return ctrl.Result{RequeueAfter: pendingRequeue}, nil
 	}
 	return ctrl.Result{RequeueAfter: res.resync}, nil
@@ -222,12 +253,13 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 		}
 	}
 	r.Redis.Forget(catalogID(tc))
+	r.snapshots.forget(catalogID(tc))
 	r.providers().Forget(catalogID(tc))
 	metrics.ForgetCatalog(catalogID(tc))
 	patch := client.MergeFrom(tc.DeepCopy())
 	controllerutil.RemoveFinalizer(tc, v1alpha1.FinalizerCleanup)
-	if err := r.Patch(ctx, tc, patch); err != nil {
-		return ctrl.Result{}, fmt.Errorf("removing finalizer: %w", client.IgnoreNotFound(err))
+	if err := client.IgnoreNotFound(r.Patch(ctx, tc, patch)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("removing finalizer: %w", err)
 	}
 	return ctrl.Result{}, nil
 }

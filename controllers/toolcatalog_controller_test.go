@@ -66,10 +66,15 @@ func TestCatalogPublishesFirstVersion(t *testing.T) {
 	email, _ := doc.ToolByName("send_email")
 	g.Expect(string(email.Parameters)).To(Equal(`{"properties":{},"type":"object"}`))
 	g.Expect(doc.Permissions).To(Equal(map[string][]string{"get_weather": {"group:a", "group:b"}}))
+	// Contract 2: the head, one entry per tool, the change record of
+	// version 1, and a P:catalog that contract-1 readers refuse.
 	raw := map[string]any{}
-	g.Expect(json.Unmarshal([]byte(rc.Get(ctx, k.Catalog()).Val()), &raw)).To(Succeed())
+	g.Expect(json.Unmarshal([]byte(rc.Get(ctx, k.Head()).Val()), &raw)).To(Succeed())
 	g.Expect(raw).To(HaveKey("generated_at"))
-	g.Expect(rc.Get(ctx, k.CatalogVersion(1)).Val()).To(Equal(rc.Get(ctx, k.Catalog()).Val()))
+	g.Expect(raw).To(HaveKeyWithValue("contract", BeEquivalentTo(2)))
+	g.Expect(rc.HLen(ctx, k.Tools()).Val()).To(BeEquivalentTo(3))
+	g.Expect(rc.Exists(ctx, k.Changes(1)).Val()).To(BeEquivalentTo(1))
+	g.Expect(rc.Get(ctx, k.Catalog()).Val()).To(ContainSubstring("version 2 of the Redis contract"))
 	g.Expect(rc.Get(ctx, k.Version()).Val()).To(Equal("1"))
 
 	// One vector and one metadata entry per tool.

@@ -24,7 +24,7 @@ func wholeVersion(g Gomega, ctx context.Context, rc redis.UniversalClient, k con
 	// One MULTI/EXEC reads all of it, as consumers do.
 	snap, err := contract.Read(ctx, rc, k)
 	g.Expect(err).NotTo(HaveOccurred())
-	doc, err := contract.ParseDocument(snap.Document)
+	doc, err := snap.Document()
 	g.Expect(err).NotTo(HaveOccurred())
 	cat, err := toolcatalog.New(doc, snap.Vectors, snap.Metadata)
 	g.Expect(err).NotTo(HaveOccurred())

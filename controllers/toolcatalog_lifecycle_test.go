@@ -180,7 +180,7 @@ func TestCatalogWaitsForItsSecret(t *testing.T) {
 func TestCatalogDoesNotPublishOverAnUnreadableDocument(t *testing.T) {
 	c := newCatalogCase(t)
 	g, ctx, ns, rc, k := c.g, c.ctx, c.ns, c.rc, c.k
-	g.Expect(rc.Set(ctx, k.Catalog(), "garbage{", 0).Err()).To(Succeed())
+	g.Expect(rc.Set(ctx, k.Head(), "garbage{", 0).Err()).To(Succeed())
 
 	editTD(g, ns, "weather", func(td *v1alpha1.ToolDefinition) {
 		td.Spec.Description = "Get the weather and the forecast."
@@ -188,14 +188,14 @@ func TestCatalogDoesNotPublishOverAnUnreadableDocument(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		tc := getTC(g, ns, "tools")
 		cond := expectCondition(g, tc, v1alpha1.ConditionPublished, metav1.ConditionFalse, v1alpha1.ReasonPublishBlocked)
-		g.Expect(cond.Message).To(ContainSubstring(k.Catalog() + " is unreadable"))
+		g.Expect(cond.Message).To(ContainSubstring(k.Head() + " is unreadable"))
 		expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonPublishBlocked)
 	}).Should(Succeed())
-	g.Expect(rc.Get(ctx, k.Catalog()).Val()).To(Equal("garbage{"))
+	g.Expect(rc.Get(ctx, k.Head()).Val()).To(Equal("garbage{"))
 	g.Expect(rc.Get(ctx, k.Version()).Val()).To(Equal("1"))
 	g.Expect(rc.HLen(ctx, k.Embeddings()).Val()).To(BeEquivalentTo(3))
 
-	g.Expect(rc.Del(ctx, k.Catalog()).Err()).To(Succeed())
+	g.Expect(rc.Del(ctx, k.Head()).Err()).To(Succeed())
 	requestRefresh(g, ns, "tools", "after-cleanup", "", "")
 	waitVersion(g, ns, "tools", 2)
 	doc := storedDoc(g, rc, k)
@@ -235,8 +235,9 @@ func TestPermissionsDistinguishEveryoneFromNobody(t *testing.T) {
 	cat, err := toolcatalog.Load(ctx, rc, catalogKeys(ns, "tools"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(cat.Document.Permissions).To(Equal(map[string][]string{"star": {"*"}, "nobody": {}, "ops_only": {"group:ops"}}))
-	raw := rc.Get(ctx, catalogKeys(ns, "tools").Catalog()).Val()
-	g.Expect(raw).To(ContainSubstring(`"nobody":[]`))
+	entries := rc.HGetAll(ctx, catalogKeys(ns, "tools").Tools()).Val()
+	g.Expect(entries["nobody"]).To(ContainSubstring(`"allowed_principals":[]`))
+	g.Expect(entries["absent"]).NotTo(ContainSubstring(`allowed_principals`))
 	for tool, want := range map[string]bool{"absent": true, "unset_list": true, "star": true, "nobody": false, "ops_only": false} {
 		g.Expect(cat.IsAllowed(tool, "user:alice")).To(Equal(want), "user:alice on %s", tool)
 	}

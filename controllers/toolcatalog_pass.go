@@ -64,12 +64,7 @@ func (r *ToolCatalogReconciler) runPass(ctx context.Context, tc *v1alpha1.ToolCa
 		res.err = configError(err)
 		return res
 	}
-	passCtx, cancel := context.WithTimeout(ctx, r.passTimeout())
-	defer cancel()
-	if res.outcome, res.err = r.refresh(passCtx, tc, cfg, providers, res.request); res.err != nil {
-		return res
-	}
-	res.err = r.syncRecords(ctx, tc, res.outcome)
+	res.outcome, res.err = r.refresh(ctx, tc, cfg, providers, res.request)
 	return res
 }
 
@@ -94,21 +89,25 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 		return nil, err
 	}
 	rc := r.Redis.Get(catalogID(tc), cfg.Redis)
-	snap, err := contract.Read(ctx, rc, cfg.Keys)
+	stored, err := r.readStored(ctx, rc, tc, cfg, req.Token != "")
 	if err != nil {
 		metrics.RedisErrors.WithLabelValues(catalogID(tc), "read").Inc()
 		return nil, redisError(tc, err)
 	}
-	stored := catalog.ReadStored(snap)
 	plans := catalog.Plan(catalog.PlanInput{
 		Tools: sel.Tools, Stored: stored.Tools,
 		Model: prov.Embedder.Model(), Dimensions: cfg.Dimensions, QueriesPerTool: cfg.QueriesPerTool,
 		Mode: req.Mode, Targets: req.Targets,
 	})
 	now := r.now()
-	refreshed := catalog.Refresh(ctx, catalog.Providers{Generator: prov.Generator, Embedder: prov.Embedder, Concurrency: cfg.Concurrency}, plans, now)
+	// Provider work is bounded by the budget and, should a provider hang,
+	// by the pass timeout; reading and publishing are not, so the tools
+	// refreshed before a timeout are still published.
+	workCtx, cancel := context.WithTimeout(ctx, r.passTimeout())
+	refreshed := catalog.Refresh(workCtx, catalog.Providers{Generator: prov.Generator, Embedder: prov.Embedder, Concurrency: cfg.Concurrency}, plans, now, r.budget())
+	cancel()
 	build, err := catalog.BuildDocument(catalog.BuildInput{
-		Catalog: catalogID(tc), CatalogUID: string(tc.UID), DocumentKey: cfg.Keys.Catalog(), Provider: cfg.Provider, Model: prov.Embedder.Model(), Dimensions: cfg.Dimensions, Search: cfg.Search,
+		Catalog: catalogID(tc), CatalogUID: string(tc.UID), DocumentKey: cfg.Keys.Head(), Provider: cfg.Provider, Model: prov.Embedder.Model(), Dimensions: cfg.Dimensions, Search: cfg.Search,
 		Plans: plans, Rejected: sel.Rejected, Refreshed: refreshed, Stored: stored, Now: now,
 	})
 	if err != nil {
@@ -118,10 +117,22 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 		Catalog: tc.Name, Model: prov.Embedder.Model(), Plans: plans, Rejected: sel.Rejected,
 		Refreshed: refreshed, Build: build, Stored: stored, Version: stored.Version,
 	}
+	if build.Blocked != "" && len(build.Vectors) > 0 {
+		// Keep the work of this pass for the version that may carry it.
+		if err := contract.Stage(ctx, rc, cfg.Keys, stored.Version, build.Vectors, build.Metadata); err != nil {
+			if errors.Is(err, contract.ErrConflict) {
+				return nil, err
+			}
+			metrics.RedisErrors.WithLabelValues(catalogID(tc), "write").Inc()
+			return nil, redisError(tc, err)
+		}
+	}
 	if build.Changed {
-		if out.Version, err = r.publish(ctx, rc, tc, cfg, stored.Version, build); err != nil {
+		if out.Version, err = r.publish(ctx, rc, tc, cfg, stored, build); err != nil {
+			r.snapshots.forget(catalogID(tc))
 			return nil, err
 		}
+		r.keepPublished(ctx, rc, tc, cfg, stored, build, out.Version)
 		out.Published = true
 	}
 	return out, nil
@@ -150,17 +161,14 @@ func redisError(tc *v1alpha1.ToolCatalog, err error) error {
 // MULTI/EXEC, then announces it. After Redis lost the catalog, versions
 // continue from the last one the status recorded, so consumers see a newer
 // version, not an older one.
-func (r *ToolCatalogReconciler) publish(ctx context.Context, rc redis.UniversalClient, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, read int64, b catalog.Build) (int64, error) {
+func (r *ToolCatalogReconciler) publish(ctx context.Context, rc redis.UniversalClient, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, stored catalog.Stored, b catalog.Build) (int64, error) {
+	read := stored.Version
 	version := max(read, tc.Status.Version) + 1
 	b.Document.Version = version
-	data, err := b.Document.Marshal()
-	if err != nil {
-		return 0, fmt.Errorf("encoding catalog document: %w", err)
-	}
 	id := catalogID(tc)
 	start := time.Now()
-	err = contract.Write(ctx, rc, cfg.Keys, contract.Update{
-		ExpectVersion: read, Version: version, Document: data,
+	err := contract.Write(ctx, rc, cfg.Keys, contract.Update{
+		ExpectVersion: read, Document: b.Document, Previous: stored.Doc, Rewrite: !stored.Contract2,
 		Vectors: b.Vectors, Metadata: b.Metadata, Remove: b.Removed, Retain: cfg.Retain,
 	})
 	if errors.Is(err, contract.ErrConflict) {

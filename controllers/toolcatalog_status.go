@@ -62,12 +62,21 @@ func applyStatus(tc *v1alpha1.ToolCatalog, res passResult) {
 		pub = condition(metav1.ConditionTrue, v1alpha1.ReasonVersionPublished, fmt.Sprintf("version %d published with %d tools", o.Version, len(o.Build.Document.Tools)))
 	}
 	synced := condition(o.Synced())
-	ready := condition(metav1.ConditionTrue, v1alpha1.ReasonSucceeded, fmt.Sprintf("version %d serves %d tools", o.Version, len(o.Build.Document.Tools)))
+	serves := fmt.Sprintf("version %d serves %d tools", o.Version, len(o.Build.Document.Tools))
+	ready := condition(metav1.ConditionTrue, v1alpha1.ReasonSucceeded, serves)
 	switch {
 	case pub.Status != metav1.ConditionTrue:
 		ready = pub
 	case synced.Status != metav1.ConditionTrue:
 		ready = synced
+	}
+	if len(o.Remaining()) > 0 {
+		if ready.Reason == v1alpha1.ReasonRefreshing {
+			ready.Message = o.Progress() + "; " + serves
+		}
+		setCondition(tc, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonRefreshing, o.Progress())
+	} else {
+		meta.RemoveStatusCondition(&tc.Status.Conditions, v1alpha1.ConditionReconciling)
 	}
 	setConditions(tc, map[string]metav1.Condition{
 		v1alpha1.ConditionPublished: pub, v1alpha1.ConditionEmbeddingsSynced: synced, v1alpha1.ConditionReady: ready,
@@ -134,8 +143,9 @@ func patchStatus(ctx context.Context, c client.Client, base, obj client.Object) 
 	if string(data) == "{}" {
 		return nil
 	}
-	if err := c.Status().Patch(ctx, obj, patch); err != nil {
-		return fmt.Errorf("patching status: %w", client.IgnoreNotFound(err))
+	// An object deleted meanwhile has no status to write.
+	if err := client.IgnoreNotFound(c.Status().Patch(ctx, obj, patch)); err != nil {
+		return fmt.Errorf("patching status: %w", err)
 	}
 	return nil
 }
@@ -211,8 +221,8 @@ func (r *ToolCatalogReconciler) applyRecord(ctx context.Context, tc *v1alpha1.To
 		return err
 	}
 	err := r.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(recordFieldOwner(tc)), client.ForceOwnership)
-	if err != nil {
-		return fmt.Errorf("recording catalog status on ToolDefinition %s: %w", td.Name, client.IgnoreNotFound(err))
+	if err := client.IgnoreNotFound(err); err != nil {
+		return fmt.Errorf("recording catalog status on ToolDefinition %s: %w", td.Name, err)
 	}
 	return nil
 }

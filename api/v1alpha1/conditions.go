@@ -19,6 +19,12 @@ const (
 	// document is written to Redis and announced.
 	ConditionPublished = "Published"
 
+	// ConditionReconciling (ToolCatalog) is True while the catalog's tools
+	// are refreshed over several passes (a first build, a model change):
+	// its message says how far it got. It is removed when the work is done,
+	// so kstatus reports the catalog in progress until then.
+	ConditionReconciling = "Reconciling"
+
 	// ConditionEmbeddingsSynced (ToolCatalog) is True when every selected,
 	// valid tool has an up-to-date embedding.
 	ConditionEmbeddingsSynced = "EmbeddingsSynced"
@@ -137,6 +143,9 @@ const (
 	// ReasonAPIError means reading from the Kubernetes API failed (listing
 	// ToolDefinitions, reading a Secret); the pass is retried with backoff.
 	ReasonAPIError = "KubernetesAPIError"
+	// ReasonRefreshing means tools are being refreshed over several
+	// passes; each pass publishes the tools it finished.
+	ReasonRefreshing = "Refreshing"
 	// ReasonReconciling (Ready=Unknown) means the first pass has not
 	// finished yet.
 	ReasonReconciling = "Reconciling"

@@ -14,7 +14,7 @@ import (
 type BuildInput struct {
 	// Catalog is namespace/name; CatalogUID the ToolCatalog's UID.
 	Catalog, CatalogUID string
-	// DocumentKey is where the document lives (P:catalog), for messages.
+	// DocumentKey is where the head lives (P:head), for messages.
 	DocumentKey string
 	// Provider, Model and Dimensions describe the configured embedding;
 	// Dimensions 0 accepts any length.
@@ -33,8 +33,9 @@ type BuildInput struct {
 type Build struct {
 	// Document is the new document, sealed, without a version yet.
 	Document *contract.Document
-	// Vectors and Metadata are the tools whose stored embedding changes;
-	// Removed are the tools whose embedding goes.
+	// Vectors and Metadata are the tools whose stored embedding changes
+	// (staged ones included); Removed are the tools whose embedding goes.
+	// When the build is blocked they are what to stage.
 	Vectors, Metadata map[string][]byte
 	Removed           []string
 	// Blocked explains why nothing may be published.
@@ -95,7 +96,7 @@ func BuildDocument(in BuildInput) (Build, error) {
 	if in.Stored.DocErr != nil {
 		// Publishing over it would drop every entry that cannot be
 		// rebuilt from a ToolDefinition right now.
-		b.Blocked = fmt.Sprintf("the catalog document at %s is unreadable (%v); nothing is published over it: delete that key and the catalog is rebuilt from the ToolDefinitions and the stored embeddings",
+		b.Blocked = fmt.Sprintf("the catalog at %s is unreadable (%v); nothing is published over it: delete that key and the catalog is rebuilt from the ToolDefinitions and the stored embeddings",
 			in.DocumentKey, in.Stored.DocErr)
 	}
 	// A tool's stored embedding goes only with the tool itself: one still
@@ -115,9 +116,16 @@ func BuildDocument(in BuildInput) (Build, error) {
 	}
 	doc.GeneratedAt = in.Now.UTC()
 
+	// Staged tools are published with the first version that may carry
+	// them.
+	for name, raw := range in.Stored.StagedMetadata {
+		if inDoc[name] && b.Blocked == "" {
+			b.Vectors[name], b.Metadata[name] = in.Stored.Vectors[name], raw
+		}
+	}
 	for name, res := range in.Refreshed.Results {
 		st := in.Stored.Tools[name]
-		if st.HasVector && string(in.Stored.Vectors[name]) == string(res.Vector) && sameEmbedding(st.Metadata, &res.Metadata) {
+		if st.HasVector && (!st.Staged || b.Blocked != "") && string(in.Stored.Vectors[name]) == string(res.Vector) && sameEmbedding(st.Metadata, &res.Metadata) {
 			continue
 		}
 		raw, err := res.Metadata.Marshal()
@@ -126,8 +134,10 @@ func BuildDocument(in BuildInput) (Build, error) {
 		}
 		b.Vectors[name], b.Metadata[name] = res.Vector, raw
 	}
+	// A catalog still stored under contract 1 is republished under
+	// contract 2 at once.
 	b.Changed = b.Blocked == "" && (prev == nil || prev.SchemaHash != doc.SchemaHash || prev.Version != in.Stored.Version ||
-		len(b.Removed) > 0 || len(b.Vectors) > 0)
+		len(b.Removed) > 0 || len(b.Vectors) > 0 || !in.Stored.Contract2)
 	return b, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -94,6 +95,36 @@ func (o *Outcome) Pending() []string {
 	return names
 }
 
+// Remaining lists the tools with work this pass did not get to; the next
+// pass follows at once.
+func (o *Outcome) Remaining() []string { return o.Refreshed.Unreached }
+
+// Progress says how far a refresh spread over several passes has got, for
+// the Reconciling condition: how many selected tools are embedded, how
+// many are left and, from this pass's rate, about how long they take.
+func (o *Outcome) Progress() string {
+	c := o.Counts()
+	left := len(o.Remaining())
+	msg := fmt.Sprintf("refreshing: %d/%d tools embedded, %d to go", c.Embedded, c.Tools, left)
+	if done := o.Refreshed.Done(); done > 0 && o.Refreshed.Elapsed > 0 {
+		eta := time.Duration(float64(o.Refreshed.Elapsed) / float64(done) * float64(left))
+		msg += fmt.Sprintf(", about %s left", roundETA(eta))
+	}
+	if o.Refreshed.TimedOut {
+		msg += fmt.Sprintf("; the last pass reached its time limit after %d tools and published them", o.Refreshed.Done())
+	}
+	return msg
+}
+
+// roundETA rounds an estimate to what a person reads: seconds under a
+// minute, minutes after.
+func roundETA(d time.Duration) time.Duration {
+	if d < time.Minute {
+		return max(d.Round(time.Second), time.Second)
+	}
+	return d.Round(time.Minute)
+}
+
 // RetryableFailures counts the tools that failed with transient errors.
 func (o *Outcome) RetryableFailures() int {
 	n := 0
@@ -144,6 +175,9 @@ func (o *Outcome) Synced() (metav1.ConditionStatus, string, string) {
 	if o.Build.Blocked != "" {
 		return metav1.ConditionFalse, v1alpha1.ReasonPublishBlocked, o.Build.Blocked
 	}
+	if len(o.Remaining()) > 0 {
+		return metav1.ConditionFalse, v1alpha1.ReasonRefreshing, o.Progress()
+	}
 	if pending := o.Pending(); len(pending) > 0 {
 		return metav1.ConditionFalse, v1alpha1.ReasonRefreshPending, fmt.Sprintf("%d tools wait for the next pass (%s)", len(pending), ListNames(pending))
 	}
@@ -173,7 +207,11 @@ func (o *Outcome) Records(existing map[string]*v1alpha1.CatalogEmbeddingStatus) 
 	out := map[string]v1alpha1.CatalogEmbeddingStatus{}
 	base := func(object, tool string) v1alpha1.CatalogEmbeddingStatus {
 		rec := v1alpha1.CatalogEmbeddingStatus{Catalog: o.Catalog}
-		m := o.Stored.Tools[tool].Metadata
+		st := o.Stored.Tools[tool]
+		m := st.Metadata
+		if st.Staged && o.Build.Blocked != "" {
+			m = st.Published
+		}
 		if res, ok := o.Refreshed.Results[tool]; ok && o.Build.Blocked == "" {
 			m = &res.Metadata
 		}

@@ -1,11 +1,14 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,9 +118,26 @@ type fakeProviders struct {
 	failGen   map[string]error
 	failEmbed map[string]error // by query prefix (the tool name)
 	embedHits int
+	// generated counts generation requests per tool when not nil.
+	generated map[string]int
+	// cancel is called, and the request cut off, when cancelAt is asked for.
+	cancelAt string
+	cancel   func()
+	// concurrency is the generator's; 2 when zero.
+	concurrency int
+	mu          sync.Mutex
 }
 
-func (f *fakeProviders) GenerateQueries(_ context.Context, req embedding.QueryRequest) ([]string, error) {
+func (f *fakeProviders) GenerateQueries(ctx context.Context, req embedding.QueryRequest) ([]string, error) {
+	if req.Tool.Name == f.cancelAt {
+		f.cancel()
+		return nil, ctx.Err()
+	}
+	if f.generated != nil {
+		f.mu.Lock()
+		f.generated[req.Tool.Name]++
+		f.mu.Unlock()
+	}
 	if err := f.failGen[req.Tool.Name]; err != nil {
 		return nil, err
 	}
@@ -147,7 +167,7 @@ func (f *fakeProviders) Model() string   { return f.model }
 func (f *fakeProviders) Dimensions() int { return f.dims }
 
 func (f *fakeProviders) providers() Providers {
-	return Providers{Generator: f, Embedder: f, Concurrency: 2}
+	return Providers{Generator: f, Embedder: f, Concurrency: cmp.Or(f.concurrency, 2)}
 }
 
 // pass runs the pipeline's pure and provider steps as the controller does.
@@ -159,7 +179,7 @@ func pass(t *testing.T, f *fakeProviders, tds []v1alpha1.ToolDefinition, stored 
 	}
 	plans := Plan(PlanInput{Tools: sel.Tools, Stored: stored.Tools, Model: f.model, QueriesPerTool: 2, Mode: req.Mode, Targets: req.Targets})
 	now := time.Unix(1700000000, 0)
-	refreshed := Refresh(context.Background(), f.providers(), plans, now)
+	refreshed := Refresh(context.Background(), f.providers(), plans, now, Budget{})
 	b, err := BuildDocument(BuildInput{Catalog: "ns/c", Provider: "openai", Model: f.model, Plans: plans, Rejected: sel.Rejected,
 		Refreshed: refreshed, Stored: stored, Now: now})
 	if err != nil {
@@ -172,11 +192,7 @@ func pass(t *testing.T, f *fakeProviders, tds []v1alpha1.ToolDefinition, stored 
 func publishedState(t *testing.T, o *Outcome, v int64) Stored {
 	t.Helper()
 	o.Build.Document.Version = v
-	raw, err := o.Build.Document.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap := &contract.Snapshot{Version: v, Document: raw, Metadata: map[string]string{}, Vectors: map[string][]byte{}}
+	snap := snapshotOf(t, o.Build.Document)
 	for name, st := range o.Stored.Tools {
 		if st.Metadata != nil {
 			m, _ := st.Metadata.Marshal()
@@ -195,6 +211,22 @@ func publishedState(t *testing.T, o *Outcome, v int64) Stored {
 		delete(snap.Vectors, name)
 	}
 	return ReadStored(snap)
+}
+
+// snapshotOf is how Redis holds a document under contract 2, with no
+// vectors or metadata yet.
+func snapshotOf(t *testing.T, d *contract.Document) *contract.Snapshot {
+	t.Helper()
+	head, err := json.Marshal(d.Head())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := &contract.Snapshot{Version: d.Version, Head: head, Entries: map[string]string{}, Metadata: map[string]string{}, Vectors: map[string][]byte{}}
+	for name, e := range d.Entries() {
+		raw, _ := json.Marshal(e)
+		snap.Entries[name] = string(raw)
+	}
+	return snap
 }
 
 func toolNames(d *contract.Document) []string {
@@ -414,5 +446,164 @@ func TestPipelineWithoutAReadableDocumentLosesNothing(t *testing.T) {
 	o = pass(t, f, tools[:2], stored, Request{})
 	if !slices.Equal(o.Build.Removed, []string{"c"}) {
 		t.Fatalf("removed %v, want c", o.Build.Removed)
+	}
+}
+
+// passWith is pass with a budget and a context.
+func passWith(t *testing.T, ctx context.Context, f *fakeProviders, tools []v1alpha1.ToolDefinition, stored Stored, budget Budget) *Outcome {
+	t.Helper()
+	sel, err := Select(tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans := Plan(PlanInput{Tools: sel.Tools, Stored: stored.Tools, Model: f.model, QueriesPerTool: 2})
+	now := time.Unix(1700000000, 0)
+	refreshed := Refresh(ctx, f.providers(), plans, now, budget)
+	b, err := BuildDocument(BuildInput{Catalog: "ns/c", Provider: "openai", Model: f.model, Plans: plans, Refreshed: refreshed, Stored: stored, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Outcome{Catalog: "c", Model: f.model, Plans: plans, Refreshed: refreshed, Build: b, Stored: stored, Version: stored.Version}
+}
+
+// stagedState is what Redis holds after the blocked build of o is staged.
+func stagedState(t *testing.T, o *Outcome) Stored {
+	t.Helper()
+	published := publishedState(t, &Outcome{Build: Build{Document: o.Stored.Doc}, Stored: o.Stored}, o.Stored.Version)
+	snap := snapshotOf(t, o.Stored.Doc)
+	snap.StagedMetadata, snap.StagedVectors = map[string]string{}, map[string][]byte{}
+	for name, st := range published.Tools {
+		meta := st.Metadata
+		if st.Staged {
+			meta = st.Published
+		}
+		if meta != nil {
+			raw, _ := meta.Marshal()
+			snap.Metadata[name] = string(raw)
+		}
+	}
+	for name, raw := range o.Stored.StagedMetadata {
+		snap.StagedMetadata[name] = string(raw)
+		snap.StagedVectors[name] = o.Stored.Vectors[name]
+	}
+	for name := range snap.Metadata {
+		if _, staged := o.Stored.StagedMetadata[name]; !staged {
+			snap.Vectors[name] = o.Stored.Vectors[name]
+		}
+	}
+	for name, raw := range o.Build.Metadata {
+		snap.StagedMetadata[name] = string(raw)
+		snap.StagedVectors[name] = o.Build.Vectors[name]
+	}
+	return ReadStored(snap)
+}
+
+func manyTDs(n int) []v1alpha1.ToolDefinition {
+	var tools []v1alpha1.ToolDefinition
+	for i := range n {
+		name := fmt.Sprintf("t%d", i)
+		tools = append(tools, td(name, name, okParams))
+	}
+	return tools
+}
+
+// A pass does one chunk when its budget is spent: each version carries the
+// tools done so far, no tool is generated twice, and the status says how
+// far the refresh got until the last pass.
+func TestPipelineChunkedPassesPublishAsTheyGo(t *testing.T) {
+	f := &fakeProviders{model: "m", dims: 4, generated: map[string]int{}}
+	tools := manyTDs(5)
+	stored := ReadStored(&contract.Snapshot{})
+	// One wave of two generator requests per pass.
+	oneChunk := Budget{Time: time.Nanosecond}
+	for i, want := range []int{2, 4, 5} {
+		o := passWith(t, context.Background(), f, tools, stored, oneChunk)
+		if got := len(o.Build.Document.Tools); got != want || !o.Build.Changed {
+			t.Fatalf("pass %d: %d tools in the document (changed %v), want %d", i+1, got, o.Build.Changed, want)
+		}
+		status, reason, msg := o.Synced()
+		if left := 5 - want; left > 0 {
+			wantMsg := fmt.Sprintf("refreshing: %d/5 tools embedded, %d to go", want, left)
+			if len(o.Remaining()) != left || reason != v1alpha1.ReasonRefreshing || status != metav1.ConditionFalse || !strings.HasPrefix(msg, wantMsg) {
+				t.Fatalf("pass %d: remaining %v, synced %s %s %q, want %q", i+1, o.Remaining(), status, reason, msg, wantMsg)
+			}
+		} else if reason != v1alpha1.ReasonAllEmbedded || len(o.Remaining()) != 0 {
+			t.Fatalf("last pass: synced %s, remaining %v", reason, o.Remaining())
+		}
+		stored = publishedState(t, o, int64(i+1))
+	}
+	for name, n := range f.generated {
+		if n != 1 {
+			t.Errorf("%s generated %d times", name, n)
+		}
+	}
+	if len(f.generated) != 5 {
+		t.Errorf("generated %d tools, want 5", len(f.generated))
+	}
+}
+
+// A pass whose context ends leaves the tools it did not finish for the
+// next pass: they are not failures, and what finished before is kept.
+func TestPipelineCutOffToolsAreUnreachedNotFailed(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := &fakeProviders{model: "m", dims: 4, generated: map[string]int{}, cancelAt: "t3", cancel: cancel, concurrency: 1}
+	o := passWith(t, ctx, f, manyTDs(6), ReadStored(&contract.Snapshot{}), Budget{Batch: 2})
+	if len(o.Refreshed.Failures) != 0 {
+		t.Fatalf("failures: %+v", o.Refreshed.Failures)
+	}
+	if !o.Refreshed.TimedOut || !slices.Equal(o.Remaining(), []string{"t3", "t4", "t5"}) {
+		t.Fatalf("timed out %v, remaining %v", o.Refreshed.TimedOut, o.Remaining())
+	}
+	if names := toolNames(o.Build.Document); len(names) != 3 || !strings.HasPrefix(names[2], "t2@") || !o.Build.Changed {
+		t.Fatalf("the chunk done before the end is published: %v", names)
+	}
+	if _, _, msg := o.Synced(); !strings.Contains(msg, "reached its time limit after 3 tools") {
+		t.Fatalf("progress does not say the pass timed out: %s", msg)
+	}
+}
+
+// A change of model spread over several passes stages each pass's vectors
+// (never publishing two models together) and publishes them all with the
+// last chunk, embedding each tool once.
+func TestPipelineModelChangeAcrossPassesIsStaged(t *testing.T) {
+	f := &fakeProviders{model: "old", dims: 4, generated: map[string]int{}}
+	tools := manyTDs(4)
+	stored := publishedState(t, passWith(t, context.Background(), f, tools, ReadStored(&contract.Snapshot{}), Budget{}), 1)
+
+	f.model = "new"
+	// One batch of two tools (two queries each) per pass.
+	oneChunk := Budget{Time: time.Nanosecond, Batch: 4}
+	o := passWith(t, context.Background(), f, tools, stored, oneChunk)
+	if o.Build.Blocked == "" || o.Build.Changed || len(o.Build.Vectors) != 2 {
+		t.Fatalf("first chunk: blocked %q, changed %v, %d vectors to stage", o.Build.Blocked, o.Build.Changed, len(o.Build.Vectors))
+	}
+	if rec := o.Records(nil)["t0"]; rec.Model != "old" {
+		t.Fatalf("a record keeps the published model while blocked: %+v", rec)
+	}
+	stored = stagedState(t, o)
+	badRequest := &embedding.Error{Kind: embedding.KindBadRequest, Err: errors.New("400")}
+	failing := passWith(t, context.Background(), &fakeProviders{model: "new", dims: 4, failEmbed: map[string]error{"t2": badRequest, "t3": badRequest}}, tools, stored, oneChunk)
+	if rec := failing.Records(nil)["t0"]; rec.Model != "old" {
+		t.Fatalf("a staged tool's record keeps the published model while blocked (%q): %+v %+v", failing.Build.Blocked, rec, failing.Stored.Tools["t0"])
+	}
+	embedsBefore := f.embedHits
+	o = passWith(t, context.Background(), f, tools, stored, oneChunk)
+	if o.Build.Blocked != "" || !o.Build.Changed || len(o.Build.Vectors) != 4 || len(o.Remaining()) != 0 {
+		t.Fatalf("last chunk: blocked %q, changed %v, %d vectors, remaining %v", o.Build.Blocked, o.Build.Changed, len(o.Build.Vectors), o.Remaining())
+	}
+	if f.embedHits-embedsBefore != 1 || len(o.Refreshed.Results) != 2 {
+		t.Fatalf("the last pass embedded %d tools in %d calls; the staged ones must not be embedded again", len(o.Refreshed.Results), f.embedHits-embedsBefore)
+	}
+	for name, raw := range o.Build.Metadata {
+		m, _ := contract.ParseMetadata(string(raw))
+		if m.Model != "new" {
+			t.Errorf("%s published with %s", name, m.Model)
+		}
+	}
+	for _, c := range [][2]string{{"t0", "new"}, {"t3", "new"}} {
+		if rec := o.Records(nil)[c[0]]; rec.Model != c[1] {
+			t.Errorf("%s record model %s, want %s", c[0], rec.Model, c[1])
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -19,6 +20,30 @@ type Providers struct {
 	Concurrency int
 }
 
+// Budget bounds the provider work of one pass, so that a pass publishes
+// what it did within a bounded time whatever the catalog's size. Query
+// generation streams through Concurrency requests; no new request starts
+// once Time has elapsed (after a first wave, so every pass makes
+// progress), and tools are embedded in batches as their queries arrive.
+// What a pass does not reach is left for the next pass, which follows at
+// once: a crash or a timeout loses at most one pass's work, and queries
+// already generated are always embedded and published.
+type Budget struct {
+	// Time is how long a pass starts new work; unbounded when zero.
+	Time time.Duration
+	// Batch is how many query texts are embedded together;
+	// DefaultEmbedBatch when zero.
+	Batch int
+}
+
+// DefaultPassBudget is how long a pass starts new work by default: a
+// catalog being built publishes a version about this often.
+const DefaultPassBudget = 20 * time.Second
+
+// DefaultEmbedBatch is how many query texts a pass embeds together (a
+// provider client splits them further into its own request size).
+const DefaultEmbedBatch = 256
+
 // Result is a tool embedded by a pass: its new vector and metadata.
 type Result struct {
 	Vector   []byte
@@ -26,20 +51,93 @@ type Result struct {
 }
 
 // Refreshed is what generation and embedding produced: results for the
-// tools that succeeded, failures for the others.
+// tools that succeeded, failures for the others, and the tools with work
+// the pass did not get to.
 type Refreshed struct {
 	Results  map[string]Result
 	Failures []Failure
+	// Unreached are the tools with planned work that the pass left for the
+	// next one: its budget ran out, or its context ended (TimedOut).
+	Unreached []string
+	// TimedOut says the pass's context ended while tools were refreshed.
+	TimedOut bool
+	// Elapsed is how long the refresh took.
+	Elapsed time.Duration
 }
 
+// Done counts the tools the pass refreshed or failed.
+func (r Refreshed) Done() int { return len(r.Results) + len(r.Failures) }
+
 // Refresh generates the queries the plans ask for and embeds every planned
-// tool's query set: one centroid per tool. One tool's failure does not
-// fail the others: it is reported and the tool keeps what it had.
-func Refresh(ctx context.Context, p Providers, plans []ToolPlan, now time.Time) Refreshed {
+// tool's query set (one centroid per tool) within the budget. One tool's
+// failure does not fail the others: it is reported and the tool keeps what
+// it had. A tool cut off by the end of ctx is unreached, not failed.
+func Refresh(ctx context.Context, p Providers, plans []ToolPlan, now time.Time, budget Budget) Refreshed {
+	start := time.Now()
+	spent := func() bool { return ctx.Err() != nil || (budget.Time > 0 && time.Since(start) >= budget.Time) }
+	batch := budget.Batch
+	if batch <= 0 {
+		batch = DefaultEmbedBatch
+	}
 	out := Refreshed{Results: map[string]Result{}}
-	sets := generate(ctx, p, plans, &out)
-	embed(ctx, p.Embedder, sets, now, &out)
+	var toGenerate []ToolPlan
+	var toEmbed []querySet
+	for _, pl := range plans {
+		switch {
+		case pl.Action == ActionRegenerate && pl.Generate > 0:
+			toGenerate = append(toGenerate, pl)
+		case pl.Action != ActionNone:
+			toEmbed = append(toEmbed, querySet{tool: pl.Tool, queries: pl.Queries})
+		}
+	}
+
+	var pending []querySet
+	texts := 0
+	flush := func() {
+		embed(ctx, p.Embedder, pending, now, &out)
+		pending, texts = nil, 0
+	}
+	add := func(s querySet) {
+		pending = append(pending, s)
+		if texts += len(s.queries); texts >= batch {
+			flush()
+		}
+	}
+	// Generated sets are embedded as they arrive, budget or not: their
+	// queries were paid for.
+	for g := range generate(ctx, p, toGenerate, spent) {
+		switch {
+		case g.unreached:
+			out.Unreached = append(out.Unreached, g.set.tool.Entry.Name)
+		case g.failure != nil:
+			out.Failures = append(out.Failures, *g.failure)
+		default:
+			add(g.set)
+		}
+	}
+	for i, s := range toEmbed {
+		// Budget checks fall between batches; the first batch of a pass
+		// that did nothing else always runs.
+		if len(pending) == 0 && (i > 0 || out.Done() > 0) && spent() {
+			for _, rest := range toEmbed[i:] {
+				out.Unreached = append(out.Unreached, rest.tool.Entry.Name)
+			}
+			break
+		}
+		add(s)
+	}
+	if len(pending) > 0 {
+		flush()
+	}
+	out.TimedOut = ctx.Err() != nil
+	out.Elapsed = time.Since(start)
 	return out
+}
+
+// cutOff reports whether a tool's error came from the end of the pass's
+// context rather than from the tool or its provider.
+func cutOff(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
 // querySet is a tool and the full query set to embed for it.
@@ -48,44 +146,61 @@ type querySet struct {
 	queries []string
 }
 
-// generate asks for the queries the plans need, with bounded concurrency,
-// and returns the full query set of each tool to embed, in plan order.
-func generate(ctx context.Context, p Providers, plans []ToolPlan, out *Refreshed) []querySet {
-	var sets []querySet
-	var reqs []embedding.QueryRequest
-	var pending []int // index in sets of each request
-	for _, pl := range plans {
-		if pl.Action == ActionNone {
-			continue
-		}
-		sets = append(sets, querySet{tool: pl.Tool, queries: pl.Queries})
-		if pl.Action == ActionRegenerate && pl.Generate > 0 {
-			e := pl.Tool.Entry
-			reqs = append(reqs, embedding.QueryRequest{
-				Tool:  embedding.ToolSpec{Name: e.Name, Description: e.Description, Parameters: e.Parameters},
-				Count: pl.Generate, Existing: pl.Queries,
-			})
-			pending = append(pending, len(sets)-1)
-		}
+// generated is one tool's generation: its full query set, a failure, or
+// unreached when the budget or the context ran out before it started (or
+// the context ended while it ran).
+type generated struct {
+	set       querySet
+	failure   *Failure
+	unreached bool
+}
+
+// generate asks for the queries the plans need with bounded concurrency
+// and streams each tool's outcome as it completes. After the first wave,
+// no request starts once spent reports the budget used up.
+func generate(ctx context.Context, p Providers, plans []ToolPlan, spent func() bool) <-chan generated {
+	out := make(chan generated, len(plans))
+	concurrency := p.Concurrency
+	if concurrency <= 0 {
+		concurrency = embedding.DefaultConcurrency
 	}
-	failed := map[int]bool{}
-	for i, res := range embedding.GenerateAll(ctx, p.Generator, reqs, p.Concurrency) {
-		set := &sets[pending[i]]
-		if res.Err != nil {
-			out.Failures = append(out.Failures, Failure{Object: set.tool.Object, Tool: set.tool.Entry.Name,
-				Reason: v1alpha1.ReasonQueryGenerationFailed, Message: res.Err.Error(), Kind: embedding.KindOf(res.Err)})
-			failed[pending[i]] = true
-			continue
+	go func() {
+		defer close(out)
+		var wg sync.WaitGroup
+		slots := make(chan struct{}, concurrency)
+		for i, pl := range plans {
+			slots <- struct{}{}
+			set := querySet{tool: pl.Tool, queries: pl.Queries}
+			if ctx.Err() != nil || (i >= concurrency && spent()) {
+				<-slots
+				for _, rest := range plans[i:] {
+					out <- generated{set: querySet{tool: rest.Tool}, unreached: true}
+				}
+				break
+			}
+			wg.Add(1)
+			go func() {
+				defer func() { <-slots; wg.Done() }()
+				e := pl.Tool.Entry
+				qs, err := p.Generator.GenerateQueries(ctx, embedding.QueryRequest{
+					Tool:  embedding.ToolSpec{Name: e.Name, Description: e.Description, Parameters: e.Parameters},
+					Count: pl.Generate, Existing: pl.Queries,
+				})
+				switch {
+				case err != nil && cutOff(ctx, err):
+					out <- generated{set: set, unreached: true}
+				case err != nil:
+					out <- generated{set: set, failure: &Failure{Object: pl.Tool.Object, Tool: e.Name,
+						Reason: v1alpha1.ReasonQueryGenerationFailed, Message: err.Error(), Kind: embedding.KindOf(err)}}
+				default:
+					set.queries = append(slices.Clone(set.queries), qs...)
+					out <- generated{set: set}
+				}
+			}()
 		}
-		set.queries = append(slices.Clone(set.queries), res.Queries...)
-	}
-	kept := sets[:0]
-	for i, s := range sets {
-		if !failed[i] {
-			kept = append(kept, s)
-		}
-	}
-	return kept
+		wg.Wait()
+	}()
+	return out
 }
 
 // embed embeds every set in one batched call; when that fails, each tool
@@ -113,6 +228,10 @@ func embed(ctx context.Context, e embedding.Embedder, sets []querySet, now time.
 		failure := err
 		if failure == nil {
 			failure = errs[i]
+		}
+		if failure != nil && cutOff(ctx, failure) {
+			out.Unreached = append(out.Unreached, s.tool.Entry.Name)
+			continue
 		}
 		if err := failure; err != nil {
 			out.Failures = append(out.Failures, Failure{Object: s.tool.Object, Tool: s.tool.Entry.Name,

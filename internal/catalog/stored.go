@@ -1,6 +1,9 @@
 package catalog
 
 import (
+	"fmt"
+	"maps"
+
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -12,6 +15,11 @@ type StoredTool struct {
 	MetadataErr error
 	// HasVector is true when P:embeddings has an entry.
 	HasVector bool
+	// Staged says the entry is staged, not published (see
+	// contract.Keys.StagedEmbeddings): a later version publishes it.
+	// Published is then the published entry, if any.
+	Staged    bool
+	Published *contract.Metadata
 }
 
 // Stored is a catalog's published state, parsed.
@@ -22,19 +30,24 @@ type Stored struct {
 	Doc *contract.Document
 	// DocErr says why an existing document could not be read.
 	DocErr error
+	// Contract2 says Doc was read from P:head and P:tools; otherwise the
+	// next version rewrites the tools whole.
+	Contract2 bool
 	// Tools has an entry for every tool with metadata or a vector.
 	Tools map[string]StoredTool
-	// Vectors are the raw stored vectors.
+	// Vectors are the raw stored vectors, staged ones included.
 	Vectors map[string][]byte
+	// StagedMetadata holds the raw metadata of the staged tools.
+	StagedMetadata map[string][]byte
 }
 
 // ReadStored parses a snapshot. Unreadable metadata marks the tool (it
-// counts as stale); an unreadable document is kept as DocErr.
+// counts as stale); an unreadable document is kept as DocErr. Staged
+// entries are laid over the published ones (WithStaged).
 func ReadStored(snap *contract.Snapshot) Stored {
-	s := Stored{Version: snap.Version, Tools: make(map[string]StoredTool, len(snap.Metadata)), Vectors: snap.Vectors}
-	if snap.Document != nil {
-		s.Doc, s.DocErr = contract.ParseDocument(snap.Document)
-	}
+	s := Stored{Version: snap.Version, Tools: make(map[string]StoredTool, len(snap.Metadata)), Vectors: snap.Vectors, StagedMetadata: map[string][]byte{}}
+	s.Doc, s.DocErr = snap.Document()
+	s.Contract2 = snap.Head != nil && s.DocErr == nil
 	for name, raw := range snap.Metadata {
 		m, err := contract.ParseMetadata(raw)
 		_, hasVec := snap.Vectors[name]
@@ -45,5 +58,66 @@ func ReadStored(snap *contract.Snapshot) Stored {
 			s.Tools[name] = StoredTool{HasVector: true}
 		}
 	}
+	return s.WithStaged(snap.StagedMetadata, snap.StagedVectors)
+}
+
+// WithStaged lays staged entries over the published ones: a staged entry
+// with its vector stands for the tool, since the pass that staged it did
+// the work and the next publish carries it. s itself is not changed.
+func (s Stored) WithStaged(metadata map[string]string, vectors map[string][]byte) Stored {
+	if len(metadata) == 0 {
+		return s
+	}
+	s.Tools, s.Vectors, s.StagedMetadata = maps.Clone(s.Tools), maps.Clone(s.Vectors), map[string][]byte{}
+	if s.Vectors == nil {
+		s.Vectors = map[string][]byte{}
+	}
+	for name, raw := range metadata {
+		m, err := contract.ParseMetadata(raw)
+		vec, ok := vectors[name]
+		if err != nil || !ok {
+			continue
+		}
+		s.Vectors[name] = vec
+		s.Tools[name] = StoredTool{Metadata: m, HasVector: true, Staged: true, Published: s.Tools[name].Metadata}
+		s.StagedMetadata[name] = []byte(raw)
+	}
 	return s
+}
+
+// Published is what Redis holds once build is written as version: the
+// stored state the next pass reads, derived without reading it back. It
+// fails when that cannot be known without reading (a staged tool that did
+// not go out with the version).
+func (s Stored) Published(b Build, version int64) (Stored, error) {
+	for name := range s.StagedMetadata {
+		if b.Metadata[name] == nil {
+			return Stored{}, fmt.Errorf("staged tool %s was not published", name)
+		}
+	}
+	next := Stored{
+		Version: version, Doc: b.Document, Contract2: true,
+		Tools:          make(map[string]StoredTool, len(s.Tools)),
+		Vectors:        make(map[string][]byte, len(s.Vectors)),
+		StagedMetadata: map[string][]byte{},
+	}
+	for name, st := range s.Tools {
+		next.Tools[name] = st // staged ones are replaced from b below
+	}
+	for name, vec := range s.Vectors {
+		next.Vectors[name] = vec
+	}
+	for name, raw := range b.Metadata {
+		m, err := contract.ParseMetadata(string(raw))
+		if err != nil {
+			return Stored{}, fmt.Errorf("metadata of %s: %w", name, err)
+		}
+		next.Tools[name] = StoredTool{Metadata: m, HasVector: true}
+		next.Vectors[name] = b.Vectors[name]
+	}
+	for _, name := range b.Removed {
+		delete(next.Tools, name)
+		delete(next.Vectors, name)
+	}
+	return next, nil
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/controllers"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	_ "github.com/toolcatalog/tool-catalog-operator/internal/metrics" // registers the operator's metrics
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
@@ -42,6 +43,9 @@ type Config struct {
 	Burst int
 	// RetryPolicy overrides the providers' retry policy.
 	RetryPolicy *embedding.RetryPolicy
+	// PassBudget is how long one pass starts new chunks of provider work
+	// before it publishes what it did (catalog.DefaultPassBudget when 0).
+	PassBudget time.Duration
 	// SkipNameValidation allows several managers in one process (tests).
 	SkipNameValidation bool
 }
@@ -57,6 +61,7 @@ func BindFlags(fs *flag.FlagSet) *Config {
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", env("LEADER_ELECTION_NAMESPACE", ""), "Namespace of the leader election Lease (default: the manager's own).")
 	fs.Float64Var(&c.QPS, "kube-api-qps", envFloat("KUBE_API_QPS", 50), "Queries per second to the Kubernetes API; status writes for many tools need more than client-go's default of 5.")
 	fs.IntVar(&c.Burst, "kube-api-burst", int(envFloat("KUBE_API_BURST", 100)), "Burst of queries to the Kubernetes API.")
+	fs.DurationVar(&c.PassBudget, "pass-budget", catalog.DefaultPassBudget, "How long one pass of a catalog starts new chunks of query generation and embedding before it publishes what it did; a large refresh is published this often.")
 	return c
 }
 
@@ -138,6 +143,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *store.Pool, c Config) er
 		Recorder:    mgr.GetEventRecorder("toolcatalog-controller"),
 		Redis:       pool,
 		RetryPolicy: c.RetryPolicy,
+		Budget:      catalog.Budget{Time: c.PassBudget},
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the toolcatalog controller: %w", err)
 	}

@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -229,33 +228,21 @@ func (o *Options) versionsCommand() *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			k := s.config.Keys
-			current, err := s.redis.Get(ctx, k.Version()).Int64()
-			if errors.Is(err, redis.Nil) {
-				return fmt.Errorf("catalog %s/%s has not been published to Redis yet", s.catalog.Namespace, s.catalog.Name)
-			}
+			docs, err := contract.ReadHistory(ctx, s.redis, s.config.Keys)
 			if err != nil {
 				return err
 			}
+			if len(docs) == 0 {
+				return fmt.Errorf("catalog %s/%s has not been published to Redis yet", s.catalog.Namespace, s.catalog.Name)
+			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "VERSION\tCURRENT\tTOOLS\tSCHEMA HASH\tGENERATED")
-			for v := current; v >= 1 && v > current-100; v-- {
-				raw, err := s.redis.Get(ctx, k.CatalogVersion(v)).Bytes()
-				if errors.Is(err, redis.Nil) {
-					break
-				}
-				if err != nil {
-					return err
-				}
-				doc, err := contract.ParseDocument(raw)
-				if err != nil {
-					return fmt.Errorf("version %d: %w", v, err)
-				}
+			for i, doc := range docs {
 				mark := ""
-				if v == current {
+				if i == 0 {
 					mark = "*"
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", v, mark, len(doc.Tools), doc.SchemaHash[:min(12, len(doc.SchemaHash))], doc.GeneratedAt.Format(time.RFC3339))
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", doc.Version, mark, len(doc.Tools), doc.SchemaHash[:min(12, len(doc.SchemaHash))], doc.GeneratedAt.Format(time.RFC3339))
 			}
 			return tw.Flush()
 		},

@@ -4,14 +4,17 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
 
-// Document is the catalog document published at P:catalog and P:catalog:v<N>.
-// Its JSON shape is public API (DESIGN.md, Redis contract): a registry that
-// reads tools, permissions, schema_hash and version can load it as is.
+// Document is one version of a catalog as consumers use it. Redis holds it
+// split (contract 2): the head at P:head and one entry per tool in P:tools,
+// so a version rewrites only the tools it changes; Read assembles it. Its
+// JSON shape is the one contract 1 published whole at P:catalog.
 type Document struct {
 	// Version increases by one with every published change.
 	Version int64 `json:"version"`
@@ -110,12 +113,13 @@ func (d *Document) Seal() error {
 	return nil
 }
 
-// contentHash hashes the canonical JSON of the document without its
-// version, time and hash.
+// contentHash hashes the document without its version, time and hash:
+// the canonical JSON of its head's settings, then each tool's name and
+// entry digest in name order, so a tool's entry can be hashed once.
 func (d *Document) contentHash() (string, error) {
-	c := *d
-	c.Version, c.GeneratedAt, c.SchemaHash = 0, time.Time{}, ""
-	raw, err := json.Marshal(c)
+	h := d.Head()
+	h.Version, h.GeneratedAt, h.SchemaHash, h.ToolCount = 0, time.Time{}, "", 0
+	raw, err := json.Marshal(h)
 	if err != nil {
 		return "", err
 	}
@@ -123,8 +127,55 @@ func (d *Document) contentHash() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:]), nil
+	sum := sha256.New()
+	sum.Write(canon)
+	for i := range d.Tools {
+		digest, err := d.Entry(i).Digest()
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(sum, "\n%s %s", d.Tools[i].Name, digest)
+	}
+	return hex.EncodeToString(sum.Sum(nil)), nil
+}
+
+// Head is the document without its tools (P:head).
+func (d *Document) Head() Head {
+	return Head{Contract: ContractVersion, Version: d.Version, SchemaHash: d.SchemaHash, GeneratedAt: d.GeneratedAt,
+		Catalog: d.Catalog, CatalogUID: d.CatalogUID, Embedding: d.Embedding, Search: d.Search, ToolCount: len(d.Tools)}
+}
+
+// Entry is the i-th tool with its permissions (P:tools).
+func (d *Document) Entry(i int) Entry {
+	e := Entry{Tool: d.Tools[i]}
+	if p, ok := d.Permissions[d.Tools[i].Name]; ok {
+		p := p
+		e.AllowedPrincipals = &p
+	}
+	return e
+}
+
+// Entries returns every tool's entry by name.
+func (d *Document) Entries() map[string]Entry {
+	out := make(map[string]Entry, len(d.Tools))
+	for i := range d.Tools {
+		out[d.Tools[i].Name] = d.Entry(i)
+	}
+	return out
+}
+
+// Assemble builds the document of a head and its tools' entries.
+func Assemble(h Head, entries []Entry) *Document {
+	d := &Document{Version: h.Version, SchemaHash: h.SchemaHash, GeneratedAt: h.GeneratedAt, Catalog: h.Catalog, CatalogUID: h.CatalogUID,
+		Embedding: h.Embedding, Search: h.Search, Tools: make([]Tool, 0, len(entries)), Permissions: map[string][]string{}}
+	for _, e := range entries {
+		d.Tools = append(d.Tools, e.Tool)
+		if e.AllowedPrincipals != nil {
+			d.Permissions[e.Name] = *e.AllowedPrincipals
+		}
+	}
+	sort.Slice(d.Tools, func(i, j int) bool { return d.Tools[i].Name < d.Tools[j].Name })
+	return d
 }
 
 // Marshal encodes the document.
@@ -150,6 +201,107 @@ func (d *Document) ToolByName(name string) (Tool, bool) {
 		}
 	}
 	return Tool{}, false
+}
+
+// ContractVersion is the version of the Redis contract this package reads
+// and writes (P:head's "contract"). A reader refuses a catalog written with
+// a newer one (ErrNewerContract); contract 1 (a whole document in
+// P:catalog) is still read.
+const ContractVersion = 2
+
+// ErrNewerContract means the catalog was written with a newer contract than
+// this reader knows: upgrade the reader.
+var ErrNewerContract = errors.New("the catalog uses a newer Redis contract than this reader knows; upgrade it")
+
+// Head is P:head: a version's identity and settings, without its tools.
+type Head struct {
+	// Contract is ContractVersion of the writer.
+	Contract    int            `json:"contract"`
+	Version     int64          `json:"version"`
+	SchemaHash  string         `json:"schema_hash"`
+	GeneratedAt time.Time      `json:"generated_at"`
+	Catalog     string         `json:"catalog"`
+	CatalogUID  string         `json:"catalog_uid,omitempty"`
+	Embedding   EmbeddingInfo  `json:"embedding"`
+	Search      SearchDefaults `json:"search"`
+	// ToolCount is how many entries P:tools holds for this version.
+	ToolCount int `json:"tool_count"`
+}
+
+// ParseHead decodes P:head, refusing a newer contract.
+func ParseHead(data []byte) (*Head, error) {
+	h := &Head{}
+	if err := json.Unmarshal(data, h); err != nil {
+		return nil, fmt.Errorf("parsing catalog head: %w", err)
+	}
+	if h.Contract > ContractVersion {
+		return nil, fmt.Errorf("%w (catalog %s: contract %d, this reader: %d)", ErrNewerContract, h.Catalog, h.Contract, ContractVersion)
+	}
+	if h.Contract < 2 {
+		return nil, fmt.Errorf("parsing catalog head: contract %d, want 2 or later", h.Contract)
+	}
+	return h, nil
+}
+
+// Entry is one tool of P:tools: the tool and who may use it.
+type Entry struct {
+	Tool
+	// AllowedPrincipals is absent when everyone may use the tool; an empty
+	// list allows nobody.
+	AllowedPrincipals *[]string `json:"allowed_principals,omitempty"`
+}
+
+// ParseEntry decodes a P:tools entry.
+func ParseEntry(name string, data []byte) (Entry, error) {
+	var e Entry
+	if err := json.Unmarshal(data, &e); err != nil {
+		return e, fmt.Errorf("parsing the entry of tool %s: %w", name, err)
+	}
+	if e.Name != name {
+		return e, fmt.Errorf("the entry of tool %s names %q", name, e.Name)
+	}
+	return e, nil
+}
+
+// Digest identifies an entry's content.
+func (e Entry) Digest() (string, error) {
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return "", err
+	}
+	canon, err := CanonicalJSON(raw)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:16]), nil
+}
+
+// Equal reports whether two entries say the same.
+func (e Entry) Equal(o Entry) bool {
+	if e.Name != o.Name || e.Description != o.Description || string(e.Parameters) != string(o.Parameters) || e.Toolset != o.Toolset ||
+		e.AlwaysInclude != o.AlwaysInclude || e.AllowRepeat != o.AllowRepeat || e.NoBackground != o.NoBackground || e.SpecHash != o.SpecHash {
+		return false
+	}
+	if (e.AllowedPrincipals == nil) != (o.AllowedPrincipals == nil) {
+		return false
+	}
+	return e.AllowedPrincipals == nil || slices.Equal(*e.AllowedPrincipals, *o.AllowedPrincipals)
+}
+
+// Change is P:changes:v<N>: what version N changed, for consumers to reload
+// only that, and the previous entries, to rebuild version N-1.
+type Change struct {
+	Version int64 `json:"version"`
+	// Updated are the tools whose entry, vector or metadata version N set.
+	Updated []string `json:"updated"`
+	// Removed are the tools version N dropped.
+	Removed []string `json:"removed"`
+	// Before holds the entries the updated and removed tools had in
+	// version N-1; a tool absent here was new.
+	Before map[string]Entry `json:"before"`
+	// HeadBefore is version N-1's head; absent for a first version.
+	HeadBefore *Head `json:"head_before,omitempty"`
 }
 
 // Notice is the pub/sub message announcing a version.

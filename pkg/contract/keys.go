@@ -20,10 +20,24 @@ func DefaultPrefix(namespace, name string) string {
 	return "toolcatalog:{" + namespace + "/" + name + "}"
 }
 
-// Catalog is P:catalog.
+// Head is P:head, the current version's head (JSON).
+func (k Keys) Head() string { return k.Prefix + ":head" }
+
+// Tools is P:tools, a hash of tool name → Entry JSON.
+func (k Keys) Tools() string { return k.Prefix + ":tools" }
+
+// Changes is P:changes:v<N>, the Change record of version N; the last
+// publish.retainVersions are kept.
+func (k Keys) Changes(n int64) string { return fmt.Sprintf("%s:changes:v%d", k.Prefix, n) }
+
+// Catalog is P:catalog. Contract 1 kept the whole document there; contract
+// 2 keeps a document that contract-1 readers refuse (its "tools" is a
+// string saying where the tools went), so none of them reads an empty
+// catalog.
 func (k Keys) Catalog() string { return k.Prefix + ":catalog" }
 
-// CatalogVersion is P:catalog:v<N>.
+// CatalogVersion is P:catalog:v<N>, contract 1's retained documents; the
+// first contract-2 version deletes them.
 func (k Keys) CatalogVersion(n int64) string { return fmt.Sprintf("%s:catalog:v%d", k.Prefix, n) }
 
 // Version is P:version.
@@ -34,6 +48,16 @@ func (k Keys) Embeddings() string { return k.Prefix + ":embeddings" }
 
 // Metadata is P:metadata.
 func (k Keys) Metadata() string { return k.Prefix + ":metadata" }
+
+// StagedEmbeddings and StagedMetadata are P:staged:embeddings and
+// P:staged:metadata: the operator's own, not for consumers. They keep the
+// tools re-embedded while a change of model is under way (vectors of two
+// models are never published together) until every tool is done and they
+// are published at once.
+func (k Keys) StagedEmbeddings() string { return k.Prefix + ":staged:embeddings" }
+
+// StagedMetadata is P:staged:metadata; see StagedEmbeddings.
+func (k Keys) StagedMetadata() string { return k.Prefix + ":staged:metadata" }
 
 // Usage is P:usage, a sorted set of tool name → use count that consumers
 // maintain; the operator neither writes nor publishes it, and deletes it
@@ -52,15 +76,21 @@ func EncodeVector(v []float32) []byte {
 // DecodeVector decodes float32 little-endian bytes. A NaN or infinite
 // value is refused: it would poison every similarity computed with it.
 func DecodeVector(b []byte) ([]float32, error) {
+	return AppendVector(make([]float32, 0, len(b)/4), b)
+}
+
+// AppendVector decodes float32 little-endian bytes onto dst, as
+// DecodeVector does; on error dst may hold part of the vector.
+func AppendVector[B []byte | string](dst []float32, b B) ([]float32, error) {
 	if len(b)%4 != 0 {
-		return nil, fmt.Errorf("vector of %d bytes is not a whole number of float32 values", len(b))
+		return dst, fmt.Errorf("vector of %d bytes is not a whole number of float32 values", len(b))
 	}
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-		if f := float64(v[i]); math.IsNaN(f) || math.IsInf(f, 0) {
-			return nil, fmt.Errorf("vector value %d is %v, not a finite number", i, v[i])
+	for i := 0; i < len(b); i += 4 {
+		x := math.Float32frombits(uint32(b[i]) | uint32(b[i+1])<<8 | uint32(b[i+2])<<16 | uint32(b[i+3])<<24)
+		if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
+			return dst, fmt.Errorf("vector value %d is %v, not a finite number", i/4, x)
 		}
+		dst = append(dst, x)
 	}
-	return v, nil
+	return dst, nil
 }

@@ -5,8 +5,11 @@ package contract
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -21,46 +24,109 @@ const MaxRetainVersions = 100
 // read and its write; nothing was written.
 var ErrConflict = errors.New("the catalog's version in Redis changed during the pass; nothing was written")
 
-// Snapshot is a catalog's state in Redis.
+// Snapshot is a catalog's state in Redis, as stored.
 type Snapshot struct {
 	// Version is P:version, 0 when absent.
 	Version int64
-	// Document is P:catalog, nil when absent.
-	Document []byte
+	// Head is P:head, nil when absent.
+	Head []byte
+	// Entries is P:tools.
+	Entries map[string]string
+	// Legacy is P:catalog when there is no P:head: a contract-1 document.
+	Legacy []byte
 	// Metadata is P:metadata.
 	Metadata map[string]string
 	// Vectors is P:embeddings.
 	Vectors map[string][]byte
+	// StagedMetadata and StagedVectors are the staged entries (see
+	// Keys.StagedEmbeddings); ReadWithStaged fills them.
+	StagedMetadata map[string]string
+	StagedVectors  map[string][]byte
 }
 
-// Read fetches a catalog's version, document, metadata and vectors in one
-// MULTI/EXEC round trip, so they are consistent with each other.
+// Document assembles the published document: from P:head and P:tools, or
+// from a contract-1 P:catalog. It is nil, with no error, when nothing is
+// published; an error says what is unreadable.
+func (s *Snapshot) Document() (*Document, error) {
+	if s.Head == nil {
+		if s.Legacy == nil || isTombstone(s.Legacy) {
+			// A P:catalog written under contract 2 without P:head: the
+			// head was deleted, and nothing is published.
+			return nil, nil
+		}
+		return ParseDocument(s.Legacy)
+	}
+	h, err := ParseHead(s.Head)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.Entries) != h.ToolCount {
+		return nil, fmt.Errorf("the tools hash holds %d entries, the head of version %d says %d", len(s.Entries), h.Version, h.ToolCount)
+	}
+	entries := make([]Entry, 0, len(s.Entries))
+	for name, raw := range s.Entries {
+		e, err := ParseEntry(name, []byte(raw))
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, e)
+	}
+	return Assemble(*h, entries), nil
+}
+
+// Read fetches a catalog's version, head, tools, metadata and vectors in
+// one MULTI/EXEC round trip, so they are consistent with each other.
 func Read(ctx context.Context, c redis.UniversalClient, k Keys) (*Snapshot, error) {
-	var version, doc *redis.StringCmd
-	var meta, vecs *redis.MapStringStringCmd
+	return read(ctx, c, k, false)
+}
+
+// ReadWithStaged is Read with the staged entries, for the operator.
+func ReadWithStaged(ctx context.Context, c redis.UniversalClient, k Keys) (*Snapshot, error) {
+	return read(ctx, c, k, true)
+}
+
+func read(ctx context.Context, c redis.UniversalClient, k Keys, staged bool) (*Snapshot, error) {
+	var version, head, legacy *redis.StringCmd
+	var entries, meta, vecs, stagedMeta, stagedVecs *redis.MapStringStringCmd
 	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		version = p.Get(ctx, k.Version())
-		doc = p.Get(ctx, k.Catalog())
+		head = p.Get(ctx, k.Head())
+		legacy = p.Get(ctx, k.Catalog())
+		entries = p.HGetAll(ctx, k.Tools())
 		meta = p.HGetAll(ctx, k.Metadata())
 		vecs = p.HGetAll(ctx, k.Embeddings())
+		if staged {
+			stagedMeta = p.HGetAll(ctx, k.StagedMetadata())
+			stagedVecs = p.HGetAll(ctx, k.StagedEmbeddings())
+		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("reading catalog %s: %w", k.Prefix, err)
 	}
-	s := &Snapshot{Metadata: meta.Val(), Vectors: make(map[string][]byte, len(vecs.Val()))}
-	for name, v := range vecs.Val() {
-		s.Vectors[name] = []byte(v)
+	s := &Snapshot{Entries: entries.Val(), Metadata: meta.Val(), Vectors: bytesValues(vecs.Val())}
+	if staged {
+		s.StagedMetadata, s.StagedVectors = stagedMeta.Val(), bytesValues(stagedVecs.Val())
 	}
 	if v, err := version.Result(); err == nil {
 		if s.Version, err = strconv.ParseInt(v, 10, 64); err != nil {
 			return nil, fmt.Errorf("reading catalog %s: %s holds %q, not a version number", k.Prefix, k.Version(), v)
 		}
 	}
-	if d, err := doc.Bytes(); err == nil {
-		s.Document = d
+	if h, err := head.Bytes(); err == nil {
+		s.Head = h
+	} else if d, err := legacy.Bytes(); err == nil {
+		s.Legacy = d
 	}
 	return s, nil
+}
+
+func bytesValues(m map[string]string) map[string][]byte {
+	out := make(map[string][]byte, len(m))
+	for k, v := range m {
+		out[k] = []byte(v)
+	}
+	return out
 }
 
 // Update is one version to publish.
@@ -68,26 +134,153 @@ type Update struct {
 	// ExpectVersion is the version the pass read; the write is refused
 	// (ErrConflict) when P:version holds another.
 	ExpectVersion int64
-	// Version is the new version; its document goes to P:catalog and
-	// P:catalog:v<Version>.
-	Version  int64
-	Document []byte
+	// Document is the new version, sealed, with its Version set.
+	Document *Document
+	// Previous is the document of ExpectVersion as read. Only the tools
+	// whose entry differs from it are written.
+	Previous *Document
+	// Rewrite replaces P:tools whole and deletes contract-1 keys: for a
+	// first version, and when Previous was not read from P:head and
+	// P:tools (a contract-1 catalog, or an unreadable one).
+	Rewrite bool
 	// Vectors and Metadata are set per tool; Remove deletes tools from
 	// both hashes.
 	Vectors  map[string][]byte
 	Metadata map[string][]byte
 	Remove   []string
 	// Retain is how many versions, the new one included, keep their
-	// P:catalog:v<N> key.
+	// change record.
 	Retain int
 }
 
-// Write publishes an update in one MULTI/EXEC guarded by WATCH on P:version:
-// either every key changes or none does.
-func Write(ctx context.Context, c redis.UniversalClient, k Keys, u Update) error {
-	if u.Version <= u.ExpectVersion || len(u.Document) == 0 || u.Retain < 1 {
-		return fmt.Errorf("invalid update: version %d after %d, %d document bytes, retain %d", u.Version, u.ExpectVersion, len(u.Document), u.Retain)
+// legacyTombstone is what P:catalog holds under contract 2: a contract-1
+// reader fails to decode "tools", and a person reading the key learns why.
+var legacyTombstone = []byte(`{"contract":2,"version":0,"tools":"moved: this catalog is published with version 2 of the Redis contract (P:head, P:tools); upgrade this reader, see docs/redis-contract.md"}`)
+
+func isTombstone(raw []byte) bool {
+	var probe struct {
+		Contract int `json:"contract"`
 	}
+	return json.Unmarshal(raw, &probe) == nil && probe.Contract >= 2
+}
+
+// Write publishes an update in one MULTI/EXEC guarded by WATCH on P:version:
+// either every key changes or none does. It writes the head, the entries
+// that changed, the vectors and metadata given, and the version's change
+// record.
+func Write(ctx context.Context, c redis.UniversalClient, k Keys, u Update) error {
+	d := u.Document
+	if d == nil || d.Version <= u.ExpectVersion || u.Retain < 1 {
+		return fmt.Errorf("invalid update: no document, a version not after %d, or retain %d", u.ExpectVersion, u.Retain)
+	}
+	head, err := json.Marshal(d.Head())
+	if err != nil {
+		return fmt.Errorf("encoding the head: %w", err)
+	}
+	set, removed, change, err := diff(u)
+	if err != nil {
+		return err
+	}
+	changeRaw, err := json.Marshal(change)
+	if err != nil {
+		return fmt.Errorf("encoding the change record: %w", err)
+	}
+	err = guarded(ctx, c, k, u.ExpectVersion, func(p redis.Pipeliner) {
+		p.Set(ctx, k.Version(), d.Version, 0)
+		p.Set(ctx, k.Head(), head, 0)
+		p.Set(ctx, k.Catalog(), legacyTombstone, 0)
+		if u.Rewrite {
+			p.Del(ctx, k.Tools())
+			if old := versionKeys(k.CatalogVersion, u.ExpectVersion, MaxRetainVersions+1); len(old) > 0 {
+				p.Del(ctx, old...)
+			}
+		}
+		if len(set) > 0 {
+			p.HSet(ctx, k.Tools(), flatten(set)...)
+		}
+		if len(removed) > 0 {
+			p.HDel(ctx, k.Tools(), removed...)
+		}
+		if len(u.Vectors) > 0 {
+			p.HSet(ctx, k.Embeddings(), flatten(u.Vectors)...)
+		}
+		if len(u.Metadata) > 0 {
+			p.HSet(ctx, k.Metadata(), flatten(u.Metadata)...)
+		}
+		if len(u.Remove) > 0 {
+			p.HDel(ctx, k.Embeddings(), u.Remove...)
+			p.HDel(ctx, k.Metadata(), u.Remove...)
+		}
+		// Whatever was staged is published with this version or belongs
+		// to tools that are gone.
+		p.Del(ctx, k.StagedEmbeddings(), k.StagedMetadata())
+		p.Set(ctx, k.Changes(d.Version), changeRaw, 0)
+		if old := versionKeys(k.Changes, d.Version-int64(u.Retain), MaxRetainVersions+1); len(old) > 0 {
+			p.Del(ctx, old...)
+		}
+	})
+	if err != nil && !errors.Is(err, ErrConflict) {
+		return fmt.Errorf("writing catalog %s version %d: %w", k.Prefix, d.Version, err)
+	}
+	return err
+}
+
+// diff finds the entries to set and remove and the change record of an
+// update.
+func diff(u Update) (set map[string][]byte, removed []string, change Change, err error) {
+	change = Change{Version: u.Document.Version, Updated: []string{}, Removed: []string{}, Before: map[string]Entry{}}
+	var before map[string]Entry
+	if u.Previous != nil {
+		before = u.Previous.Entries()
+		h := u.Previous.Head()
+		change.HeadBefore = &h
+	}
+	set = map[string][]byte{}
+	updated := map[string]bool{}
+	for i := range u.Document.Tools {
+		e := u.Document.Entry(i)
+		old, had := before[e.Name]
+		if had && old.Equal(e) && !u.Rewrite {
+			continue
+		}
+		if set[e.Name], err = json.Marshal(e); err != nil {
+			return nil, nil, change, fmt.Errorf("encoding the entry of %s: %w", e.Name, err)
+		}
+		updated[e.Name] = true
+	}
+	for name := range u.Vectors {
+		if _, ok := before[name]; ok || set[name] != nil {
+			updated[name] = true
+		}
+	}
+	inDoc := map[string]bool{}
+	for _, t := range u.Document.Tools {
+		inDoc[t.Name] = true
+	}
+	for name := range before {
+		if !inDoc[name] {
+			removed = append(removed, name)
+		}
+	}
+	sort.Strings(removed)
+	for name := range updated {
+		if inDoc[name] {
+			change.Updated = append(change.Updated, name)
+		}
+	}
+	sort.Strings(change.Updated)
+	change.Removed = append(change.Removed, removed...)
+	for _, name := range append(slices.Clone(change.Updated), removed...) {
+		if e, ok := before[name]; ok {
+			change.Before[name] = e
+		}
+	}
+	return set, removed, change, nil
+}
+
+// guarded runs the commands of fn in one MULTI/EXEC, only when P:version
+// holds expect (ErrConflict otherwise, or when it changes before EXEC).
+func guarded(ctx context.Context, c redis.UniversalClient, k Keys, expect int64, fn func(redis.Pipeliner)) error {
 	err := c.Watch(ctx, func(tx *redis.Tx) error {
 		current, err := tx.Get(ctx, k.Version()).Int64()
 		if errors.Is(err, redis.Nil) {
@@ -96,26 +289,11 @@ func Write(ctx context.Context, c redis.UniversalClient, k Keys, u Update) error
 		if err != nil {
 			return fmt.Errorf("checking %s: %w", k.Version(), err)
 		}
-		if current != u.ExpectVersion {
+		if current != expect {
 			return ErrConflict
 		}
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.Set(ctx, k.Catalog(), u.Document, 0)
-			p.Set(ctx, k.CatalogVersion(u.Version), u.Document, 0)
-			p.Set(ctx, k.Version(), u.Version, 0)
-			if len(u.Vectors) > 0 {
-				p.HSet(ctx, k.Embeddings(), flatten(u.Vectors)...)
-			}
-			if len(u.Metadata) > 0 {
-				p.HSet(ctx, k.Metadata(), flatten(u.Metadata)...)
-			}
-			if len(u.Remove) > 0 {
-				p.HDel(ctx, k.Embeddings(), u.Remove...)
-				p.HDel(ctx, k.Metadata(), u.Remove...)
-			}
-			if old := expiredVersions(k, u.Version, u.Retain); len(old) > 0 {
-				p.Del(ctx, old...)
-			}
+			fn(p)
 			return nil
 		})
 		return err
@@ -123,19 +301,33 @@ func Write(ctx context.Context, c redis.UniversalClient, k Keys, u Update) error
 	if errors.Is(err, redis.TxFailedErr) {
 		return ErrConflict
 	}
+	return err
+}
+
+// Stage keeps re-embedded tools that cannot be published yet in the staged
+// hashes, guarded like Write by WATCH on P:version: nothing is staged when
+// another writer published since the pass read.
+func Stage(ctx context.Context, c redis.UniversalClient, k Keys, expectVersion int64, vectors, metadata map[string][]byte) error {
+	if len(vectors) == 0 {
+		return nil
+	}
+	err := guarded(ctx, c, k, expectVersion, func(p redis.Pipeliner) {
+		p.HSet(ctx, k.StagedEmbeddings(), flatten(vectors)...)
+		p.HSet(ctx, k.StagedMetadata(), flatten(metadata)...)
+	})
 	if err != nil && !errors.Is(err, ErrConflict) {
-		return fmt.Errorf("writing catalog %s version %d: %w", k.Prefix, u.Version, err)
+		return fmt.Errorf("staging embeddings of catalog %s: %w", k.Prefix, err)
 	}
 	return err
 }
 
-// expiredVersions lists the version keys that fall out of retention with
-// this version. Earlier publishes deleted everything older, so the window
-// is bounded by MaxRetainVersions.
-func expiredVersions(k Keys, version int64, retain int) []string {
+// versionKeys lists the keys of versions from, from-1, ... (at most n, not
+// below 1): what falls out of retention with a new version. Earlier
+// publishes deleted everything older, so n = MaxRetainVersions+1 suffices.
+func versionKeys(key func(int64) string, from int64, n int) []string {
 	var keys []string
-	for n := version - int64(retain); n >= 1 && n > version-int64(retain)-MaxRetainVersions-1; n-- {
-		keys = append(keys, k.CatalogVersion(n))
+	for v := from; v >= 1 && v > from-int64(n); v-- {
+		keys = append(keys, key(v))
 	}
 	return keys
 }
@@ -164,12 +356,52 @@ func Delete(ctx context.Context, c redis.UniversalClient, k Keys) error {
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("reading %s: %w", k.Version(), err)
 	}
-	keys := []string{k.Catalog(), k.Version(), k.Embeddings(), k.Metadata(), k.Usage()}
-	for n := version; n >= 1 && n > version-MaxRetainVersions-1; n-- {
-		keys = append(keys, k.CatalogVersion(n))
-	}
+	keys := []string{k.Catalog(), k.Head(), k.Tools(), k.Version(), k.Embeddings(), k.Metadata(), k.Usage(), k.StagedEmbeddings(), k.StagedMetadata()}
+	keys = append(keys, versionKeys(k.Changes, version, MaxRetainVersions+1)...)
+	keys = append(keys, versionKeys(k.CatalogVersion, version, MaxRetainVersions+1)...)
 	if err := c.Del(ctx, keys...).Err(); err != nil {
 		return fmt.Errorf("deleting catalog %s: %w", k.Prefix, err)
 	}
 	return nil
+}
+
+// Stamp identifies a stored version cheaply, for a writer that keeps what
+// it wrote: P:version, P:head and the sizes of the hashes. A version
+// published by another writer, or keys deleted by hand, change it.
+type Stamp struct {
+	Version                  int64
+	Head                     string
+	Tools, Vectors, Metadata int64
+}
+
+// Stamp is the snapshot's stamp.
+func (s *Snapshot) Stamp() Stamp {
+	return Stamp{Version: s.Version, Head: string(s.Head), Tools: int64(len(s.Entries)), Vectors: int64(len(s.Vectors)), Metadata: int64(len(s.Metadata))}
+}
+
+// ReadStamp reads a catalog's stamp and its staged entries in one
+// MULTI/EXEC: a few small replies, whatever the catalog's size, plus
+// whatever is staged.
+func ReadStamp(ctx context.Context, c redis.UniversalClient, k Keys) (Stamp, *Snapshot, error) {
+	var version, head *redis.StringCmd
+	var tools, vecs, meta *redis.IntCmd
+	var stagedMeta, stagedVecs *redis.MapStringStringCmd
+	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		version = p.Get(ctx, k.Version())
+		head = p.Get(ctx, k.Head())
+		tools = p.HLen(ctx, k.Tools())
+		vecs = p.HLen(ctx, k.Embeddings())
+		meta = p.HLen(ctx, k.Metadata())
+		stagedMeta = p.HGetAll(ctx, k.StagedMetadata())
+		stagedVecs = p.HGetAll(ctx, k.StagedEmbeddings())
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return Stamp{}, nil, fmt.Errorf("reading catalog %s: %w", k.Prefix, err)
+	}
+	st := Stamp{Head: head.Val(), Tools: tools.Val(), Vectors: vecs.Val(), Metadata: meta.Val()}
+	if v, err := version.Result(); err == nil {
+		st.Version, _ = strconv.ParseInt(v, 10, 64)
+	}
+	return st, &Snapshot{StagedMetadata: stagedMeta.Val(), StagedVectors: bytesValues(stagedVecs.Val())}, nil
 }

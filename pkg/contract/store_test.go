@@ -2,9 +2,11 @@ package contract
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,59 +32,209 @@ func TestReadEmptyCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Version != 0 || s.Document != nil || len(s.Metadata) != 0 || len(s.Vectors) != 0 {
-		t.Fatalf("snapshot of an absent catalog: %+v", s)
+	doc, err := s.Document()
+	if s.Version != 0 || doc != nil || err != nil || len(s.Metadata) != 0 || len(s.Vectors) != 0 {
+		t.Fatalf("snapshot of an absent catalog: %+v, %v, %v", s, doc, err)
 	}
+}
+
+// testDoc is a sealed document of version v with the named tools; a tool
+// named "secret" is allowed to nobody.
+func testDoc(t *testing.T, v int64, names ...string) *Document {
+	t.Helper()
+	d := &Document{Version: v, Catalog: "ns/cat", Embedding: EmbeddingInfo{Provider: "openai", Model: "m", Dimensions: 2},
+		Search: SearchDefaults{Method: "hybrid", TopK: 5}, Permissions: map[string][]string{}}
+	for _, n := range names {
+		tool, err := NormalizeTool(Tool{Name: n, Description: "does " + n, SpecHash: "h-" + n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Tools = append(d.Tools, tool)
+		if n == "secret" {
+			d.Permissions[n] = []string{}
+		}
+	}
+	if err := d.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func write(t *testing.T, c redis.UniversalClient, k Keys, prev, d *Document, vectors map[string][]byte, remove ...string) {
+	t.Helper()
+	var expect int64
+	if prev != nil {
+		expect = prev.Version
+	}
+	meta := map[string][]byte{}
+	for name := range vectors {
+		meta[name] = []byte(`{"spec_hash":"h-` + name + `"}`)
+	}
+	if err := Write(context.Background(), c, k, Update{ExpectVersion: expect, Document: d, Previous: prev, Rewrite: prev == nil,
+		Vectors: vectors, Metadata: meta, Remove: remove, Retain: 5}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readDoc(t *testing.T, c redis.UniversalClient, k Keys) (*Snapshot, *Document) {
+	t.Helper()
+	s, err := Read(context.Background(), c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.Document()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, d
 }
 
 func TestWriteThenRead(t *testing.T) {
 	ctx := context.Background()
 	c, k := newClient(t)
 	vec := EncodeVector([]float32{0.6, 0.8})
-	err := Write(ctx, c, k, Update{
-		ExpectVersion: 0, Version: 1, Document: []byte(`{"version":1}`), Retain: 5,
-		Vectors:  map[string][]byte{"a": vec, "b": vec},
-		Metadata: map[string][]byte{"a": []byte(`{"spec_hash":"x"}`), "b": []byte(`{"spec_hash":"y"}`)},
-	})
-	if err != nil {
-		t.Fatal(err)
+	v1 := testDoc(t, 1, "a", "b", "secret")
+	write(t, c, k, nil, v1, map[string][]byte{"a": vec, "b": vec, "secret": vec})
+	s, d := readDoc(t, c, k)
+	if s.Version != 1 || d.SchemaHash != v1.SchemaHash || len(d.Tools) != 3 || len(s.Vectors) != 3 || s.Metadata["b"] != `{"spec_hash":"h-b"}` {
+		t.Fatalf("snapshot %+v, document %+v", s, d)
 	}
-	s, err := Read(ctx, c, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Version != 1 || string(s.Document) != `{"version":1}` || len(s.Vectors) != 2 || s.Metadata["b"] != `{"spec_hash":"y"}` {
-		t.Fatalf("snapshot %+v", s)
+	if p, ok := d.Permissions["secret"]; !ok || len(p) != 0 || len(d.Permissions) != 1 {
+		t.Fatalf("permissions: %v (secret must be allowed to nobody, the others to everyone)", d.Permissions)
 	}
 	got, err := DecodeVector(s.Vectors["a"])
 	if err != nil || len(got) != 2 || got[0] != 0.6 || got[1] != 0.8 {
 		t.Fatalf("vector %v, %v", got, err)
 	}
-	if v, _ := c.Get(ctx, k.CatalogVersion(1)).Result(); v != `{"version":1}` {
-		t.Fatalf("%s = %q", k.CatalogVersion(1), v)
+
+	// Version 2 removes b and updates a: only a's entry is written.
+	v2 := testDoc(t, 2, "a", "secret")
+	v2.Tools[0].Description = "does a better"
+	if err := v2.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	before := dump(t, c, k)
+	write(t, c, k, v1, v2, map[string][]byte{"a": EncodeVector([]float32{1, 0})}, "b")
+	s, d = readDoc(t, c, k)
+	if s.Version != 2 || len(s.Vectors) != 2 || len(d.Tools) != 2 || d.Tools[0].Description != "does a better" || d.SchemaHash != v2.SchemaHash {
+		t.Fatalf("after version 2: %+v", d)
+	}
+	after := dump(t, c, k)
+	if before[k.Tools()] == after[k.Tools()] {
+		t.Fatal("the tools hash did not change")
+	}
+	var ch Change
+	if err := json.Unmarshal([]byte(c.Get(ctx, k.Changes(2)).Val()), &ch); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ch.Updated) != "[a]" || fmt.Sprint(ch.Removed) != "[b]" || ch.Before["a"].Description != "does a" || ch.Before["b"].Name != "b" || ch.HeadBefore.Version != 1 {
+		t.Fatalf("change record of version 2: %+v", ch)
 	}
 
-	// Version 2 removes b and updates a.
-	err = Write(ctx, c, k, Update{ExpectVersion: 1, Version: 2, Document: []byte(`{"version":2}`), Retain: 5,
-		Vectors: map[string][]byte{"a": EncodeVector([]float32{1, 0})}, Metadata: map[string][]byte{"a": []byte(`{}`)}, Remove: []string{"b"}})
+	// Version 1 is rebuilt from version 2 and its change record.
+	old, err := ReadVersion(ctx, c, k, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _ = Read(ctx, c, k)
-	if s.Version != 2 || len(s.Vectors) != 1 || len(s.Metadata) != 1 || s.Metadata["a"] != `{}` {
-		t.Fatalf("after version 2: %+v", s)
+	if old.Version != 1 || old.SchemaHash != v1.SchemaHash || len(old.Tools) != 3 {
+		t.Fatalf("version 1 rebuilt: %+v", old)
+	}
+	if err := old.Seal(); err != nil || old.SchemaHash != v1.SchemaHash {
+		t.Fatalf("the rebuilt version 1 does not hash as it did: %v", err)
+	}
+}
+
+// A contract-1 reader of P:catalog gets an error that says where the
+// catalog went, never an empty catalog.
+func TestContractOneReadersRefuseClearly(t *testing.T) {
+	c, k := newClient(t)
+	write(t, c, k, nil, testDoc(t, 1, "a"), nil)
+	raw := c.Get(context.Background(), k.Catalog()).Val()
+	var v1 struct {
+		Tools []Tool `json:"tools"`
+	}
+	err := json.Unmarshal([]byte(raw), &v1)
+	if err == nil {
+		t.Fatal("a contract-1 reader decodes P:catalog")
+	}
+	if !strings.Contains(raw, "version 2 of the Redis contract") {
+		t.Fatalf("P:catalog does not say why: %s", raw)
+	}
+}
+
+// A catalog written with a newer contract is refused with an error that
+// says to upgrade.
+func TestNewerContractIsRefused(t *testing.T) {
+	c, k := newClient(t)
+	write(t, c, k, nil, testDoc(t, 1, "a"), nil)
+	c.Set(context.Background(), k.Head(), `{"contract":3,"version":1,"catalog":"ns/cat","tool_count":1}`, 0)
+	s, err := Read(context.Background(), c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Document(); !errors.Is(err, ErrNewerContract) || !strings.Contains(err.Error(), "upgrade") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// A contract-1 catalog is read, and its first contract-2 version rewrites
+// the tools and deletes the contract-1 version documents.
+func TestContractOneCatalogIsMigrated(t *testing.T) {
+	ctx := context.Background()
+	c, k := newClient(t)
+	v1 := testDoc(t, 1, "a", "b")
+	raw, _ := v1.Marshal()
+	c.Set(ctx, k.Catalog(), raw, 0)
+	c.Set(ctx, k.CatalogVersion(1), raw, 0)
+	c.Set(ctx, k.Version(), 1, 0)
+	s, d := readDoc(t, c, k)
+	if s.Head != nil || len(d.Tools) != 2 {
+		t.Fatalf("contract-1 catalog read as %+v", d)
+	}
+	if old, err := ReadVersion(ctx, c, k, 1); err != nil || len(old.Tools) != 2 {
+		t.Fatalf("contract-1 version 1: %v", err)
+	}
+	v2 := testDoc(t, 2, "a", "b")
+	if err := Write(ctx, c, k, Update{ExpectVersion: 1, Document: v2, Previous: d, Rewrite: true, Retain: 5}); err != nil {
+		t.Fatal(err)
+	}
+	_, d = readDoc(t, c, k)
+	if d.Version != 2 || len(d.Tools) != 2 || d.SchemaHash != v2.SchemaHash {
+		t.Fatalf("migrated: %+v", d)
+	}
+	if n := c.Exists(ctx, k.CatalogVersion(1)).Val(); n != 0 {
+		t.Fatal("the contract-1 version document is left behind")
+	}
+}
+
+// ReadTools reads part of a version and refuses a version that moved on.
+func TestReadTools(t *testing.T) {
+	ctx := context.Background()
+	c, k := newClient(t)
+	v1 := testDoc(t, 1, "a", "b")
+	write(t, c, k, nil, v1, map[string][]byte{"a": {0, 0, 128, 63}})
+	got, err := ReadTools(ctx, c, k, 1, []string{"a", "gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Head.Version != 1 || len(got.Entries) != 1 || got.Entries["a"].Description != "does a" || len(got.Vectors["a"]) != 4 || got.Metadata["a"] == "" {
+		t.Fatalf("read %+v", got)
+	}
+	if _, err := ReadTools(ctx, c, k, 2, []string{"a"}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("reading version 2 while 1 is current: %v", err)
+	}
+	if _, err := ReadChanges(ctx, c, k, 0, 2); !errors.Is(err, ErrNotRetained) {
+		t.Fatalf("reading a change record that does not exist: %v", err)
 	}
 }
 
 func TestWriteRefusesWhenVersionMoved(t *testing.T) {
-	ctx := context.Background()
 	c, k := newClient(t)
-	if err := Write(ctx, c, k, Update{Version: 1, Document: []byte(`v1`), Retain: 5}); err != nil {
-		t.Fatal(err)
-	}
+	v1 := testDoc(t, 1, "a")
+	write(t, c, k, nil, v1, nil)
 	before := dump(t, c, k)
 	// A pass that read version 0 must not overwrite version 1.
-	err := Write(ctx, c, k, Update{ExpectVersion: 0, Version: 1, Document: []byte(`other`), Retain: 5, Vectors: map[string][]byte{"x": {1, 2, 3, 4}}})
+	err := Write(context.Background(), c, k, Update{ExpectVersion: 0, Document: testDoc(t, 1, "b"), Rewrite: true, Retain: 5, Vectors: map[string][]byte{"x": {1, 2, 3, 4}}})
 	if !errors.Is(err, ErrConflict) {
 		t.Fatalf("want ErrConflict, got %v", err)
 	}
@@ -91,42 +243,46 @@ func TestWriteRefusesWhenVersionMoved(t *testing.T) {
 	}
 }
 
-func TestWriteKeepsOnlyRetainedVersions(t *testing.T) {
+func TestWriteKeepsOnlyRetainedChangeRecords(t *testing.T) {
 	ctx := context.Background()
 	c, k := newClient(t)
+	var prev *Document
 	for v := int64(1); v <= 8; v++ {
-		if err := Write(ctx, c, k, Update{ExpectVersion: v - 1, Version: v, Document: []byte(fmt.Sprint(v)), Retain: 3}); err != nil {
+		d := testDoc(t, v, fmt.Sprintf("t%d", v))
+		if err := Write(ctx, c, k, Update{ExpectVersion: v - 1, Document: d, Previous: prev, Rewrite: prev == nil, Retain: 3}); err != nil {
 			t.Fatal(err)
 		}
+		prev = d
 	}
 	for v := int64(1); v <= 8; v++ {
-		exists := c.Exists(ctx, k.CatalogVersion(v)).Val() == 1
+		exists := c.Exists(ctx, k.Changes(v)).Val() == 1
 		if want := v >= 6; exists != want {
-			t.Errorf("version %d kept = %v, want %v (retain 3 of 8)", v, exists, want)
+			t.Errorf("%s exists=%v, want %v", k.Changes(v), exists, want)
 		}
 	}
-	// Lowering retention deletes the surplus at the next publish.
-	if err := Write(ctx, c, k, Update{ExpectVersion: 8, Version: 9, Document: []byte("9"), Retain: 1}); err != nil {
-		t.Fatal(err)
+	// The records of versions 6-8 rebuild versions 5-7.
+	if _, err := ReadVersion(ctx, c, k, 4); !errors.Is(err, ErrNotRetained) {
+		t.Fatalf("version 4 is past retention: %v", err)
 	}
-	for v := int64(1); v <= 9; v++ {
-		if exists := c.Exists(ctx, k.CatalogVersion(v)).Val() == 1; exists != (v == 9) {
-			t.Errorf("after retain 1: version %d kept = %v", v, exists)
-		}
+	if d, err := ReadVersion(ctx, c, k, 5); err != nil || d.Tools[0].Name != "t5" {
+		t.Fatalf("version 5: %+v, %v", d, err)
 	}
 }
 
-func TestDeleteRemovesEveryKey(t *testing.T) {
+func TestDeleteRemovesEveryKeyAndNothingElse(t *testing.T) {
 	ctx := context.Background()
 	c, k := newClient(t)
 	other := Keys{Prefix: DefaultPrefix("ns-"+t.Name(), "other")}
-	for v := int64(1); v <= 3; v++ {
-		for _, kk := range []Keys{k, other} {
-			if err := Write(ctx, c, kk, Update{ExpectVersion: v - 1, Version: v, Document: []byte("d"), Retain: 5,
-				Vectors: map[string][]byte{"a": {0, 0, 128, 63}}, Metadata: map[string][]byte{"a": []byte("{}")}}); err != nil {
-				t.Fatal(err)
-			}
+	for _, kk := range []Keys{k, other} {
+		var prev *Document
+		for v := int64(1); v <= 3; v++ {
+			d := testDoc(t, v, "a", fmt.Sprintf("t%d", v))
+			write(t, c, kk, prev, d, map[string][]byte{"a": {0, 0, 128, 63}})
+			prev = d
 		}
+	}
+	if err := c.Set(ctx, k.StagedEmbeddings(), "x", 0).Err(); err != nil {
+		t.Fatal(err)
 	}
 	if err := Delete(ctx, c, k); err != nil {
 		t.Fatal(err)
@@ -134,8 +290,9 @@ func TestDeleteRemovesEveryKey(t *testing.T) {
 	if keys := c.Keys(ctx, k.Prefix+"*").Val(); len(keys) != 0 {
 		t.Fatalf("keys left after Delete: %v", keys)
 	}
-	if n := len(c.Keys(ctx, other.Prefix+"*").Val()); n != 7 {
-		t.Fatalf("another catalog's keys were touched: %d left, want 7", n)
+	// version, head, catalog, tools, embeddings, metadata, 3 change records
+	if n := len(c.Keys(ctx, other.Prefix+"*").Val()); n != 9 {
+		t.Fatalf("another catalog's keys were touched: %d left, want 9", n)
 	}
 	if err := Delete(ctx, c, k); err != nil {
 		t.Fatalf("deleting twice: %v", err)
@@ -172,7 +329,7 @@ func TestReadFailsWhenRedisIsDown(t *testing.T) {
 	if _, err := Read(context.Background(), c, k); err == nil {
 		t.Fatal("Read succeeded against a stopped server")
 	}
-	if err := Write(context.Background(), c, k, Update{Version: 1, Document: []byte("d"), Retain: 1}); err == nil || errors.Is(err, ErrConflict) {
+	if err := Write(context.Background(), c, k, Update{Document: testDoc(t, 1, "a"), Retain: 1}); err == nil || errors.Is(err, ErrConflict) {
 		t.Fatalf("Write against a stopped server: %v", err)
 	}
 }

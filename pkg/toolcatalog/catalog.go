@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 
 	"github.com/redis/go-redis/v9"
@@ -53,77 +54,106 @@ func Load(ctx context.Context, c redis.UniversalClient, keys contract.Keys) (*Ca
 	if err != nil {
 		return nil, err
 	}
-	if snap.Document == nil {
-		return nil, fmt.Errorf("%w (%s)", ErrNotPublished, keys.Catalog())
-	}
-	doc, err := contract.ParseDocument(snap.Document)
+	doc, err := snap.Document()
 	if err != nil {
 		return nil, err
+	}
+	if doc == nil {
+		return nil, fmt.Errorf("%w (%s)", ErrNotPublished, keys.Head())
 	}
 	return New(doc, snap.Vectors, snap.Metadata)
 }
 
 // LoadIfChanged is for a consumer told that its catalog is stale (it holds
-// schemaHash): it reads the current document and, only when its schema
-// hash differs, loads the whole catalog. It returns nil and false when the
+// schemaHash): it reads the current head and, only when its schema hash
+// differs, loads the whole catalog. It returns nil and false when the
 // published catalog is the one held.
 func LoadIfChanged(ctx context.Context, c redis.UniversalClient, keys contract.Keys, schemaHash string) (*Catalog, bool, error) {
-	raw, err := c.Get(ctx, keys.Catalog()).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return nil, false, fmt.Errorf("%w (%s)", ErrNotPublished, keys.Catalog())
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("reading %s: %w", keys.Catalog(), err)
-	}
-	doc, err := contract.ParseDocument(raw)
-	if err != nil {
-		return nil, false, err
-	}
-	if doc.SchemaHash == schemaHash {
-		return nil, false, nil
+	raw, err := c.Get(ctx, keys.Head()).Bytes()
+	switch {
+	case errors.Is(err, redis.Nil):
+		// Not published, or published under contract 1: a full load
+		// tells which.
+	case err != nil:
+		return nil, false, fmt.Errorf("reading %s: %w", keys.Head(), err)
+	default:
+		h, err := contract.ParseHead(raw)
+		if err != nil {
+			return nil, false, err
+		}
+		if h.SchemaHash == schemaHash {
+			return nil, false, nil
+		}
 	}
 	cat, err := Load(ctx, c, keys)
 	if err != nil {
 		return nil, false, err
 	}
+	if cat.SchemaHash() == schemaHash {
+		return nil, false, nil
+	}
 	return cat, true, nil
 }
 
-// ErrVersionNotRetained means Redis no longer holds (or never held) that
-// version's document.
-var ErrVersionNotRetained = errors.New("catalog version is not retained")
+// ErrVersionNotRetained means Redis no longer holds (or never held) what
+// it takes to read that version.
+var ErrVersionNotRetained = contract.ErrNotRetained
 
-// LoadVersion reads the document of a retained version (P:catalog:v<N>;
-// spec.publish.retainVersions says how many are kept).
+// LoadVersion reads the document of a retained version: the current one
+// and the last spec.publish.retainVersions before it (rebuilt from the
+// current document and the change records since).
 func LoadVersion(ctx context.Context, c redis.UniversalClient, keys contract.Keys, version int64) (*contract.Document, error) {
-	raw, err := c.Get(ctx, keys.CatalogVersion(version)).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("%w: %s", ErrVersionNotRetained, keys.CatalogVersion(version))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", keys.CatalogVersion(version), err)
-	}
-	return contract.ParseDocument(raw)
+	return contract.ReadVersion(ctx, c, keys, version)
 }
 
 // New builds a Catalog from its parts, as read from Redis: raw vectors are
 // float32 little-endian, metadata is JSON. Vectors of the wrong length for
 // the document's model are left out (such a tool is found by BM25 only).
 func New(doc *contract.Document, rawVectors map[string][]byte, rawMetadata map[string]string) (*Catalog, error) {
-	c := &Catalog{Document: doc, Vectors: map[string][]float32{}, Metadata: map[string]*contract.Metadata{}, tools: map[string]int{}}
-	for i, t := range doc.Tools {
-		c.tools[t.Name] = i
+	vectors, metadata := decode(doc, rawVectors, rawMetadata)
+	return build(doc, vectors, metadata), nil
+}
+
+// decode decodes the vectors (into one block) and metadata of the
+// document's tools; a vector of the wrong length for the document's model
+// is left out.
+func decode(doc *contract.Document, rawVectors map[string][]byte, rawMetadata map[string]string) (map[string][]float32, map[string]*contract.Metadata) {
+	vectors := make(map[string][]float32, len(rawVectors))
+	metadata := make(map[string]*contract.Metadata, len(rawMetadata))
+	size := 0
+	for _, raw := range rawVectors {
+		size += len(raw) / 4
+	}
+	block := make([]float32, 0, size)
+	for _, t := range doc.Tools {
 		if raw, ok := rawVectors[t.Name]; ok {
-			v, err := contract.DecodeVector(raw)
-			if err == nil && len(v) > 0 && (doc.Embedding.Dimensions == 0 || len(v) == doc.Embedding.Dimensions) {
-				c.Vectors[t.Name] = v
+			start := len(block)
+			var err error
+			if block, err = contract.AppendVector(block, raw); err != nil {
+				block = block[:start]
+				continue
 			}
+			v := block[start:len(block):len(block)]
+			if len(v) == 0 || (doc.Embedding.Dimensions != 0 && len(v) != doc.Embedding.Dimensions) {
+				block = block[:start]
+				continue
+			}
+			vectors[t.Name] = v
 		}
 		if raw, ok := rawMetadata[t.Name]; ok {
 			if m, err := contract.ParseMetadata(raw); err == nil {
-				c.Metadata[t.Name] = m
+				metadata[t.Name] = m
 			}
 		}
+	}
+	return vectors, metadata
+}
+
+// build indexes a document with its decoded vectors and metadata.
+func build(doc *contract.Document, vectors map[string][]float32, metadata map[string]*contract.Metadata) *Catalog {
+	c := &Catalog{Document: doc, Vectors: vectors, Metadata: metadata, tools: make(map[string]int, len(doc.Tools))}
+	for i, t := range doc.Tools {
+		c.tools[t.Name] = i
 	}
 	c.index = newBM25Index(doc.Tools)
 	c.buildMatrix()
@@ -143,7 +173,7 @@ func New(doc *contract.Document, rawVectors map[string][]byte, rawMetadata map[s
 			c.always = append(c.always, t.Name)
 		}
 	}
-	return c, nil
+	return c
 }
 
 // Version is the catalog's version.
@@ -212,4 +242,106 @@ func norm(v []float32) float64 {
 		s += float64(x) * float64(x)
 	}
 	return math.Sqrt(s)
+}
+
+// maxIncremental is how many versions behind an Update still reads only
+// what changed.
+const maxIncremental = contract.MaxRetainVersions
+
+// Update returns the current version of the catalog cur holds, reading
+// from Redis only the tools changed since cur's version (from the change
+// records of contract 2) and sharing the rest with cur. It returns cur
+// itself when it is current, and falls back to a full Load when cur is
+// nil, the catalog was recreated, or a change record is gone.
+func Update(ctx context.Context, c redis.UniversalClient, keys contract.Keys, cur *Catalog) (*Catalog, error) {
+	if cur == nil {
+		return Load(ctx, c, keys)
+	}
+	for range 3 {
+		next, err := update(ctx, c, keys, cur)
+		if !errors.Is(err, contract.ErrConflict) {
+			return next, err
+		}
+		// A version was published while reading: read again.
+	}
+	return Load(ctx, c, keys)
+}
+
+var errFullLoad = errors.New("a full load is needed")
+
+func update(ctx context.Context, c redis.UniversalClient, keys contract.Keys, cur *Catalog) (*Catalog, error) {
+	v, err := c.Get(ctx, keys.Version()).Int64()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("%w (%s)", ErrNotPublished, keys.Version())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", keys.Version(), err)
+	}
+	if v == cur.Version() {
+		return cur, nil
+	}
+	next, err := incremental(ctx, c, keys, cur, v)
+	if errors.Is(err, errFullLoad) || errors.Is(err, contract.ErrNotRetained) {
+		return Load(ctx, c, keys)
+	}
+	return next, err
+}
+
+// incremental applies versions cur+1..v to cur.
+func incremental(ctx context.Context, c redis.UniversalClient, keys contract.Keys, cur *Catalog, v int64) (*Catalog, error) {
+	if v < cur.Version() || v-cur.Version() > maxIncremental {
+		return nil, errFullLoad
+	}
+	changes, err := contract.ReadChanges(ctx, c, keys, cur.Version(), v)
+	if err != nil {
+		return nil, err
+	}
+	touched := map[string]bool{}
+	for _, ch := range changes {
+		for _, name := range append(ch.Updated, ch.Removed...) {
+			touched[name] = true
+		}
+	}
+	names := make([]string, 0, len(touched))
+	for name := range touched {
+		names = append(names, name)
+	}
+	part, err := contract.ReadTools(ctx, c, keys, v, names)
+	if err != nil {
+		return nil, err
+	}
+	h := part.Head
+	if h.CatalogUID != cur.Document.CatalogUID || h.Embedding != cur.Document.Embedding {
+		// Another catalog, or vectors of another model: nothing carries over.
+		return nil, errFullLoad
+	}
+	entries := make([]contract.Entry, 0, len(cur.Document.Tools)+len(part.Entries))
+	for i, t := range cur.Document.Tools {
+		if !touched[t.Name] {
+			entries = append(entries, cur.Document.Entry(i))
+		}
+	}
+	vectors := make(map[string][]float32, len(cur.Vectors)+len(part.Vectors))
+	metadata := make(map[string]*contract.Metadata, len(cur.Metadata)+len(part.Metadata))
+	for name, vec := range cur.Vectors {
+		if !touched[name] {
+			vectors[name] = vec
+		}
+	}
+	for name, m := range cur.Metadata {
+		if !touched[name] {
+			metadata[name] = m
+		}
+	}
+	for _, e := range part.Entries {
+		entries = append(entries, e)
+	}
+	if len(entries) != h.ToolCount {
+		return nil, errFullLoad
+	}
+	doc := contract.Assemble(*h, entries)
+	newVectors, newMetadata := decode(doc, part.Vectors, part.Metadata)
+	maps.Copy(vectors, newVectors)
+	maps.Copy(metadata, newMetadata)
+	return build(doc, vectors, metadata), nil
 }

@@ -128,7 +128,7 @@ func (f *Follower) reload(ctx context.Context, need func(cur *Catalog) bool) err
 	if cur := f.Current(); cur != nil && !need(cur) {
 		return nil
 	}
-	c, err := Load(ctx, f.client, f.keys)
+	c, err := Update(ctx, f.client, f.keys, f.Current())
 	if err != nil {
 		return err
 	}

@@ -42,14 +42,21 @@ func publishAs(t *testing.T, c redis.UniversalClient, k contract.Keys, channel, 
 		t.Fatal(err)
 	}
 	doc.Version = version
-	raw, _ := doc.Marshal()
+	snap, err := contract.Read(ctx, c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev, err := snap.Document()
+	if err != nil {
+		t.Fatal(err)
+	}
 	vectors, meta := map[string][]byte{}, map[string][]byte{}
 	for name, v := range cat.Vectors {
 		vectors[name] = contract.EncodeVector(v)
 		m, _ := (&contract.Metadata{SpecHash: "h", Model: doc.Embedding.Model, Dimensions: len(v), SyntheticQueries: []string{"q"}}).Marshal()
 		meta[name] = m
 	}
-	if err := contract.Write(ctx, c, k, contract.Update{ExpectVersion: version - 1, Version: version, Document: raw, Vectors: vectors, Metadata: meta, Retain: 5}); err != nil {
+	if err := contract.Write(ctx, c, k, contract.Update{ExpectVersion: version - 1, Document: &doc, Previous: prev, Rewrite: prev == nil, Vectors: vectors, Metadata: meta, Retain: 5}); err != nil {
 		t.Fatalf("writing version %d: %v", version, err)
 	}
 	if notify {
@@ -266,7 +273,7 @@ func TestLoadAndFollowOnRedisCluster(t *testing.T) {
 	// A prefix without a hash tag spreads keys over slots, and the
 	// transaction is refused rather than half-applied.
 	bad := contract.Keys{Prefix: "notag"}
-	err = contract.Write(ctx, c, bad, contract.Update{Version: 1, Document: []byte("{}"), Retain: 1, Vectors: map[string][]byte{"a": {0, 0, 0, 0}}})
+	err = contract.Write(ctx, c, bad, contract.Update{Document: &contract.Document{Version: 1}, Rewrite: true, Retain: 1, Vectors: map[string][]byte{"a": {0, 0, 0, 0}}})
 	if err == nil {
 		t.Fatal("a cross-slot catalog write succeeded on a cluster")
 	}
@@ -317,7 +324,7 @@ func TestLoadIfChangedAndLoadVersion(t *testing.T) {
 	if err != nil || old.Version != 1 || old.SchemaHash != v1.SchemaHash {
 		t.Fatalf("version 1: %+v, %v", old, err)
 	}
-	if _, err := LoadVersion(ctx, c, k, 7); !errors.Is(err, ErrVersionNotRetained) || !strings.Contains(err.Error(), k.CatalogVersion(7)) {
+	if _, err := LoadVersion(ctx, c, k, 7); !errors.Is(err, ErrVersionNotRetained) || !strings.Contains(err.Error(), "version 7") {
 		t.Fatalf("version 7: %v", err)
 	}
 }

@@ -1,0 +1,935 @@
+// Package scale measures the operator on large catalogs, black-box: the
+// manager runs as its own process (cmd/manager) against a real API server,
+// etcd and redis-server, with an OpenAI-compatible provider in this process
+// whose chat latency is configurable. It prints one table per run.
+//
+// make test runs it at a small size as a functional check; make bench-scale
+// runs it at full size:
+//
+//	go test ./test/scale -run TestScale -v -timeout 90m -args \
+//	  -scale.sizes=1000,10000 -scale.slow-tools=1000 -scale.chat-latency=2s -scale.pass-budget=20s -scale.edits=5
+package scale
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
+	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
+)
+
+var (
+	sizesFlag   = flag.String("scale.sizes", "100", "catalog sizes to measure, comma-separated")
+	editsFlag   = flag.Int("scale.edits", 3, "description edits measured per size; the median is reported")
+	slowFlag    = flag.Int("scale.slow-tools", 40, "tools applied before their catalog for the slow first build (0 skips it)")
+	latencyFlag = flag.Duration("scale.chat-latency", 200*time.Millisecond, "latency of every chat request in the slow first build")
+	budgetFlag  = flag.Duration("scale.pass-budget", time.Second, "the manager's -pass-budget")
+	dimsFlag    = flag.Int("scale.dimensions", 256, "embedding dimensions")
+)
+
+const (
+	queriesPerTool = 5
+	label          = "scale.toolcatalog.dev/catalog"
+)
+
+var (
+	restCfg    *rest.Config
+	kubeconfig []byte
+	kube       client.WithWatch
+	redisSrv   *redistest.Server
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	env, cfg, err := testenv.Start(filepath.Join("..", ".."), "")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer env.Stop()
+	restCfg, kubeconfig = rest.CopyConfig(cfg), env.KubeConfig
+	cfg.QPS, cfg.Burst = 2000, 4000
+	if kube, err = client.NewWithWatch(cfg, client.Options{Scheme: manager.Scheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return redistest.Main(m, &redisSrv)
+}
+
+// row is one line of the table: what was measured, per column.
+type row struct {
+	name   string
+	values map[string]string
+}
+
+type table struct {
+	columns []string
+	rows    []*row
+}
+
+func (t *table) set(name, column, value string) {
+	if !slices.Contains(t.columns, column) {
+		t.columns = append(t.columns, column)
+	}
+	for _, r := range t.rows {
+		if r.name == name {
+			r.values[column] = value
+			return
+		}
+	}
+	t.rows = append(t.rows, &row{name: name, values: map[string]string{column: value}})
+}
+
+func (t *table) String() string {
+	var b strings.Builder
+	b.WriteString("| |")
+	for _, c := range t.columns {
+		b.WriteString(" " + c + " |")
+	}
+	b.WriteString("\n|---|")
+	for range t.columns {
+		b.WriteString("---|")
+	}
+	for _, r := range t.rows {
+		b.WriteString("\n| " + r.name + " |")
+		for _, c := range t.columns {
+			v := r.values[c]
+			if v == "" {
+				v = "–"
+			}
+			b.WriteString(" " + v + " |")
+		}
+	}
+	return b.String()
+}
+
+func TestScale(t *testing.T) {
+	bin := buildManager(t)
+	tab := &table{}
+	if *slowFlag > 0 {
+		t.Run("slow-first-build", func(t *testing.T) { slowFirstBuild(t, bin, tab) })
+	}
+	for _, s := range strings.Split(*sizesFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 2 {
+			t.Fatalf("-scale.sizes: %q is not a size", s)
+		}
+		t.Run(fmt.Sprintf("%d-tools", n), func(t *testing.T) { measureSize(t, bin, n, tab) })
+	}
+	t.Logf("\n%s", tab)
+	fmt.Printf("\n%s\n", tab)
+}
+
+// ---- the slow first build ----
+
+// slowFirstBuild applies the tools before their catalog, with a chat
+// provider that takes latency per request: the catalog publishes its first
+// tools within about one pass budget, keeps publishing as it goes, shows
+// progress, and never asks for a tool's queries twice.
+func slowFirstBuild(t *testing.T, bin string, tab *table) {
+	ctx := t.Context()
+	n := *slowFlag
+	col := fmt.Sprintf("%d tools, chat %v", n, *latencyFlag)
+	ns := namespace(t, "slow")
+	p := newProvider(t, *latencyFlag)
+	mgr := startManager(t, bin)
+	applyTools(t, ns, "slow", n)
+	waitHashed(t, ns, n)
+
+	sub := redisSrv.Client().Subscribe(ctx, channel(ns))
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := kube.Create(ctx, catalogObject(ns, "slow", p)); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		first, all time.Duration
+		versions   int64
+		progress   []string
+		reasons    = map[string]bool{}
+	)
+	deadline := time.Now().Add(max(30*time.Minute, time.Duration(n)*(*latencyFlag)))
+	for all == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not every tool published after %v; reasons seen %v", time.Since(start), reasons)
+		}
+		tc := &v1alpha1.ToolCatalog{}
+		if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "slow"}, tc); err != nil {
+			t.Fatal(err)
+		}
+		if c := meta.FindStatusCondition(tc.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+			reasons[c.Reason] = true
+		}
+		if c := meta.FindStatusCondition(tc.Status.Conditions, v1alpha1.ConditionReconciling); c != nil && (len(progress) == 0 || progress[len(progress)-1] != c.Message) {
+			progress = append(progress, c.Message)
+		}
+		if tc.Status.Version > 0 && first == 0 {
+			first = time.Since(start)
+		}
+		versions = tc.Status.Version
+		if tc.Status.Counts != nil && tc.Status.Counts.Embedded == int32(n) && docTools(t, ns, "slow") == n {
+			all = time.Since(start)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	chats := p.ChatRequests()
+	prompts := map[string]int{}
+	for _, c := range chats {
+		prompts[c.Messages[len(c.Messages)-1].Content]++
+	}
+	repeated := 0
+	for _, k := range prompts {
+		repeated += k - 1
+	}
+	tab.set("first tools published after", col, first.Round(100*time.Millisecond).String())
+	tab.set("all tools published after", col, all.Round(100*time.Millisecond).String())
+	tab.set("versions published on the way", col, strconv.FormatInt(versions, 10))
+	tab.set("chat requests (repeated)", col, fmt.Sprintf("%d (%d)", len(chats), repeated))
+	tab.set("Ready reasons seen", col, strings.Join(sortedKeys(reasons), ", "))
+	tab.set("manager peak RSS", col, mib(mgr.peakRSS(t)))
+	if len(progress) > 0 {
+		t.Logf("progress seen: first %q, last %q", progress[0], progress[len(progress)-1])
+	}
+
+	if repeated != 0 {
+		t.Errorf("%d chat requests repeated a prompt already answered", repeated)
+	}
+	if reasons[v1alpha1.ReasonRedisUnavailable] {
+		t.Errorf("a slow provider was reported as a Redis outage")
+	}
+	// Functional: the build went out in several versions, with progress
+	// shown, when it takes more than one pass budget.
+	if time.Duration(n/3)*(*latencyFlag) > 3*(*budgetFlag) {
+		if versions < 2 {
+			t.Errorf("the slow build was published as %d version; want one per pass budget", versions)
+		}
+		if len(progress) == 0 || !strings.Contains(progress[0], "refreshing: ") {
+			t.Errorf("no progress shown while the build went on: %q", progress)
+		}
+	}
+	cleanup(t, ns)
+}
+
+// ---- one size ----
+
+func measureSize(t *testing.T, bin string, n int, tab *table) {
+	ctx := t.Context()
+	col := fmt.Sprintf("%d tools", n)
+	ns := namespace(t, fmt.Sprintf("n%d", n))
+	p := newProvider(t, 0)
+	mgr := startManager(t, bin)
+	rc := redisSrv.Client()
+	keys := contract.Keys{Prefix: contract.DefaultPrefix(ns, "scale")}
+
+	// Bulk apply with the catalog present, counting ToolDefinition status
+	// writes until every tool is Ready.
+	writes := watchStatusWrites(t, ns, n)
+	bulkNotices := noticeTimes(t, ns)
+	if err := kube.Create(ctx, catalogObject(ns, "scale", p)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	applyTools(t, ns, "scale", n)
+	shown := map[int64]time.Time{} // status.version → when first seen
+	waitFor(t, "every tool published", 30*time.Minute, func() bool {
+		tc := getCatalog(t, ns, "scale")
+		if _, seen := shown[tc.Status.Version]; !seen {
+			shown[tc.Status.Version] = time.Now()
+		}
+		return tc.Status.Counts != nil && tc.Status.Counts.Embedded == int32(n) && docTools(t, ns, "scale") == n
+	})
+	t.Logf("%d tools applied and published in %v", n, time.Since(start).Round(time.Second))
+	w := writes.wait(t)
+	tab.set("bulk apply: ToolDefinition status writes per tool", col, fmt.Sprintf("%.1f", float64(w)/float64(n)))
+	tab.set("bulk apply: versions, worst notice → status lag", col, bulkNotices.worstLag(shown))
+
+	tab.set("stored catalog: tools / change records or version documents", col, storedSize(t, keys))
+
+	// A consumer's full load.
+	cc, counted := countingClient()
+	var before, after runtimeAlloc
+	before.read()
+	loadStart := time.Now()
+	cat, err := toolcatalog.Load(ctx, cc, keys)
+	loadTime := time.Since(loadStart)
+	after.read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab.set("consumer Load: time / allocated / read", col, fmt.Sprintf("%v / %s / %s", loadTime.Round(time.Millisecond), mib(after.total-before.total), mib(counted.Swap(0))))
+
+	// A follower, to measure what a reload after one edit transfers.
+	fc, followed := countingClient()
+	updates := make(chan int64, 16)
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	f, err := toolcatalog.Follow(followCtx, fc, keys, toolcatalog.FollowOptions{Channel: channel(ns), OnUpdate: func(c *toolcatalog.Catalog) { updates <- c.Version() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f, cat
+
+	sub := rc.Subscribe(ctx, channel(ns))
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	notices := sub.Channel()
+
+	// Edits: one description each.
+	var applyToVersion, statusLag []time.Duration
+	var chatPerEdit, embPerEdit, redisIn, redisOut, reload []int64
+	for i := range *editsFlag {
+		version := getCatalog(t, ns, "scale").Status.Version
+		chat0, emb0 := len(p.ChatRequests()), len(p.EmbeddingRequests())
+		in0, out0 := netBytes(t)
+		followed.Store(0)
+		name := fmt.Sprintf("tool-%05d", (i*7919)%n)
+		editStart := time.Now()
+		patch := fmt.Sprintf(`{"spec":{"description":"Tool %s, edited %d times: it does one specific thing better."}}`, name, i+1)
+		if err := kube.Patch(ctx, &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+			t.Fatal(err)
+		}
+		got := waitNotice(t, notices, version)
+		noticeAt := time.Now()
+		applyToVersion = append(applyToVersion, noticeAt.Sub(editStart))
+		waitFor(t, "the catalog status to show the new version", time.Minute, func() bool { return getCatalog(t, ns, "scale").Status.Version >= got })
+		statusLag = append(statusLag, time.Since(noticeAt))
+		waitUpdate(t, updates, got)
+		in1, out1 := netBytes(t)
+		chatPerEdit = append(chatPerEdit, int64(len(p.ChatRequests())-chat0))
+		embPerEdit = append(embPerEdit, int64(len(p.EmbeddingRequests())-emb0))
+		reload = append(reload, followed.Load())
+		// Redis's totals include the follower's reload, the notice to
+		// both subscribers and the two INFO replies.
+		redisIn = append(redisIn, in1-in0)
+		redisOut = append(redisOut, out1-out0-followed.Load())
+	}
+	tab.set("one edit: provider requests (chat + embeddings)", col, fmt.Sprintf("%d + %d", median(chatPerEdit), median(embPerEdit)))
+	tab.set(fmt.Sprintf("one edit: apply → notice (median of %d)", *editsFlag), col, medianDuration(applyToVersion).Round(time.Millisecond).String())
+	tab.set("one edit: notice → status shows the version", col, medianDuration(statusLag).Round(time.Millisecond).String())
+	tab.set("one edit: Redis bytes the manager writes / reads", col, fmt.Sprintf("%s / %s", mib(median(redisIn)), mib(median(redisOut))))
+	tab.set("one edit: follower reload reads", col, mib(median(reload)))
+	for i, c := range chatPerEdit {
+		if c != 1 || embPerEdit[i] != 1 {
+			t.Errorf("edit %d made %d chat and %d embeddings requests, want 1 and 1", i+1, c, embPerEdit[i])
+		}
+	}
+
+	// A label-only change: the pass is observed (the reconcile count
+	// moves), and it publishes nothing.
+	version := getCatalog(t, ns, "scale").Status.Version
+	reconciles := mgr.reconciles(t)
+	cpu0 := mgr.cpu(t)
+	patch := `{"metadata":{"labels":{"scale.toolcatalog.dev/touched":"yes"}}}`
+	if err := kube.Patch(ctx, &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tool-00001"}}, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the catalog's pass after the label change", time.Minute, func() bool { return mgr.reconciles(t) > reconciles && mgr.idle(t) })
+	tab.set("label-only change: manager CPU", col, (mgr.cpu(t) - cpu0).Round(10*time.Millisecond).String())
+	if v := getCatalog(t, ns, "scale").Status.Version; v != version {
+		t.Errorf("a label-only change published version %d", v)
+	}
+	if v, _ := rc.Get(ctx, keys.Version()).Int64(); v != version {
+		t.Errorf("a label-only change moved P:version to %d", v)
+	}
+	tab.set("manager peak RSS", col, mib(mgr.peakRSS(t)))
+	cleanup(t, ns)
+}
+
+// ---- the manager process ----
+
+type managerProcess struct {
+	cmd         *exec.Cmd
+	metricsAddr string
+	done        chan struct{}
+}
+
+func buildManager(t *testing.T) string {
+	bin := filepath.Join(t.TempDir(), "manager")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/manager").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/manager: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func startManager(t *testing.T, bin string) *managerProcess {
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin, "--metrics-bind-address="+addr, "--health-probe-bind-address=0", "--zap-log-level=error",
+		"--pass-budget="+budgetFlag.String())
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kc)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m := &managerProcess{cmd: cmd, metricsAddr: addr, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(m.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-m.done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-m.done
+		}
+	})
+	waitFor(t, "the manager's metrics endpoint", time.Minute, func() bool {
+		_, err := m.metrics()
+		return err == nil
+	})
+	return m
+}
+
+// cpu is the manager's user and system CPU time so far.
+func (m *managerProcess) cpu(t *testing.T) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command name in parentheses; utime and stime are
+	// the 14th and 15th fields, in clock ticks (100 per second on Linux).
+	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// peakRSS is the manager's peak resident set (VmHWM).
+func (m *managerProcess) peakRSS(t *testing.T) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	t.Fatal("no VmHWM in /proc/pid/status")
+	return 0
+}
+
+func (m *managerProcess) metrics() (map[string]float64, error) {
+	resp, err := http.Get("http://" + m.metricsAddr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for name, fam := range families {
+		for _, m := range fam.GetMetric() {
+			key := name
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" || l.GetName() == "name" {
+					key += "/" + l.GetValue()
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				out[key] += m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				out[key] += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out, nil
+}
+
+func (m *managerProcess) reconciles(t *testing.T) float64 {
+	v, err := m.metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v["controller_runtime_reconcile_total/toolcatalog"]
+}
+
+// idle reports whether neither controller has work queued or running.
+func (m *managerProcess) idle(t *testing.T) bool {
+	v, err := m.metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v["workqueue_depth/toolcatalog"] == 0 && v["workqueue_depth/tooldefinition"] == 0 &&
+		v["controller_runtime_active_workers/toolcatalog"] == 0 && v["controller_runtime_active_workers/tooldefinition"] == 0
+}
+
+// ---- the provider ----
+
+var countLine = regexp.MustCompile(`Write (\d+) distinct user requests`)
+
+// newProvider answers chat requests after latency with queries that depend
+// on the prompt only, and embeddings at once.
+func newProvider(t *testing.T, latency time.Duration) *openaitest.Server {
+	p := openaitest.New(t)
+	p.OnChat = func(w http.ResponseWriter, r *http.Request, _ int, req openaitest.ChatRequest) {
+		select {
+		case <-time.After(latency):
+		case <-r.Context().Done():
+			return
+		}
+		prompt := req.Messages[len(req.Messages)-1].Content
+		m := countLine.FindStringSubmatch(prompt)
+		if m == nil {
+			openaitest.WriteError(w, http.StatusBadRequest, "invalid_request_error", "", "prompt without a count")
+			return
+		}
+		count, _ := strconv.Atoi(m[1])
+		qs := make([]string, count)
+		for i := range qs {
+			qs[i] = fmt.Sprintf("request %d for %x", i+1, len(prompt)*31+i)
+		}
+		openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON(qs...))
+	}
+	p.OnEmbeddings = func(w http.ResponseWriter, _ *http.Request, _ int, req openaitest.EmbeddingsRequest) {
+		openaitest.WriteEmbeddings(w, req, *dimsFlag, nil)
+	}
+	return p
+}
+
+// ---- objects ----
+
+func namespace(t *testing.T, prefix string) string {
+	ns := fmt.Sprintf("scale-%s-%d", prefix, time.Now().UnixNano()%1e6)
+	if err := kube.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func channel(ns string) string { return "toolcatalog:scale:" + ns }
+
+func catalogObject(ns, name string, p *openaitest.Server) *v1alpha1.ToolCatalog {
+	dims := int32(*dimsFlag)
+	return &v1alpha1.ToolCatalog{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.ToolCatalogSpec{
+			Selector:        metav1.LabelSelector{MatchLabels: map[string]string{label: name}},
+			Redis:           v1alpha1.RedisSpec{Addresses: []string{redisSrv.Addr}},
+			Embedding:       v1alpha1.EmbeddingSpec{Provider: v1alpha1.ProviderOpenAI, Model: "text-embedding-3-small", BaseURL: p.BaseURL(), Dimensions: dims},
+			QueryGeneration: v1alpha1.QueryGenerationSpec{Provider: v1alpha1.ProviderOpenAI, Models: []string{"gpt-4o-mini"}, BaseURL: p.BaseURL(), QueriesPerTool: queriesPerTool},
+			Publish:         v1alpha1.PublishSpec{Channel: channel(ns)},
+		},
+	}
+}
+
+// applyTools creates n ToolDefinitions at once, as kubectl apply of a
+// directory or a GitOps sync does.
+func applyTools(t *testing.T, ns, catalog string, n int) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 16 {
+				name := fmt.Sprintf("tool-%05d", i)
+				td := &v1alpha1.ToolDefinition{
+					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{label: catalog}},
+					Spec: v1alpha1.ToolDefinitionSpec{
+						Name:        strings.ReplaceAll(name, "-", "_"),
+						Description: fmt.Sprintf("Tool %s does one specific thing, number %d, for the users who ask for it.", name, i),
+						Parameters: &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","properties":{"query":{"type":"string","description":"what to look for"},` +
+							`"limit":{"type":"integer","description":"how many results"}},"required":["query"]}`)},
+					},
+				}
+				if err := kube.Create(t.Context(), td); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitHashed waits until the ToolDefinition controller has validated and
+// hashed every tool, so the catalog finds them all on its first pass.
+func waitHashed(t *testing.T, ns string, n int) {
+	waitFor(t, "every ToolDefinition hashed", 10*time.Minute, func() bool {
+		list := &v1alpha1.ToolDefinitionList{}
+		if err := kube.List(t.Context(), list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		hashed := 0
+		for _, td := range list.Items {
+			if td.Status.SpecHash != "" {
+				hashed++
+			}
+		}
+		return hashed == n
+	})
+}
+
+func getCatalog(t *testing.T, ns, name string) *v1alpha1.ToolCatalog {
+	tc := &v1alpha1.ToolCatalog{}
+	if err := kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, tc); err != nil {
+		t.Fatal(err)
+	}
+	return tc
+}
+
+// docTools counts the tools of the published version: P:head's
+// tool_count, or the tools of a contract-1 P:catalog.
+func docTools(t *testing.T, ns, name string) int {
+	k := contract.Keys{Prefix: contract.DefaultPrefix(ns, name)}
+	if raw, err := redisSrv.Client().Get(t.Context(), k.Head()).Bytes(); err == nil {
+		var head struct {
+			ToolCount int `json:"tool_count"`
+		}
+		if err := json.Unmarshal(raw, &head); err != nil {
+			t.Fatal(err)
+		}
+		return head.ToolCount
+	}
+	raw, err := redisSrv.Client().Get(t.Context(), k.Catalog()).Bytes()
+	if err != nil {
+		return 0
+	}
+	var doc struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return len(doc.Tools)
+}
+
+// cleanup deletes what a scenario created; envtest has no namespace
+// controller, so the objects go one kind at a time.
+func cleanup(t *testing.T, ns string) {
+	ctx := context.Background()
+	list := &v1alpha1.ToolCatalogList{}
+	if err := kube.List(ctx, list, client.InNamespace(ns)); err == nil {
+		for i := range list.Items {
+			_ = kube.Delete(ctx, &list.Items[i])
+		}
+	}
+	waitFor(t, "the catalogs gone", 5*time.Minute, func() bool {
+		l := &v1alpha1.ToolCatalogList{}
+		return kube.List(ctx, l, client.InNamespace(ns)) == nil && len(l.Items) == 0
+	})
+	// A collection delete of many objects can outlast one request; it
+	// goes on, and is asked for again until nothing is left.
+	waitFor(t, "the ToolDefinitions gone", 10*time.Minute, func() bool {
+		_ = kube.DeleteAllOf(ctx, &v1alpha1.ToolDefinition{}, client.InNamespace(ns))
+		l := &metav1.PartialObjectMetadataList{}
+		l.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ToolDefinitionList"))
+		return kube.List(ctx, l, client.InNamespace(ns), client.Limit(1)) == nil && len(l.Items) == 0
+	})
+}
+
+// storedSize says how large the stored tools are (P:tools, or a
+// contract-1 P:catalog) and how much the kept versions take.
+func storedSize(t *testing.T, k contract.Keys) string {
+	ctx := t.Context()
+	rc := redisSrv.Client()
+	var tools, versions int64
+	if rc.Exists(ctx, k.Head()).Val() == 1 {
+		for _, v := range rc.HGetAll(ctx, k.Tools()).Val() {
+			tools += int64(len(v))
+		}
+	} else {
+		tools = rc.StrLen(ctx, k.Catalog()).Val()
+	}
+	for _, pattern := range []string{k.Prefix + ":catalog:v*", k.Prefix + ":changes:v*"} {
+		for _, key := range rc.Keys(ctx, pattern).Val() {
+			versions += rc.StrLen(ctx, key).Val()
+		}
+	}
+	return fmt.Sprintf("%s / %s", mib(tools), mib(versions))
+}
+
+// ---- notices ----
+
+type noticeLog struct {
+	mu sync.Mutex
+	at map[int64]time.Time
+}
+
+// noticeTimes records when each version of the namespace's catalog is
+// announced.
+func noticeTimes(t *testing.T, ns string) *noticeLog {
+	l := &noticeLog{at: map[int64]time.Time{}}
+	sub := redisSrv.Client().Subscribe(t.Context(), channel(ns))
+	if _, err := sub.Receive(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	go func() {
+		for msg := range sub.Channel() {
+			var n contract.Notice
+			if json.Unmarshal([]byte(msg.Payload), &n) == nil {
+				l.mu.Lock()
+				l.at[n.Version] = time.Now()
+				l.mu.Unlock()
+			}
+		}
+	}()
+	return l
+}
+
+// worstLag says how many versions were announced and the longest time
+// from a notice until the status showed that version (or a later one).
+func (l *noticeLog) worstLag(shown map[int64]time.Time) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var worst time.Duration
+	for v, noticed := range l.at {
+		var first time.Time
+		for sv, at := range shown {
+			if sv >= v && (first.IsZero() || at.Before(first)) {
+				first = at
+			}
+		}
+		if !first.IsZero() {
+			worst = max(worst, first.Sub(noticed))
+		}
+	}
+	return fmt.Sprintf("%d, %v", len(l.at), worst.Round(10*time.Millisecond))
+}
+
+// ---- status writes ----
+
+type statusWrites struct {
+	n     int
+	w     watch.Interface
+	count atomic.Int64
+	ready chan struct{}
+}
+
+// watchStatusWrites counts the updates of ToolDefinitions that change
+// their status, until all n are Ready.
+func watchStatusWrites(t *testing.T, ns string, n int) *statusWrites {
+	w, err := kube.Watch(t.Context(), &v1alpha1.ToolDefinitionList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &statusWrites{n: n, w: w, ready: make(chan struct{})}
+	go func() {
+		last := map[string]v1alpha1.ToolDefinitionStatus{}
+		ready := map[string]bool{}
+		for ev := range w.ResultChan() {
+			td, ok := ev.Object.(*v1alpha1.ToolDefinition)
+			if !ok {
+				continue
+			}
+			if ev.Type == watch.Modified && !equality.Semantic.DeepEqual(last[td.Name], td.Status) {
+				s.count.Add(1)
+			}
+			last[td.Name] = td.Status
+			ready[td.Name] = meta.IsStatusConditionTrue(td.Status.Conditions, v1alpha1.ConditionReady)
+			done := len(ready) == n
+			for _, r := range ready {
+				done = done && r
+			}
+			if done {
+				close(s.ready)
+				return
+			}
+		}
+	}()
+	t.Cleanup(w.Stop)
+	return s
+}
+
+func (s *statusWrites) wait(t *testing.T) int64 {
+	select {
+	case <-s.ready:
+	case <-time.After(30 * time.Minute):
+		t.Fatal("not every ToolDefinition became Ready")
+	}
+	return s.count.Load()
+}
+
+// ---- Redis ----
+
+// countingClient is a Redis client that counts the bytes it reads.
+func countingClient() (*redis.Client, *atomic.Int64) {
+	var n atomic.Int64
+	c := redis.NewClient(&redis.Options{Addr: redisSrv.Addr, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countingConn{Conn: conn, n: &n}, nil
+	}})
+	return c, &n
+}
+
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	k, err := c.Conn.Read(b)
+	c.n.Add(int64(k))
+	return k, err
+}
+
+// netBytes is what Redis has received and sent in total.
+func netBytes(t *testing.T) (in, out int64) {
+	info, err := redisSrv.Client().Info(t.Context(), "stats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "total_net_input_bytes:"); ok {
+			in, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(line, "total_net_output_bytes:"); ok {
+			out, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return in, out
+}
+
+func waitNotice(t *testing.T, notices <-chan *redis.Message, after int64) int64 {
+	timeout := time.After(5 * time.Minute)
+	for {
+		select {
+		case msg := <-notices:
+			var n contract.Notice
+			if err := json.Unmarshal([]byte(msg.Payload), &n); err != nil {
+				t.Fatal(err)
+			}
+			if n.Version > after {
+				return n.Version
+			}
+		case <-timeout:
+			t.Fatalf("no notice after version %d", after)
+		}
+	}
+}
+
+func waitUpdate(t *testing.T, updates <-chan int64, version int64) {
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case v := <-updates:
+			if v >= version {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("the follower did not load version %d", version)
+		}
+	}
+}
+
+// ---- small things ----
+
+type runtimeAlloc struct{ total int64 }
+
+func (a *runtimeAlloc) read() {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	a.total = int64(m.TotalAlloc)
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func median(xs []int64) int64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func medianDuration(xs []time.Duration) time.Duration {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func mib(b int64) string {
+	switch {
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
