@@ -129,7 +129,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Get(ctx, req.NamespacedName, tc); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			r.Redis.Forget(req.String())
-			r.snapshots.forget(req.String())
+			r.snapshots.forgetCatalog(req.String())
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -245,15 +245,20 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 	if err := r.List(ctx, list, client.InNamespace(tc.Namespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing ToolDefinitions: %w", err)
 	}
+	selecting, err := r.selectingCatalogs(ctx, tc.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	for i := range list.Items {
 		if recordOf(&list.Items[i], tc.Name) != nil {
-			if err := r.applyRecord(ctx, tc, &list.Items[i], nil); err != nil {
+			others := slices.DeleteFunc(selecting(&list.Items[i]), func(name string) bool { return name == tc.Name })
+			if err := r.applyRecord(ctx, tc, &list.Items[i], nil, others); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
 	}
 	r.Redis.Forget(catalogID(tc))
-	r.snapshots.forget(catalogID(tc))
+	r.snapshots.forgetCatalog(catalogID(tc))
 	r.providers().Forget(catalogID(tc))
 	metrics.ForgetCatalog(catalogID(tc))
 	patch := client.MergeFrom(tc.DeepCopy())

@@ -84,7 +84,7 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 	if err != nil {
 		return nil, err
 	}
-	sel, err := catalog.Select(tds)
+	sel, err := r.selector(catalogID(tc)).Select(tds)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +145,9 @@ func (r *ToolCatalogReconciler) selectedToolDefinitions(ctx context.Context, tc 
 		return nil, &stepError{reason: v1alpha1.ReasonInvalidConfiguration, message: fmt.Sprintf("spec.selector: %v", err), terminal: true, published: true, err: err}
 	}
 	list := &v1alpha1.ToolDefinitionList{}
-	if err := r.List(ctx, list, client.InNamespace(tc.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+	// Read-only: the pass never changes the objects, so the cache's own
+	// copies do.
+	if err := r.List(ctx, list, client.InNamespace(tc.Namespace), client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, &stepError{reason: v1alpha1.ReasonAPIError, message: fmt.Sprintf("listing ToolDefinitions: %v; retrying with backoff", err), err: err}
 	}
 	return list.Items, nil

@@ -21,6 +21,8 @@ import (
 type snapshots struct {
 	mu      sync.Mutex
 	entries map[string]*snapshot
+	// selectors remember each catalog's selected tools (catalog.Selector).
+	selectors map[string]*catalog.Selector
 }
 
 type snapshot struct {
@@ -54,6 +56,28 @@ func (s *snapshots) forget(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.entries, id)
+}
+
+// forgetCatalog drops everything kept for a catalog that is gone.
+func (s *snapshots) forgetCatalog(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.entries, id)
+	delete(s.selectors, id)
+}
+
+// selector returns the catalog's Selector.
+func (r *ToolCatalogReconciler) selector(id string) *catalog.Selector {
+	s := &r.snapshots
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.selectors == nil {
+		s.selectors = map[string]*catalog.Selector{}
+	}
+	if s.selectors[id] == nil {
+		s.selectors[id] = &catalog.Selector{}
+	}
+	return s.selectors[id]
 }
 
 // readStored returns the catalog's stored state: the kept one when Redis

@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -167,10 +169,18 @@ func recordFieldOwner(tc *v1alpha1.ToolCatalog) string {
 // syncRecords writes each selected ToolDefinition's record with
 // server-side apply under this catalog's field manager, and removes the
 // records of ToolDefinitions the catalog no longer selects. Only records
-// that differ are written.
+// that differ are written, with the Embedded and Ready conditions they
+// imply, so the ToolDefinition controller has nothing left to write: one
+// status write per change. A tool the catalog has not processed yet gets
+// no record until it has.
 func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.ToolCatalog, o *catalog.Outcome) error {
+	selecting, err := r.selectingCatalogs(ctx, tc.Namespace)
+	if err != nil {
+		return err
+	}
 	list := &v1alpha1.ToolDefinitionList{}
-	if err := r.List(ctx, list, client.InNamespace(tc.Namespace)); err != nil {
+	// Read-only, as in the pass.
+	if err := r.List(ctx, list, client.InNamespace(tc.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing ToolDefinitions: %w", err)
 	}
 	existing := map[string]*v1alpha1.CatalogEmbeddingStatus{}
@@ -187,6 +197,8 @@ func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.To
 		switch {
 		case selected && have != nil && catalog.SameRecord(*have, want):
 			continue
+		case selected && have == nil && want.SpecHash == "" && want.Reason == "":
+			continue // not processed yet
 		case !selected && have == nil:
 			continue
 		}
@@ -194,16 +206,48 @@ func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.To
 		if selected {
 			rec = &want
 		}
-		if err := r.applyRecord(ctx, tc, td, rec); err != nil {
+		if err := r.applyRecord(ctx, tc, td, rec, selecting(td)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// selectingCatalogs lists the namespace's catalogs once and returns which
+// of them select a ToolDefinition.
+func (r *ToolCatalogReconciler) selectingCatalogs(ctx context.Context, namespace string) (func(*v1alpha1.ToolDefinition) []string, error) {
+	list := &v1alpha1.ToolCatalogList{}
+	if err := r.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing ToolCatalogs: %w", err)
+	}
+	type sel struct {
+		name     string
+		selector labels.Selector
+	}
+	var sels []sel
+	for i := range list.Items {
+		if s, err := metav1.LabelSelectorAsSelector(&list.Items[i].Spec.Selector); err == nil {
+			sels = append(sels, sel{list.Items[i].Name, s})
+		}
+	}
+	return func(td *v1alpha1.ToolDefinition) []string {
+		names := []string{}
+		for _, s := range sels {
+			if s.selector.Matches(labels.Set(td.Labels)) {
+				names = append(names, s.name)
+			}
+		}
+		return names
+	}, nil
+}
+
 // applyRecord sets (or, with nil, removes) this catalog's record on a
-// ToolDefinition.
-func (r *ToolCatalogReconciler) applyRecord(ctx context.Context, tc *v1alpha1.ToolCatalog, td *v1alpha1.ToolDefinition, rec *v1alpha1.CatalogEmbeddingStatus) error {
+// ToolDefinition, with the Embedded and Ready conditions the records then
+// imply (deriveEmbedded, given the catalogs that select it) once the
+// ToolDefinition controller has written a status. Those conditions go with
+// every apply from then on: server-side apply would remove fields this
+// catalog's field manager applied before and now leaves out.
+func (r *ToolCatalogReconciler) applyRecord(ctx context.Context, tc *v1alpha1.ToolCatalog, td *v1alpha1.ToolDefinition, rec *v1alpha1.CatalogEmbeddingStatus, selecting []string) error {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(v1alpha1.GroupVersion.String())
 	u.SetKind("ToolDefinition")
@@ -219,6 +263,31 @@ func (r *ToolCatalogReconciler) applyRecord(ctx context.Context, tc *v1alpha1.To
 	}
 	if err := unstructured.SetNestedSlice(u.Object, records, "status", "catalogs"); err != nil {
 		return err
+	}
+	if td.Status.SpecHash != "" {
+		after := td.DeepCopy()
+		after.Status.Catalogs = slices.DeleteFunc(after.Status.Catalogs, func(c v1alpha1.CatalogEmbeddingStatus) bool { return c.Catalog == tc.Name })
+		if rec != nil {
+			after.Status.Catalogs = append(after.Status.Catalogs, *rec)
+		}
+		deriveEmbedded(after, selecting)
+		var conds []any
+		for _, t := range []string{v1alpha1.ConditionEmbedded, v1alpha1.ConditionReady} {
+			c := meta.FindStatusCondition(after.Status.Conditions, t)
+			if c == nil {
+				continue
+			}
+			m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c)
+			if err != nil {
+				return err
+			}
+			conds = append(conds, m)
+		}
+		if len(conds) > 0 {
+			if err := unstructured.SetNestedSlice(u.Object, conds, "status", "conditions"); err != nil {
+				return err
+			}
+		}
 	}
 	err := r.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(recordFieldOwner(tc)), client.ForceOwnership)
 	if err := client.IgnoreNotFound(err); err != nil {

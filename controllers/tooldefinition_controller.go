@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -103,7 +103,15 @@ func (r *ToolDefinitionReconciler) reconcileEmbedded(ctx context.Context, td *v1
 		// conditions as they are and retry.
 		return err
 	}
-	sort.Strings(catalogs)
+	deriveEmbedded(td, catalogs)
+	return nil
+}
+
+// deriveEmbedded sets Embedded from the records of the catalogs that
+// select the tool, and Ready from Valid and Embedded. Catalogs call it too,
+// to write a record and the conditions it implies in one request.
+func deriveEmbedded(td *v1alpha1.ToolDefinition, catalogs []string) {
+	catalogs = slices.Sorted(slices.Values(catalogs))
 	var failed, pending, done []string
 	for _, name := range catalogs {
 		rec := recordOf(td, name)
@@ -131,7 +139,7 @@ func (r *ToolDefinitionReconciler) reconcileEmbedded(ctx context.Context, td *v1
 	setCondition(td, v1alpha1.ConditionEmbedded, status, reason, text.Truncate(message, 1024))
 
 	if valid := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid); valid == nil || valid.Status != metav1.ConditionTrue {
-		return nil
+		return
 	}
 	switch {
 	case status == metav1.ConditionTrue:
@@ -142,7 +150,6 @@ func (r *ToolDefinitionReconciler) reconcileEmbedded(ctx context.Context, td *v1
 	default:
 		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, text.Truncate(message, 1024))
 	}
-	return nil
 }
 
 // recordValidTransition emits an event when validity changes, or when a

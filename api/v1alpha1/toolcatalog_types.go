@@ -374,7 +374,8 @@ type ToolCatalogStatus struct {
 	// +optional
 	LastRefresh *RefreshResult `json:"lastRefresh,omitempty"`
 
-	// conditions: Ready, Published and EmbeddingsSynced.
+	// conditions: Ready, Published and EmbeddingsSynced; Reconciling while
+	// a refresh is published over several passes.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
@@ -59,19 +62,59 @@ func Parameters(td *v1alpha1.ToolDefinition) []byte {
 // not compile is rejected) and rejects every ToolDefinition of a tool name
 // that more than one of them uses. Those being deleted are left out.
 func Select(tds []v1alpha1.ToolDefinition) (Selection, error) {
+	return (&Selector{}).Select(tds)
+}
+
+// Selector is Select with a memory: each ToolDefinition's validation and
+// entry are kept by UID and generation, so a pass over a catalog where few
+// tools changed does not validate, hash and normalise every tool again.
+// It is safe for concurrent use.
+type Selector struct {
+	mu   sync.Mutex
+	memo map[types.UID]selected
+}
+
+// selected is what one generation of a ToolDefinition selects to.
+type selected struct {
+	generation int64
+	invalid    error
+	tool       Tool
+}
+
+// Select is the package's Select, remembering what it derived.
+func (s *Selector) Select(tds []v1alpha1.ToolDefinition) (Selection, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	memo := make(map[types.UID]selected, len(tds))
 	var sel Selection
 	byName := map[string][]*v1alpha1.ToolDefinition{}
+	tools := map[*v1alpha1.ToolDefinition]Tool{}
 	for i := range tds {
 		td := &tds[i]
 		if !td.DeletionTimestamp.IsZero() {
 			continue
 		}
-		if err := ValidateParameters(Parameters(td)); err != nil {
-			sel.Rejected = append(sel.Rejected, Failure{Object: td.Name, Tool: td.Spec.Name, Reason: v1alpha1.ReasonInvalidSpec, Message: err.Error()})
+		got, ok := s.memo[td.UID]
+		if !ok || td.UID == "" || got.generation != td.Generation || got.tool.Object != td.Name {
+			got = selected{generation: td.Generation, invalid: ValidateParameters(Parameters(td))}
+			if got.invalid == nil {
+				t, err := toolOf(td)
+				if err != nil {
+					return Selection{}, err
+				}
+				got.tool = t
+			}
+			got.tool.Object = td.Name
+		}
+		memo[td.UID] = got
+		if got.invalid != nil {
+			sel.Rejected = append(sel.Rejected, Failure{Object: td.Name, Tool: td.Spec.Name, Reason: v1alpha1.ReasonInvalidSpec, Message: got.invalid.Error()})
 			continue
 		}
+		tools[td] = got.tool
 		byName[td.Spec.Name] = append(byName[td.Spec.Name], td)
 	}
+	s.memo = memo
 	for name, group := range byName {
 		if len(group) > 1 {
 			names := make([]string, len(group))
@@ -85,11 +128,7 @@ func Select(tds []v1alpha1.ToolDefinition) (Selection, error) {
 			}
 			continue
 		}
-		t, err := toolOf(group[0])
-		if err != nil {
-			return Selection{}, err
-		}
-		sel.Tools = append(sel.Tools, t)
+		sel.Tools = append(sel.Tools, tools[group[0]])
 	}
 	sort.Slice(sel.Tools, func(i, j int) bool { return sel.Tools[i].Entry.Name < sel.Tools[j].Entry.Name })
 	sort.Slice(sel.Rejected, func(i, j int) bool { return sel.Rejected[i].Object < sel.Rejected[j].Object })

@@ -95,8 +95,10 @@ func (s Stored) Published(b Build, version int64) (Stored, error) {
 			return Stored{}, fmt.Errorf("staged tool %s was not published", name)
 		}
 	}
+	doc := *b.Document
+	doc.Version = version
 	next := Stored{
-		Version: version, Doc: b.Document, Contract2: true,
+		Version: version, Doc: &doc, Contract2: true,
 		Tools:          make(map[string]StoredTool, len(s.Tools)),
 		Vectors:        make(map[string][]byte, len(s.Vectors)),
 		StagedMetadata: map[string][]byte{},

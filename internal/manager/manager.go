@@ -17,6 +17,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -102,6 +103,9 @@ func New(restCfg *rest.Config, c Config) (ctrl.Manager, error) {
 		LeaderElectionNamespace:       c.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true, // hand over at once on a graceful shutdown
 	}
+	// Nothing reads managedFields from the cache; at thousands of
+	// ToolDefinitions they would be a large part of it.
+	opts.Cache.DefaultTransform = cache.TransformStripManagedFields()
 	opts.Controller.SkipNameValidation = &c.SkipNameValidation
 	if c.LeaseDuration > 0 {
 		opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = &c.LeaseDuration, &c.RenewDeadline, &c.RetryPeriod

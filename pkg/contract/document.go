@@ -2,12 +2,15 @@ package contract
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -263,18 +266,40 @@ func ParseEntry(name string, data []byte) (Entry, error) {
 	return e, nil
 }
 
-// Digest identifies an entry's content.
+// Digest identifies an entry's content: a hash of each field, length
+// prefixed, in a fixed order (parameters are canonical JSON already, see
+// NormalizeTool), so no JSON is encoded to compute it.
 func (e Entry) Digest() (string, error) {
-	raw, err := json.Marshal(e)
-	if err != nil {
-		return "", err
+	h := sha256.New()
+	field := func(s string) {
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		io.WriteString(h, s)
 	}
-	canon, err := CanonicalJSON(raw)
-	if err != nil {
-		return "", err
+	flag := func(b bool) {
+		if b {
+			field("1")
+		} else {
+			field("0")
+		}
 	}
-	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:16]), nil
+	field(e.Name)
+	field(e.Description)
+	field(string(e.Parameters))
+	field(e.Toolset)
+	flag(e.AlwaysInclude)
+	flag(e.AllowRepeat)
+	flag(e.NoBackground)
+	field(e.SpecHash)
+	flag(e.AllowedPrincipals != nil)
+	if e.AllowedPrincipals != nil {
+		field(strconv.Itoa(len(*e.AllowedPrincipals)))
+		for _, p := range *e.AllowedPrincipals {
+			field(p)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16]), nil
 }
 
 // Equal reports whether two entries say the same.

@@ -1,0 +1,69 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+// benchTools are n ToolDefinitions shaped like real ones.
+func benchTools(n int) []v1alpha1.ToolDefinition {
+	tds := make([]v1alpha1.ToolDefinition, n)
+	for i := range tds {
+		name := fmt.Sprintf("tool_%05d", i)
+		tds[i] = v1alpha1.ToolDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Generation: 1},
+			Spec: v1alpha1.ToolDefinitionSpec{Name: name, Description: fmt.Sprintf("Tool %d does one specific thing for the users who ask for it.", i),
+				Parameters: &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","properties":{"query":{"type":"string","description":"what to look for"},"limit":{"type":"integer"}},"required":["query"]}`)}},
+		}
+	}
+	return tds
+}
+
+// BenchmarkNoOpPass is a pass over a published catalog where nothing
+// changed (a label-only edit): the CPU a pass spends before deciding to
+// write nothing.
+func BenchmarkNoOpPass(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
+			f := &fakeProviders{model: "m", dims: 256}
+			tds := benchTools(n)
+			sel := &Selector{}
+			first := noOpPass(b, f, sel, tds, ReadStored(&contract.Snapshot{}))
+			stored, err := ReadStored(&contract.Snapshot{}).Published(first.Build, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				o := noOpPass(b, f, sel, tds, stored)
+				if o.Build.Changed {
+					b.Fatal("a pass with nothing to do would publish")
+				}
+			}
+		})
+	}
+}
+
+func noOpPass(b *testing.B, f *fakeProviders, sel *Selector, tds []v1alpha1.ToolDefinition, stored Stored) *Outcome {
+	s, err := sel.Select(tds)
+	if err != nil {
+		b.Fatal(err)
+	}
+	plans := Plan(PlanInput{Tools: s.Tools, Stored: stored.Tools, Model: f.model, QueriesPerTool: 2})
+	now := time.Unix(1700000000, 0)
+	refreshed := Refresh(context.Background(), f.providers(), plans, now, Budget{})
+	build, err := BuildDocument(BuildInput{Catalog: "ns/c", Provider: "openai", Model: f.model, Plans: plans, Refreshed: refreshed, Stored: stored, Now: now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &Outcome{Plans: plans, Refreshed: refreshed, Build: build, Stored: stored, Version: stored.Version}
+}
