@@ -8,7 +8,10 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 )
 
 func TestCatalogBulkApplyMakesFewVersionsAndCalls(t *testing.T) {
@@ -65,4 +68,20 @@ func TestCatalogBulkApplyMakesFewVersionsAndCalls(t *testing.T) {
 	g.Expect(embReqs).To(BeNumerically("<=", (3*tools)/64+2*int(versions)))
 	g.Expect(versions).To(BeNumerically("<=", 10))
 	g.Expect(rc.HLen(t.Context(), k.Embeddings()).Val()).To(BeEquivalentTo(tools))
+
+	// Every ToolDefinition gets its record and is Ready, though one pass
+	// writes at most maxRecordsPerPass of them.
+	g.Expect(tools).To(BeNumerically(">", maxRecordsPerPass))
+	g.Eventually(func(g Gomega) {
+		list := &v1alpha1.ToolDefinitionList{}
+		g.Expect(k8sClient.List(t.Context(), list, client.InNamespace(ns))).To(Succeed())
+		ready := 0
+		for i := range list.Items {
+			if rec := recordOf(&list.Items[i], "bulk"); rec != nil && rec.CatalogVersion > 0 &&
+				meta.IsStatusConditionTrue(list.Items[i].Status.Conditions, v1alpha1.ConditionReady) {
+				ready++
+			}
+		}
+		g.Expect(ready).To(Equal(tools))
+	}, time.Minute).Should(Succeed())
 }

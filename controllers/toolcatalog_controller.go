@@ -154,10 +154,15 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	// The catalog's own status first: it says what is published as soon
 	// as it is; the ToolDefinitions' records follow.
 	patchErr := patchStatus(ctx, r.Client, base, tc)
+	moreRecords := false
 	if res.outcome != nil && patchErr == nil {
-		patchErr = r.syncRecords(ctx, tc, res.outcome)
+		moreRecords, patchErr = r.syncRecords(ctx, tc, res.outcome)
 	}
-	return res.requeue(patchErr)
+	result, err := res.requeue(patchErr)
+	if err == nil && moreRecords && (result.RequeueAfter == 0 || result.RequeueAfter > pendingRequeue) {
+		result.RequeueAfter = pendingRequeue
+	}
+	return result, err
 }
 
 // requeue says when the catalog is due again. A user-fixable error waits

@@ -172,16 +172,18 @@ func recordFieldOwner(tc *v1alpha1.ToolCatalog) string {
 // that differ are written, with the Embedded and Ready conditions they
 // imply, so the ToolDefinition controller has nothing left to write: one
 // status write per change. A tool the catalog has not processed yet gets
-// no record until it has.
-func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.ToolCatalog, o *catalog.Outcome) error {
+// no record until it has. At most maxRecordsPerPass are written per pass,
+// so a pass stays short when thousands change; more says some are left
+// for the next pass.
+func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.ToolCatalog, o *catalog.Outcome) (more bool, err error) {
 	selecting, err := r.selectingCatalogs(ctx, tc.Namespace)
 	if err != nil {
-		return err
+		return false, err
 	}
 	list := &v1alpha1.ToolDefinitionList{}
 	// Read-only, as in the pass.
 	if err := r.List(ctx, list, client.InNamespace(tc.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return fmt.Errorf("listing ToolDefinitions: %w", err)
+		return false, fmt.Errorf("listing ToolDefinitions: %w", err)
 	}
 	existing := map[string]*v1alpha1.CatalogEmbeddingStatus{}
 	for i := range list.Items {
@@ -190,6 +192,7 @@ func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.To
 		}
 	}
 	desired := o.Records(existing)
+	written := 0
 	for i := range list.Items {
 		td := &list.Items[i]
 		want, selected := desired[td.Name]
@@ -202,16 +205,24 @@ func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.To
 		case !selected && have == nil:
 			continue
 		}
+		if written == maxRecordsPerPass {
+			return true, nil
+		}
 		var rec *v1alpha1.CatalogEmbeddingStatus
 		if selected {
 			rec = &want
 		}
 		if err := r.applyRecord(ctx, tc, td, rec, selecting(td)); err != nil {
-			return err
+			return false, err
 		}
+		written++
 	}
-	return nil
+	return false, nil
 }
+
+// maxRecordsPerPass bounds the ToolDefinition records one pass writes:
+// about five seconds at the manager's default 50 requests per second.
+const maxRecordsPerPass = 250
 
 // selectingCatalogs lists the namespace's catalogs once and returns which
 // of them select a ToolDefinition.

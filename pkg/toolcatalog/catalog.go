@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 
 	"github.com/redis/go-redis/v9"
@@ -109,54 +108,65 @@ func LoadVersion(ctx context.Context, c redis.UniversalClient, keys contract.Key
 // New builds a Catalog from its parts, as read from Redis: raw vectors are
 // float32 little-endian, metadata is JSON. Vectors of the wrong length for
 // the document's model are left out (such a tool is found by BM25 only).
+// Vectors are kept unit-length, in one block, in tool order.
 func New(doc *contract.Document, rawVectors map[string][]byte, rawMetadata map[string]string) (*Catalog, error) {
-	vectors, metadata := decode(doc, rawVectors, rawMetadata)
-	return build(doc, vectors, metadata), nil
+	return build(doc, nil, rawVectors, parseMetadata(doc, rawMetadata, nil)), nil
 }
 
-// decode decodes the vectors (into one block) and metadata of the
-// document's tools; a vector of the wrong length for the document's model
-// is left out.
-func decode(doc *contract.Document, rawVectors map[string][]byte, rawMetadata map[string]string) (map[string][]float32, map[string]*contract.Metadata) {
-	vectors := make(map[string][]float32, len(rawVectors))
-	metadata := make(map[string]*contract.Metadata, len(rawMetadata))
-	size := 0
-	for _, raw := range rawVectors {
-		size += len(raw) / 4
-	}
-	block := make([]float32, 0, size)
+// parseMetadata parses the metadata of the document's tools in raw, and
+// takes the rest from held.
+func parseMetadata(doc *contract.Document, raw map[string]string, held map[string]*contract.Metadata) map[string]*contract.Metadata {
+	out := make(map[string]*contract.Metadata, len(doc.Tools))
 	for _, t := range doc.Tools {
-		if raw, ok := rawVectors[t.Name]; ok {
-			start := len(block)
-			var err error
-			if block, err = contract.AppendVector(block, raw); err != nil {
-				block = block[:start]
-				continue
+		if r, ok := raw[t.Name]; ok {
+			if m, err := contract.ParseMetadata(r); err == nil {
+				out[t.Name] = m
 			}
-			v := block[start:len(block):len(block)]
-			if len(v) == 0 || (doc.Embedding.Dimensions != 0 && len(v) != doc.Embedding.Dimensions) {
-				block = block[:start]
-				continue
-			}
-			vectors[t.Name] = v
-		}
-		if raw, ok := rawMetadata[t.Name]; ok {
-			if m, err := contract.ParseMetadata(raw); err == nil {
-				metadata[t.Name] = m
-			}
+		} else if m, ok := held[t.Name]; ok {
+			out[t.Name] = m
 		}
 	}
-	return vectors, metadata
+	return out
 }
 
-// build indexes a document with its decoded vectors and metadata.
-func build(doc *contract.Document, vectors map[string][]float32, metadata map[string]*contract.Metadata) *Catalog {
-	c := &Catalog{Document: doc, Vectors: vectors, Metadata: metadata, tools: make(map[string]int, len(doc.Tools))}
+// build indexes a document: each tool's vector is decoded from raw, or
+// else taken from held (vectors of a catalog already built), and laid
+// out, unit-length, in one block in tool order for search.
+func build(doc *contract.Document, held map[string][]float32, raw map[string][]byte, metadata map[string]*contract.Metadata) *Catalog {
+	c := &Catalog{Document: doc, Vectors: make(map[string][]float32, len(doc.Tools)), Metadata: metadata, tools: make(map[string]int, len(doc.Tools))}
+	c.dims = doc.Embedding.Dimensions
+	rows := 0
 	for i, t := range doc.Tools {
 		c.tools[t.Name] = i
+		if _, ok := raw[t.Name]; ok {
+			rows++
+		} else if _, ok := held[t.Name]; ok {
+			rows++
+		}
+	}
+	for _, t := range doc.Tools {
+		if c.matrix == nil && c.dims > 0 {
+			c.matrix = make([]float32, 0, rows*c.dims)
+		}
+		start := len(c.matrix)
+		var err error
+		if r, ok := raw[t.Name]; ok {
+			c.matrix, err = contract.AppendVector(c.matrix, r)
+		} else if v, ok := held[t.Name]; ok {
+			c.matrix = append(c.matrix, v...)
+		} else {
+			continue
+		}
+		row := c.matrix[start:]
+		if err != nil || len(row) == 0 || (c.dims != 0 && len(row) != c.dims) || !normalize(row) {
+			c.matrix = c.matrix[:start]
+			continue
+		}
+		c.dims = len(row)
+		c.Vectors[t.Name] = c.matrix[start:len(c.matrix):len(c.matrix)]
+		c.vecNames = append(c.vecNames, t.Name)
 	}
 	c.index = newBM25Index(doc.Tools)
-	c.buildMatrix()
 	seen := map[string]bool{}
 	for _, t := range doc.Tools {
 		if t.AlwaysInclude {
@@ -217,23 +227,16 @@ func (c *Catalog) IsAllowed(tool, principal string) bool {
 	return false
 }
 
-// buildMatrix lays the vectors out for search, normalised, in tool order.
-func (c *Catalog) buildMatrix() {
-	for _, t := range c.Document.Tools {
-		v, ok := c.Vectors[t.Name]
-		if !ok || (c.dims != 0 && len(v) != c.dims) {
-			continue
-		}
-		n := norm(v)
-		if n == 0 {
-			continue
-		}
-		c.dims = len(v)
-		c.vecNames = append(c.vecNames, t.Name)
-		for _, x := range v {
-			c.matrix = append(c.matrix, float32(float64(x)/n))
-		}
+// normalize scales v to unit length in place; false for a zero vector.
+func normalize(v []float32) bool {
+	n := norm(v)
+	if n == 0 {
+		return false
 	}
+	for i, x := range v {
+		v[i] = float32(float64(x) / n)
+	}
+	return true
 }
 
 func norm(v []float32) float64 {
@@ -321,16 +324,16 @@ func incremental(ctx context.Context, c redis.UniversalClient, keys contract.Key
 			entries = append(entries, cur.Document.Entry(i))
 		}
 	}
-	vectors := make(map[string][]float32, len(cur.Vectors)+len(part.Vectors))
-	metadata := make(map[string]*contract.Metadata, len(cur.Metadata)+len(part.Metadata))
+	held := make(map[string][]float32, len(cur.Vectors))
+	heldMeta := make(map[string]*contract.Metadata, len(cur.Metadata))
 	for name, vec := range cur.Vectors {
 		if !touched[name] {
-			vectors[name] = vec
+			held[name] = vec
 		}
 	}
 	for name, m := range cur.Metadata {
 		if !touched[name] {
-			metadata[name] = m
+			heldMeta[name] = m
 		}
 	}
 	for _, e := range part.Entries {
@@ -340,8 +343,5 @@ func incremental(ctx context.Context, c redis.UniversalClient, keys contract.Key
 		return nil, errFullLoad
 	}
 	doc := contract.Assemble(*h, entries)
-	newVectors, newMetadata := decode(doc, part.Vectors, part.Metadata)
-	maps.Copy(vectors, newVectors)
-	maps.Copy(metadata, newMetadata)
-	return build(doc, vectors, metadata), nil
+	return build(doc, held, part.Vectors, parseMetadata(doc, part.Metadata, heldMeta)), nil
 }
