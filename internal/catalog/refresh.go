@@ -97,11 +97,15 @@ func Refresh(ctx context.Context, p Providers, plans []ToolPlan, now time.Time, 
 		embed(ctx, p.Embedder, pending, now, &out)
 		pending, texts = nil, 0
 	}
+	// Batches hold at most batch texts (a set larger than that goes
+	// alone), so a provider client splitting them into its own request
+	// size sends full requests.
 	add := func(s querySet) {
-		pending = append(pending, s)
-		if texts += len(s.queries); texts >= batch {
+		if len(pending) > 0 && texts+len(s.queries) > batch {
 			flush()
 		}
+		pending = append(pending, s)
+		texts += len(s.queries)
 	}
 	// Generated sets are embedded as they arrive, budget or not: their
 	// queries were paid for.
@@ -118,7 +122,7 @@ func Refresh(ctx context.Context, p Providers, plans []ToolPlan, now time.Time, 
 	for i, s := range toEmbed {
 		// Budget checks fall between batches; the first batch of a pass
 		// that did nothing else always runs.
-		if len(pending) == 0 && (i > 0 || out.Done() > 0) && spent() {
+		if (len(pending) == 0 || texts+len(s.queries) > batch) && (i > 0 || out.Done() > 0) && spent() {
 			for _, rest := range toEmbed[i:] {
 				out.Unreached = append(out.Unreached, rest.tool.Entry.Name)
 			}
