@@ -104,7 +104,7 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 	// by the pass timeout; reading and publishing are not, so the tools
 	// refreshed before a timeout are still published.
 	workCtx, cancel := context.WithTimeout(ctx, r.passTimeout())
-	refreshed := catalog.Refresh(workCtx, catalog.Providers{Generator: prov.Generator, Embedder: prov.Embedder, Concurrency: cfg.Concurrency}, plans, now, r.budget())
+	refreshed := catalog.Refresh(workCtx, catalog.Providers{Generator: prov.Generator, Embedder: prov.Embedder, Concurrency: cfg.Concurrency, Generated: r.generated(catalogID(tc))}, plans, now, r.budget())
 	cancel()
 	build, err := catalog.BuildDocument(catalog.BuildInput{
 		Catalog: catalogID(tc), CatalogUID: string(tc.UID), DocumentKey: cfg.Keys.Head(), Provider: cfg.Provider, Model: prov.Embedder.Model(), Dimensions: cfg.Dimensions, Search: cfg.Search,

@@ -23,6 +23,8 @@ type snapshots struct {
 	entries map[string]*snapshot
 	// selectors remember each catalog's selected tools (catalog.Selector).
 	selectors map[string]*catalog.Selector
+	// generated keep each catalog's queries not embedded yet.
+	generated map[string]*catalog.Generated
 }
 
 type snapshot struct {
@@ -64,6 +66,21 @@ func (s *snapshots) forgetCatalog(id string) {
 	defer s.mu.Unlock()
 	delete(s.entries, id)
 	delete(s.selectors, id)
+	delete(s.generated, id)
+}
+
+// generated returns the catalog's queries generated but not embedded yet.
+func (r *ToolCatalogReconciler) generated(id string) *catalog.Generated {
+	s := &r.snapshots
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.generated == nil {
+		s.generated = map[string]*catalog.Generated{}
+	}
+	if s.generated[id] == nil {
+		s.generated[id] = &catalog.Generated{}
+	}
+	return s.generated[id]
 }
 
 // selector returns the catalog's Selector.

@@ -607,3 +607,41 @@ func TestPipelineModelChangeAcrossPassesIsStaged(t *testing.T) {
 		}
 	}
 }
+
+// Queries generated for a tool whose embedding failed are embedded by the
+// next pass without asking the generator again.
+func TestPipelineKeepsQueriesItPaidFor(t *testing.T) {
+	f := &fakeProviders{model: "m", dims: 4, generated: map[string]int{},
+		failEmbed: map[string]error{"t1": &embedding.Error{Kind: embedding.KindBadRequest, Err: errors.New("400")}}}
+	tools := manyTDs(3)
+	kept := &Generated{}
+	run := func(stored Stored) *Outcome {
+		sel, err := Select(tools)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plans := Plan(PlanInput{Tools: sel.Tools, Stored: stored.Tools, Model: f.model, QueriesPerTool: 2})
+		p := f.providers()
+		p.Generated = kept
+		refreshed := Refresh(context.Background(), p, plans, time.Unix(1700000000, 0), Budget{})
+		b, err := BuildDocument(BuildInput{Catalog: "ns/c", Provider: "openai", Model: f.model, Plans: plans, Refreshed: refreshed, Stored: stored, Now: time.Unix(1700000000, 0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &Outcome{Plans: plans, Refreshed: refreshed, Build: b, Stored: stored, Version: stored.Version}
+	}
+	o := run(ReadStored(&contract.Snapshot{}))
+	if len(o.Refreshed.Results) != 2 || len(o.Refreshed.Failures) != 1 {
+		t.Fatalf("first pass: %d results, failures %+v", len(o.Refreshed.Results), o.Refreshed.Failures)
+	}
+	f.failEmbed = nil
+	o = run(publishedState(t, o, 1))
+	if _, ok := o.Refreshed.Results["t1"]; !ok {
+		t.Fatalf("second pass did not embed t1: %+v", o.Refreshed.Failures)
+	}
+	for name, n := range f.generated {
+		if n != 1 {
+			t.Errorf("%s generated %d times", name, n)
+		}
+	}
+}

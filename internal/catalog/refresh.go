@@ -18,6 +18,58 @@ type Providers struct {
 	Embedder  embedding.Embedder
 	// Concurrency bounds the generator requests in flight.
 	Concurrency int
+	// Generated, when set, keeps the queries generated for tools whose
+	// embedding has not succeeded yet, so a later pass embeds them
+	// without asking for them again.
+	Generated *Generated
+}
+
+// Generated holds query sets that were paid for but not yet embedded, by
+// tool name. It is safe for concurrent use.
+type Generated struct {
+	mu   sync.Mutex
+	sets map[string]generatedSet
+}
+
+type generatedSet struct {
+	specHash string
+	existing []string
+	queries  []string
+}
+
+// recall returns the queries generated earlier for the same request.
+func (g *Generated) recall(e contract.Tool, count int, existing []string) ([]string, bool) {
+	if g == nil {
+		return nil, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, ok := g.sets[e.Name]
+	if !ok || s.specHash != e.SpecHash || len(s.queries) != count || !slices.Equal(s.existing, existing) {
+		return nil, false
+	}
+	return s.queries, true
+}
+
+func (g *Generated) keep(e contract.Tool, existing, queries []string) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.sets == nil {
+		g.sets = map[string]generatedSet{}
+	}
+	g.sets[e.Name] = generatedSet{specHash: e.SpecHash, existing: existing, queries: queries}
+}
+
+func (g *Generated) forget(name string) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.sets, name)
 }
 
 // Budget bounds the provider work of one pass, so that a pass publishes
@@ -95,6 +147,11 @@ func Refresh(ctx context.Context, p Providers, plans []ToolPlan, now time.Time, 
 	texts := 0
 	flush := func() {
 		embed(ctx, p.Embedder, pending, now, &out)
+		for _, s := range pending {
+			if _, ok := out.Results[s.tool.Entry.Name]; ok {
+				p.Generated.forget(s.tool.Entry.Name)
+			}
+		}
 		pending, texts = nil, 0
 	}
 	// Batches hold at most batch texts (a set larger than that goes
@@ -182,6 +239,12 @@ func generate(ctx context.Context, p Providers, plans []ToolPlan, spent func() b
 				}
 				break
 			}
+			if qs, ok := p.Generated.recall(pl.Tool.Entry, pl.Generate, pl.Queries); ok {
+				<-slots
+				set.queries = append(slices.Clone(set.queries), qs...)
+				out <- generated{set: set}
+				continue
+			}
 			wg.Add(1)
 			go func() {
 				defer func() { <-slots; wg.Done() }()
@@ -190,6 +253,9 @@ func generate(ctx context.Context, p Providers, plans []ToolPlan, spent func() b
 					Tool:  embedding.ToolSpec{Name: e.Name, Description: e.Description, Parameters: e.Parameters},
 					Count: pl.Generate, Existing: pl.Queries,
 				})
+				if err == nil {
+					p.Generated.keep(e, pl.Queries, qs)
+				}
 				switch {
 				case err != nil && cutOff(ctx, err):
 					out <- generated{set: set, unreached: true}
