@@ -275,11 +275,20 @@ func (r *ToolCatalogReconciler) applyRecord(ctx context.Context, tc *v1alpha1.To
 	if err := unstructured.SetNestedSlice(u.Object, records, "status", "catalogs"); err != nil {
 		return err
 	}
-	if td.Status.SpecHash != "" {
+	// A ToolDefinition the catalog embedded before the ToolDefinition
+	// controller's first status is known to this catalog: valid (it was
+	// selected) with the spec hash just embedded. Deriving from that, the
+	// ToolDefinition controller's first write finds the conditions set.
+	embeddedFirst := td.Status.SpecHash == "" && rec != nil && rec.Reason == "" && rec.SpecHash != ""
+	if td.Status.SpecHash != "" || embeddedFirst {
 		after := td.DeepCopy()
 		after.Status.Catalogs = slices.DeleteFunc(after.Status.Catalogs, func(c v1alpha1.CatalogEmbeddingStatus) bool { return c.Catalog == tc.Name })
 		if rec != nil {
 			after.Status.Catalogs = append(after.Status.Catalogs, *rec)
+		}
+		if embeddedFirst {
+			after.Status.SpecHash = rec.SpecHash
+			setCondition(after, v1alpha1.ConditionValid, metav1.ConditionTrue, v1alpha1.ReasonSpecValid, "tool spec is valid")
 		}
 		deriveEmbedded(after, selecting)
 		var conds []any
