@@ -5,15 +5,19 @@
 //
 // All keys of a catalog share the prefix P, by default
 // "toolcatalog:{<namespace>/<name>}", whose braces are a Redis Cluster hash
-// tag so a catalog can be written in one MULTI/EXEC:
+// tag so a catalog can be written in one MULTI/EXEC. Contract 2:
 //
-//	P:catalog       string  current catalog document (JSON)
-//	P:catalog:v<N>  string  immutable versions, the last few kept
-//	P:version       string  current version number
-//	P:embeddings    hash    tool name → float32 little-endian vector
-//	P:metadata      hash    tool name → Metadata JSON
-//	P:usage         zset    tool name → use count, written by consumers
+//	P:version         string  current version number
+//	P:head            string  current version's head (Head JSON)
+//	P:tools           hash    tool name → Entry JSON
+//	P:embeddings      hash    tool name → float32 little-endian vector
+//	P:metadata        hash    tool name → Metadata JSON
+//	P:changes:v<N>    string  what version N changed (Change JSON), the last few kept
+//	P:catalog         string  a document contract-1 readers refuse
+//	P:staged:*        hash    the operator's own, during a change of model
+//	P:usage           zset    tool name → use count, written by consumers
 //
-// A Notice {catalog, version, schema_hash} is published on the catalog's
-// channel (default "toolcatalog:updates") after each new version.
+// A version writes only what changed; Read assembles the Document. A
+// Notice {catalog, catalog_uid, version, schema_hash} is published on the
+// catalog's channel (default "toolcatalog:updates") after each new version.
 package contract
