@@ -71,30 +71,28 @@ func (s *snapshots) forgetCatalog(id string) {
 
 // generated returns the catalog's queries generated but not embedded yet.
 func (r *ToolCatalogReconciler) generated(id string) *catalog.Generated {
-	s := &r.snapshots
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.generated == nil {
-		s.generated = map[string]*catalog.Generated{}
-	}
-	if s.generated[id] == nil {
-		s.generated[id] = &catalog.Generated{}
-	}
-	return s.generated[id]
+	r.snapshots.mu.Lock()
+	defer r.snapshots.mu.Unlock()
+	return perCatalog(&r.snapshots.generated, id)
 }
 
 // selector returns the catalog's Selector.
 func (r *ToolCatalogReconciler) selector(id string) *catalog.Selector {
-	s := &r.snapshots
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.selectors == nil {
-		s.selectors = map[string]*catalog.Selector{}
+	r.snapshots.mu.Lock()
+	defer r.snapshots.mu.Unlock()
+	return perCatalog(&r.snapshots.selectors, id)
+}
+
+// perCatalog returns the catalog's value of m, made on first use. The
+// caller holds the lock that guards m.
+func perCatalog[T any](m *map[string]*T, id string) *T {
+	if *m == nil {
+		*m = map[string]*T{}
 	}
-	if s.selectors[id] == nil {
-		s.selectors[id] = &catalog.Selector{}
+	if (*m)[id] == nil {
+		(*m)[id] = new(T)
 	}
-	return s.selectors[id]
+	return (*m)[id]
 }
 
 // readStored returns the catalog's stored state: the kept one when Redis
