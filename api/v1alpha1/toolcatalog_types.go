@@ -266,7 +266,7 @@ type QueryGenerationFallback struct {
 }
 
 // SearchMethod is how consumers rank tools for a query.
-// +kubebuilder:validation:Enum=semantic;bm25;hybrid
+// +kubebuilder:validation:Enum=semantic;bm25;hybrid;rrf
 type SearchMethod string
 
 const (
@@ -274,16 +274,39 @@ const (
 	SearchSemantic SearchMethod = "semantic"
 	// SearchBM25 ranks by BM25 over tool names, descriptions and parameters.
 	SearchBM25 SearchMethod = "bm25"
-	// SearchHybrid fuses semantic and BM25 rankings (reciprocal rank fusion).
+	// SearchHybrid blends the semantic and BM25 scores (see semanticWeight
+	// and minLexicalEvidence).
 	SearchHybrid SearchMethod = "hybrid"
+	// SearchRRF fuses the semantic and BM25 rankings by reciprocal rank
+	// fusion.
+	SearchRRF SearchMethod = "rrf"
 )
 
 // SearchSpec holds search defaults published with the catalog.
 type SearchSpec struct {
-	// method is semantic, bm25 or hybrid.
+	// method is semantic, bm25, hybrid or rrf.
 	// +optional
 	// +kubebuilder:default=hybrid
 	Method SearchMethod `json:"method,omitempty"`
+
+	// semanticWeight is the hybrid method's share of the cosine similarity
+	// in the blend of the two arms (0 to 1); the BM25 score, normalised per
+	// query, has the rest. Unset, 0.4, chosen on public tool-retrieval
+	// sets (docs/search.md).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1
+	SemanticWeight *float64 `json:"semanticWeight,omitempty"`
+
+	// minLexicalEvidence is the lexical evidence under which the hybrid
+	// method ranks by the cosine alone: the query's best BM25 score over
+	// the catalog's largest idf, about the number of distinctive tool words
+	// the query holds. A request that shares no telling word with any tool
+	// is then ranked by meaning only. Unset, 1.5.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	MinLexicalEvidence *float64 `json:"minLexicalEvidence,omitempty"`
 
 	// topK is the number of tools a search returns, always-included tools
 	// counted.

@@ -3,7 +3,8 @@
 // ([{query, gold: [names]}]). It builds the catalog in-process with the
 // operator's query generator and embedder (builtin by default, or an
 // OpenAI-compatible endpoint) and prints recall@1/5/10, hit@k, MRR and
-// per-query latency percentiles for bm25, semantic and hybrid search.
+// per-query latency percentiles for every search method (bm25, semantic,
+// hybrid, rrf).
 //
 //	bench-retrieval -data ../shared/bench/seal-tools
 package main
@@ -78,7 +79,7 @@ func run() error {
 	fmt.Printf("dataset %s: %d tools, %d queries; embedder %s; %d queries per tool; catalog built in %s\n",
 		*data, len(ds.Tools), len(ds.Queries), emb.Model(), *perTool, time.Since(start).Round(time.Millisecond))
 	var results []*retrieval.Metrics
-	for _, m := range []toolcatalog.Method{toolcatalog.BM25, toolcatalog.Semantic, toolcatalog.Hybrid} {
+	for _, m := range toolcatalog.Methods {
 		r, err := retrieval.Evaluate(ctx, cat, ds.Queries, m, emb)
 		if err != nil {
 			return err

@@ -21,6 +21,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
 // DefaultResync is how often a catalog is checked against Redis when
@@ -112,6 +113,8 @@ func (r *Resolver) Resolve(ctx context.Context, tc *v1alpha1.ToolCatalog) (*Conf
 			TopK:                int(orDefault(spec.Search.TopK, 5)),
 			SimilarityThreshold: spec.Search.SimilarityThreshold,
 			AlwaysInclude:       spec.Search.AlwaysInclude,
+			SemanticWeight:      orDefaultFloat(spec.Search.SemanticWeight, toolcatalog.DefaultSemanticWeight),
+			MinLexicalEvidence:  orDefaultFloat(spec.Search.MinLexicalEvidence, toolcatalog.DefaultMinLexicalEvidence),
 		},
 	}
 	if cfg.Channel == "" {
@@ -262,6 +265,15 @@ func (r *Resolver) SecretValue(ctx context.Context, namespace string, ref *v1alp
 			Message: fmt.Sprintf("Secret %s/%s has no key %q named in %s", namespace, ref.Name, ref.Key, field)}
 	}
 	return string(v), nil
+}
+
+// orDefaultFloat returns v, or d when v is unset; always a fresh pointer,
+// so the published settings never alias the spec.
+func orDefaultFloat(v *float64, d float64) *float64 {
+	if v != nil {
+		d = *v
+	}
+	return &d
 }
 
 func orDefault(v, d int32) int32 {

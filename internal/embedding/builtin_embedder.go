@@ -72,13 +72,13 @@ func embedLexical(s string) []float32 {
 	var content []string
 	for _, w := range text.Words(s) {
 		if !text.Stopwords[w] {
-			content = append(content, text.Stem(w))
+			content = append(content, stripPlural(w))
 		}
 	}
 	if len(content) == 0 {
 		// Only stopwords: better to use them than to return nothing.
 		for _, w := range text.Words(s) {
-			content = append(content, text.Stem(w))
+			content = append(content, stripPlural(w))
 		}
 	}
 	for i, w := range content {
@@ -124,4 +124,15 @@ func charNgrams(w string) []string {
 		}
 	}
 	return out
+}
+
+// stripPlural removes a plural "s" so that "issues" and "issue" share a
+// feature. The lexical model keeps this rule, not text.Stem: its vectors
+// must not change under its model name.
+func stripPlural(w string) string {
+	r := []rune(w)
+	if len(r) > 3 && r[len(r)-1] == 's' && r[len(r)-2] != 's' && r[len(r)-2] != 'u' && r[len(r)-2] != 'i' {
+		return string(r[:len(r)-1])
+	}
+	return w
 }

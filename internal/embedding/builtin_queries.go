@@ -1,26 +1,27 @@
 package embedding
 
 import (
-	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
-
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
+	"unicode"
+
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
-// TemplateQueryGenerator is the builtin offline query generator. It builds
-// queries from templates filled with the tool name split into words, the
-// clauses of its description and its parameter names. Output depends only
-// on the request, so it is identical across runs and processes.
+// TemplateQueryGenerator is the builtin offline query generator. It writes
+// the requests a user might type for a tool: each description clause and
+// the tool's name as words, phrased as a command ("Get the weather for a
+// city"), a question ("Can you get the weather for a city?") and a goal
+// ("I need to get the weather for a city"), and the name with its
+// parameters filled with example values or placeholders ("get weather for
+// location {location}"). Output depends only on the request, so it is
+// identical across runs and processes.
 type TemplateQueryGenerator struct{}
 
 var _ QueryGenerator = TemplateQueryGenerator{}
-
-var (
-	queryPrefixes = []string{"", "how do I ", "I need to ", "help me ", "can you ", "I want to ", "please "}
-	querySuffixes = []string{"", " for me", " now", " right away"}
-)
 
 // GenerateQueries returns req.Count distinct queries, or an error when the
 // tool offers too little text to vary.
@@ -31,25 +32,17 @@ func (TemplateQueryGenerator) GenerateQueries(ctx context.Context, req QueryRequ
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	bases := queryBases(req.Tool)
 	seen := map[string]bool{}
 	for _, q := range req.Existing {
 		seen[normalizeQuery(q)] = true
 	}
 	var out []string
-	// Vary the phrasing before repeating a base, so a small count already
-	// covers name, description and parameters.
-	for _, suffix := range querySuffixes {
-		for _, prefix := range queryPrefixes {
-			for _, base := range bases {
-				q := prefix + base + suffix
-				if key := normalizeQuery(q); !seen[key] {
-					seen[key] = true
-					out = append(out, q)
-					if len(out) == req.Count {
-						return out, nil
-					}
-				}
+	for _, q := range templateQueries(req.Tool) {
+		if key := normalizeQuery(q); !seen[key] {
+			seen[key] = true
+			out = append(out, q)
+			if len(out) == req.Count {
+				return out, nil
 			}
 		}
 	}
@@ -57,31 +50,169 @@ func (TemplateQueryGenerator) GenerateQueries(ctx context.Context, req QueryRequ
 		Err: fmt.Errorf("tool %s yields only %d distinct queries, %d wanted: lengthen its description or add exampleQueries", req.Tool.Name, len(out), req.Count)}
 }
 
-// queryBases returns the phrases queries are built from, most telling first:
-// description clauses, the name as words, and the name with its parameters.
-func queryBases(tool ToolSpec) []string {
-	var bases []string
-	for _, c := range descriptionClauses(tool.Description) {
-		bases = append(bases, lowerFirst(c))
-	}
+// templateQueries lists every query the templates make of a tool, in the
+// order they are used: the phrasings of each description clause and of
+// the name are taken in turn, so that a small count already covers the
+// description's first clause as a command and a question, the name with
+// its arguments, and the other clauses.
+func templateQueries(tool ToolSpec) []string {
+	var lists [][]string
+	clauses := descriptionClauses(tool.Description)
 	name := strings.Join(text.Words(tool.Name), " ")
-	if name != "" {
-		bases = append(bases, name)
+	nameForms := phrasings(name)
+	if args := argumentPhrase(tool.Parameters); args != "" && name != "" {
+		nameForms = append([]string{name + " for " + args}, nameForms...)
 	}
-	if params := contract.ParameterNames(tool.Parameters); len(params) > 0 {
-		var phrases []string
-		for _, p := range params {
-			phrases = append(phrases, strings.Join(text.Words(p), " "))
-		}
-		bases = append(bases, name+" by "+joinAnd(phrases))
-		for _, p := range phrases {
-			bases = append(bases, name+" with a given "+p)
+	for i, c := range clauses {
+		lists = append(lists, phrasings(c))
+		if i == 0 && name != "" {
+			lists = append(lists, nameForms)
 		}
 	}
-	return bases
+	if len(clauses) == 0 && name != "" {
+		lists = append(lists, nameForms)
+	}
+	var out []string
+	for round := 0; ; round++ {
+		added := false
+		for _, l := range lists {
+			if round < len(l) {
+				out = append(out, l[round])
+				added = true
+			}
+		}
+		if !added {
+			return out
+		}
+	}
 }
 
-// descriptionClauses splits a description into sentences and clauses.
+// phrasings turns a clause into requests: a command, a question and a
+// goal first, then politer and shorter variants. A clause that starts with
+// a verb ("Gets the weather") is asked for as an action; any other
+// ("Weather forecasts for travellers") as a thing wanted.
+func phrasings(clause string) []string {
+	if clause == "" {
+		return nil
+	}
+	if vp, ok := verbPhrase(clause); ok {
+		return []string{
+			upperFirst(vp),
+			"Can you " + vp + "?",
+			"I need to " + vp,
+			"How do I " + vp + "?",
+			"I want to " + vp,
+			"Help me " + vp,
+			"Please " + vp,
+			vp + " for me",
+			"Could you " + vp + " now?",
+			"Is there a way to " + vp + "?",
+			"I'd like to " + vp,
+			"What's the easiest way to " + vp + "?",
+			"Is it possible to " + vp + "?",
+			"Let's " + vp,
+			"Quick one: " + vp,
+			"Go ahead and " + vp,
+		}
+	}
+	np := lowerFirst(clause)
+	return []string{
+		upperFirst(np),
+		"I'm looking for " + np,
+		"Is there a tool for " + np + "?",
+		"Find " + np,
+		"I need " + np,
+		"Where can I get " + np + "?",
+		"Help me with " + np,
+		"Show me " + np,
+		"Use " + np + " for me",
+		"Can you help with " + np + "?",
+		"Do you have " + np + "?",
+		"I'd like " + np,
+		"Get me " + np,
+		"Any options for " + np + "?",
+		"Looking for " + np,
+		"What can I use for " + np + "?",
+	}
+}
+
+// verbPhrase returns the clause in the base form of its leading verb
+// ("Retrieves the list" → "retrieve the list"), or false when it does
+// not start with a common verb.
+func verbPhrase(clause string) (string, bool) {
+	first, rest, _ := strings.Cut(clause, " ")
+	w := strings.ToLower(strings.TrimFunc(first, func(r rune) bool { return !unicode.IsLetter(r) }))
+	base := ""
+	switch {
+	case commonVerbs[w]:
+		base = w
+	case strings.HasSuffix(w, "ies") && commonVerbs[strings.TrimSuffix(w, "ies")+"y"]:
+		base = strings.TrimSuffix(w, "ies") + "y"
+	case strings.HasSuffix(w, "es") && commonVerbs[strings.TrimSuffix(w, "es")]:
+		base = strings.TrimSuffix(w, "es")
+	case strings.HasSuffix(w, "s") && commonVerbs[strings.TrimSuffix(w, "s")]:
+		base = strings.TrimSuffix(w, "s")
+	case determiners[strings.ToLower(strings.Fields(rest + " x")[0])]:
+		// "Renew the due date": a word before an article acts on it.
+		base = w
+	default:
+		return "", false
+	}
+	if rest == "" {
+		return base, true
+	}
+	return base + " " + rest, true
+}
+
+// commonVerbs are verbs tool descriptions start with.
+var commonVerbs = setOf(`access add adjust aggregate alert analyze analyse answer apply approve archive ask assess
+assign book browse build calculate call cancel categorize change check classify clean close collect
+compare compile compose compute configure connect control convert copy count create crop deploy describe
+design detect determine diagnose discover display download draft edit enable encrypt estimate evaluate
+execute explain explore export extract fetch filter find fix forecast format generate get give help
+identify import improve inspect install join list load locate log look manage map measure merge modify
+monitor move notify obtain open optimize order organize pay perform plan play post predict prepare
+process provide publish query read recommend record register remove rename render reply report request
+reserve reset resize resolve restart restore retrieve return review rotate run save scan schedule score
+search select send set share show simulate sort start stop store submit suggest summarize sync track
+train transcribe transfer transform translate turn unlock update upload use validate verify view visualize
+watch write`)
+
+// determiners start the object of a leading verb.
+var determiners = setOf(`a an the all any each every my your their its this these those some`)
+
+func setOf(words string) map[string]bool {
+	out := map[string]bool{}
+	for _, w := range strings.Fields(words) {
+		out[w] = true
+	}
+	return out
+}
+
+// exampleValue finds the first example a parameter description gives:
+// "The city (e.g., Paris, Rome)" → "Paris".
+var exampleValue = regexp.MustCompile(`(?i)\b(?:e\.g\.|for example|such as)[,:]?\s*([^,;)]+)`)
+
+// argumentPhrase writes up to three parameters, required ones first, with
+// a value each: the first example their description gives, or a
+// placeholder ("location {location}").
+func argumentPhrase(schema []byte) string {
+	params := contract.Parameters(schema)
+	var parts []string
+	for _, p := range params[:min(len(params), 3)] {
+		value := "{" + p.Name + "}"
+		if m := exampleValue.FindStringSubmatch(p.Description); m != nil {
+			if v := strings.Trim(strings.TrimSpace(m[1]), `'"`); v != "" {
+				value = v
+			}
+		}
+		parts = append(parts, strings.Join(text.Words(p.Name), " ")+" "+value)
+	}
+	return joinAnd(parts)
+}
+
+// descriptionClauses splits a description into sentences and clauses,
+// without their final punctuation.
 func descriptionClauses(desc string) []string {
 	var out []string
 	for _, sentence := range strings.FieldsFunc(desc, func(r rune) bool { return r == '.' || r == ';' || r == '\n' || r == '!' || r == '?' }) {
@@ -106,9 +237,28 @@ func joinAnd(items []string) string {
 	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
 }
 
+// lowerFirst lower-cases the first letter unless the first word is an
+// acronym ("API", "U.S.").
 func lowerFirst(s string) string {
+	first, _, _ := strings.Cut(s, " ")
+	upper := 0
+	for _, r := range first {
+		if unicode.IsUpper(r) {
+			upper++
+		}
+	}
+	if upper > 1 {
+		return s
+	}
 	for i, r := range s {
-		return strings.ToLower(string(r)) + s[i+len(string(r)):]
+		return string(unicode.ToLower(r)) + s[i+len(string(r)):]
+	}
+	return s
+}
+
+func upperFirst(s string) string {
+	for i, r := range s {
+		return string(unicode.ToUpper(r)) + s[i+len(string(r)):]
 	}
 	return s
 }

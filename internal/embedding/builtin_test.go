@@ -131,10 +131,38 @@ func TestTemplateQueryGenerator(t *testing.T) {
 		seen[normalizeQuery(q)] = true
 	}
 	joined := strings.Join(a, "\n")
-	for _, s := range []string{"get the current weather conditions and the forecast for a city", "by location and unit", "use it for travel planning"} {
-		if !strings.Contains(joined, s) {
+	// A command, a question and a goal, arguments as placeholders, and
+	// every clause.
+	for _, s := range []string{
+		"Get the current weather conditions and the forecast for a city\n",
+		"Can you get the current weather conditions and the forecast for a city?",
+		"I need to get the current weather conditions and the forecast for a city",
+		"get current weather for location {location} and unit {unit}",
+		"Use it for travel planning",
+	} {
+		if !strings.Contains(joined+"\n", s) {
 			t.Errorf("queries do not use %q:\n%s", s, joined)
 		}
+	}
+
+	// Example values in parameter descriptions fill the arguments;
+	// third-person verbs become commands; a description that is no
+	// action is asked for as a thing.
+	got, err := gen.GenerateQueries(context.Background(), QueryRequest{Count: 8, Tool: ToolSpec{
+		Name:        "bookFlight",
+		Description: "Books a flight between two airports.",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"origin":{"type":"string","description":"IATA code of the departure airport (e.g., OSL, LHR)"},"date":{"type":"string"}},"required":["origin"]}`),
+	}})
+	mustf(t, err, "GenerateQueries(bookFlight)")
+	for _, want := range []string{"Book a flight between two airports", "Can you book a flight between two airports?", "book flight for origin OSL and date {date}"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("bookFlight queries lack %q: %q", want, got)
+		}
+	}
+	got, err = gen.GenerateQueries(context.Background(), QueryRequest{Count: 3, Tool: ToolSpec{Name: "fx_rates", Description: "Live currency exchange rates for 150 currencies."}})
+	mustf(t, err, "GenerateQueries(fx_rates)")
+	if !slices.Contains(got, "I'm looking for live currency exchange rates for 150 currencies") {
+		t.Errorf("fx_rates queries %q, want the description asked for as a thing", got)
 	}
 
 	// Up to the maximum queriesPerTool for a tool with some text.

@@ -58,6 +58,10 @@ type SearchDefaults struct {
 	TopK                int      `json:"top_k"`
 	SimilarityThreshold *float64 `json:"similarity_threshold,omitempty"`
 	AlwaysInclude       []string `json:"always_include"`
+	// SemanticWeight and MinLexicalEvidence tune the hybrid method; absent,
+	// consumers use their defaults.
+	SemanticWeight     *float64 `json:"semantic_weight,omitempty"`
+	MinLexicalEvidence *float64 `json:"min_lexical_evidence,omitempty"`
 }
 
 // Tool is one tool of the document.

@@ -22,3 +22,15 @@ func TestParameterNames(t *testing.T) {
 		}
 	}
 }
+
+func TestParametersCarryDescriptions(t *testing.T) {
+	got := Parameters([]byte(`{"type":"object","properties":{"unit":{"type":"string","description":"celsius or fahrenheit"},"city":{"description":"The city (e.g., Paris)"},"flag":true},"required":["city"]}`))
+	want := []Parameter{
+		{Name: "city", Description: "The city (e.g., Paris)", Required: true},
+		{Name: "flag"},
+		{Name: "unit", Description: "celsius or fahrenheit"},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Parameters = %#v, want %#v", got, want)
+	}
+}

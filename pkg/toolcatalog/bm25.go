@@ -14,13 +14,37 @@ const (
 	DefaultRRFK = 60
 )
 
-// bm25Index is an inverted index over tool names (split on _, -, . and
-// camelCase, counted twice: a name is the strongest signal), descriptions
-// and top-level parameter names.
+// Default hybrid blend, chosen on public tool-retrieval sets (see
+// docs/search.md).
+const (
+	DefaultSemanticWeight     = 0.4
+	DefaultMinLexicalEvidence = 1.5
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// Field weights of the BM25 index: a term counts this many times per
+// occurrence in each field. A tool's name is its strongest signal; its
+// parameters say what it takes, their descriptions add the words a user
+// puts in a request ("the city", "a date") but also generic prose, so they
+// count for less.
+const (
+	nameWeight                 = 2.0
+	descriptionWeight          = 1.0
+	parameterNameWeight        = 1.0
+	parameterDescriptionWeight = 0.5
+)
+
+// bm25Index is an inverted index over weighted fields of each tool: its
+// name (split on _, -, . and camelCase), description, top-level parameter
+// names and their descriptions.
 type bm25Index struct {
 	postings map[string][]posting
 	lengths  []float64
 	avgLen   float64
+	// maxIDF is the idf of a word only one tool holds: the most a single
+	// query word can say.
+	maxIDF float64
 }
 
 type posting struct {
@@ -28,6 +52,8 @@ type posting struct {
 	freq float64
 }
 
+// terms are the index's features of a text: its words without stopwords,
+// stemmed.
 func terms(s string) []string {
 	var out []string
 	for _, w := range text.Words(s) {
@@ -43,14 +69,16 @@ func newBM25Index(tools []contract.Tool) *bm25Index {
 	var total float64
 	for i, t := range tools {
 		tf := map[string]float64{}
-		name := terms(t.Name)
-		for _, w := range append(append(name, name...), terms(t.Description)...) {
-			tf[w]++
-		}
-		for _, p := range contract.ParameterNames(t.Parameters) {
-			for _, w := range terms(p) {
-				tf[w]++
+		field := func(s string, weight float64) {
+			for _, w := range terms(s) {
+				tf[w] += weight
 			}
+		}
+		field(t.Name, nameWeight)
+		field(t.Description, descriptionWeight)
+		for _, p := range contract.Parameters(t.Parameters) {
+			field(p.Name, parameterNameWeight)
+			field(p.Description, parameterDescriptionWeight)
 		}
 		var n float64
 		for w, f := range tf {
@@ -62,6 +90,7 @@ func newBM25Index(tools []contract.Tool) *bm25Index {
 	}
 	if len(tools) > 0 {
 		ix.avgLen = total / float64(len(tools))
+		ix.maxIDF = idf(float64(len(tools)), 1)
 	}
 	return ix
 }
@@ -80,12 +109,15 @@ func (ix *bm25Index) scores(query string, k1, b float64) map[int]float64 {
 		if len(ps) == 0 {
 			continue
 		}
-		df := float64(len(ps))
-		idf := math.Log(1 + (n-df+0.5)/(df+0.5))
+		w := idf(n, float64(len(ps)))
 		for _, p := range ps {
 			norm := p.freq + k1*(1-b+b*ix.lengths[p.doc]/ix.avgLen)
-			out[p.doc] += idf * p.freq * (k1 + 1) / norm
+			out[p.doc] += w * p.freq * (k1 + 1) / norm
 		}
 	}
 	return out
 }
+
+// idf is the BM25 inverse document frequency of a word n tools of which df
+// hold.
+func idf(n, df float64) float64 { return math.Log(1 + (n-df+0.5)/(df+0.5)) }

@@ -37,7 +37,10 @@ type Catalog struct {
 	// semantic search is one pass of dot products over contiguous memory.
 	matrix   []float32
 	vecNames []string
-	dims     int
+	// rowOf is each tool's row in matrix by its index in Document.Tools,
+	// -1 for a tool without a vector.
+	rowOf []int
+	dims  int
 }
 
 // Keys returns the keys of the catalog namespace/name with the default
@@ -144,7 +147,9 @@ func build(doc *contract.Document, held map[string][]float32, raw map[string][]b
 			rows++
 		}
 	}
-	for _, t := range doc.Tools {
+	c.rowOf = make([]int, len(doc.Tools))
+	for i, t := range doc.Tools {
+		c.rowOf[i] = -1
 		if c.matrix == nil && c.dims > 0 {
 			c.matrix = make([]float32, 0, rows*c.dims)
 		}
@@ -164,6 +169,7 @@ func build(doc *contract.Document, held map[string][]float32, raw map[string][]b
 		}
 		c.dims = len(row)
 		c.Vectors[t.Name] = c.matrix[start:len(c.matrix):len(c.matrix)]
+		c.rowOf[i] = len(c.vecNames)
 		c.vecNames = append(c.vecNames, t.Name)
 	}
 	c.index = newBM25Index(doc.Tools)

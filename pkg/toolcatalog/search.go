@@ -5,10 +5,12 @@ import (
 
 	"context"
 	"fmt"
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
+	"slices"
 	"sort"
 	"strings"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
@@ -20,8 +22,14 @@ type Method string
 const (
 	Semantic Method = "semantic"
 	BM25     Method = "bm25"
-	Hybrid   Method = "hybrid"
+	// Hybrid blends the two arms' scores (see Options.SemanticWeight).
+	Hybrid Method = "hybrid"
+	// RRF fuses the two arms' rankings by reciprocal rank fusion.
+	RRF Method = "rrf"
 )
+
+// Methods lists the search methods.
+var Methods = []Method{BM25, Semantic, Hybrid, RRF}
 
 // QueryEmbedder embeds search queries. It must be the catalog's own model:
 // vectors of different models are never compared.
@@ -33,7 +41,7 @@ type QueryEmbedder interface {
 // Options tune one search; zero values take the catalog's published
 // defaults.
 type Options struct {
-	// Method is semantic, bm25 or hybrid.
+	// Method is semantic, bm25, hybrid or rrf.
 	Method Method
 	// TopK is how many tools to return, always-included ones counted.
 	TopK int
@@ -49,8 +57,15 @@ type Options struct {
 	// Embedder embeds the query for semantic and hybrid search; without
 	// one (or when it fails) the search falls back to BM25.
 	Embedder QueryEmbedder
+	// SemanticWeight is hybrid search's share of the cosine in the blend
+	// (0 to 1); the normalised BM25 score has the rest.
+	SemanticWeight *float64
+	// MinLexicalEvidence is the lexical evidence (see
+	// Response.LexicalEvidence) below which hybrid search ranks by the
+	// cosine alone.
+	MinLexicalEvidence *float64
 	// K1 and B are the BM25 parameters; RRFK is the reciprocal rank
-	// fusion constant of hybrid search.
+	// fusion constant of the rrf method.
 	K1, B float64
 	RRFK  int
 }
@@ -91,6 +106,13 @@ type Response struct {
 	// Fallback says why semantic ranking was not used, when it was asked
 	// for but could not be.
 	Fallback string
+	// LexicalEvidence is the query's best BM25 score over the catalog's
+	// largest possible idf: about the number of distinctive tool words the
+	// query holds. It is comparable across catalogs of any size.
+	LexicalEvidence float64
+	// SemanticOnly says hybrid search ranked by the cosine alone, because
+	// LexicalEvidence was under MinLexicalEvidence.
+	SemanticOnly bool
 }
 
 // Search ranks the catalog's tools for a query. An exact tool name ranks
@@ -100,15 +122,13 @@ type Response struct {
 // order the same way every time.
 func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Response, error) {
 	opts = c.withDefaults(opts)
-	switch opts.Method {
-	case Semantic, BM25, Hybrid:
-	default:
-		return nil, fmt.Errorf("unknown search method %q: use semantic, bm25 or hybrid", opts.Method)
+	if !slices.Contains(Methods, opts.Method) {
+		return nil, fmt.Errorf("unknown search method %q: use semantic, bm25, hybrid or rrf", opts.Method)
 	}
 	allowed := func(name string) bool { return opts.Principal == "" || c.IsAllowed(name, opts.Principal) }
 
 	resp := &Response{Method: opts.Method}
-	var semantic, lexical []ranked
+	var semantic semanticScores
 	if opts.Method != BM25 {
 		var reason string
 		semantic, reason = c.semanticRanking(ctx, query, opts, allowed)
@@ -117,16 +137,26 @@ func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Resp
 		}
 	}
 	// BM25 is cheap: rank it always, so every result shows both arms.
-	lexical = c.bm25Ranking(query, opts, allowed)
+	lexical := c.bm25Ranking(query, opts, allowed)
+	if len(lexical) > 0 && c.index.maxIDF > 0 {
+		resp.LexicalEvidence = lexical[0].score / c.index.maxIDF
+	}
 	order := lexical
 	switch resp.Method {
 	case Semantic:
-		order = semantic
+		order = semantic.top
+	case RRF:
+		order = fuse(opts.RRFK, semantic.top, lexical)
 	case Hybrid:
-		order = fuse(opts.RRFK, semantic, lexical)
+		if resp.LexicalEvidence < *opts.MinLexicalEvidence {
+			resp.SemanticOnly = true
+			order = semantic.top
+		} else {
+			order = c.blend(*opts.SemanticWeight, semantic, lexical)
+		}
 	}
 
-	semArms, lexArms, finalArms := armsOf(semantic), armsOf(lexical), armsOf(order)
+	semArms, lexArms, finalArms := armsOf(semantic.top), armsOf(lexical), armsOf(order)
 	seen := map[string]bool{}
 	add := func(name, why string) {
 		t, ok := c.Tool(name)
@@ -183,6 +213,18 @@ func (c *Catalog) withDefaults(o Options) Options {
 	}
 	if o.Threshold == nil {
 		o.Threshold = d.SimilarityThreshold
+	}
+	if o.SemanticWeight == nil {
+		o.SemanticWeight = d.SemanticWeight
+		if o.SemanticWeight == nil {
+			o.SemanticWeight = ptr(DefaultSemanticWeight)
+		}
+	}
+	if o.MinLexicalEvidence == nil {
+		o.MinLexicalEvidence = d.MinLexicalEvidence
+		if o.MinLexicalEvidence == nil {
+			o.MinLexicalEvidence = ptr(DefaultMinLexicalEvidence)
+		}
 	}
 	if o.K1 == 0 {
 		o.K1 = DefaultK1
@@ -255,28 +297,37 @@ func (h *rankHeap) Pop() any {
 	return x
 }
 
+// semanticScores are the semantic arm of one search.
+type semanticScores struct {
+	// top is the best-scoring allowed tools, best first.
+	top []ranked
+	// cosine holds every tool's cosine by vector row (see Catalog.rowOf).
+	cosine []float32
+}
+
 // semanticRanking ranks tools by cosine similarity of the query and their
 // centroids; it returns a reason instead when it cannot.
-func (c *Catalog) semanticRanking(ctx context.Context, query string, opts Options, allowed func(string) bool) ([]ranked, string) {
+func (c *Catalog) semanticRanking(ctx context.Context, query string, opts Options, allowed func(string) bool) (semanticScores, string) {
+	var none semanticScores
 	switch {
 	case opts.Embedder == nil:
-		return nil, "no query embedder configured"
+		return none, "no query embedder configured"
 	case opts.Embedder.Model() != c.Document.Embedding.Model:
-		return nil, fmt.Sprintf("the query embedder's model %s is not the catalog's model %s", opts.Embedder.Model(), c.Document.Embedding.Model)
+		return none, fmt.Sprintf("the query embedder's model %s is not the catalog's model %s", opts.Embedder.Model(), c.Document.Embedding.Model)
 	case strings.TrimSpace(query) == "":
-		return nil, "empty query"
+		return none, "empty query"
 	}
 	vecs, err := opts.Embedder.Embed(ctx, []string{query})
 	if err != nil {
-		return nil, fmt.Sprintf("embedding the query failed: %v", err)
+		return none, fmt.Sprintf("embedding the query failed: %v", err)
 	}
 	q := vecs[0]
 	if len(q) != c.dims {
-		return nil, fmt.Sprintf("the query vector has %d dimensions, the catalog's %d", len(q), c.dims)
+		return none, fmt.Sprintf("the query vector has %d dimensions, the catalog's %d", len(q), c.dims)
 	}
 	qn := norm(q)
 	if qn == 0 {
-		return nil, "the query embeds to a zero vector"
+		return none, "the query embeds to a zero vector"
 	}
 	unit := make([]float32, len(q))
 	for i, x := range q {
@@ -297,7 +348,7 @@ func (c *Catalog) semanticRanking(ctx context.Context, query string, opts Option
 		}
 		out = append(out, ranked{name, s})
 	}
-	return topRanked(out, depth(opts.TopK)), ""
+	return semanticScores{top: topRanked(out, depth(opts.TopK)), cosine: scores}, ""
 }
 
 func (c *Catalog) bm25Ranking(query string, opts Options, allowed func(string) bool) []ranked {
@@ -310,6 +361,69 @@ func (c *Catalog) bm25Ranking(query string, opts Options, allowed func(string) b
 		}
 	}
 	return topRanked(out, depth(opts.TopK))
+}
+
+// blend ranks the tools either arm placed by a convex blend of their
+// scores, w·cosine + (1-w)·bm25', where bm25' is the query's BM25 score
+// scaled between the score at rank scaleDepth (0) and the best (1). The
+// BM25 scale differs with every query's length and words, so it is
+// normalised; the cosine keeps its own scale, so a semantic ranking whose
+// best tools barely stand out moves the blend little. The cosine is
+// counted from the one at rank scaleDepth (or the lowest), so tools far
+// down the semantic ranking add nothing rather than subtract.
+func (c *Catalog) blend(w float64, semantic semanticScores, lexical []ranked) []ranked {
+	lex := scaler(lexical)
+	var floor float64
+	if n := min(len(semantic.top), scaleDepth); n > 0 {
+		floor = semantic.top[n-1].score
+	}
+	bm25 := make(map[string]float64, len(lexical))
+	for _, r := range lexical {
+		bm25[r.name] = r.score
+	}
+	out := make([]ranked, 0, len(lexical)+len(semantic.top))
+	seen := make(map[string]bool, cap(out))
+	add := func(name string) {
+		if seen[name] {
+			return
+		}
+		seen[name] = true
+		var s float64
+		if row := c.rowOf[c.tools[name]]; row >= 0 {
+			s = w * max(float64(semantic.cosine[row])-floor, 0)
+		}
+		if b, ok := bm25[name]; ok {
+			s += (1 - w) * lex(b)
+		}
+		out = append(out, ranked{name, s})
+	}
+	for _, r := range semantic.top {
+		add(r.name)
+	}
+	for _, r := range lexical {
+		add(r.name)
+	}
+	sortRanked(out)
+	return out
+}
+
+// scaleDepth is the rank whose score counts as an arm's baseline.
+const scaleDepth = 100
+
+// scaler maps BM25 scores to [0, 1] between the score at scaleDepth (0
+// when fewer tools matched: the others score 0) and the best.
+func scaler(top []ranked) func(float64) float64 {
+	var hi, lo float64
+	if len(top) > 0 {
+		hi = top[0].score
+	}
+	if len(top) >= scaleDepth {
+		lo = top[scaleDepth-1].score
+	}
+	if hi <= lo {
+		return func(float64) float64 { return 0 }
+	}
+	return func(s float64) float64 { return min(max((s-lo)/(hi-lo), 0), 1) }
 }
 
 // fuse combines rankings by reciprocal rank fusion: Σ 1/(k + rank).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
+	"slices"
 	"testing"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
@@ -116,6 +118,8 @@ func TestSearchTopResultPerMethod(t *testing.T) {
 		{"file a bug about the crash", Semantic, "create_issue"},
 		{"translate this sentence to French", Hybrid, "translate_text"},
 		{"how many orders were placed last week", Hybrid, "run_sql"},
+		{"translate this sentence to French", RRF, "translate_text"},
+		{"send an email to the finance team", RRF, "send_email"},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.method)+"/"+tt.query, func(t *testing.T) {
@@ -146,8 +150,109 @@ func TestSearchResultsExplainThemselves(t *testing.T) {
 	if top.Semantic.Rank != 1 || top.BM25.Rank != 1 {
 		t.Errorf("arm ranks %d/%d, want 1/1", top.Semantic.Rank, top.BM25.Rank)
 	}
-	if want := 2.0 / float64(DefaultRRFK+1); top.Score != want {
-		t.Errorf("fused score %v, want %v (1/61 from each arm)", top.Score, want)
+	// Best in BM25 scales to 1; the cosine counts from the lowest one (the
+	// catalog has fewer than scaleDepth tools).
+	lowest := 1.0
+	for _, v := range c.Vectors {
+		lowest = min(lowest, float64(embedding.Cosine(mustEmbed(t, "send an email"), v)))
+	}
+	w := DefaultSemanticWeight
+	if want := w*(top.Semantic.Score-lowest) + (1 - w); math.Abs(top.Score-want) > 1e-6 {
+		t.Errorf("blended score %v, want %v = %.1f·(cosine %.4f − lowest %.4f) + %.1f·1", top.Score, want, w, top.Semantic.Score, lowest, 1-w)
+	}
+	if r.SemanticOnly || r.LexicalEvidence < DefaultMinLexicalEvidence {
+		t.Errorf("lexical evidence %.2f (semantic only %v) for a query naming the tool's words", r.LexicalEvidence, r.SemanticOnly)
+	}
+
+	r = search(t, c, "send an email", Options{Method: RRF, Embedder: lexicalEmbedder()})
+	top = r.Results[1]
+	if want := 2.0 / float64(DefaultRRFK+1); r.Method != RRF || top.Tool.Name != "send_email" || top.Score != want {
+		t.Errorf("rrf: %s first with score %v, want send_email with %v (1/61 from each arm)", top.Tool.Name, top.Score, want)
+	}
+}
+
+func mustEmbed(t *testing.T, q string) []float32 {
+	t.Helper()
+	v, err := lexicalEmbedder().Embed(context.Background(), []string{q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v[0]
+}
+
+func rankedNames(rs []Result) []string {
+	var out []string
+	for _, r := range rs {
+		if r.Why == WhyRanked {
+			out = append(out, r.Tool.Name)
+		}
+	}
+	return out
+}
+
+// The blend weight runs from BM25 alone (0) to the cosine alone (1).
+func TestHybridBlendWeightSpansTheArms(t *testing.T) {
+	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 6})
+	emb := lexicalEmbedder()
+	never := 0.0
+	for _, q := range []string{"send an email about the weather", "open an issue for the SQL query", "search the web and translate"} {
+		zero, one := 0.0, 1.0
+		bm25 := rankedNames(search(t, c, q, Options{Method: BM25, Embedder: emb}).Results)
+		sem := rankedNames(search(t, c, q, Options{Method: Semantic, Embedder: emb}).Results)
+		asBM25 := search(t, c, q, Options{Embedder: emb, SemanticWeight: &zero, MinLexicalEvidence: &never})
+		asSem := search(t, c, q, Options{Embedder: emb, SemanticWeight: &one, MinLexicalEvidence: &never})
+		// BM25 ranks only the tools it matched; the blend then adds the
+		// others with score 0, in name order.
+		if got := rankedNames(asBM25.Results); !slices.Equal(got[:len(bm25)], bm25) {
+			t.Errorf("%q with weight 0: %v, want BM25's %v first", q, got, bm25)
+		}
+		if got := rankedNames(asSem.Results); !slices.Equal(got, sem) {
+			t.Errorf("%q with weight 1: %v, want semantic's %v", q, got, sem)
+		}
+	}
+}
+
+// A query without distinctive tool words is ranked by the cosine alone;
+// one with them is blended. Evidence counts distinctive words, whatever
+// the catalog's size.
+func TestHybridSemanticOnlyWhenLexicalEvidenceIsWeak(t *testing.T) {
+	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 6})
+	emb := lexicalEmbedder()
+	paraphrase := "will it be chilly and wet tomorrow" // no tool word
+	r := search(t, c, paraphrase, Options{Embedder: emb})
+	if !r.SemanticOnly || r.LexicalEvidence != 0 {
+		t.Fatalf("paraphrase: semantic only %v, evidence %.2f; want the rule to fire with 0", r.SemanticOnly, r.LexicalEvidence)
+	}
+	sem := search(t, c, paraphrase, Options{Method: Semantic, Embedder: emb})
+	if got, want := rankedNames(r.Results), rankedNames(sem.Results); !slices.Equal(got, want) {
+		t.Fatalf("paraphrase ranked %v, want the semantic order %v", got, want)
+	}
+
+	// One word that a single tool holds once is about one unit of evidence.
+	one := search(t, c, "recipient", Options{Embedder: emb})
+	if one.LexicalEvidence < 0.7 || one.LexicalEvidence > 1.3 {
+		t.Errorf("one distinctive word: evidence %.2f, want about 1", one.LexicalEvidence)
+	}
+	several := search(t, c, "send an email message to a recipient", Options{Embedder: emb})
+	if several.SemanticOnly || several.LexicalEvidence <= one.LexicalEvidence {
+		t.Errorf("several distinctive words: evidence %.2f, semantic only %v; want more than %.2f and a blend", several.LexicalEvidence, several.SemanticOnly, one.LexicalEvidence)
+	}
+	// The threshold is the catalog's to set.
+	high := 100.0
+	if r := search(t, c, "send an email message to a recipient", Options{Embedder: emb, MinLexicalEvidence: &high}); !r.SemanticOnly {
+		t.Error("a threshold above the evidence did not rank by the cosine alone")
+	}
+}
+
+// The published blend settings are every consumer's defaults.
+func TestHybridUsesThePublishedBlend(t *testing.T) {
+	zero, never := 0.0, 0.0
+	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 6, SemanticWeight: &zero, MinLexicalEvidence: &never})
+	q := "open an issue for the SQL query"
+	got := rankedNames(search(t, c, q, Options{Embedder: lexicalEmbedder()}).Results)
+	bm25 := rankedNames(search(t, c, q, Options{Method: BM25}).Results)
+	if !slices.Equal(got[:len(bm25)], bm25) {
+		t.Fatalf("with the published weight 0: %v, want BM25's %v", got, bm25)
 	}
 }
 

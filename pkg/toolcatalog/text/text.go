@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/kljensen/snowball/english"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -63,14 +64,10 @@ var Stopwords = map[string]bool{
 	"does": true, "please": true, "will": true, "would": true, "what": true, "how": true, "some": true,
 }
 
-// Stem removes a plural ending so that "issues" and "issue" share a feature.
-func Stem(w string) string {
-	r := []rune(w)
-	if len(r) > 3 && r[len(r)-1] == 's' && r[len(r)-2] != 's' && r[len(r)-2] != 'u' && r[len(r)-2] != 'i' {
-		return string(r[:len(r)-1])
-	}
-	return w
-}
+// Stem reduces an English word to its Snowball (Porter 2) stem, so that
+// "issues", "issued" and "issuing" share a feature. Words of other
+// languages pass through mostly unchanged.
+func Stem(w string) string { return english.Stem(w, false) }
 
 // Truncate shortens s to at most n characters (runes, never cutting one in
 // half), ending it with "…" when anything was cut.

@@ -46,3 +46,25 @@ func TestTruncateNeverCutsACharacter(t *testing.T) {
 		}
 	}
 }
+
+func TestStemJoinsInflections(t *testing.T) {
+	for _, group := range [][]string{
+		{"issue", "issues", "issued", "issuing"},
+		{"search", "searches", "searching", "searched"},
+		{"query", "queries"},
+		{"run", "running", "runs"},
+	} {
+		want := Stem(group[0])
+		for _, w := range group[1:] {
+			if got := Stem(w); got != want {
+				t.Errorf("Stem(%q) = %q, Stem(%q) = %q: want one stem", w, got, group[0], want)
+			}
+		}
+	}
+	if Stem("news") == Stem("new") {
+		t.Error(`"news" and "new" share a stem`)
+	}
+	if got := Stem("天気"); got != "天気" {
+		t.Errorf("Stem(天気) = %q, want it unchanged", got)
+	}
+}
