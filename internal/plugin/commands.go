@@ -47,6 +47,14 @@ func (o *Options) searchCommand() *cobra.Command {
 				if resp.Fallback != "" {
 					fmt.Fprintf(out, "semantic ranking not used: %s\n", resp.Fallback)
 				}
+				switch {
+				case resp.SemanticOnly:
+					fmt.Fprintf(out, "semantic-only rule fired: lexical evidence %.2f < %.2f, so the query shares no telling word with any tool; ranked by cosine alone\n",
+						resp.LexicalEvidence, resp.MinLexicalEvidence)
+				case resp.Method == toolcatalog.Hybrid:
+					fmt.Fprintf(out, "blend: %.2f·cosine + %.2f·bm25 (normalised); lexical evidence %.2f ≥ %.2f\n",
+						resp.SemanticWeight, 1-resp.SemanticWeight, resp.LexicalEvidence, resp.MinLexicalEvidence)
+				}
 			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			header := "RANK\tTOOL\tWHY\tSCORE\tSEMANTIC\tBM25"
@@ -64,7 +72,7 @@ func (o *Options) searchCommand() *cobra.Command {
 			return tw.Flush()
 		}),
 	}
-	cmd.Flags().StringVar(&method, "method", "", "semantic, bm25 or hybrid (default: the catalog's)")
+	cmd.Flags().StringVar(&method, "method", "", "semantic, bm25, hybrid or rrf (default: the catalog's)")
 	cmd.Flags().IntVar(&topK, "top-k", 0, "number of tools to return (default: the catalog's)")
 	cmd.Flags().StringVar(&principal, "principal", "", "only show tools this principal may use")
 	cmd.Flags().BoolVar(&explain, "explain", false, "show why each tool was returned: each arm's score and rank")

@@ -169,6 +169,17 @@ func TestSearch(t *testing.T) {
 		t.Fatalf("%d result rows, want 2", len(r)-2)
 	}
 
+	// Hybrid explains its blend, and says when a query with no telling
+	// tool word was ranked by meaning alone.
+	out = mustRun(t, "search", "assistant", "send an email to my manager", "--explain")
+	if !strings.Contains(out, "method hybrid") || !strings.Contains(out, "blend: 0.40·cosine + 0.60·bm25") {
+		t.Errorf("hybrid explain output lacks the blend:\n%s", out)
+	}
+	out = mustRun(t, "search", "assistant", "will it be chilly tomorrow", "--explain")
+	if !strings.Contains(out, "semantic-only rule fired: lexical evidence 0.00 < 1.50") {
+		t.Errorf("hybrid explain output does not say the semantic-only rule fired:\n%s", out)
+	}
+
 	// Permissions: run_sql only for its principal.
 	if out := mustRun(t, "search", "assistant", "run a SQL query", "--principal", "group:sales"); strings.Contains(out, "run_sql") {
 		t.Fatalf("run_sql shown to group:sales:\n%s", out)

@@ -113,6 +113,9 @@ type Response struct {
 	// SemanticOnly says hybrid search ranked by the cosine alone, because
 	// LexicalEvidence was under MinLexicalEvidence.
 	SemanticOnly bool
+	// SemanticWeight and MinLexicalEvidence are the hybrid settings the
+	// search used.
+	SemanticWeight, MinLexicalEvidence float64
 }
 
 // Search ranks the catalog's tools for a query. An exact tool name ranks
@@ -127,7 +130,7 @@ func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Resp
 	}
 	allowed := func(name string) bool { return opts.Principal == "" || c.IsAllowed(name, opts.Principal) }
 
-	resp := &Response{Method: opts.Method}
+	resp := &Response{Method: opts.Method, SemanticWeight: *opts.SemanticWeight, MinLexicalEvidence: *opts.MinLexicalEvidence}
 	var semantic semanticScores
 	if opts.Method != BM25 {
 		var reason string
