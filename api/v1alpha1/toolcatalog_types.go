@@ -291,8 +291,9 @@ type SearchSpec struct {
 
 	// semanticWeight is the hybrid method's share of the cosine similarity
 	// in the blend of the two arms (0 to 1); the BM25 score, normalised per
-	// query, has the rest. Unset, 0.4, chosen on public tool-retrieval
-	// sets (docs/search.md).
+	// query, has the rest. A query with lexical evidence above 3 gets a
+	// proportionally smaller share. Unset, 0.6, chosen on public
+	// tool-retrieval sets (docs/search.md).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1

@@ -52,7 +52,7 @@ func (o *Options) searchCommand() *cobra.Command {
 					fmt.Fprintf(out, "semantic-only rule fired: lexical evidence %.2f < %.2f, so the query shares no telling word with any tool; ranked by cosine alone\n",
 						resp.LexicalEvidence, resp.MinLexicalEvidence)
 				case resp.Method == toolcatalog.Hybrid:
-					fmt.Fprintf(out, "blend: %.2f·cosine + %.2f·bm25 (normalised); lexical evidence %.2f ≥ %.2f\n",
+					fmt.Fprintf(out, "blend: %.2f·cosine + %.2f·bm25 (normalised); lexical evidence %.2f (semantic-only below %.2f)\n",
 						resp.SemanticWeight, 1-resp.SemanticWeight, resp.LexicalEvidence, resp.MinLexicalEvidence)
 				}
 			}

@@ -17,9 +17,13 @@ const (
 // Default hybrid blend, chosen on public tool-retrieval sets (see
 // docs/search.md).
 const (
-	DefaultSemanticWeight     = 0.4
+	DefaultSemanticWeight     = 0.6
 	DefaultMinLexicalEvidence = 1.5
 )
+
+// strongLexicalEvidence is the lexical evidence past which hybrid search
+// lowers the cosine's share of the blend in proportion.
+const strongLexicalEvidence = 3.0
 
 func ptr[T any](v T) *T { return &v }
 

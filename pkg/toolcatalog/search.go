@@ -58,7 +58,9 @@ type Options struct {
 	// one (or when it fails) the search falls back to BM25.
 	Embedder QueryEmbedder
 	// SemanticWeight is hybrid search's share of the cosine in the blend
-	// (0 to 1); the normalised BM25 score has the rest.
+	// (0 to 1); the normalised BM25 score has the rest. For a query whose
+	// lexical evidence exceeds 3 the share shrinks in proportion: a query
+	// naming many distinctive tool words is trusted more to BM25.
 	SemanticWeight *float64
 	// MinLexicalEvidence is the lexical evidence (see
 	// Response.LexicalEvidence) below which hybrid search ranks by the
@@ -113,8 +115,9 @@ type Response struct {
 	// SemanticOnly says hybrid search ranked by the cosine alone, because
 	// LexicalEvidence was under MinLexicalEvidence.
 	SemanticOnly bool
-	// SemanticWeight and MinLexicalEvidence are the hybrid settings the
-	// search used.
+	// SemanticWeight is the cosine's share in this query's blend (the
+	// setting, lowered for strong lexical evidence); MinLexicalEvidence the
+	// threshold of the semantic-only rule.
 	SemanticWeight, MinLexicalEvidence float64
 }
 
@@ -155,7 +158,13 @@ func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Resp
 			resp.SemanticOnly = true
 			order = semantic.top
 		} else {
-			order = c.blend(*opts.SemanticWeight, semantic, lexical)
+			// A query holding many distinctive tool words is trusted
+			// more to BM25: past strongLexicalEvidence the cosine's
+			// share shrinks in proportion.
+			if resp.LexicalEvidence > strongLexicalEvidence {
+				resp.SemanticWeight *= strongLexicalEvidence / resp.LexicalEvidence
+			}
+			order = c.blend(resp.SemanticWeight, semantic, lexical)
 		}
 	}
 

@@ -156,7 +156,12 @@ func TestSearchResultsExplainThemselves(t *testing.T) {
 	for _, v := range c.Vectors {
 		lowest = min(lowest, float64(embedding.Cosine(mustEmbed(t, "send an email"), v)))
 	}
-	w := DefaultSemanticWeight
+	// "send" and "email" are in the tool's name and description: more
+	// than strongLexicalEvidence, so the cosine's share is lowered.
+	w := DefaultSemanticWeight * min(1, strongLexicalEvidence/r.LexicalEvidence)
+	if r.LexicalEvidence <= strongLexicalEvidence || math.Abs(r.SemanticWeight-w) > 1e-9 {
+		t.Errorf("evidence %.2f, weight %.4f; want evidence above %.0f and the weight lowered to %.4f", r.LexicalEvidence, r.SemanticWeight, strongLexicalEvidence, w)
+	}
 	if want := w*(top.Semantic.Score-lowest) + (1 - w); math.Abs(top.Score-want) > 1e-6 {
 		t.Errorf("blended score %v, want %v = %.1f·(cosine %.4f − lowest %.4f) + %.1f·1", top.Score, want, w, top.Semantic.Score, lowest, 1-w)
 	}
@@ -195,7 +200,7 @@ func TestHybridBlendWeightSpansTheArms(t *testing.T) {
 	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 6})
 	emb := lexicalEmbedder()
 	never := 0.0
-	for _, q := range []string{"send an email about the weather", "open an issue for the SQL query", "search the web and translate"} {
+	for _, q := range []string{"mail about the weather", "open an issue for the SQL query", "web results in French"} {
 		zero, one := 0.0, 1.0
 		bm25 := rankedNames(search(t, c, q, Options{Method: BM25, Embedder: emb}).Results)
 		sem := rankedNames(search(t, c, q, Options{Method: Semantic, Embedder: emb}).Results)
@@ -205,6 +210,9 @@ func TestHybridBlendWeightSpansTheArms(t *testing.T) {
 		// others with score 0, in name order.
 		if got := rankedNames(asBM25.Results); !slices.Equal(got[:len(bm25)], bm25) {
 			t.Errorf("%q with weight 0: %v, want BM25's %v first", q, got, bm25)
+		}
+		if asSem.SemanticWeight != 1 {
+			t.Fatalf("%q: evidence %.2f lowered the weight to %.2f; pick a query with less", q, asSem.LexicalEvidence, asSem.SemanticWeight)
 		}
 		if got := rankedNames(asSem.Results); !slices.Equal(got, sem) {
 			t.Errorf("%q with weight 1: %v, want semantic's %v", q, got, sem)
