@@ -133,40 +133,16 @@ func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Resp
 	}
 	allowed := func(name string) bool { return opts.Principal == "" || c.IsAllowed(name, opts.Principal) }
 
-	resp := &Response{Method: opts.Method, SemanticWeight: *opts.SemanticWeight, MinLexicalEvidence: *opts.MinLexicalEvidence}
-	var semantic semanticScores
+	resp := &Response{Method: opts.Method}
+	var unit []float32
 	if opts.Method != BM25 {
 		var reason string
-		semantic, reason = c.semanticRanking(ctx, query, opts, allowed)
+		unit, reason = c.embedQuery(ctx, query, opts)
 		if reason != "" {
 			resp.Method, resp.Fallback = BM25, reason
 		}
 	}
-	// BM25 is cheap: rank it always, so every result shows both arms.
-	lexical := c.bm25Ranking(query, opts, allowed)
-	if len(lexical) > 0 && c.index.maxIDF > 0 {
-		resp.LexicalEvidence = lexical[0].score / c.index.maxIDF
-	}
-	order := lexical
-	switch resp.Method {
-	case Semantic:
-		order = semantic.top
-	case RRF:
-		order = fuse(opts.RRFK, semantic.top, lexical)
-	case Hybrid:
-		if resp.LexicalEvidence < *opts.MinLexicalEvidence {
-			resp.SemanticOnly = true
-			order = semantic.top
-		} else {
-			// A query holding many distinctive tool words is trusted
-			// more to BM25: past strongLexicalEvidence the cosine's
-			// share shrinks in proportion.
-			if resp.LexicalEvidence > strongLexicalEvidence {
-				resp.SemanticWeight *= strongLexicalEvidence / resp.LexicalEvidence
-			}
-			order = c.blend(resp.SemanticWeight, semantic, lexical)
-		}
-	}
+	order, semantic, lexical := c.rank(query, unit, opts, allowed, resp, nil)
 
 	semArms, lexArms, finalArms := armsOf(semantic.top), armsOf(lexical), armsOf(order)
 	seen := map[string]bool{}
@@ -309,6 +285,47 @@ func (h *rankHeap) Pop() any {
 	return x
 }
 
+// rank orders the tools for a query by resp.Method, with the query's
+// unit vector (nil for BM25). It fills resp's lexical evidence and hybrid
+// settings and returns the order with each arm's ranking. own, when set,
+// replaces one tool's cosine (see Grade).
+func (c *Catalog) rank(query string, unit []float32, opts Options, allowed func(string) bool, resp *Response, own *ownScore) (order []ranked, semantic semanticScores, lexical []ranked) {
+	resp.SemanticWeight, resp.MinLexicalEvidence = *opts.SemanticWeight, *opts.MinLexicalEvidence
+	if resp.Method != BM25 {
+		semantic = c.semanticRanking(unit, opts, allowed, own)
+	}
+	// BM25 is cheap: rank it always, so every result shows both arms.
+	lexical = c.bm25Ranking(query, opts, allowed)
+	if len(lexical) > 0 && c.index.maxIDF > 0 {
+		resp.LexicalEvidence = lexical[0].score / c.index.maxIDF
+	}
+	switch resp.Method {
+	case Semantic:
+		return semantic.top, semantic, lexical
+	case RRF:
+		return fuse(opts.RRFK, semantic.top, lexical), semantic, lexical
+	case Hybrid:
+		if resp.LexicalEvidence < resp.MinLexicalEvidence {
+			resp.SemanticOnly = true
+			return semantic.top, semantic, lexical
+		}
+		// A query holding many distinctive tool words is trusted more to
+		// BM25: past strongLexicalEvidence the cosine's share shrinks in
+		// proportion.
+		if resp.LexicalEvidence > strongLexicalEvidence {
+			resp.SemanticWeight *= strongLexicalEvidence / resp.LexicalEvidence
+		}
+		return c.blend(resp.SemanticWeight, semantic, lexical), semantic, lexical
+	}
+	return lexical, semantic, lexical
+}
+
+// ownScore is one tool's cosine to use instead of the catalog's.
+type ownScore struct {
+	row    int
+	cosine float32
+}
+
 // semanticScores are the semantic arm of one search.
 type semanticScores struct {
 	// top is the best-scoring allowed tools, best first.
@@ -317,38 +334,51 @@ type semanticScores struct {
 	cosine []float32
 }
 
-// semanticRanking ranks tools by cosine similarity of the query and their
-// centroids; it returns a reason instead when it cannot.
-func (c *Catalog) semanticRanking(ctx context.Context, query string, opts Options, allowed func(string) bool) (semanticScores, string) {
-	var none semanticScores
+// embedQuery embeds the query with the catalog's model and returns it at
+// unit length, or a reason why it cannot.
+func (c *Catalog) embedQuery(ctx context.Context, query string, opts Options) ([]float32, string) {
 	switch {
 	case opts.Embedder == nil:
-		return none, "no query embedder configured"
+		return nil, "no query embedder configured"
 	case opts.Embedder.Model() != c.Document.Embedding.Model:
-		return none, fmt.Sprintf("the query embedder's model %s is not the catalog's model %s", opts.Embedder.Model(), c.Document.Embedding.Model)
+		return nil, fmt.Sprintf("the query embedder's model %s is not the catalog's model %s", opts.Embedder.Model(), c.Document.Embedding.Model)
 	case strings.TrimSpace(query) == "":
-		return none, "empty query"
+		return nil, "empty query"
 	}
 	vecs, err := opts.Embedder.Embed(ctx, []string{query})
 	if err != nil {
-		return none, fmt.Sprintf("embedding the query failed: %v", err)
+		return nil, fmt.Sprintf("embedding the query failed: %v", err)
 	}
-	q := vecs[0]
+	return c.unitQuery(vecs[0])
+}
+
+// unitQuery checks a query vector against the catalog and scales it to
+// unit length.
+func (c *Catalog) unitQuery(q []float32) ([]float32, string) {
 	if len(q) != c.dims {
-		return none, fmt.Sprintf("the query vector has %d dimensions, the catalog's %d", len(q), c.dims)
+		return nil, fmt.Sprintf("the query vector has %d dimensions, the catalog's %d", len(q), c.dims)
 	}
 	qn := norm(q)
 	if qn == 0 {
-		return none, "the query embeds to a zero vector"
+		return nil, "the query embeds to a zero vector"
 	}
 	unit := make([]float32, len(q))
 	for i, x := range q {
 		unit[i] = float32(float64(x) / qn)
 	}
+	return unit, ""
+}
+
+// semanticRanking ranks tools by cosine similarity of the query and their
+// centroids.
+func (c *Catalog) semanticRanking(unit []float32, opts Options, allowed func(string) bool, own *ownScore) semanticScores {
 	// One matrix-vector product scores every tool.
 	scores := make([]float32, len(c.vecNames))
 	blas32.Gemv(blas.NoTrans, 1, blas32.General{Rows: len(c.vecNames), Cols: c.dims, Stride: c.dims, Data: c.matrix},
 		blas32.Vector{N: c.dims, Inc: 1, Data: unit}, 0, blas32.Vector{N: len(scores), Inc: 1, Data: scores})
+	if own != nil {
+		scores[own.row] = own.cosine
+	}
 	out := make([]ranked, 0, len(c.vecNames))
 	for row, name := range c.vecNames {
 		if !allowed(name) {
@@ -360,7 +390,7 @@ func (c *Catalog) semanticRanking(ctx context.Context, query string, opts Option
 		}
 		out = append(out, ranked{name, s})
 	}
-	return semanticScores{top: topRanked(out, depth(opts.TopK)), cosine: scores}, ""
+	return semanticScores{top: topRanked(out, depth(opts.TopK)), cosine: scores}
 }
 
 func (c *Catalog) bm25Ranking(query string, opts Options, allowed func(string) bool) []ranked {
