@@ -49,7 +49,7 @@ func TestKubectlExplainShowsFieldDocs(t *testing.T) {
 		{"tooldefinition.spec", []string{"function name the model sees", "description", "only prose the model reads", "parameters", "JSON Schema", "exampleQueries", "alwaysInclude"}},
 		{"td.status", []string{"specHash", "sha256", "catalogs", "conditions"}},
 		{"toolcatalog.spec.redis", []string{"addresses", "hash tag", "passwordSecretRef"}},
-		{"tc.spec.search.method", []string{"semantic, bm25 or hybrid"}},
+		{"tc.spec.search.method", []string{"semantic, bm25, hybrid or rrf"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.resource, func(t *testing.T) {

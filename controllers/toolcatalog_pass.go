@@ -29,6 +29,8 @@ type passResult struct {
 	request catalog.Request
 	// resync is when the next periodic pass is due.
 	resync time.Duration
+	// quality is the self-grading of a version the pass graded.
+	quality *v1alpha1.CatalogQuality
 }
 
 // stepError is a step's failure, classified for status: the condition
@@ -65,6 +67,9 @@ func (r *ToolCatalogReconciler) runPass(ctx context.Context, tc *v1alpha1.ToolCa
 		return res
 	}
 	res.outcome, res.err = r.refresh(ctx, tc, cfg, providers, res.request)
+	if res.err == nil {
+		res.quality = r.grade(ctx, tc, providers.Embedder, res.outcome)
+	}
 	return res
 }
 
@@ -104,7 +109,9 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 	// by the pass timeout; reading and publishing are not, so the tools
 	// refreshed before a timeout are still published.
 	workCtx, cancel := context.WithTimeout(ctx, r.passTimeout())
-	refreshed := catalog.Refresh(workCtx, catalog.Providers{Generator: prov.Generator, Embedder: prov.Embedder, Concurrency: cfg.Concurrency, Generated: r.generated(catalogID(tc))}, plans, now, r.budget())
+	// The query vectors embedded are kept to grade the version.
+	emb := recordingEmbedder{Embedder: prov.Embedder, keep: r.queryVectorsOf(catalogID(tc))}
+	refreshed := catalog.Refresh(workCtx, catalog.Providers{Generator: prov.Generator, Embedder: emb, Concurrency: cfg.Concurrency, Generated: r.generated(catalogID(tc))}, plans, now, r.budget())
 	cancel()
 	build, err := catalog.BuildDocument(catalog.BuildInput{
 		Catalog: catalogID(tc), CatalogUID: string(tc.UID), DocumentKey: cfg.Keys.Head(), Provider: cfg.Provider, Model: prov.Embedder.Model(), Dimensions: cfg.Dimensions, Search: cfg.Search,

@@ -25,6 +25,8 @@ type snapshots struct {
 	selectors map[string]*catalog.Selector
 	// generated keep each catalog's queries not embedded yet.
 	generated map[string]*catalog.Generated
+	// queryVectors keep each catalog's query vectors for self-grading.
+	queryVectors map[string]*queryVectors
 }
 
 type snapshot struct {
@@ -67,6 +69,7 @@ func (s *snapshots) forgetCatalog(id string) {
 	delete(s.entries, id)
 	delete(s.selectors, id)
 	delete(s.generated, id)
+	delete(s.queryVectors, id)
 }
 
 // generated returns the catalog's queries generated but not embedded yet.

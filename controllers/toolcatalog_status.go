@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -53,6 +54,9 @@ func applyStatus(tc *v1alpha1.ToolCatalog, res passResult) {
 		st.LastPublishedTime = &now
 	}
 	st.FailingTools = o.FailingTools()
+	if res.quality != nil {
+		st.Quality = res.quality
+	}
 	st.ObservedGeneration = tc.Generation
 	observeCounts(tc, counts)
 
@@ -192,10 +196,14 @@ func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.To
 		}
 	}
 	desired := o.Records(existing)
+	confusable := confusableTools(tc.Status.Quality)
 	written := 0
 	for i := range list.Items {
 		td := &list.Items[i]
 		want, selected := desired[td.Name]
+		if selected {
+			want.ConfusableWith = confusable[td.Spec.Name]
+		}
 		have := existing[td.Name]
 		switch {
 		case selected && have != nil && catalog.SameRecord(*have, want):
@@ -291,8 +299,13 @@ func (r *ToolCatalogReconciler) applyRecord(ctx context.Context, tc *v1alpha1.To
 			setCondition(after, v1alpha1.ConditionValid, metav1.ConditionTrue, v1alpha1.ReasonSpecValid, "tool spec is valid")
 		}
 		deriveEmbedded(after, selecting)
+		if rec != nil && rec.ConfusableWith != nil {
+			setCondition(after, v1alpha1.ConditionConfusable, metav1.ConditionTrue, v1alpha1.ReasonConfusableWith, confusableMessage(tc.Name, rec.ConfusableWith))
+		} else {
+			meta.RemoveStatusCondition(&after.Status.Conditions, v1alpha1.ConditionConfusable)
+		}
 		var conds []any
-		for _, t := range []string{v1alpha1.ConditionEmbedded, v1alpha1.ConditionReady} {
+		for _, t := range []string{v1alpha1.ConditionEmbedded, v1alpha1.ConditionReady, v1alpha1.ConditionConfusable} {
 			c := meta.FindStatusCondition(after.Status.Conditions, t)
 			if c == nil {
 				continue
@@ -339,6 +352,9 @@ func (r *ToolCatalogReconciler) recordEvents(base, tc *v1alpha1.ToolCatalog, res
 			}
 			r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonToolsFailed, "Refresh", "%d tools not refreshed: %s", len(failures), catalog.ListNames(parts))
 		}
+		if res.quality != nil {
+			r.recordConfusable(base, tc)
+		}
 		if lr := tc.Status.LastRefresh; res.request.Token != "" && lr != nil && lr.Result != v1alpha1.RefreshSucceeded {
 			r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalidRefreshRequest, "Refresh", "%s", lr.Message)
 		}
@@ -353,6 +369,25 @@ func (r *ToolCatalogReconciler) recordEvents(base, tc *v1alpha1.ToolCatalog, res
 		r.Recorder.Eventf(tc, nil, corev1.EventTypeNormal, "Recovered", "Reconcile", "catalog recovered: %s", after.Message)
 	case after.Status == metav1.ConditionFalse && after.Reason != v1alpha1.ReasonToolsFailed:
 		r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, after.Reason, "Reconcile", "%s", after.Message)
+	}
+}
+
+// recordConfusable warns of each confusable pair a grading found that the
+// previous one did not.
+func (r *ToolCatalogReconciler) recordConfusable(base, tc *v1alpha1.ToolCatalog) {
+	seen := map[string]bool{}
+	if q := base.Status.Quality; q != nil {
+		for _, p := range q.ConfusablePairs {
+			seen[strings.Join(p.Tools, "\x00")] = true
+		}
+	}
+	for _, p := range tc.Status.Quality.ConfusablePairs {
+		if len(p.Tools) != 2 || seen[strings.Join(p.Tools, "\x00")] {
+			continue
+		}
+		r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonConfusableTools, "Grade",
+			"tools %s and %s are confusable: the queries of each retrieve the other (similarity %s); reword one description so a model can tell them apart",
+			p.Tools[0], p.Tools[1], p.Similarity)
 	}
 }
 

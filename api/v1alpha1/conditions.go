@@ -28,6 +28,17 @@ const (
 	// ConditionEmbeddingsSynced (ToolCatalog) is True when every selected,
 	// valid tool has an up-to-date embedding.
 	ConditionEmbeddingsSynced = "EmbeddingsSynced"
+
+	// ConditionConfusable (ToolDefinition) is True when a catalog's
+	// self-grading found that this tool's own queries retrieve another tool
+	// of the catalog, and that tool's queries retrieve this one: a model
+	// reading the two descriptions cannot tell them apart. The message names
+	// the other tool and the similarity of their vectors. It never blocks a
+	// publish; it goes away when the descriptions differ enough.
+	ConditionConfusable = "Confusable"
+
+	// ReasonConfusableWith is the reason of a True Confusable condition.
+	ReasonConfusableWith = "ConfusableWith"
 )
 
 // Condition reasons of ToolDefinition.
@@ -123,6 +134,10 @@ const (
 	// ReasonToolsFailed means some tools failed to refresh; they keep
 	// their previous embedding and are listed in status.failingTools.
 	ReasonToolsFailed = "ToolsFailed"
+
+	// ReasonConfusableTools is the Warning event of a catalog whose
+	// self-grading found two tools it cannot tell apart.
+	ReasonConfusableTools = "ConfusableTools"
 	// ReasonProviderAuthFailed means a provider rejected the API key.
 	ReasonProviderAuthFailed = "ProviderAuthFailed"
 	// ReasonToolsRejected means selected ToolDefinitions are invalid.

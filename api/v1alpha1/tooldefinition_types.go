@@ -110,7 +110,8 @@ type ToolDefinitionStatus struct {
 	// +kubebuilder:validation:MaxItems=64
 	Catalogs []CatalogEmbeddingStatus `json:"catalogs,omitempty"`
 
-	// conditions: Valid, Embedded and Ready.
+	// conditions: Valid, Embedded and Ready; Confusable when a catalog
+	// cannot tell this tool from another.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -156,6 +157,24 @@ type CatalogEmbeddingStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
+
+	// confusableWith is the tool of this catalog that the catalog's
+	// self-grading found confusable with this one: each tool's own queries
+	// retrieve the other first.
+	// +optional
+	ConfusableWith *ConfusableTool `json:"confusableWith,omitempty"`
+}
+
+// ConfusableTool is another tool a catalog cannot tell apart from this one.
+type ConfusableTool struct {
+	// name is the other tool's spec.name.
+	// +required
+	Name string `json:"name"`
+
+	// similarity is the cosine similarity of the two tools' vectors, with
+	// two decimals ("0.97").
+	// +optional
+	Similarity string `json:"similarity,omitempty"`
 }
 
 // +kubebuilder:object:root=true

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -259,7 +260,8 @@ func SameRecord(a, b v1alpha1.CatalogEmbeddingStatus) bool {
 		return t.Unix()
 	}
 	return a.Catalog == b.Catalog && a.SpecHash == b.SpecHash && a.Model == b.Model && a.QueryCount == b.QueryCount &&
-		a.CatalogVersion == b.CatalogVersion && unix(a.EmbeddedTime) == unix(b.EmbeddedTime) && a.Reason == b.Reason && a.Message == b.Message
+		a.CatalogVersion == b.CatalogVersion && unix(a.EmbeddedTime) == unix(b.EmbeddedTime) && a.Reason == b.Reason && a.Message == b.Message &&
+		equality.Semantic.DeepEqual(a.ConfusableWith, b.ConfusableWith)
 }
 
 // ListNames joins names, showing the first five and how many more.

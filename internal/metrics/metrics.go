@@ -30,6 +30,19 @@ var (
 		Help: "Tools whose embedding was computed and published, by catalog.",
 	}, []string{"catalog"})
 
+	// SelfRecall reports the self-grading of a catalog's current version.
+	SelfRecall = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "toolcatalog_self_recall_at5",
+		Help: "Share of a catalog's graded own queries (each left out of its tool's vector) that rank their tool in the top five, for the current version.",
+	}, []string{"catalog"})
+
+	// Quality counts what self-grading found, by kind (graded_tools,
+	// graded_queries, outranked_tools, confusable_pairs).
+	Quality = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "toolcatalog_self_grading",
+		Help: "What self-grading of a catalog's current version found, by kind: graded_tools, graded_queries, outranked_tools, confusable_pairs.",
+	}, []string{"catalog", "kind"})
+
 	// Tools reports the tools of a catalog by state after the last pass.
 	Tools = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "toolcatalog_tools",
@@ -57,7 +70,7 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ProviderRequests, ProviderLatency, ToolsEmbedded, Tools, PublishDuration, Version, RedisErrors)
+	crmetrics.Registry.MustRegister(ProviderRequests, ProviderLatency, ToolsEmbedded, Tools, PublishDuration, Version, RedisErrors, SelfRecall, Quality)
 }
 
 // ObserveProviderRequest records one provider request.
@@ -68,7 +81,7 @@ func ObserveProviderRequest(provider, model, outcome string, d time.Duration) {
 
 // ForgetCatalog removes a deleted catalog's series.
 func ForgetCatalog(catalog string) {
-	for _, v := range []*prometheus.GaugeVec{Tools, Version} {
+	for _, v := range []*prometheus.GaugeVec{Tools, Version, SelfRecall, Quality} {
 		v.DeletePartialMatch(prometheus.Labels{"catalog": catalog})
 	}
 	for _, v := range []*prometheus.CounterVec{ToolsEmbedded, RedisErrors} {

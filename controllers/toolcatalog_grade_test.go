@@ -1,0 +1,116 @@
+package controllers
+
+import (
+	"strconv"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
+)
+
+// A catalog grades each version it publishes with its own queries and
+// names the tools it cannot tell apart, on both ToolDefinitions, until
+// their descriptions differ.
+func TestSelfGradingNamesConfusableTools(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	tc := &v1alpha1.ToolCatalog{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "graded"},
+		Spec: v1alpha1.ToolCatalogSpec{
+			Selector:        metav1.LabelSelector{MatchLabels: map[string]string{catalogLabel: "graded"}},
+			Redis:           v1alpha1.RedisSpec{Addresses: []string{redisServer.Addr}},
+			Embedding:       v1alpha1.EmbeddingSpec{Provider: v1alpha1.ProviderBuiltin},
+			QueryGeneration: v1alpha1.QueryGenerationSpec{Provider: v1alpha1.ProviderBuiltin},
+		},
+	}
+	// Two tools that say the same thing, among distinct ones.
+	same := "Look up a customer record by its customer id and return the account details."
+	createAll(g,
+		testTool(ns, "weather", "get_weather", "Get the current weather conditions and the forecast for a city.", "graded"),
+		testTool(ns, "email", "send_email", "Send an email message to a recipient.", "graded"),
+		testTool(ns, "issue", "create_issue", "Open an issue in a GitHub repository.", "graded"),
+		testTool(ns, "sql", "run_sql", "Run a read-only SQL query on the analytics warehouse.", "graded"),
+		testTool(ns, "lookup", "lookup_customer", same, "graded"),
+		testTool(ns, "find", "find_customer", same, "graded"),
+		tc,
+	)
+
+	var q *v1alpha1.CatalogQuality
+	g.Eventually(func(g Gomega) {
+		tc = getTC(g, ns, "graded")
+		q = tc.Status.Quality
+		g.Expect(q).NotTo(BeNil())
+		g.Expect(q.Version).To(Equal(tc.Status.Version))
+	}).Should(Succeed())
+	g.Expect(q.GradedTools).To(Equal(int32(6)))
+	g.Expect(q.GradedQueries).To(Equal(int32(30)))
+	g.Expect(q.ConfusablePairs).To(HaveLen(1))
+	g.Expect(q.ConfusablePairs[0].Tools).To(Equal([]string{"find_customer", "lookup_customer"}))
+	sim, err := strconv.ParseFloat(q.ConfusablePairs[0].Similarity, 64)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(sim).To(BeNumerically(">", 0.8))
+	recall, err := strconv.ParseFloat(q.SelfRecallAt5, 64)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(recall).To(BeNumerically(">", 0.5))
+	g.Expect(testutil.ToFloat64(metrics.SelfRecall.WithLabelValues(ns + "/graded"))).To(BeNumerically("~", recall, 0.001))
+	g.Expect(testutil.ToFloat64(metrics.Quality.WithLabelValues(ns+"/graded", "confusable_pairs"))).To(Equal(1.0))
+	g.Expect(hasEvent(eventsFor(g, ns, "graded"), corev1.EventTypeWarning, v1alpha1.ReasonConfusableTools)).NotTo(BeNil())
+
+	// Both ToolDefinitions name the other tool and the similarity.
+	for name, other := range map[string]string{"lookup": "find_customer", "find": "lookup_customer"} {
+		g.Eventually(func(g Gomega) {
+			td := getTD(g, ns, name)
+			c := expectCondition(g, td, v1alpha1.ConditionConfusable, metav1.ConditionTrue, v1alpha1.ReasonConfusableWith)
+			g.Expect(c.Message).To(ContainSubstring(other))
+			g.Expect(c.Message).To(ContainSubstring("similarity " + q.ConfusablePairs[0].Similarity))
+			rec := recordOf(td, "graded")
+			g.Expect(rec).NotTo(BeNil())
+			g.Expect(rec.ConfusableWith).To(Equal(&v1alpha1.ConfusableTool{Name: other, Similarity: q.ConfusablePairs[0].Similarity}))
+		}).Should(Succeed())
+	}
+	out := runKubectl(t, "describe", "td", "-n", ns, "find")
+	t.Logf("kubectl describe td find:\n%s", out)
+	for _, re := range []string{`Confusable With:\s+Name:\s+lookup_customer`, `Type:\s+Confusable`, `Reason:\s+ConfusableWith`} {
+		g.Expect(out).To(MatchRegexp(re))
+	}
+	out = runKubectl(t, "describe", "tc", "-n", ns, "graded")
+	t.Logf("kubectl describe tc graded:\n%s", out)
+	for _, re := range []string{`Quality:`, `selfRecallAt5:\s+[01]\.\d{3}`, `Confusable Pairs:`, `Warning\s+ConfusableTools\s+.*find_customer and lookup_customer are confusable`} {
+		g.Expect(out).To(MatchRegexp(re))
+	}
+	g.Expect(runKubectl(t, "get", "tc", "-n", ns, "-o", "wide")).To(MatchRegexp(`SELF-RECALL@5[\s\S]*graded\s+True.*\s` + q.SelfRecallAt5))
+
+	// A distinct tool's record is written (so the pass that would have
+	// marked it has run) and carries no such condition.
+	g.Eventually(func(g Gomega) {
+		td := getTD(g, ns, "weather")
+		g.Expect(recordOf(td, "graded")).NotTo(BeNil())
+		g.Expect(conditionOf(td, v1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(conditionOf(td, v1alpha1.ConditionConfusable)).To(BeNil())
+	}).Should(Succeed())
+
+	// Reworded, the pair is gone from the next grading and from both tools.
+	graded := q.Version
+	editTD(g, ns, "find", func(td *v1alpha1.ToolDefinition) {
+		td.Spec.Description = "Search the order history of a shop between two dates."
+	})
+	g.Eventually(func(g Gomega) {
+		tc = getTC(g, ns, "graded")
+		g.Expect(tc.Status.Quality).NotTo(BeNil())
+		g.Expect(tc.Status.Quality.Version).To(BeNumerically(">", graded))
+	}).Should(Succeed())
+	g.Expect(tc.Status.Quality.ConfusablePairs).To(BeEmpty())
+	g.Expect(testutil.ToFloat64(metrics.Quality.WithLabelValues(ns+"/graded", "confusable_pairs"))).To(Equal(0.0))
+	for _, name := range []string{"lookup", "find"} {
+		g.Eventually(func(g Gomega) {
+			td := getTD(g, ns, name)
+			g.Expect(conditionOf(td, v1alpha1.ConditionConfusable)).To(BeNil())
+			g.Expect(recordOf(td, "graded").ConfusableWith).To(BeNil())
+		}).Should(Succeed())
+	}
+}
