@@ -15,6 +15,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
@@ -128,7 +129,7 @@ func (r *ToolCatalogReconciler) grade(ctx context.Context, tc *v1alpha1.ToolCata
 	sample := gradingSample(stored, out.Build)
 	var texts []string
 	for _, name := range sample {
-		texts = append(texts, stored.Tools[name].Metadata.SyntheticQueries...)
+		texts = append(texts, ownQueries(stored.Tools[name].Metadata)...)
 	}
 	vectors := r.queryVectorsOf(id)
 	found, missing := vectors.lookup(emb.Model(), texts)
@@ -146,7 +147,7 @@ func (r *ToolCatalogReconciler) grade(ctx context.Context, tc *v1alpha1.ToolCata
 	vectors.retain(texts)
 	sets := make(map[string]toolcatalog.QuerySet, len(sample))
 	for _, name := range sample {
-		qs := stored.Tools[name].Metadata.SyntheticQueries
+		qs := ownQueries(stored.Tools[name].Metadata)
 		set := toolcatalog.QuerySet{Queries: qs, Vectors: make([][]float32, len(qs))}
 		for i, q := range qs {
 			set.Vectors[i] = found[q]
@@ -164,6 +165,11 @@ func (r *ToolCatalogReconciler) grade(ctx context.Context, tc *v1alpha1.ToolCata
 		metrics.Quality.WithLabelValues(id, kind).Set(float64(n))
 	}
 	return q
+}
+
+// ownQueries are the queries a tool's vector was built from.
+func ownQueries(m *contract.Metadata) []string {
+	return append(slices.Clip(m.SyntheticQueries), m.LearnedQueries...)
 }
 
 // gradingSample names the tools to grade: all with a stored query set when

@@ -99,10 +99,15 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 		metrics.RedisErrors.WithLabelValues(catalogID(tc), "read").Inc()
 		return nil, redisError(tc, err)
 	}
+	learned, err := r.learned(ctx, rc, cfg, stored, sel.Tools)
+	if err != nil {
+		metrics.RedisErrors.WithLabelValues(catalogID(tc), "read").Inc()
+		return nil, redisError(tc, err)
+	}
 	plans := catalog.Plan(catalog.PlanInput{
 		Tools: sel.Tools, Stored: stored.Tools,
 		Model: prov.Embedder.Model(), Dimensions: cfg.Dimensions, QueriesPerTool: cfg.QueriesPerTool,
-		Mode: req.Mode, Targets: req.Targets,
+		Mode: req.Mode, Targets: req.Targets, Learned: learned,
 	})
 	now := r.now()
 	// Provider work is bounded by the budget and, should a provider hang,
@@ -143,6 +148,29 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 		out.Published = true
 	}
 	return out, nil
+}
+
+// learned reads the recorded requests of a learning catalog, dropping
+// those past retention or beyond the cap, and picks each tool's learned
+// queries. A catalog that stopped learning has its recorded requests
+// deleted (its tools are then re-embedded without them).
+func (r *ToolCatalogReconciler) learned(ctx context.Context, rc redis.UniversalClient, cfg *catalogconfig.Config, stored catalog.Stored, tools []catalog.Tool) (map[string][]string, error) {
+	l := cfg.Learning
+	if l == nil {
+		if stored.Doc != nil && stored.Doc.Search.LearnFromRequests {
+			return nil, contract.PurgeRequests(ctx, rc, cfg.Keys)
+		}
+		return nil, nil
+	}
+	recorded, err := contract.TrimRequests(ctx, rc, cfg.Keys, r.now().Add(-l.Retention), l.MaxRecorded)
+	if err != nil {
+		return nil, err
+	}
+	examples := make(map[string][]string, len(tools))
+	for _, t := range tools {
+		examples[t.Entry.Name] = t.Examples
+	}
+	return catalog.Learn(recorded, examples, catalog.LearnOptions{PerTool: l.PerTool, MinCount: l.MinCount}), nil
 }
 
 // selectedToolDefinitions lists the ToolDefinitions the selector matches.

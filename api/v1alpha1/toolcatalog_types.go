@@ -41,6 +41,13 @@ type ToolCatalogSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Publish PublishSpec `json:"publish,omitempty"`
+
+	// learning lets the catalog learn from use: consumers record the
+	// request text that led to each tool call, and frequent requests are
+	// folded into their tools' query sets. Off by default; the request
+	// text is stored in Redis (docs/learning.md).
+	// +optional
+	Learning LearningSpec `json:"learning,omitempty"`
 }
 
 // RedisMode is how the Redis deployment is addressed.
@@ -331,6 +338,44 @@ type SearchSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9_-]{1,64}$`
 	AlwaysInclude []string `json:"alwaysInclude,omitempty"`
+}
+
+// LearningSpec configures learning from recorded requests.
+type LearningSpec struct {
+	// enabled publishes learn_from_requests, which tells consumers to
+	// record each tool call's request text, and folds recorded requests
+	// into query sets. Turning it off deletes what was recorded and
+	// rebuilds the affected tools' vectors without it.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// queriesPerTool is the most recorded requests folded into one tool's
+	// query set, besides its synthetic and example queries.
+	// +optional
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=20
+	QueriesPerTool int32 `json:"queriesPerTool,omitempty"`
+
+	// minCount is how many times a request must have led to a tool before
+	// it is folded in.
+	// +optional
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=1
+	MinCount int32 `json:"minCount,omitempty"`
+
+	// maxRecorded caps the distinct (request, tool) pairs kept; the least
+	// recorded go first.
+	// +optional
+	// +kubebuilder:default=10000
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	MaxRecorded int32 `json:"maxRecorded,omitempty"`
+
+	// retention drops a recorded pair not seen again for this long.
+	// +optional
+	// +kubebuilder:default="720h"
+	Retention *metav1.Duration `json:"retention,omitempty"`
 }
 
 // PublishSpec configures how versions are published.

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -41,6 +42,9 @@ type PlanInput struct {
 	// every tool.
 	Mode    v1alpha1.RefreshMode
 	Targets []string
+	// Learned are the recorded requests each tool's vector should also be
+	// built from (Learn); nil when the catalog does not learn.
+	Learned map[string][]string
 }
 
 // ToolPlan is the plan for one tool.
@@ -65,6 +69,11 @@ type ToolPlan struct {
 	Queries []string
 	// Generate is how many queries to generate (ActionRegenerate).
 	Generate int
+	// Learned are the recorded requests embedded with the queries.
+	Learned []string
+	// Relearn says the tool is re-embedded only because its learned
+	// requests changed.
+	Relearn bool
 }
 
 // ExpectedQueries is the size of a tool's query set: queriesPerTool, or
@@ -122,6 +131,14 @@ func Plan(in PlanInput) []ToolPlan {
 		}
 		p.Deferred = p.Action == ActionNone && normal != ActionNone
 		stored := in.Stored[t.Entry.Name]
+		learned := in.Learned[t.Entry.Name]
+		if p.Action == ActionNone && normal == ActionNone && (mode == modeNormal || mode == v1alpha1.RefreshModeForce) &&
+			stored.Metadata != nil && !slices.Equal(learned, stored.Metadata.LearnedQueries) {
+			p.Action, p.Relearn = ActionEmbed, true
+		}
+		if p.Action != ActionNone {
+			p.Learned = learned
+		}
 		expected := ExpectedQueries(in.QueriesPerTool, t.Examples)
 		switch p.Action {
 		case ActionEmbed:

@@ -139,7 +139,7 @@ func Refresh(ctx context.Context, p Providers, plans []ToolPlan, now time.Time, 
 		case pl.Action == ActionRegenerate && pl.Generate > 0:
 			toGenerate = append(toGenerate, pl)
 		case pl.Action != ActionNone:
-			toEmbed = append(toEmbed, querySet{tool: pl.Tool, queries: pl.Queries})
+			toEmbed = append(toEmbed, querySet{tool: pl.Tool, queries: pl.Queries, learned: pl.Learned})
 		}
 	}
 
@@ -158,11 +158,11 @@ func Refresh(ctx context.Context, p Providers, plans []ToolPlan, now time.Time, 
 	// alone), so a provider client splitting them into its own request
 	// size sends full requests.
 	add := func(s querySet) {
-		if len(pending) > 0 && texts+len(s.queries) > batch {
+		if len(pending) > 0 && texts+len(s.queries)+len(s.learned) > batch {
 			flush()
 		}
 		pending = append(pending, s)
-		texts += len(s.queries)
+		texts += len(s.queries) + len(s.learned)
 	}
 	// Generated sets are embedded as they arrive, budget or not: their
 	// queries were paid for.
@@ -201,10 +201,12 @@ func cutOff(ctx context.Context, err error) bool {
 	return ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
-// querySet is a tool and the full query set to embed for it.
+// querySet is a tool and the full query set to embed for it: its
+// queries (examples and synthetic) and the requests learned for it.
 type querySet struct {
 	tool    Tool
 	queries []string
+	learned []string
 }
 
 // generated is one tool's generation: its full query set, a failure, or
@@ -231,7 +233,7 @@ func generate(ctx context.Context, p Providers, plans []ToolPlan, spent func() b
 		slots := make(chan struct{}, concurrency)
 		for i, pl := range plans {
 			slots <- struct{}{}
-			set := querySet{tool: pl.Tool, queries: pl.Queries}
+			set := querySet{tool: pl.Tool, queries: pl.Queries, learned: pl.Learned}
 			if ctx.Err() != nil || (i >= concurrency && spent()) {
 				<-slots
 				for _, rest := range plans[i:] {
@@ -281,7 +283,7 @@ func embed(ctx context.Context, e embedding.Embedder, sets []querySet, now time.
 	}
 	queries := make([][]string, len(sets))
 	for i, s := range sets {
-		queries[i] = s.queries
+		queries[i] = append(slices.Clip(s.queries), s.learned...)
 	}
 	centroids, errs, err := embedding.QueryCentroids(ctx, e, queries)
 	if err != nil && len(sets) > 1 && isolatable(err) {
@@ -312,7 +314,7 @@ func embed(ctx context.Context, e embedding.Embedder, sets []querySet, now time.
 			Vector: contract.EncodeVector(centroids[i]),
 			Metadata: contract.Metadata{
 				SpecHash: s.tool.Entry.SpecHash, Description: s.tool.Entry.Description, Model: e.Model(),
-				Dimensions: len(centroids[i]), SyntheticQueries: s.queries, EmbeddedAt: now,
+				Dimensions: len(centroids[i]), SyntheticQueries: s.queries, LearnedQueries: s.learned, EmbeddedAt: now,
 			},
 		}
 	}

@@ -46,7 +46,21 @@ type Config struct {
 	Retain         int
 	Resync         time.Duration
 	Search         contract.SearchDefaults
+	// Learning is set when the catalog learns from recorded requests.
+	Learning *Learning
 }
+
+// Learning bounds what a catalog learns from recorded requests.
+type Learning struct {
+	PerTool     int
+	MinCount    int64
+	MaxRecorded int
+	Retention   time.Duration
+}
+
+// DefaultLearningRetention is how long an unrepeated request is kept when
+// spec.learning.retention is unset.
+const DefaultLearningRetention = 30 * 24 * time.Hour
 
 // Error is a problem the user must fix in the catalog or a Secret;
 // retrying does not help until something changes.
@@ -125,6 +139,16 @@ func (r *Resolver) Resolve(ctx context.Context, tc *v1alpha1.ToolCatalog) (*Conf
 	}
 	if d := spec.Publish.ResyncInterval; d != nil && d.Duration > 0 {
 		cfg.Resync = d.Duration
+	}
+	if l := spec.Learning; l.Enabled {
+		cfg.Search.LearnFromRequests = true
+		cfg.Learning = &Learning{
+			PerTool: int(orDefault(l.QueriesPerTool, 5)), MinCount: int64(orDefault(l.MinCount, 2)),
+			MaxRecorded: int(orDefault(l.MaxRecorded, 10000)), Retention: DefaultLearningRetention,
+		}
+		if l.Retention != nil && l.Retention.Duration > 0 {
+			cfg.Learning.Retention = l.Retention.Duration
+		}
 	}
 
 	var err error

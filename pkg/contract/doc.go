@@ -16,6 +16,8 @@
 //	P:catalog         string  a document contract-1 readers refuse
 //	P:staged:*        hash    the operator's own, during a change of model
 //	P:usage           zset    tool name → use count, written by consumers
+//	P:requests        zset    [tool, request] → count, written by consumers of a learning catalog
+//	P:requests:seen   zset    the same → when last recorded (Unix seconds)
 //
 // A version writes only what changed; Read assembles the Document. A
 // Notice {catalog, catalog_uid, version, schema_hash} is published on the

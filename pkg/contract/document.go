@@ -62,6 +62,10 @@ type SearchDefaults struct {
 	// consumers use their defaults.
 	SemanticWeight     *float64 `json:"semantic_weight,omitempty"`
 	MinLexicalEvidence *float64 `json:"min_lexical_evidence,omitempty"`
+	// LearnFromRequests asks consumers to record the request text that
+	// led to each tool call (RecordRequest); the operator folds frequent
+	// requests into the tools' query sets.
+	LearnFromRequests bool `json:"learn_from_requests,omitempty"`
 }
 
 // Tool is one tool of the document.

@@ -64,6 +64,17 @@ func (k Keys) StagedMetadata() string { return k.Prefix + ":staged:metadata" }
 // with the catalog.
 func (k Keys) Usage() string { return k.Prefix + ":usage" }
 
+// Requests is P:requests, a sorted set of recorded requests (Recorded
+// members: a request's text and the tool it led to) → count, which
+// consumers write only while the catalog learns from requests (search
+// defaults learn_from_requests). The operator reads it, trims it and
+// deletes it when learning is turned off or the catalog is deleted.
+func (k Keys) Requests() string { return k.Prefix + ":requests" }
+
+// RequestsSeen is P:requests:seen, the same members → the Unix time each
+// was last recorded, by which the operator drops old ones.
+func (k Keys) RequestsSeen() string { return k.Prefix + ":requests:seen" }
+
 // EncodeVector encodes a vector as float32 little-endian bytes.
 func EncodeVector(v []float32) []byte {
 	b := make([]byte, 4*len(v))

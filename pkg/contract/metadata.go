@@ -10,12 +10,15 @@ import (
 // Metadata is what is stored per tool in the P:metadata hash (public API):
 // what was embedded, with which model, from which queries.
 type Metadata struct {
-	SpecHash         string    `json:"spec_hash"`
-	Description      string    `json:"description"`
-	Model            string    `json:"model"`
-	Dimensions       int       `json:"dimensions"`
-	SyntheticQueries []string  `json:"synthetic_queries"`
-	EmbeddedAt       time.Time `json:"embedded_at"`
+	SpecHash         string   `json:"spec_hash"`
+	Description      string   `json:"description"`
+	Model            string   `json:"model"`
+	Dimensions       int      `json:"dimensions"`
+	SyntheticQueries []string `json:"synthetic_queries"`
+	// LearnedQueries are recorded user requests folded into the tool's
+	// vector, in addition to the synthetic ones.
+	LearnedQueries []string  `json:"learned_queries,omitempty"`
+	EmbeddedAt     time.Time `json:"embedded_at"`
 }
 
 // ParseMetadata decodes a stored entry strictly: unknown shapes and missing

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
@@ -198,6 +200,16 @@ type Bridge struct {
 	Principal string
 	// Search are the options of tool_search (TopK is overridden by top_k).
 	Search Options
+	// Record, when set, is called for each tool_call of a tool the last
+	// tool_search returned, with that search's query: the request that led
+	// to the call. Pass it to RecordRequest to let a learning catalog fold
+	// frequent requests into its tools' query sets.
+	Record func(ctx context.Context, request, tool string)
+
+	mu sync.Mutex
+	// lastQuery and lastFound are the last tool_search's query and hits.
+	lastQuery string
+	lastFound []string
 }
 
 // Handle runs a bridge call. arguments is the raw JSON string the model
@@ -231,7 +243,12 @@ func (b *Bridge) Handle(ctx context.Context, name, arguments string) (json.RawMe
 			}
 			topK = int(min(max(n, 1), MaxBridgeTopK))
 		}
-		out, err := b.search(ctx, c, query, topK)
+		out, found, err := b.search(ctx, c, query, topK)
+		if err == nil {
+			b.mu.Lock()
+			b.lastQuery, b.lastFound = query, found
+			b.mu.Unlock()
+		}
 		return out, nil, err
 	case ToolDescribe:
 		tool, err := b.resolve(c, name, args)
@@ -248,6 +265,12 @@ func (b *Bridge) Handle(ctx context.Context, name, arguments string) (json.RawMe
 		raw, err := callArguments(args["arguments"])
 		if err != nil {
 			return nil, nil, &BridgeError{Message: fmt.Sprintf("tool_call: \"arguments\" for %s %s", tool.Name, err)}
+		}
+		b.mu.Lock()
+		query, found := b.lastQuery, slices.Contains(b.lastFound, tool.Name)
+		b.mu.Unlock()
+		if b.Record != nil && found {
+			b.Record(ctx, query, tool.Name)
 		}
 		return nil, &Call{Name: tool.Name, Arguments: raw}, nil
 	}
@@ -273,7 +296,7 @@ func callArguments(raw json.RawMessage) (json.RawMessage, error) {
 
 // search runs tool_search over the deferred tools: the catalog's tools the
 // principal may use, less the core ones, which the model already has.
-func (b *Bridge) search(ctx context.Context, c *Catalog, query string, topK int) (json.RawMessage, error) {
+func (b *Bridge) search(ctx context.Context, c *Catalog, query string, topK int) (json.RawMessage, []string, error) {
 	core := c.coreTools()
 	total := 0
 	for _, t := range c.Document.Tools {
@@ -286,7 +309,7 @@ func (b *Bridge) search(ctx context.Context, c *Catalog, query string, topK int)
 	opts.TopK = topK + len(core)
 	resp, err := c.Search(ctx, query, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	type hit struct {
 		Name        string `json:"name"`
@@ -294,13 +317,16 @@ func (b *Bridge) search(ctx context.Context, c *Catalog, query string, topK int)
 		Description string `json:"description"`
 	}
 	hits := []hit{}
+	var found []string
 	for _, r := range resp.Results {
 		if core[r.Tool.Name] || len(hits) == topK {
 			continue
 		}
 		hits = append(hits, hit{r.Tool.Name, r.Tool.Toolset, text.Truncate(r.Tool.Description, BridgeDescriptionLength)})
+		found = append(found, r.Tool.Name)
 	}
-	return json.Marshal(map[string]any{"tools": hits, "total_available": total})
+	out, err := json.Marshal(map[string]any{"tools": hits, "total_available": total})
+	return out, found, err
 }
 
 // resolve finds the tool a bridge call names, refusing bridge tools,

@@ -1,0 +1,68 @@
+package catalog
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+func TestLearnPicksFrequentRequestsOfEachTool(t *testing.T) {
+	rec := func(tool, req string, n int64) contract.Recorded {
+		return contract.Recorded{Tool: tool, Request: req, Count: n}
+	}
+	got := Learn([]contract.Recorded{
+		rec("book_room", "grab the fishbowl", 5),
+		rec("book_room", "fishbowl at ten", 3),
+		rec("book_room", "Grab  the fishbowl", 1), // the same, by case and spacing: counted apart, folded once
+		rec("book_room", "once only", 1),          // under minCount
+		rec("book_room", "reserve a room", 4),     // a curated example
+		rec("book_room", "a fourth one", 2),       // beyond PerTool
+		rec("create_issue", "open a ticket", 2),   // led to run_sql more often
+		rec("run_sql", "open a ticket", 3),
+		rec("send_email", "mail the team", 2),
+		rec("send_email", "tie", 2), // ties: both tools keep it
+		rec("get_weather", "tie", 2),
+	}, map[string][]string{"book_room": {"Reserve a room"}}, LearnOptions{PerTool: 2, MinCount: 2})
+
+	want := map[string][]string{
+		"book_room":   {"grab the fishbowl", "fishbowl at ten"},
+		"run_sql":     {"open a ticket"},
+		"send_email":  {"mail the team", "tie"},
+		"get_weather": {"tie"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("learned %v, want %v", got, want)
+	}
+	for tool, w := range want {
+		if !slices.Equal(got[tool], w) {
+			t.Errorf("%s learned %q, want %q", tool, got[tool], w)
+		}
+	}
+}
+
+// A tool is re-embedded when its learned requests change, from its stored
+// queries, and not otherwise.
+func TestPlanRelearnsOnlyChangedTools(t *testing.T) {
+	tools := []Tool{tool("a", "h"), tool("b", "h")}
+	st := map[string]StoredTool{}
+	for _, tl := range tools {
+		s := stored("h", "m", 8, fiveQueries...)
+		s.Metadata.LearnedQueries = []string{"old"}
+		st[tl.Entry.Name] = s
+	}
+	plans := Plan(PlanInput{Tools: tools, Stored: st, Model: "m", Dimensions: 8, QueriesPerTool: 5,
+		Learned: map[string][]string{"a": {"new"}, "b": {"old"}}})
+	for _, p := range plans {
+		switch p.Name {
+		case "a":
+			if p.Action != ActionEmbed || !p.Relearn || !slices.Equal(p.Queries, fiveQueries) || !slices.Equal(p.Learned, []string{"new"}) {
+				t.Errorf("a: %+v, want a re-embedding of the stored queries with the new learned request", p)
+			}
+		case "b":
+			if p.Action != ActionNone {
+				t.Errorf("b: action %s, want none (learned requests unchanged)", p.Action)
+			}
+		}
+	}
+}
