@@ -78,9 +78,10 @@ bench-scale: prereqs ## Measure large catalogs (manager process, API server, Red
 	KUBEBUILDER_ASSETS="$$assets" go test ./test/scale -run TestScale -count=1 -v -timeout 90m -args $(SCALE_ARGS)
 
 DATA ?= internal/retrieval/testdata/mini
+RETRIEVAL_ARGS ?=
 .PHONY: bench-retrieval
-bench-retrieval: ## Measure retrieval quality and latency on DATA (tools.json + queries.json), e.g. DATA=../shared/bench/seal-tools.
-	go run ./cmd/bench-retrieval -data $(DATA)
+bench-retrieval: ## Measure retrieval quality and latency on DATA (tools.json + queries.json), e.g. DATA=../shared/bench/seal-tools; RETRIEVAL_ARGS=-replay=5 measures learning from use.
+	go run ./cmd/bench-retrieval -data $(DATA) $(RETRIEVAL_ARGS)
 
 ##@ Build
 

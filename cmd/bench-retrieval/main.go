@@ -35,6 +35,7 @@ func run() error {
 		concurrency                    = flag.Int("concurrency", 3, "query generation requests in flight")
 		embURL, embModel, embKeyEnv    = flag.String("embedding-base-url", "", "OpenAI-compatible embeddings base URL; empty uses the builtin model"), flag.String("embedding-model", "", "embedding model"), flag.String("embedding-api-key-env", "OPENAI_API_KEY", "environment variable holding the embeddings API key")
 		embDims                        = flag.Int("embedding-dimensions", 0, "requested vector length (0: the model's)")
+		replay                         = flag.Int("replay", 0, "replay half of the queries as usage, folding up to N recorded requests per tool into its query set, and report the other half before and after learning (0: off)")
 		builtin                        = flag.String("builtin", "sentence", "builtin embedder without -embedding-base-url: sentence (Universal Sentence Encoder lite) or lexical (hashed n-grams)")
 		chatURL, chatModel, chatKeyEnv = flag.String("chat-base-url", "", "OpenAI-compatible chat base URL for query generation; empty uses the builtin generator"), flag.String("chat-model", "", "chat model"), flag.String("chat-api-key-env", "OPENAI_API_KEY", "environment variable holding the chat API key")
 	)
@@ -78,9 +79,29 @@ func run() error {
 	}
 	fmt.Printf("dataset %s: %d tools, %d queries; embedder %s; %d queries per tool; catalog built in %s\n",
 		*data, len(ds.Tools), len(ds.Queries), emb.Model(), *perTool, time.Since(start).Round(time.Millisecond))
+	if *replay > 0 {
+		traffic, test := retrieval.Split(ds.Queries)
+		learned := retrieval.Replayed(traffic, *replay)
+		fmt.Printf("\nreplay: %d traffic queries recorded as usage, %d tools learned requests (at most %d each); %d test queries\n\nbefore learning (test queries):\n",
+			len(traffic), len(learned), *replay, len(test))
+		if err := report(ctx, cat, test, emb); err != nil {
+			return err
+		}
+		learnt, err := retrieval.Build(ctx, ds.Tools, retrieval.BuildOptions{Embedder: emb, Generator: gen, QueriesPerTool: *perTool, Concurrency: *concurrency, Learned: learned})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("\nafter learning (test queries):\n")
+		return report(ctx, learnt, test, emb)
+	}
+	return report(ctx, cat, ds.Queries, emb)
+}
+
+// report evaluates every method on the queries and prints the table.
+func report(ctx context.Context, cat *toolcatalog.Catalog, queries []retrieval.Query, emb embedding.Embedder) error {
 	var results []*retrieval.Metrics
 	for _, m := range toolcatalog.Methods {
-		r, err := retrieval.Evaluate(ctx, cat, ds.Queries, m, emb)
+		r, err := retrieval.Evaluate(ctx, cat, queries, m, emb)
 		if err != nil {
 			return err
 		}

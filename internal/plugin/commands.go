@@ -138,6 +138,12 @@ func (o *Options) describeToolCommand() *cobra.Command {
 				for _, q := range m.SyntheticQueries {
 					fmt.Fprintf(out, "  - %s\n", q)
 				}
+				if len(m.LearnedQueries) > 0 {
+					fmt.Fprintf(out, "Learned requests:\n")
+					for _, q := range m.LearnedQueries {
+						fmt.Fprintf(out, "  - %s\n", q)
+					}
+				}
 			} else {
 				fmt.Fprintf(out, "Embedded:         no metadata\n")
 			}
@@ -253,6 +259,40 @@ func (o *Options) versionsCommand() *cobra.Command {
 				fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", doc.Version, mark, len(doc.Tools), doc.SchemaHash[:min(12, len(doc.SchemaHash))], doc.GeneratedAt.Format(time.RFC3339))
 			}
 			return tw.Flush()
+		},
+	}
+}
+
+func (o *Options) purgeRequestsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "purge-requests CATALOG",
+		Short: "Delete the request texts consumers recorded for a learning catalog",
+		Long: `Delete every request text consumers recorded for the catalog (P:requests).
+The operator then re-embeds the tools that had learned requests without them,
+in a new version. While spec.learning.enabled is true, consumers keep
+recording; turn it off to stop.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := withTimeout(cmd)
+			defer cancel()
+			s, err := o.open(ctx, args[0], true)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			n, err := s.redis.ZCard(ctx, s.config.Keys.Requests()).Result()
+			if err != nil {
+				return fmt.Errorf("counting recorded requests: %w", err)
+			}
+			if err := contract.PurgeRequests(ctx, s.redis, s.config.Keys); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "deleted %d recorded requests of catalog %s/%s\n", n, s.catalog.Namespace, s.catalog.Name)
+			if s.catalog.Spec.Learning.Enabled {
+				fmt.Fprintln(out, "learning is still enabled: consumers keep recording; set spec.learning.enabled to false to stop")
+			}
+			return nil
 		},
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
 var (
@@ -243,5 +244,24 @@ func TestRedisAddressOverrideAndErrors(t *testing.T) {
 	}
 	if _, err := kubectlToolcatalog(t, "search", "assistant"); err == nil {
 		t.Fatal("search without a query accepted")
+	}
+}
+
+func TestPurgeRequestsDeletesTheRecordedText(t *testing.T) {
+	ctx := context.Background()
+	rc := redisSrv.Client()
+	defer rc.Close()
+	keys := contract.Keys{Prefix: contract.DefaultPrefix(ns, "assistant")}
+	for _, req := range []string{"book the fishbowl", "book the fishbowl", "will it rain"} {
+		if err := contract.RecordRequest(ctx, rc, keys, req, "get_weather", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := mustRun(t, "purge-requests", "assistant")
+	if !strings.Contains(out, "deleted 2 recorded requests of catalog "+ns+"/assistant") {
+		t.Fatalf("purge-requests output:\n%s", out)
+	}
+	if n := rc.Exists(ctx, keys.Requests(), keys.RequestsSeen()).Val(); n != 0 {
+		t.Fatalf("%d request keys left after purge-requests", n)
 	}
 }

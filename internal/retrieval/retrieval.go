@@ -77,6 +77,9 @@ type BuildOptions struct {
 	Generator      embedding.QueryGenerator
 	QueriesPerTool int
 	Concurrency    int
+	// Learned are recorded requests per tool, embedded with its queries
+	// as a learning catalog does.
+	Learned map[string][]string
 }
 
 // Build turns the dataset's tools into a searchable catalog the way the
@@ -103,7 +106,7 @@ func Build(ctx context.Context, tools []Tool, o BuildOptions) (*toolcatalog.Cata
 		if r.Err != nil {
 			return nil, fmt.Errorf("generating queries for %s: %w", tools[i].Name, r.Err)
 		}
-		sets[i] = r.Queries
+		sets[i] = append(r.Queries, o.Learned[tools[i].Name]...)
 	}
 	centroids, errs, err := embedding.QueryCentroids(ctx, o.Embedder, sets)
 	if err != nil {
@@ -221,4 +224,31 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 	}
 	i := (len(sorted)*p + 99) / 100
 	return sorted[min(max(i-1, 0), len(sorted)-1)]
+}
+
+// Split divides queries into traffic (every other one, starting with the
+// first) and test.
+func Split(queries []Query) (traffic, test []Query) {
+	for i, q := range queries {
+		if i%2 == 0 {
+			traffic = append(traffic, q)
+		} else {
+			test = append(test, q)
+		}
+	}
+	return traffic, test
+}
+
+// Replayed is what a catalog learns from replayed traffic: each query
+// recorded once for each of its gold tools, folded as the operator does
+// (at most perTool requests per tool; minCount 1, since a public set
+// rarely repeats a request).
+func Replayed(traffic []Query, perTool int) map[string][]string {
+	var recorded []contract.Recorded
+	for _, q := range traffic {
+		for _, g := range q.Gold {
+			recorded = append(recorded, contract.Recorded{Tool: g, Request: q.Query, Count: 1})
+		}
+	}
+	return catalog.Learn(recorded, nil, catalog.LearnOptions{PerTool: perTool, MinCount: 1})
 }
