@@ -169,6 +169,25 @@ func TestEmbeddedModeStartsPublishesAndStopsCleanly(t *testing.T) {
 		t.Errorf("the first screen lacks the commands after %v", want)
 	}
 
+	// The sample catalog grades itself once published: kubectl describe
+	// shows the self-grading.
+	inspect := regexp.MustCompile(`(\S+ --kubeconfig \S+) get tc,td`).FindStringSubmatch(out)
+	if inspect == nil {
+		t.Fatal("no kubectl command on the first screen")
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		res, err := exec.Command("bash", "-c", inspect[1]+" describe tc assistant").CombinedOutput()
+		if err == nil && regexp.MustCompile(`selfRecallAt5:\s+[01]\.\d{3}`).Match(res) && strings.Contains(string(res), "Graded Tools:    6") {
+			t.Logf("kubectl describe tc assistant:\n%s", res)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sample catalog shows no self-grading within 60s:\n%s", res)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
 	// Ctrl-C: the terminal signals the whole pipeline; tee goes first.
 	kids := r.children(t)
 	if err := r.tee.Process.Signal(os.Interrupt); err != nil {
