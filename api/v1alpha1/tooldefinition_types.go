@@ -74,6 +74,57 @@ type ToolDefinitionSpec struct {
 	// +kubebuilder:validation:items:MaxLength=1024
 	// +kubebuilder:validation:XValidation:rule="self.all(q, q.trim().size() > 0)",message="exampleQueries must not contain blank entries"
 	ExampleQueries []string `json:"exampleQueries,omitempty"`
+
+	// annotations are hints about the tool's behaviour, as MCP defines
+	// them. They are published with the tool; they are not embedded.
+	// +optional
+	Annotations *ToolAnnotations `json:"annotations,omitempty"`
+
+	// source says where the tool is served, so a runtime or gateway knows
+	// where to call it. Set by a ToolSource for the tools it imports.
+	// +optional
+	Source *ToolSourceReference `json:"source,omitempty"`
+}
+
+// ToolAnnotations are MCP's tool annotations: hints from the tool's
+// provider, never guarantees.
+type ToolAnnotations struct {
+	// title is a human-readable name for the tool.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Title string `json:"title,omitempty"`
+	// readOnlyHint: the tool does not modify its environment.
+	// +optional
+	ReadOnlyHint *bool `json:"readOnlyHint,omitempty"`
+	// destructiveHint: the tool may perform destructive updates.
+	// +optional
+	DestructiveHint *bool `json:"destructiveHint,omitempty"`
+	// idempotentHint: calling it again with the same arguments has no
+	// further effect.
+	// +optional
+	IdempotentHint *bool `json:"idempotentHint,omitempty"`
+	// openWorldHint: the tool interacts with external entities.
+	// +optional
+	OpenWorldHint *bool `json:"openWorldHint,omitempty"`
+}
+
+// ToolSourceReference says where a tool is served.
+type ToolSourceReference struct {
+	// toolSource is the ToolSource that imported the tool, in the same
+	// namespace; empty for a tool written by hand.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ToolSource string `json:"toolSource,omitempty"`
+	// mcpURL is the Streamable HTTP endpoint of the MCP server serving
+	// the tool.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	MCPURL string `json:"mcpURL,omitempty"`
+	// tool is the tool's name on that server (before any prefix).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Tool string `json:"tool"`
 }
 
 // ToolPermissions restricts the principals that may use a tool.

@@ -645,3 +645,41 @@ func TestPipelineKeepsQueriesItPaidFor(t *testing.T) {
 		}
 	}
 }
+
+// Annotations and the source are published with the entry and change its
+// digest, not its spec hash: they are not what the model reads.
+func TestSelectPublishesAnnotationsAndSource(t *testing.T) {
+	plain := td("plain", "search_docs", okParams)
+	imported := plain
+	imported.Spec.Annotations = &v1alpha1.ToolAnnotations{Title: "Search docs", ReadOnlyHint: new(true), OpenWorldHint: new(false)}
+	imported.Spec.Source = &v1alpha1.ToolSourceReference{ToolSource: "docs", MCPURL: "http://docs.example/mcp", Tool: "search"}
+	a, err := Select([]v1alpha1.ToolDefinition{plain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Select([]v1alpha1.ToolDefinition{imported})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pe, ie := a.Tools[0].Entry, b.Tools[0].Entry
+	if ie.Annotations == nil || ie.Annotations.Title != "Search docs" || !*ie.Annotations.ReadOnlyHint || *ie.Annotations.OpenWorldHint || ie.Annotations.DestructiveHint != nil {
+		t.Errorf("annotations %+v", ie.Annotations)
+	}
+	if ie.Source == nil || *ie.Source != (contract.Source{ToolSource: "docs", MCPURL: "http://docs.example/mcp", Tool: "search"}) {
+		t.Errorf("source %+v", ie.Source)
+	}
+	if pe.SpecHash != ie.SpecHash {
+		t.Error("annotations changed the spec hash")
+	}
+	pd, _ := contract.Entry{Tool: pe}.Digest()
+	id, _ := contract.Entry{Tool: ie}.Digest()
+	if pd == id {
+		t.Error("annotations and source left the entry digest unchanged: a change would not be published")
+	}
+	raw, _ := json.Marshal(ie)
+	for _, s := range []string{`"annotations":{"title":"Search docs","readOnlyHint":true,"openWorldHint":false}`, `"source":{"tool_source":"docs","mcp_url":"http://docs.example/mcp","tool":"search"}`} {
+		if !strings.Contains(string(raw), s) {
+			t.Errorf("published entry %s lacks %s", raw, s)
+		}
+	}
+}

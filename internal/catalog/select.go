@@ -148,6 +148,12 @@ func toolOf(td *v1alpha1.ToolDefinition) (Tool, error) {
 	if err != nil {
 		return Tool{}, fmt.Errorf("ToolDefinition %s: %w", td.Name, err)
 	}
+	if a := td.Spec.Annotations; a != nil {
+		entry.Annotations = &contract.Annotations{Title: a.Title, ReadOnlyHint: a.ReadOnlyHint, DestructiveHint: a.DestructiveHint, IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint}
+	}
+	if src := td.Spec.Source; src != nil {
+		entry.Source = &contract.Source{ToolSource: src.ToolSource, MCPURL: src.MCPURL, Tool: src.Tool}
+	}
 	t := Tool{Object: td.Name, Entry: entry, Examples: td.Spec.ExampleQueries}
 	if p := td.Spec.Permissions; p != nil {
 		t.Principals = p.AllowedPrincipals

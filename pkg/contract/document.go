@@ -78,6 +78,27 @@ type Tool struct {
 	AllowRepeat   bool            `json:"allow_repeat"`
 	NoBackground  bool            `json:"no_background"`
 	SpecHash      string          `json:"spec_hash"`
+	// Annotations are MCP's hints about the tool's behaviour.
+	Annotations *Annotations `json:"annotations,omitempty"`
+	// Source says where the tool is served.
+	Source *Source `json:"source,omitempty"`
+}
+
+// Annotations are MCP tool annotations, with MCP's field names.
+type Annotations struct {
+	Title           string `json:"title,omitempty"`
+	ReadOnlyHint    *bool  `json:"readOnlyHint,omitempty"`
+	DestructiveHint *bool  `json:"destructiveHint,omitempty"`
+	IdempotentHint  *bool  `json:"idempotentHint,omitempty"`
+	OpenWorldHint   *bool  `json:"openWorldHint,omitempty"`
+}
+
+// Source is where a tool is served: an MCP server's Streamable HTTP
+// endpoint and the tool's name there.
+type Source struct {
+	ToolSource string `json:"tool_source,omitempty"`
+	MCPURL     string `json:"mcp_url,omitempty"`
+	Tool       string `json:"tool"`
 }
 
 // emptyParameters is published for a tool without parameters, so consumers
@@ -300,6 +321,22 @@ func (e Entry) Digest() (string, error) {
 	flag(e.AllowRepeat)
 	flag(e.NoBackground)
 	field(e.SpecHash)
+	// Fields added later count only when set, so existing digests stay.
+	optional := func(name string, set bool, v any) error {
+		if !set {
+			return nil
+		}
+		b, err := json.Marshal(v)
+		field(name)
+		field(string(b))
+		return err
+	}
+	if err := optional("annotations", e.Annotations != nil, e.Annotations); err != nil {
+		return "", err
+	}
+	if err := optional("source", e.Source != nil, e.Source); err != nil {
+		return "", err
+	}
 	flag(e.AllowedPrincipals != nil)
 	if e.AllowedPrincipals != nil {
 		field(strconv.Itoa(len(*e.AllowedPrincipals)))
