@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,10 +19,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/controllers"
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
+	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
@@ -263,5 +266,52 @@ func TestPurgeRequestsDeletesTheRecordedText(t *testing.T) {
 	}
 	if n := rc.Exists(ctx, keys.Requests(), keys.RequestsSeen()).Val(); n != 0 {
 		t.Fatalf("%d request keys left after purge-requests", n)
+	}
+}
+
+// import needs no cluster: the ToolDefinitions it writes are created as
+// they are, and a tool that cannot be one is reported.
+func TestImportWritesToolDefinitionsFromAnMCPServer(t *testing.T) {
+	srv := mcptest.New(t, mcptest.Options{Name: "docs", Version: "2.1.0", PageSize: 2, Token: "s3cret"})
+	srv.Tool("search", "Search the documentation by keywords.",
+		map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}, "required": []string{"q"}},
+		&mcpsdk.ToolAnnotations{Title: "Search docs", ReadOnlyHint: true})
+	srv.Tool("read_page", "Read a page of the manual.", nil, nil)
+	srv.Tool("admin_reset", "Reset the index.", nil, nil)
+	srv.Tool("mute", "", nil, nil)
+
+	var out, errOut bytes.Buffer
+	cmd := NewCommand(&Options{Out: &out, Err: &errOut, Kubeconfig: filepath.Join(t.TempDir(), "none")})
+	cmd.SetArgs([]string{"import", "--mcp", srv.URL, "--prefix", "docs_", "--labels", "catalog=assistant", "--header", "Authorization: Bearer s3cret", "--exclude", "admin_*"})
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("import: %v\n%s", err, errOut.String())
+	}
+	t.Logf("kubectl toolcatalog import:\n%s\nstderr:\n%s", out.String(), errOut.String())
+	if !strings.Contains(errOut.String(), "skipped mute: it has no description") {
+		t.Errorf("stderr lacks the skipped tool:\n%s", errOut.String())
+	}
+	docs := strings.Split(out.String(), "\n---\n")[1:]
+	if len(docs) != 2 {
+		t.Fatalf("%d documents, want docs_read_page and docs_search", len(docs))
+	}
+	importNS := "import-test"
+	if err := kube.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: importNS}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range docs {
+		td := &v1alpha1.ToolDefinition{}
+		if err := yaml.UnmarshalStrict([]byte(doc), td); err != nil {
+			t.Fatalf("decoding %s: %v", doc, err)
+		}
+		td.Namespace = importNS
+		if err := kube.Create(context.Background(), td); err != nil {
+			t.Fatalf("the API server refused %s: %v", td.Name, err)
+		}
+		if td.Labels["catalog"] != "assistant" || td.Spec.Source == nil || td.Spec.Source.MCPURL != srv.URL {
+			t.Errorf("%s: labels %v source %+v", td.Name, td.Labels, td.Spec.Source)
+		}
+	}
+	if !strings.Contains(out.String(), "name: docs-search") || !strings.Contains(out.String(), "readOnlyHint: true") {
+		t.Errorf("output lacks the search tool's name or annotations:\n%s", out.String())
 	}
 }

@@ -1,0 +1,274 @@
+// Package mcpsource reads the tools an MCP server offers, with the official
+// MCP Go SDK over Streamable HTTP, and turns them into ToolDefinition specs:
+// prefixed names, the input schema as parameters, MCP's annotations and a
+// reference to where the tool is served.
+package mcpsource
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+)
+
+// ClientName is how the operator introduces itself to MCP servers.
+const ClientName = "tool-catalog-operator"
+
+// Config says how to reach an MCP server.
+type Config struct {
+	// URL is the server's Streamable HTTP endpoint.
+	URL string
+	// Header is sent with every request (an Authorization header holds a
+	// bearer token).
+	Header http.Header
+	// HTTPClient carries TLS settings; a plain client when nil.
+	HTTPClient *http.Client
+	// Version is the client version announced at initialization.
+	Version string
+	// OnToolsChanged, when set, is called when the server sends
+	// notifications/tools/list_changed.
+	OnToolsChanged func()
+}
+
+// Server describes a connected server.
+type Server struct {
+	Name, Version, ProtocolVersion string
+}
+
+// Session is a connection to an MCP server.
+type Session struct {
+	Server Server
+	cs     *mcp.ClientSession
+}
+
+// ErrUnauthorized means the server refused the credentials.
+var ErrUnauthorized = errors.New("the server refused the credentials (HTTP 401 or 403)")
+
+// Connect initializes a session with the server.
+func Connect(ctx context.Context, cfg Config) (*Session, error) {
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	status := &lastStatus{}
+	hc = &http.Client{Transport: &headerTransport{base: transportOf(hc), header: cfg.Header, status: status}, Timeout: hc.Timeout, Jar: hc.Jar}
+	opts := &mcp.ClientOptions{}
+	if cfg.OnToolsChanged != nil {
+		opts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) { cfg.OnToolsChanged() }
+	}
+	version := cfg.Version
+	if version == "" {
+		version = "dev"
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: ClientName, Version: version}, opts)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: hc, MaxRetries: -1}, nil)
+	if err != nil {
+		if code := status.get(); code == http.StatusUnauthorized || code == http.StatusForbidden {
+			return nil, fmt.Errorf("connecting to MCP server %s: %w", cfg.URL, ErrUnauthorized)
+		}
+		return nil, fmt.Errorf("connecting to MCP server %s: %w", cfg.URL, err)
+	}
+	s := &Session{cs: cs}
+	if r := cs.InitializeResult(); r != nil {
+		s.Server.ProtocolVersion = r.ProtocolVersion
+		if r.ServerInfo != nil {
+			s.Server.Name, s.Server.Version = r.ServerInfo.Name, r.ServerInfo.Version
+		}
+	}
+	return s, nil
+}
+
+// Tools lists every tool the server offers, following pagination.
+func (s *Session) Tools(ctx context.Context) ([]*mcp.Tool, error) {
+	var out []*mcp.Tool
+	for t, err := range s.cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("listing tools: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// Close ends the session.
+func (s *Session) Close() error { return s.cs.Close() }
+
+// Options select and name the imported tools.
+type Options struct {
+	// Prefix is put before every tool name.
+	Prefix string
+	// Include and Exclude are glob patterns (path.Match) on the server's
+	// tool names: a tool is imported when it matches an Include pattern
+	// (or there are none) and no Exclude pattern.
+	Include, Exclude []string
+	// ToolSource and URL go into each tool's source reference.
+	ToolSource, URL string
+}
+
+// Imported is a tool turned into a ToolDefinition spec.
+type Imported struct {
+	// Upstream is the tool's name on the server.
+	Upstream string
+	Spec     v1alpha1.ToolDefinitionSpec
+}
+
+// Rejected is a tool that cannot be imported, and why.
+type Rejected struct {
+	Upstream string
+	Reason   string
+}
+
+var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// reservedNames are the bridge tools of progressive disclosure.
+var reservedNames = map[string]bool{"tool_search": true, "tool_describe": true, "tool_call": true}
+
+// maxDescription is spec.description's limit.
+const maxDescription = 4096
+
+// Convert selects the tools and turns each into a ToolDefinition spec. A
+// tool that cannot be one (a name outside the tool-name pattern once
+// prefixed, no description, a schema that is not a JSON Schema object) is
+// rejected with the reason; the others are converted. The result is in
+// name order.
+func Convert(tools []*mcp.Tool, o Options) ([]Imported, []Rejected, error) {
+	for _, p := range append(append([]string(nil), o.Include...), o.Exclude...) {
+		if _, err := path.Match(p, ""); err != nil {
+			return nil, nil, fmt.Errorf("bad pattern %q: %w", p, err)
+		}
+	}
+	var out []Imported
+	var rejected []Rejected
+	seen := map[string]bool{}
+	for _, t := range tools {
+		if !selected(t.Name, o.Include, o.Exclude) {
+			continue
+		}
+		spec, reason := specOf(t, o)
+		switch {
+		case reason != "":
+			rejected = append(rejected, Rejected{Upstream: t.Name, Reason: reason})
+		case seen[spec.Name]:
+			rejected = append(rejected, Rejected{Upstream: t.Name, Reason: fmt.Sprintf("the server lists %s twice", t.Name)})
+		default:
+			seen[spec.Name] = true
+			out = append(out, Imported{Upstream: t.Name, Spec: spec})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Spec.Name < out[j].Spec.Name })
+	sort.Slice(rejected, func(i, j int) bool { return rejected[i].Upstream < rejected[j].Upstream })
+	return out, rejected, nil
+}
+
+func selected(name string, include, exclude []string) bool {
+	match := func(patterns []string) bool {
+		for _, p := range patterns {
+			if ok, _ := path.Match(p, name); ok {
+				return true
+			}
+		}
+		return false
+	}
+	return (len(include) == 0 || match(include)) && !match(exclude)
+}
+
+func specOf(t *mcp.Tool, o Options) (v1alpha1.ToolDefinitionSpec, string) {
+	name := o.Prefix + t.Name
+	switch {
+	case !toolName.MatchString(name):
+		return v1alpha1.ToolDefinitionSpec{}, fmt.Sprintf("name %q is not a valid tool name: letters, digits, _ and -, at most 64", name)
+	case reservedNames[name]:
+		return v1alpha1.ToolDefinitionSpec{}, fmt.Sprintf("name %q is reserved for progressive disclosure: set a prefix", name)
+	}
+	desc := strings.TrimSpace(t.Description)
+	if desc == "" {
+		desc = strings.TrimSpace(t.Title)
+	}
+	if desc == "" {
+		return v1alpha1.ToolDefinitionSpec{}, "it has no description: the model would have nothing to choose it by"
+	}
+	if len(desc) > maxDescription {
+		return v1alpha1.ToolDefinitionSpec{}, fmt.Sprintf("its description is %d bytes, more than %d", len(desc), maxDescription)
+	}
+	spec := v1alpha1.ToolDefinitionSpec{Name: name, Description: desc,
+		Source: &v1alpha1.ToolSourceReference{ToolSource: o.ToolSource, MCPURL: o.URL, Tool: t.Name}}
+	if t.InputSchema != nil {
+		raw, err := json.Marshal(t.InputSchema)
+		if err != nil {
+			return v1alpha1.ToolDefinitionSpec{}, fmt.Sprintf("its input schema cannot be encoded: %v", err)
+		}
+		if err := catalog.ValidateParameters(raw); err != nil {
+			return v1alpha1.ToolDefinitionSpec{}, "its input schema is rejected: " + err.Error()
+		}
+		spec.Parameters = &apiextensionsv1.JSON{Raw: raw}
+	}
+	if a := t.Annotations; a != nil || t.Title != "" {
+		spec.Annotations = &v1alpha1.ToolAnnotations{Title: t.Title}
+		if a != nil {
+			if spec.Annotations.Title == "" {
+				spec.Annotations.Title = a.Title
+			}
+			spec.Annotations.ReadOnlyHint = &a.ReadOnlyHint
+			spec.Annotations.IdempotentHint = &a.IdempotentHint
+			spec.Annotations.DestructiveHint = a.DestructiveHint
+			spec.Annotations.OpenWorldHint = a.OpenWorldHint
+		}
+	}
+	return spec, ""
+}
+
+// headerTransport adds headers to every request and remembers the last
+// response status, so a refused login is told apart from an outage.
+type headerTransport struct {
+	base   http.RoundTripper
+	header http.Header
+	status *lastStatus
+}
+
+func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, vs := range t.header {
+		r.Header[k] = append([]string(nil), vs...)
+	}
+	resp, err := t.base.RoundTrip(r)
+	if err == nil {
+		t.status.set(resp.StatusCode)
+	}
+	return resp, err
+}
+
+func transportOf(c *http.Client) http.RoundTripper {
+	if c.Transport != nil {
+		return c.Transport
+	}
+	return http.DefaultTransport
+}
+
+type lastStatus struct {
+	mu   sync.Mutex
+	code int
+}
+
+func (s *lastStatus) set(code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.code = code
+}
+
+func (s *lastStatus) get() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.code
+}
