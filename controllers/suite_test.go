@@ -146,6 +146,13 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "setting up toolcatalog controller: %v\n", err)
 		return 1
 	}
+	if err := (&ToolSourceReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("toolsource-controller"),
+	}).SetupWithManager(mgr); err != nil {
+		fmt.Fprintf(os.Stderr, "setting up toolsource controller: %v\n", err)
+		return 1
+	}
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(ctx) }()
 

@@ -23,7 +23,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &ToolDefinition{}, &ToolDefinitionList{}, &ToolCatalog{}, &ToolCatalogList{})
+	s.AddKnownTypes(GroupVersion, &ToolDefinition{}, &ToolDefinitionList{}, &ToolCatalog{}, &ToolCatalogList{}, &ToolSource{}, &ToolSourceList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

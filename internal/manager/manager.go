@@ -132,7 +132,7 @@ func New(restCfg *rest.Config, c Config) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-// Setup adds both controllers to a manager; the pool holds the catalogs'
+// Setup adds the controllers to a manager; the pool holds the catalogs'
 // Redis clients.
 func Setup(ctx context.Context, mgr ctrl.Manager, pool *store.Pool, c Config) error {
 	if err := (&controllers.ToolDefinitionReconciler{
@@ -150,6 +150,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *store.Pool, c Config) er
 		Budget:      catalog.Budget{Time: c.PassBudget},
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the toolcatalog controller: %w", err)
+	}
+	if err := (&controllers.ToolSourceReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("toolsource-controller"),
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the toolsource controller: %w", err)
 	}
 	return nil
 }

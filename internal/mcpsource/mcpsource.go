@@ -272,3 +272,21 @@ func (s *lastStatus) get() int {
 	defer s.mu.Unlock()
 	return s.code
 }
+
+var notDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// ObjectName turns a tool name into a ToolDefinition's metadata.name
+// (lower case, "_" as "-"), numbered when two tools map to the same one;
+// used records the names given.
+func ObjectName(tool string, used map[string]bool) string {
+	base := strings.Trim(notDNS.ReplaceAllString(strings.ToLower(strings.ReplaceAll(tool, "_", "-")), "-"), "-")
+	if base == "" {
+		base = "tool"
+	}
+	name := base
+	for i := 2; used[name]; i++ {
+		name = fmt.Sprintf("%s-%d", base, i)
+	}
+	used[name] = true
+	return name
+}

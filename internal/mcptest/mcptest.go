@@ -60,8 +60,10 @@ func New(t testing.TB, o Options) *Server {
 		}
 		handler.ServeHTTP(w, r)
 	}))
-	t.Cleanup(hs.Close)
 	s.http = hs
+	// Clients may hold a stream open (the standalone SSE stream that
+	// carries notifications): close them, or Close waits for them.
+	t.Cleanup(s.Close)
 	s.URL = hs.URL + "/mcp"
 	return s
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -68,7 +67,7 @@ skipped.`,
 				obj := map[string]any{
 					"apiVersion": v1alpha1.GroupVersion.String(),
 					"kind":       "ToolDefinition",
-					"metadata":   objectMeta(objectName(t.Spec.Name, used), namespace, lbls),
+					"metadata":   objectMeta(mcpsource.ObjectName(t.Spec.Name, used), namespace, lbls),
 					"spec":       t.Spec,
 				}
 				raw, err := json.Marshal(obj)
@@ -127,21 +126,4 @@ func objectMeta(name, namespace string, labels map[string]string) map[string]any
 		m["labels"] = labels
 	}
 	return m
-}
-
-var notDNS = regexp.MustCompile(`[^a-z0-9-]+`)
-
-// objectName turns a tool name into a metadata.name (lower case, "_" as
-// "-"), numbered when two tools map to the same one.
-func objectName(tool string, used map[string]bool) string {
-	base := strings.Trim(notDNS.ReplaceAllString(strings.ToLower(strings.ReplaceAll(tool, "_", "-")), "-"), "-")
-	if base == "" {
-		base = "tool"
-	}
-	name := base
-	for i := 2; used[name]; i++ {
-		name = fmt.Sprintf("%s-%d", base, i)
-	}
-	used[name] = true
-	return name
 }

@@ -1,0 +1,167 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ToolSourceSpec says where tools come from and how they are imported.
+type ToolSourceSpec struct {
+	// mcp is the MCP server whose tools are imported.
+	// +required
+	MCP MCPServerSpec `json:"mcp"`
+
+	// toolNamePrefix is put before every imported tool's name; names must
+	// stay within ^[a-zA-Z0-9_-]{1,64}$.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9_-]*$`
+	ToolNamePrefix string `json:"toolNamePrefix,omitempty"`
+
+	// include lists glob patterns of the server's tool names to import;
+	// all when empty.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	Include []string `json:"include,omitempty"`
+
+	// exclude lists glob patterns of the server's tool names to leave out.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	Exclude []string `json:"exclude,omitempty"`
+
+	// labels are set on every ToolDefinition the source creates, so
+	// catalogs select them with their usual selector.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// syncInterval is how often the tools are listed again when the server
+	// sends no notifications/tools/list_changed.
+	// +optional
+	// +kubebuilder:default="5m"
+	SyncInterval *metav1.Duration `json:"syncInterval,omitempty"`
+}
+
+// MCPServerSpec is how to reach an MCP server.
+type MCPServerSpec struct {
+	// url is the server's Streamable HTTP endpoint.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://`
+	URL string `json:"url"`
+
+	// bearerTokenSecretRef selects a Secret key holding a bearer token sent
+	// as the Authorization header.
+	// +optional
+	BearerTokenSecretRef *SecretKeySelector `json:"bearerTokenSecretRef,omitempty"`
+
+	// headers are sent with every request.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Headers []HTTPHeader `json:"headers,omitempty"`
+
+	// caSecretRef selects a Secret key holding the PEM CA bundle that signs
+	// the server's certificate; the system roots are used when absent.
+	// +optional
+	CASecretRef *SecretKeySelector `json:"caSecretRef,omitempty"`
+}
+
+// HTTPHeader is a header with a literal value or one from a Secret.
+type HTTPHeader struct {
+	// name is the header's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+	// value is the header's value.
+	// +optional
+	Value string `json:"value,omitempty"`
+	// valueFrom selects a Secret key holding the value.
+	// +optional
+	ValueFrom *SecretKeySelector `json:"valueFrom,omitempty"`
+}
+
+// MCPServerInfo is what the server said of itself at initialization.
+type MCPServerInfo struct {
+	// +optional
+	Name string `json:"name,omitempty"`
+	// +optional
+	Version string `json:"version,omitempty"`
+	// +optional
+	ProtocolVersion string `json:"protocolVersion,omitempty"`
+}
+
+// SkippedTool is an upstream tool not imported, and why.
+type SkippedTool struct {
+	// tool is the tool's name on the server.
+	// +required
+	Tool string `json:"tool"`
+	// reason says why and what to fix.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
+// ToolSourceStatus is what the last sync found.
+type ToolSourceStatus struct {
+	// observedGeneration is the generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// server is what the server said of itself.
+	// +optional
+	Server *MCPServerInfo `json:"server,omitempty"`
+	// toolCount is the number of ToolDefinitions the source keeps.
+	// +optional
+	ToolCount int32 `json:"toolCount"`
+	// lastSyncTime is when the tools were last listed.
+	// +optional
+	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+	// skippedTools lists upstream tools not imported (malformed, or a
+	// name another ToolDefinition already has); at most 20.
+	// +optional
+	// +listType=map
+	// +listMapKey=tool
+	// +kubebuilder:validation:MaxItems=20
+	SkippedTools []SkippedTool `json:"skippedTools,omitempty"`
+	// conditions: Ready and Synced.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ts,categories=toolcatalog
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.mcp.url`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+// +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`
+// +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.status.server.name`,priority=1
+// +kubebuilder:printcolumn:name="Synced",type=date,JSONPath=`.status.lastSyncTime`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// ToolSource imports the tools an MCP server offers as ToolDefinitions it
+// owns, and keeps them in step with the server.
+type ToolSource struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec ToolSourceSpec `json:"spec"`
+	// +optional
+	Status ToolSourceStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ToolSourceList is a list of ToolSources.
+type ToolSourceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ToolSource `json:"items"`
+}
+
+// GetConditions returns a pointer to the status conditions.
+func (t *ToolSource) GetConditions() *[]metav1.Condition { return &t.Status.Conditions }

@@ -1,0 +1,427 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
+)
+
+// LabelToolSource marks the ToolDefinitions a ToolSource created with its
+// name.
+const LabelToolSource = "toolcatalog.dev/tool-source"
+
+// Reasons of ToolSource conditions and events.
+const (
+	ReasonSynced            = "Synced"
+	ReasonServerUnreachable = "ServerUnreachable"
+	ReasonAuthFailed        = "AuthFailed"
+	ReasonToolsSkipped      = "ToolsSkipped"
+	ConditionSynced         = "Synced"
+)
+
+// sourceFieldOwner is the field manager of the ToolDefinitions a source
+// applies.
+const sourceFieldOwner = "toolcatalog.dev/tool-source"
+
+// defaultSyncInterval is how often tools are listed when spec.syncInterval
+// is unset.
+const defaultSyncInterval = 5 * time.Minute
+
+// ToolSourceReconciler imports the tools of MCP servers as ToolDefinitions.
+type ToolSourceReconciler struct {
+	client.Client
+	Recorder events.EventRecorder
+
+	mu sync.Mutex
+	// sessions are the live sessions by source, kept open so the server's
+	// notifications/tools/list_changed reaches changed.
+	sessions map[string]*liveSession
+	changed  chan event.GenericEvent
+}
+
+type liveSession struct {
+	fingerprint string
+	session     *mcpsource.Session
+}
+
+// +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolsources,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolsources/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolsources/finalizers,verbs=update
+// +kubebuilder:rbac:groups=toolcatalog.dev,resources=tooldefinitions,verbs=get;list;watch;create;update;patch;delete
+
+// Reconcile lists the source's tools and makes its ToolDefinitions match.
+func (r *ToolSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ts := &v1alpha1.ToolSource{}
+	if err := r.Get(ctx, req.NamespacedName, ts); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.String())
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !ts.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.delete(ctx, ts)
+	}
+	if !controllerutil.ContainsFinalizer(ts, v1alpha1.FinalizerCleanup) {
+		patch := client.MergeFrom(ts.DeepCopy())
+		controllerutil.AddFinalizer(ts, v1alpha1.FinalizerCleanup)
+		if err := r.Patch(ctx, ts, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+	interval := defaultSyncInterval
+	if d := ts.Spec.SyncInterval; d != nil && d.Duration > 0 {
+		interval = d.Duration
+	}
+	base := ts.DeepCopy()
+	err := r.sync(ctx, ts)
+	ts.Status.ObservedGeneration = ts.Generation
+	if perr := patchStatus(ctx, r.Client, base, ts); perr != nil {
+		return ctrl.Result{}, perr
+	}
+	if err != nil {
+		// The server is down or refused us: try again sooner than the
+		// interval, never later.
+		return ctrl.Result{RequeueAfter: min(interval, 30*time.Second)}, nil
+	}
+	return ctrl.Result{RequeueAfter: interval}, nil
+}
+
+// sync lists the tools and applies the ToolDefinitions; its error is
+// already in the status.
+func (r *ToolSourceReconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource) error {
+	url := ts.Spec.MCP.URL
+	fail := func(reason, message string, err error) error {
+		setCondition(ts, ConditionSynced, metav1.ConditionFalse, reason, message)
+		setCondition(ts, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
+		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, reason, "Sync", "%s", message)
+		return err
+	}
+	cfg, err := r.connection(ctx, ts)
+	if err != nil {
+		return fail(v1alpha1.ReasonInvalidConfiguration, err.Error(), err)
+	}
+	s, err := r.session(ctx, ts, cfg)
+	if err == nil {
+		var tools []*mcp.Tool
+		if tools, err = s.Tools(ctx); err == nil {
+			return r.apply(ctx, ts, s, tools)
+		}
+	}
+	r.forget(sourceKey(ts).String())
+	if errors.Is(err, mcpsource.ErrUnauthorized) {
+		return fail(ReasonAuthFailed, fmt.Sprintf("MCP server %s refused the credentials: check spec.mcp.bearerTokenSecretRef and headers; the ToolDefinitions already imported are kept", url), err)
+	}
+	return fail(ReasonServerUnreachable, fmt.Sprintf("cannot list the tools of MCP server %s: %v; the ToolDefinitions already imported are kept, retrying", url, redact(err, cfg)), err)
+}
+
+// apply makes the source's ToolDefinitions match the listed tools.
+func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSource, s *mcpsource.Session, tools []*mcp.Tool) error {
+	imported, rejected, err := mcpsource.Convert(tools, mcpsource.Options{Prefix: ts.Spec.ToolNamePrefix, Include: ts.Spec.Include, Exclude: ts.Spec.Exclude,
+		ToolSource: ts.Name, URL: ts.Spec.MCP.URL})
+	if err != nil {
+		setCondition(ts, ConditionSynced, metav1.ConditionFalse, v1alpha1.ReasonInvalidConfiguration, err.Error())
+		setCondition(ts, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidConfiguration, err.Error())
+		return err
+	}
+	list := &v1alpha1.ToolDefinitionList{}
+	if err := r.List(ctx, list, client.InNamespace(ts.Namespace)); err != nil {
+		return fmt.Errorf("listing ToolDefinitions: %w", err)
+	}
+	owned := map[string]*v1alpha1.ToolDefinition{}
+	byToolName, byObject := map[string]string{}, map[string]bool{}
+	for i := range list.Items {
+		td := &list.Items[i]
+		if metav1.IsControlledBy(td, ts) {
+			owned[td.Name] = td
+			continue
+		}
+		byToolName[td.Spec.Name] = td.Name
+		byObject[td.Name] = true
+	}
+	used := map[string]bool{}
+	for n := range byObject {
+		used[n] = true
+	}
+	var skipped []v1alpha1.SkippedTool
+	for _, rj := range rejected {
+		skipped = append(skipped, v1alpha1.SkippedTool{Tool: rj.Upstream, Reason: rj.Reason})
+	}
+	keep := map[string]bool{}
+	created, updated := 0, 0
+	for _, t := range imported {
+		if other, ok := byToolName[t.Spec.Name]; ok {
+			skipped = append(skipped, v1alpha1.SkippedTool{Tool: t.Upstream,
+				Reason: fmt.Sprintf("tool name %s is already ToolDefinition %s's: the first one is kept; set spec.toolNamePrefix", t.Spec.Name, other)})
+			continue
+		}
+		name := ownedName(owned, t.Spec.Name)
+		if name == "" {
+			name = mcpsource.ObjectName(t.Spec.Name, used)
+		}
+		used[name] = true
+		keep[name] = true
+		want := r.desired(ts, name, t.Spec)
+		if have := owned[name]; have != nil && equality.Semantic.DeepEqual(have.Spec, want.Spec) && equality.Semantic.DeepEqual(have.Labels, want.Labels) {
+			continue
+		}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(want)
+		if err != nil {
+			return err
+		}
+		delete(u, "status")
+		unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
+		if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}), client.FieldOwner(sourceFieldOwner), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying ToolDefinition %s: %w", name, err)
+		}
+		if owned[name] == nil {
+			created++
+		} else {
+			updated++
+		}
+	}
+	removed := 0
+	for name, td := range owned {
+		if keep[name] {
+			continue
+		}
+		if err := r.Delete(ctx, td); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting ToolDefinition %s: %w", name, err)
+		}
+		removed++
+	}
+	sort.Slice(skipped, func(i, j int) bool { return skipped[i].Tool < skipped[j].Tool })
+	skipped = skipped[:min(len(skipped), 20)]
+	newlySkipped := len(skipped) > 0 && !equality.Semantic.DeepEqual(ts.Status.SkippedTools, skipped)
+	now := metav1.Now()
+	st := &ts.Status
+	st.Server = &v1alpha1.MCPServerInfo{Name: s.Server.Name, Version: s.Server.Version, ProtocolVersion: s.Server.ProtocolVersion}
+	st.ToolCount = int32(len(keep))
+	st.LastSyncTime = &now
+	st.SkippedTools = skipped
+	msg := fmt.Sprintf("%d tools from %s %s", len(keep), s.Server.Name, s.Server.Version)
+	if len(skipped) > 0 {
+		msg += fmt.Sprintf("; %d skipped (see status.skippedTools)", len(skipped))
+	}
+	setCondition(ts, ConditionSynced, metav1.ConditionTrue, ReasonSynced, msg)
+	setCondition(ts, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonSynced, msg)
+	if created+updated+removed > 0 {
+		r.Recorder.Eventf(ts, nil, corev1.EventTypeNormal, ReasonSynced, "Sync", "%d ToolDefinitions created, %d updated, %d deleted; %s", created, updated, removed, msg)
+	}
+	if newlySkipped {
+		var parts []string
+		for _, s := range skipped {
+			parts = append(parts, s.Tool+": "+s.Reason)
+		}
+		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, ReasonToolsSkipped, "Sync", "%d tools skipped: %s", len(skipped), strings.Join(parts, "; "))
+	}
+	return nil
+}
+
+// ownedName is the object name of the owned ToolDefinition of a tool name.
+func ownedName(owned map[string]*v1alpha1.ToolDefinition, tool string) string {
+	for name, td := range owned {
+		if td.Spec.Name == tool {
+			return name
+		}
+	}
+	return ""
+}
+
+// desired is the ToolDefinition the source applies for a tool.
+func (r *ToolSourceReconciler) desired(ts *v1alpha1.ToolSource, name string, spec v1alpha1.ToolDefinitionSpec) *v1alpha1.ToolDefinition {
+	labels := map[string]string{}
+	for k, v := range ts.Spec.Labels {
+		labels[k] = v
+	}
+	labels[LabelToolSource] = ts.Name
+	td := &v1alpha1.ToolDefinition{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ToolDefinition"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ts.Namespace, Name: name, Labels: labels},
+		Spec:       spec,
+	}
+	t := true
+	td.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ToolSource", Name: ts.Name, UID: ts.UID, Controller: &t, BlockOwnerDeletion: &t}}
+	return td
+}
+
+// delete removes the source's ToolDefinitions (garbage collection would
+// too; doing it here makes deletion immediate and works where no
+// collector runs), then the finalizer.
+func (r *ToolSourceReconciler) delete(ctx context.Context, ts *v1alpha1.ToolSource) error {
+	r.forget(sourceKey(ts).String())
+	list := &v1alpha1.ToolDefinitionList{}
+	if err := r.List(ctx, list, client.InNamespace(ts.Namespace), client.MatchingLabels{LabelToolSource: ts.Name}); err != nil {
+		return fmt.Errorf("listing ToolDefinitions: %w", err)
+	}
+	for i := range list.Items {
+		if td := &list.Items[i]; metav1.IsControlledBy(td, ts) {
+			if err := r.Delete(ctx, td); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting ToolDefinition %s: %w", td.Name, err)
+			}
+		}
+	}
+	patch := client.MergeFrom(ts.DeepCopy())
+	controllerutil.RemoveFinalizer(ts, v1alpha1.FinalizerCleanup)
+	return client.IgnoreNotFound(r.Patch(ctx, ts, patch))
+}
+
+// connection resolves the source's headers, token and CA from Secrets.
+func (r *ToolSourceReconciler) connection(ctx context.Context, ts *v1alpha1.ToolSource) (mcpsource.Config, error) {
+	m := ts.Spec.MCP
+	cfg := mcpsource.Config{URL: m.URL, Header: http.Header{}}
+	secret := func(sel *v1alpha1.SecretKeySelector, field string) (string, error) {
+		s := &corev1.Secret{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: ts.Namespace, Name: sel.Name}, s); err != nil {
+			return "", fmt.Errorf("%s: reading Secret %s: %w", field, sel.Name, err)
+		}
+		v, ok := s.Data[sel.Key]
+		if !ok {
+			return "", fmt.Errorf("%s: Secret %s has no key %s", field, sel.Name, sel.Key)
+		}
+		return strings.TrimSpace(string(v)), nil
+	}
+	for i, h := range m.Headers {
+		v := h.Value
+		if h.ValueFrom != nil {
+			var err error
+			if v, err = secret(h.ValueFrom, fmt.Sprintf("spec.mcp.headers[%d]", i)); err != nil {
+				return cfg, err
+			}
+		}
+		cfg.Header.Set(h.Name, v)
+	}
+	if m.BearerTokenSecretRef != nil {
+		token, err := secret(m.BearerTokenSecretRef, "spec.mcp.bearerTokenSecretRef")
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Header.Set("Authorization", "Bearer "+token)
+	}
+	if m.CASecretRef != nil {
+		ca, err := secret(m.CASecretRef, "spec.mcp.caSecretRef")
+		if err != nil {
+			return cfg, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(ca)) {
+			return cfg, fmt.Errorf("spec.mcp.caSecretRef: no PEM certificate in Secret %s key %s", m.CASecretRef.Name, m.CASecretRef.Key)
+		}
+		cfg.HTTPClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	}
+	return cfg, nil
+}
+
+// session returns the source's live session, connecting when there is
+// none for the current settings.
+func (r *ToolSourceReconciler) session(ctx context.Context, ts *v1alpha1.ToolSource, cfg mcpsource.Config) (*mcpsource.Session, error) {
+	key := sourceKey(ts).String()
+	fp := fingerprint(cfg)
+	r.mu.Lock()
+	live := r.sessions[key]
+	r.mu.Unlock()
+	if live != nil && live.fingerprint == fp {
+		return live.session, nil
+	}
+	r.forget(key)
+	nsName := sourceKey(ts)
+	cfg.OnToolsChanged = func() {
+		obj := &v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Namespace: nsName.Namespace, Name: nsName.Name}}
+		select {
+		case r.changed <- event.GenericEvent{Object: obj}:
+		default: // a sync is already queued
+		}
+	}
+	// The session outlives this reconcile: it follows the server's
+	// notifications until the source changes or goes.
+	s, err := mcpsource.Connect(context.WithoutCancel(ctx), cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.sessions[key] = &liveSession{fingerprint: fp, session: s}
+	r.mu.Unlock()
+	return s, nil
+}
+
+// forget closes a source's live session.
+func (r *ToolSourceReconciler) forget(key string) {
+	r.mu.Lock()
+	live := r.sessions[key]
+	delete(r.sessions, key)
+	r.mu.Unlock()
+	if live != nil {
+		_ = live.session.Close()
+	}
+}
+
+// fingerprint identifies the settings a session was opened with.
+func fingerprint(cfg mcpsource.Config) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00", cfg.URL)
+	names := make([]string, 0, len(cfg.Header))
+	for k := range cfg.Header {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(h, "%s\x00%s\x00", k, strings.Join(cfg.Header[k], "\x00"))
+	}
+	fmt.Fprintf(h, "%v", cfg.HTTPClient != nil)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// redact removes header values (a token) from an error's text.
+func redact(err error, cfg mcpsource.Config) string {
+	msg := err.Error()
+	for _, vs := range cfg.Header {
+		for _, v := range vs {
+			if v != "" {
+				msg = strings.ReplaceAll(msg, v, "[redacted]")
+			}
+		}
+	}
+	return msg
+}
+
+func sourceKey(ts *v1alpha1.ToolSource) client.ObjectKey { return client.ObjectKeyFromObject(ts) }
+
+// SetupWithManager registers the controller: sources, the ToolDefinitions
+// they own, and the servers' list_changed notifications.
+func (r *ToolSourceReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.sessions = map[string]*liveSession{}
+	r.changed = make(chan event.GenericEvent, 64)
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.ToolSource{}).
+		Owns(&v1alpha1.ToolDefinition{}).
+		WatchesRawSource(source.Channel(r.changed, &handler.EnqueueRequestForObject{})).
+		Named("toolsource").
+		Complete(r)
+}

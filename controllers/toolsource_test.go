@@ -1,0 +1,227 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+func toolSource(ns, name, url string) *v1alpha1.ToolSource {
+	return &v1alpha1.ToolSource{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.ToolSourceSpec{
+			MCP:    v1alpha1.MCPServerSpec{URL: url},
+			Labels: map[string]string{catalogLabel: "imported"},
+		},
+	}
+}
+
+// sourceTools lists the ToolDefinitions a source owns, by tool name.
+func sourceTools(g Gomega, ns, source string) map[string]*v1alpha1.ToolDefinition {
+	list := &v1alpha1.ToolDefinitionList{}
+	g.Expect(k8sClient.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{LabelToolSource: source})).To(Succeed())
+	out := map[string]*v1alpha1.ToolDefinition{}
+	for i := range list.Items {
+		out[list.Items[i].Spec.Name] = &list.Items[i]
+	}
+	return out
+}
+
+func getTS(g Gomega, ns, name string) *v1alpha1.ToolSource {
+	ts := &v1alpha1.ToolSource{}
+	g.Expect(k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, ts)).To(Succeed())
+	return ts
+}
+
+// A source imports every page of its server's tools as owned
+// ToolDefinitions a catalog publishes, follows list_changed at once, drops
+// tools that go, reports malformed ones, and takes its tools with it.
+func TestToolSourceImportsAndFollowsAnMCPServer(t *testing.T) {
+	g := gomegaFor(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	srv := mcptest.New(t, mcptest.Options{Name: "docs", Version: "2.1.0", PageSize: 2})
+	srv.Tool("search", "Search the documentation by keywords.", nil, &mcp.ToolAnnotations{Title: "Search docs", ReadOnlyHint: true})
+	for i := range 3 {
+		srv.Tool(fmt.Sprintf("page_%d", i), fmt.Sprintf("Read page %d of the manual.", i), nil, nil)
+	}
+	srv.Tool("bad name", "A tool whose name no model can call.", nil, nil)
+
+	ts := toolSource(ns, "docs", srv.URL)
+	ts.Spec.ToolNamePrefix = "docs_"
+	ts.Spec.SyncInterval = &metav1.Duration{Duration: time.Hour} // only list_changed brings changes quickly
+	tc := &v1alpha1.ToolCatalog{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "imported"},
+		Spec: v1alpha1.ToolCatalogSpec{
+			Selector:        metav1.LabelSelector{MatchLabels: map[string]string{catalogLabel: "imported"}},
+			Redis:           v1alpha1.RedisSpec{Addresses: []string{redisServer.Addr}},
+			Embedding:       v1alpha1.EmbeddingSpec{Provider: v1alpha1.ProviderBuiltin},
+			QueryGeneration: v1alpha1.QueryGenerationSpec{Provider: v1alpha1.ProviderBuiltin},
+		},
+	}
+	createAll(g, ts, tc)
+
+	g.Eventually(func(g Gomega) {
+		ts := getTS(g, ns, "docs")
+		expectCondition(g, ts, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonSynced)
+		g.Expect(ts.Status.ToolCount).To(Equal(int32(4)))
+		g.Expect(ts.Status.Server).To(Equal(&v1alpha1.MCPServerInfo{Name: "docs", Version: "2.1.0", ProtocolVersion: ts.Status.Server.ProtocolVersion}))
+		g.Expect(ts.Status.SkippedTools).To(HaveLen(1))
+		g.Expect(ts.Status.SkippedTools[0].Tool).To(Equal("bad name"))
+		g.Expect(ts.Status.SkippedTools[0].Reason).To(ContainSubstring("not a valid tool name"))
+	}).Should(Succeed())
+	tools := sourceTools(g, ns, "docs")
+	g.Expect(tools).To(HaveLen(4))
+	search := tools["docs_search"]
+	g.Expect(search).NotTo(BeNil())
+	g.Expect(metav1.IsControlledBy(search, getTS(g, ns, "docs"))).To(BeTrue())
+	g.Expect(search.Labels[catalogLabel]).To(Equal("imported"))
+	g.Expect(search.Spec.Source).To(Equal(&v1alpha1.ToolSourceReference{ToolSource: "docs", MCPURL: srv.URL, Tool: "search"}))
+	g.Expect(search.Spec.Annotations.Title).To(Equal("Search docs"))
+	g.Expect(hasEvent(eventsFor(g, ns, "docs"), corev1.EventTypeWarning, ReasonToolsSkipped)).NotTo(BeNil())
+
+	// The catalog publishes them, annotations and source included.
+	rc := redisClient(t)
+	published := func(g Gomega) map[string]contract.Tool {
+		out := map[string]contract.Tool{}
+		for _, tool := range storedDoc(g, rc, catalogKeys(ns, "imported")).Tools {
+			out[tool.Name] = tool
+		}
+		return out
+	}
+	g.Eventually(func(g Gomega) {
+		tools := published(g)
+		g.Expect(tools).To(HaveLen(4))
+		g.Expect(tools["docs_search"].Source.MCPURL).To(Equal(srv.URL))
+		g.Expect(*tools["docs_search"].Annotations.ReadOnlyHint).To(BeTrue())
+	}).Should(Succeed())
+	before := getTC(g, ns, "imported").Status.Version
+
+	// A tool added upstream arrives through list_changed, long before the
+	// hour of syncInterval.
+	start := time.Now()
+	srv.Tool("changelog", "Show the changes of each release.", nil, nil)
+	g.Eventually(func(g Gomega) {
+		g.Expect(sourceTools(g, ns, "docs")).To(HaveKey("docs_changelog"))
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+	t.Logf("list_changed → ToolDefinition in %s", time.Since(start).Round(time.Millisecond))
+	g.Eventually(func(g Gomega) {
+		g.Expect(published(g)).To(HaveKey("docs_changelog"))
+	}).Should(Succeed())
+	t.Logf("list_changed → catalog version %d (from %d) with the new tool in %s", getTC(g, ns, "imported").Status.Version, before, time.Since(start).Round(time.Millisecond))
+
+	// A tool removed upstream goes.
+	srv.RemoveTools("page_0")
+	g.Eventually(func(g Gomega) {
+		g.Expect(sourceTools(g, ns, "docs")).NotTo(HaveKey("docs_page_0"))
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(published(g)).NotTo(HaveKey("docs_page_0"))
+	}).Should(Succeed())
+
+	// Deleting the source deletes its ToolDefinitions; the catalog drops them.
+	g.Expect(k8sClient.Delete(ctx, getTS(g, ns, "docs"))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(sourceTools(g, ns, "docs")).To(BeEmpty())
+		err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "docs"}, &v1alpha1.ToolSource{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+	}).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(published(g)).To(BeEmpty())
+	}).Should(Succeed())
+}
+
+// A server that goes down leaves the imported tools and the catalog as
+// they are; the condition names the URL.
+func TestToolSourceServerDownKeepsWhatWasImported(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	srv := mcptest.New(t, mcptest.Options{})
+	srv.Tool("ping", "Answer pong.", nil, nil)
+	ts := toolSource(ns, "flaky", srv.URL)
+	ts.Spec.SyncInterval = &metav1.Duration{Duration: time.Second}
+	createAll(g, ts)
+	g.Eventually(func(g Gomega) {
+		g.Expect(sourceTools(g, ns, "flaky")).To(HaveKey("ping"))
+	}).Should(Succeed())
+	srv.Close()
+	g.Eventually(func(g Gomega) {
+		c := expectCondition(g, getTS(g, ns, "flaky"), v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonServerUnreachable)
+		g.Expect(c.Message).To(ContainSubstring(srv.URL))
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	g.Expect(sourceTools(g, ns, "flaky")).To(HaveKey("ping"))
+}
+
+// The bearer token comes from a Secret, reaches the server and appears
+// nowhere in status or events.
+func TestToolSourceBearerTokenFromASecret(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	const token = "tok-8c1d2e7f"
+	srv := mcptest.New(t, mcptest.Options{Token: token})
+	srv.Tool("ping", "Answer pong.", nil, nil)
+	ts := toolSource(ns, "private", srv.URL)
+	ts.Spec.MCP.BearerTokenSecretRef = &v1alpha1.SecretKeySelector{Name: "mcp-token", Key: "token"}
+	createAll(g, ts)
+	// Without the Secret: a configuration error that names it.
+	g.Eventually(func(g Gomega) {
+		c := expectCondition(g, getTS(g, ns, "private"), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidConfiguration)
+		g.Expect(c.Message).To(ContainSubstring("mcp-token"))
+	}).Should(Succeed())
+	createAll(g, secret(ns, "mcp-token", map[string]string{"token": token}))
+	editTS := getTS(g, ns, "private")
+	patch := client.MergeFrom(editTS.DeepCopy())
+	editTS.Spec.SyncInterval = &metav1.Duration{Duration: time.Second}
+	g.Expect(k8sClient.Patch(context.Background(), editTS, patch)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(sourceTools(g, ns, "private")).To(HaveKey("ping"))
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	seen := false
+	for _, h := range srv.Headers() {
+		seen = seen || h.Get("Authorization") == "Bearer "+token
+	}
+	g.Expect(seen).To(BeTrue())
+	ts = getTS(g, ns, "private")
+	raw := fmt.Sprintf("%+v", ts.Status)
+	for _, e := range eventsFor(g, ns, "private") {
+		raw += e.Note
+	}
+	g.Expect(strings.Contains(raw, token)).To(BeFalse(), "the token appears in status or events")
+}
+
+// Two sources offering the same tool name: the first keeps it, the second
+// reports the conflict.
+func TestToolSourceNameConflictKeepsTheFirst(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	a := mcptest.New(t, mcptest.Options{Name: "a"})
+	a.Tool("search", "Search the wiki.", nil, nil)
+	b := mcptest.New(t, mcptest.Options{Name: "b"})
+	b.Tool("search", "Search the tickets.", nil, nil)
+	b.Tool("assign", "Assign a ticket.", nil, nil)
+	createAll(g, toolSource(ns, "first", a.URL))
+	g.Eventually(func(g Gomega) {
+		g.Expect(sourceTools(g, ns, "first")).To(HaveKey("search"))
+	}).Should(Succeed())
+	createAll(g, toolSource(ns, "second", b.URL))
+	g.Eventually(func(g Gomega) {
+		ts := getTS(g, ns, "second")
+		g.Expect(ts.Status.SkippedTools).To(HaveLen(1))
+		g.Expect(ts.Status.SkippedTools[0].Reason).To(ContainSubstring("already ToolDefinition search's"))
+		g.Expect(sourceTools(g, ns, "second")).To(HaveKey("assign"))
+	}).Should(Succeed())
+	g.Expect(sourceTools(g, ns, "first")["search"].Spec.Description).To(Equal("Search the wiki."))
+}
