@@ -123,6 +123,44 @@ func TestToolSourceImportsAndFollowsAnMCPServer(t *testing.T) {
 	}).Should(Succeed())
 	t.Logf("list_changed → catalog version %d (from %d) with the new tool in %s", getTC(g, ns, "imported").Status.Version, before, time.Since(start).Round(time.Millisecond))
 
+	// An upstream description change re-embeds exactly that tool, in a
+	// new version.
+	from := getTC(g, ns, "imported").Status.Version
+	srv.Tool("page_1", "Read page one of the operator's manual.", nil, nil)
+	var to int64
+	g.Eventually(func(g Gomega) {
+		g.Expect(published(g)["docs_page_1"].Description).To(Equal("Read page one of the operator's manual."))
+		to = getTC(g, ns, "imported").Status.Version
+		expectCondition(g, getTC(g, ns, "imported"), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
+	}).Should(Succeed())
+	changes, err := contract.ReadChanges(ctx, rc, catalogKeys(ns, "imported"), from, to)
+	g.Expect(err).NotTo(HaveOccurred())
+	var updated []string
+	for _, c := range changes {
+		updated = append(updated, c.Updated...)
+	}
+	g.Expect(updated).To(Equal([]string{"docs_page_1"}))
+
+	// A sync that finds the list unchanged writes no ToolDefinition.
+	versions := map[string]string{}
+	for name, td := range sourceTools(g, ns, "docs") {
+		versions[name] = td.ResourceVersion
+	}
+	// A new generation (another interval) is synced and observed.
+	nudge := getTS(g, ns, "docs")
+	patch := client.MergeFrom(nudge.DeepCopy())
+	nudge.Spec.SyncInterval = &metav1.Duration{Duration: 2 * time.Hour}
+	g.Expect(k8sClient.Patch(ctx, nudge, patch)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		ts := getTS(g, ns, "docs")
+		g.Expect(ts.Status.ObservedGeneration).To(Equal(ts.Generation))
+		g.Expect(ts.Generation).To(BeNumerically(">", nudge.Generation-1))
+		expectCondition(g, ts, ConditionSynced, metav1.ConditionTrue, ReasonSynced)
+	}).Should(Succeed())
+	for name, td := range sourceTools(g, ns, "docs") {
+		g.Expect(td.ResourceVersion).To(Equal(versions[name]), "%s was written by a sync that changed nothing", name)
+	}
+
 	// A tool removed upstream goes.
 	srv.RemoveTools("page_0")
 	g.Eventually(func(g Gomega) {
