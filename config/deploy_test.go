@@ -91,7 +91,7 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 1}
+	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 3, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 1}
 	for k, n := range want {
 		if count[k] != n {
 			t.Errorf("%d %s, want %d", count[k], k, n)
@@ -130,8 +130,10 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 		t.Errorf("image %s, service account %s", c.Image, spec.ServiceAccountName)
 	}
 
-	// Least privilege: no wildcards, no write access to the tools and
-	// catalogs themselves beyond the finalizer patch, read-only Secrets.
+	// Least privilege: no wildcards, read-only Secrets; ToolDefinitions
+	// are created, patched (server-side apply) and deleted only for the
+	// ToolSources that own them, never updated; nothing else is created
+	// or deleted but events.
 	for _, r := range role.Rules {
 		for _, v := range append(append([]string{}, r.Verbs...), append(r.Resources, r.APIGroups...)...) {
 			if v == "*" {
@@ -140,10 +142,13 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 		}
 		for _, res := range r.Resources {
 			for _, v := range r.Verbs {
-				if (res == "secrets" || res == "tooldefinitions") && v != "get" && v != "list" && v != "watch" {
+				if res == "secrets" && v != "get" && v != "list" && v != "watch" {
 					t.Errorf("%s may %s %s; it only reads them", role.Name, v, res)
 				}
-				if v == "delete" || v == "create" && res != "events" {
+				if res == "tooldefinitions" && v == "update" {
+					t.Errorf("%s may update %s; ToolSources apply them", role.Name, res)
+				}
+				if (v == "delete" || v == "create") && res != "events" && res != "tooldefinitions" {
 					t.Errorf("%s may %s %s", role.Name, v, res)
 				}
 			}

@@ -75,7 +75,7 @@ type liveSession struct {
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolsources,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolsources/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolsources/finalizers,verbs=update
-// +kubebuilder:rbac:groups=toolcatalog.dev,resources=tooldefinitions,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=toolcatalog.dev,resources=tooldefinitions,verbs=get;list;watch;create;patch;delete
 
 // Reconcile lists the source's tools and makes its ToolDefinitions match.
 func (r *ToolSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
