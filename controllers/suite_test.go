@@ -147,8 +147,9 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	if err := (&ToolSourceReconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("toolsource-controller"),
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("toolsource-controller"),
 	}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up toolsource controller: %v\n", err)
 		return 1

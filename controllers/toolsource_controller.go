@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -58,7 +60,10 @@ const defaultSyncInterval = 5 * time.Minute
 // ToolSourceReconciler imports the tools of MCP servers as ToolDefinitions.
 type ToolSourceReconciler struct {
 	client.Client
-	Recorder events.EventRecorder
+	// APIReader reads Secrets from the API server: the manager caches
+	// only their metadata.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
 
 	mu sync.Mutex
 	// sessions are the live sessions by source, kept open so the server's
@@ -299,7 +304,7 @@ func (r *ToolSourceReconciler) connection(ctx context.Context, ts *v1alpha1.Tool
 	cfg := mcpsource.Config{URL: m.URL, Header: http.Header{}}
 	secret := func(sel *v1alpha1.SecretKeySelector, field string) (string, error) {
 		s := &corev1.Secret{}
-		if err := r.Get(ctx, client.ObjectKey{Namespace: ts.Namespace, Name: sel.Name}, s); err != nil {
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ts.Namespace, Name: sel.Name}, s); err != nil {
 			return "", fmt.Errorf("%s: reading Secret %s: %w", field, sel.Name, err)
 		}
 		v, ok := s.Data[sel.Key]
@@ -413,14 +418,50 @@ func redact(err error, cfg mcpsource.Config) string {
 
 func sourceKey(ts *v1alpha1.ToolSource) client.ObjectKey { return client.ObjectKeyFromObject(ts) }
 
+// secretNames are the Secrets a source refers to.
+func secretNames(ts *v1alpha1.ToolSource) []string {
+	m := ts.Spec.MCP
+	var out []string
+	for _, sel := range []*v1alpha1.SecretKeySelector{m.BearerTokenSecretRef, m.CASecretRef} {
+		if sel != nil {
+			out = append(out, sel.Name)
+		}
+	}
+	for _, h := range m.Headers {
+		if h.ValueFrom != nil {
+			out = append(out, h.ValueFrom.Name)
+		}
+	}
+	return out
+}
+
+// sourcesForSecret queues the sources of a Secret's namespace that refer
+// to it, so a rotated token is used at once.
+func (r *ToolSourceReconciler) sourcesForSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+	list := &v1alpha1.ToolSourceList{}
+	if err := r.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing ToolSources of a Secret")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if slices.Contains(secretNames(&list.Items[i]), obj.GetName()) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
+}
+
 // SetupWithManager registers the controller: sources, the ToolDefinitions
-// they own, and the servers' list_changed notifications.
+// they own, the Secrets they refer to, and the servers' list_changed
+// notifications.
 func (r *ToolSourceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.sessions = map[string]*liveSession{}
 	r.changed = make(chan event.GenericEvent, 64)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ToolSource{}).
 		Owns(&v1alpha1.ToolDefinition{}).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.sourcesForSecret)).
 		WatchesRawSource(source.Channel(r.changed, &handler.EnqueueRequestForObject{})).
 		Named("toolsource").
 		Complete(r)

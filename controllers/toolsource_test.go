@@ -263,3 +263,31 @@ func TestToolSourceNameConflictKeepsTheFirst(t *testing.T) {
 	}).Should(Succeed())
 	g.Expect(sourceTools(g, ns, "first")["search"].Spec.Description).To(Equal("Search the wiki."))
 }
+
+// A token the server refuses is AuthFailed; the rotated Secret is used at
+// once (the Secret is watched), long before the sync interval.
+func TestToolSourceAuthFailureAndTokenRotation(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	srv := mcptest.New(t, mcptest.Options{Token: "right-token"})
+	srv.Tool("ping", "Answer pong.", nil, nil)
+	ts := toolSource(ns, "rotated", srv.URL)
+	ts.Spec.MCP.BearerTokenSecretRef = &v1alpha1.SecretKeySelector{Name: "mcp-token", Key: "token"}
+	ts.Spec.SyncInterval = &metav1.Duration{Duration: time.Hour}
+	createAll(g, secret(ns, "mcp-token", map[string]string{"token": "wrong-token"}), ts)
+	g.Eventually(func(g Gomega) {
+		c := expectCondition(g, getTS(g, ns, "rotated"), v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonAuthFailed)
+		g.Expect(c.Message).To(ContainSubstring(srv.URL))
+		g.Expect(c.Message).NotTo(ContainSubstring("wrong-token"))
+	}).Should(Succeed())
+	g.Expect(sourceTools(g, ns, "rotated")).To(BeEmpty())
+
+	s := &corev1.Secret{}
+	g.Expect(k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "mcp-token"}, s)).To(Succeed())
+	s.Data["token"] = []byte("right-token")
+	g.Expect(k8sClient.Update(context.Background(), s)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		expectCondition(g, getTS(g, ns, "rotated"), v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonSynced)
+		g.Expect(sourceTools(g, ns, "rotated")).To(HaveKey("ping"))
+	}).Should(Succeed())
+}

@@ -152,8 +152,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *store.Pool, c Config) er
 		return fmt.Errorf("setting up the toolcatalog controller: %w", err)
 	}
 	if err := (&controllers.ToolSourceReconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("toolsource-controller"),
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("toolsource-controller"),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the toolsource controller: %w", err)
 	}
