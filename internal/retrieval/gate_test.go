@@ -62,33 +62,6 @@ func TestRetrievalQualityGate(t *testing.T) {
 	}
 }
 
-// Requests that share no telling word with their tool (the mini set is
-// written that way) are found first as often as by meaning alone.
-func TestParaphrasesRankFirstAsBySemanticSearch(t *testing.T) {
-	ds, err := LoadDataset("testdata/mini")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	emb := embedding.SentenceEmbedder{}
-	cat, err := Build(ctx, ds.Tools, BuildOptions{Embedder: emb, Generator: embedding.TemplateQueryGenerator{}, QueriesPerTool: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hybrid, err := Evaluate(ctx, cat, ds.Queries, toolcatalog.Hybrid, emb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	semantic, err := Evaluate(ctx, cat, ds.Queries, toolcatalog.Semantic, emb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("top-1 hits: hybrid %.3f, semantic %.3f", hybrid.Hit[1], semantic.Hit[1])
-	if hybrid.Hit[1] < semantic.Hit[1] {
-		t.Fatalf("hybrid finds the right tool first for %.3f of the paraphrases, semantic for %.3f", hybrid.Hit[1], semantic.Hit[1])
-	}
-}
-
 // precomputed answers a known set of queries with vectors embedded in one
 // batch, so an evaluation pays for each query once.
 type precomputed struct {
