@@ -6,6 +6,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -91,6 +92,9 @@ func TestLearningFromRecordedRequests(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(changes).To(HaveLen(1))
 	g.Expect(changes[0].Updated).To(Equal([]string{"book_room"}))
+	g.Eventually(func(g Gomega) {
+		g.Expect(hasEventNote(eventsFor(g, ns, "learns"), "published version 2: 5 tools, embedded 1 (book_room), 1 of them for new learned requests")).To(BeTrue())
+	}).Should(Succeed())
 	meta := storedMetadata(g, rc, keys)
 	g.Expect(meta["book_room"].LearnedQueries).To(Equal([]string{"fishbowl at ten for the standup please", "grab the fishbowl for standup"}))
 	for _, other := range []string{"get_weather", "send_email", "create_issue", "run_sql"} {
@@ -116,4 +120,13 @@ func TestLearningFromRecordedRequests(t *testing.T) {
 	// Consumers of a catalog that does not learn record nothing.
 	g.Expect(toolcatalog.RecordRequest(ctx, rc, keys, cat, "grab the fishbowl", "book_room")).To(Succeed())
 	g.Expect(rc.Exists(ctx, keys.Requests()).Val()).To(BeZero())
+}
+
+func hasEventNote(events []eventsv1.Event, note string) bool {
+	for _, e := range events {
+		if e.Note == note {
+			return true
+		}
+	}
+	return false
 }

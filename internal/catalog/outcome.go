@@ -196,6 +196,15 @@ func (o *Outcome) Summary() string {
 	if len(embedded) > 0 {
 		parts = append(parts, fmt.Sprintf("embedded %d (%s)", len(embedded), ListNames(embedded)))
 	}
+	relearned := 0
+	for _, p := range o.Plans {
+		if _, ok := o.Refreshed.Results[p.Name]; ok && p.Relearn {
+			relearned++
+		}
+	}
+	if relearned > 0 {
+		parts = append(parts, fmt.Sprintf("%d of them for new learned requests", relearned))
+	}
 	if len(o.Build.Removed) > 0 {
 		parts = append(parts, fmt.Sprintf("removed %d (%s)", len(o.Build.Removed), ListNames(o.Build.Removed)))
 	}
