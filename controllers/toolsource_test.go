@@ -125,13 +125,20 @@ func TestToolSourceImportsAndFollowsAnMCPServer(t *testing.T) {
 
 	// An upstream description change re-embeds exactly that tool, in a
 	// new version.
-	from := getTC(g, ns, "imported").Status.Version
+	// Versions as Redis holds them: the status follows a moment later.
+	from := storedDoc(g, rc, catalogKeys(ns, "imported")).Version
 	srv.Tool("page_1", "Read page one of the operator's manual.", nil, nil)
 	var to int64
 	g.Eventually(func(g Gomega) {
-		g.Expect(published(g)["docs_page_1"].Description).To(Equal("Read page one of the operator's manual."))
-		to = getTC(g, ns, "imported").Status.Version
-		expectCondition(g, getTC(g, ns, "imported"), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
+		doc := storedDoc(g, rc, catalogKeys(ns, "imported"))
+		var desc string
+		for _, tool := range doc.Tools {
+			if tool.Name == "docs_page_1" {
+				desc = tool.Description
+			}
+		}
+		g.Expect(desc).To(Equal("Read page one of the operator's manual."))
+		to = doc.Version
 	}).Should(Succeed())
 	changes, err := contract.ReadChanges(ctx, rc, catalogKeys(ns, "imported"), from, to)
 	g.Expect(err).NotTo(HaveOccurred())
