@@ -46,8 +46,8 @@ func TestSelfGradingNamesConfusableTools(t *testing.T) {
 		q = tc.Status.Quality
 		g.Expect(q).NotTo(BeNil())
 		g.Expect(q.Version).To(Equal(tc.Status.Version))
+		g.Expect(q.GradedTools).To(Equal(int32(6)))
 	}).Should(Succeed())
-	g.Expect(q.GradedTools).To(Equal(int32(6)))
 	g.Expect(q.GradedQueries).To(Equal(int32(30)))
 	g.Expect(q.ConfusablePairs).To(HaveLen(1))
 	g.Expect(q.ConfusablePairs[0].Tools).To(Equal([]string{"find_customer", "lookup_customer"}))

@@ -58,6 +58,7 @@ func TestLearningFromRecordedRequests(t *testing.T) {
 		tc,
 	)
 	waitVersion(g, ns, "learns", 1)
+	g.Expect(getTC(g, ns, "learns").Status.Counts.Tools).To(Equal(int32(5)))
 	cat, err := toolcatalog.Load(ctx, rc, keys)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(cat.Document.Search.LearnFromRequests).To(BeTrue())
