@@ -237,6 +237,21 @@ func testCatalog(ns, name string, p *provider) *v1alpha1.ToolCatalog {
 	}
 }
 
+// builtinCatalog is a catalog on the suite's Redis that embeds with the
+// builtin model and writes builtin queries, selecting the label
+// catalogLabel=name; it is not created yet.
+func builtinCatalog(ns, name string) *v1alpha1.ToolCatalog {
+	return &v1alpha1.ToolCatalog{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.ToolCatalogSpec{
+			Selector:        metav1.LabelSelector{MatchLabels: map[string]string{catalogLabel: name}},
+			Redis:           v1alpha1.RedisSpec{Addresses: []string{redisServer.Addr}},
+			Embedding:       v1alpha1.EmbeddingSpec{Provider: v1alpha1.ProviderBuiltin},
+			QueryGeneration: v1alpha1.QueryGenerationSpec{Provider: v1alpha1.ProviderBuiltin},
+		},
+	}
+}
+
 func testTool(ns, name, toolName, description, catalog string) *v1alpha1.ToolDefinition {
 	return &v1alpha1.ToolDefinition{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{catalogLabel: catalog}},

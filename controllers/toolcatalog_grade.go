@@ -58,10 +58,12 @@ func (q *queryVectors) lookup(model string, texts []string) (map[string][]float3
 	defer q.mu.Unlock()
 	found := map[string][]float32{}
 	var missing []string
+	asked := map[string]bool{}
 	for _, t := range texts {
 		if v, ok := q.byText[t]; ok && q.model == model {
 			found[t] = v
-		} else if !slices.Contains(missing, t) {
+		} else if !asked[t] {
+			asked[t] = true
 			missing = append(missing, t)
 		}
 	}

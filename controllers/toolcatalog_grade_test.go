@@ -19,15 +19,7 @@ import (
 func TestSelfGradingNamesConfusableTools(t *testing.T) {
 	g := gomegaFor(t)
 	ns := newNamespace(t)
-	tc := &v1alpha1.ToolCatalog{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "graded"},
-		Spec: v1alpha1.ToolCatalogSpec{
-			Selector:        metav1.LabelSelector{MatchLabels: map[string]string{catalogLabel: "graded"}},
-			Redis:           v1alpha1.RedisSpec{Addresses: []string{redisServer.Addr}},
-			Embedding:       v1alpha1.EmbeddingSpec{Provider: v1alpha1.ProviderBuiltin},
-			QueryGeneration: v1alpha1.QueryGenerationSpec{Provider: v1alpha1.ProviderBuiltin},
-		},
-	}
+	tc := builtinCatalog(ns, "graded")
 	// Two tools that say the same thing, among distinct ones.
 	same := "Look up a customer record by its customer id and return the account details."
 	createAll(g,

@@ -38,17 +38,9 @@ func TestLearningFromRecordedRequests(t *testing.T) {
 	ns := newNamespace(t)
 	rc := redisClient(t)
 	keys := catalogKeys(ns, "learns")
-	tc := &v1alpha1.ToolCatalog{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "learns"},
-		Spec: v1alpha1.ToolCatalogSpec{
-			Selector:        metav1.LabelSelector{MatchLabels: map[string]string{catalogLabel: "learns"}},
-			Redis:           v1alpha1.RedisSpec{Addresses: []string{redisServer.Addr}},
-			Embedding:       v1alpha1.EmbeddingSpec{Provider: v1alpha1.ProviderBuiltin},
-			QueryGeneration: v1alpha1.QueryGenerationSpec{Provider: v1alpha1.ProviderBuiltin},
-			Publish:         v1alpha1.PublishSpec{ResyncInterval: &metav1.Duration{Duration: time.Second}},
-			Learning:        v1alpha1.LearningSpec{Enabled: true, MinCount: 2, QueriesPerTool: 3},
-		},
-	}
+	tc := builtinCatalog(ns, "learns")
+	tc.Spec.Publish.ResyncInterval = &metav1.Duration{Duration: time.Second}
+	tc.Spec.Learning = v1alpha1.LearningSpec{Enabled: true, MinCount: 2, QueriesPerTool: 3}
 	createAll(g,
 		testTool(ns, "weather", "get_weather", "Get the current weather conditions and the forecast for a city.", "learns"),
 		testTool(ns, "email", "send_email", "Send an email message to a recipient.", "learns"),

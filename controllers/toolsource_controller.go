@@ -161,11 +161,13 @@ func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSourc
 		return fmt.Errorf("listing ToolDefinitions: %w", err)
 	}
 	owned := map[string]*v1alpha1.ToolDefinition{}
+	ownedByTool := map[string]string{} // spec.name → metadata.name
 	byToolName, byObject := map[string]string{}, map[string]bool{}
 	for i := range list.Items {
 		td := &list.Items[i]
 		if metav1.IsControlledBy(td, ts) {
 			owned[td.Name] = td
+			ownedByTool[td.Spec.Name] = td.Name
 			continue
 		}
 		byToolName[td.Spec.Name] = td.Name
@@ -187,7 +189,7 @@ func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSourc
 				Reason: fmt.Sprintf("tool name %s is already ToolDefinition %s's: the first one is kept; set spec.toolNamePrefix", t.Spec.Name, other)})
 			continue
 		}
-		name := ownedName(owned, t.Spec.Name)
+		name := ownedByTool[t.Spec.Name]
 		if name == "" {
 			name = mcpsource.ObjectName(t.Spec.Name, used)
 		}
@@ -248,16 +250,6 @@ func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSourc
 		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, ReasonToolsSkipped, "Sync", "%d tools skipped: %s", len(skipped), strings.Join(parts, "; "))
 	}
 	return nil
-}
-
-// ownedName is the object name of the owned ToolDefinition of a tool name.
-func ownedName(owned map[string]*v1alpha1.ToolDefinition, tool string) string {
-	for name, td := range owned {
-		if td.Spec.Name == tool {
-			return name
-		}
-	}
-	return ""
 }
 
 // desired is the ToolDefinition the source applies for a tool.

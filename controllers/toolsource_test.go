@@ -63,15 +63,7 @@ func TestToolSourceImportsAndFollowsAnMCPServer(t *testing.T) {
 	ts := toolSource(ns, "docs", srv.URL)
 	ts.Spec.ToolNamePrefix = "docs_"
 	ts.Spec.SyncInterval = &metav1.Duration{Duration: time.Hour} // only list_changed brings changes quickly
-	tc := &v1alpha1.ToolCatalog{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "imported"},
-		Spec: v1alpha1.ToolCatalogSpec{
-			Selector:        metav1.LabelSelector{MatchLabels: map[string]string{catalogLabel: "imported"}},
-			Redis:           v1alpha1.RedisSpec{Addresses: []string{redisServer.Addr}},
-			Embedding:       v1alpha1.EmbeddingSpec{Provider: v1alpha1.ProviderBuiltin},
-			QueryGeneration: v1alpha1.QueryGenerationSpec{Provider: v1alpha1.ProviderBuiltin},
-		},
-	}
+	tc := builtinCatalog(ns, "imported")
 	createAll(g, ts, tc)
 
 	g.Eventually(func(g Gomega) {
