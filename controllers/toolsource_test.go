@@ -140,11 +140,24 @@ func TestToolSourceImportsAndFollowsAnMCPServer(t *testing.T) {
 	}
 	g.Expect(updated).To(Equal([]string{"docs_page_1"}))
 
-	// A sync that finds the list unchanged writes no ToolDefinition.
+	// A sync that finds the list unchanged writes no ToolDefinition. The
+	// catalog writes its records into their status first: wait for them,
+	// so only the source could change a resourceVersion afterwards.
 	versions := map[string]string{}
-	for name, td := range sourceTools(g, ns, "docs") {
-		versions[name] = td.ResourceVersion
-	}
+	g.Eventually(func(g Gomega) {
+		for name, td := range sourceTools(g, ns, "docs") {
+			rec := recordOf(td, "imported")
+			g.Expect(rec).NotTo(BeNil())
+			g.Expect(rec.SpecHash).To(Equal(td.Status.SpecHash), "%s", name)
+			c := conditionOf(td, v1alpha1.ConditionEmbedded)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			versions[name] = td.ResourceVersion
+		}
+		rec := recordOf(sourceTools(g, ns, "docs")["docs_page_1"], "imported")
+		g.Expect(rec).NotTo(BeNil())
+		g.Expect(rec.CatalogVersion).To(Equal(to))
+	}).Should(Succeed())
 	// A new generation (another interval) is synced and observed.
 	nudge := getTS(g, ns, "docs")
 	patch := client.MergeFrom(nudge.DeepCopy())
