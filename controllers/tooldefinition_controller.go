@@ -60,6 +60,7 @@ func (r *ToolDefinitionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err := r.reconcileEmbedded(ctx, td); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.reconcilePendingChange(base, td)
 	td.Status.ObservedGeneration = td.Generation
 	return ctrl.Result{}, nil
 }
@@ -152,6 +153,29 @@ func deriveEmbedded(td *v1alpha1.ToolDefinition, catalogs []string) {
 	}
 }
 
+// reconcilePendingChange shows, as the ChangePending condition, the
+// upstream change a ToolSource holds for approval on this tool (its
+// toolcatalog.dev/pending-change annotation), with a Warning event when a
+// new change starts waiting.
+func (r *ToolDefinitionReconciler) reconcilePendingChange(base, td *v1alpha1.ToolDefinition) {
+	value, ok := td.Annotations[v1alpha1.AnnotationPendingChange]
+	if !ok {
+		meta.RemoveStatusCondition(&td.Status.Conditions, v1alpha1.ConditionChangePending)
+		return
+	}
+	hash, summary, _ := strings.Cut(value, " ")
+	source := ""
+	if td.Spec.Source != nil {
+		source = td.Spec.Source.ToolSource
+	}
+	message := text.Truncate(fmt.Sprintf("ToolSource %s holds an upstream change to this tool for approval (spec hash %s): %s; catalogs serve the approved version until kubectl toolcatalog approve %s %s",
+		source, hash, summary, source, td.Spec.Name), 2048)
+	setCondition(td, v1alpha1.ConditionChangePending, metav1.ConditionTrue, v1alpha1.ReasonAwaitingApproval, message)
+	if before := meta.FindStatusCondition(base.Status.Conditions, v1alpha1.ConditionChangePending); before == nil || before.Message != message {
+		r.Recorder.Eventf(td, nil, corev1.EventTypeWarning, v1alpha1.ReasonAwaitingApproval, "HoldChange", "%s", text.Truncate(message, 1024))
+	}
+}
+
 // recordValidTransition emits an event when validity changes, or when a
 // still-invalid spec is invalid for a new reason, never on a no-op pass.
 func (r *ToolDefinitionReconciler) recordValidTransition(base, td *v1alpha1.ToolDefinition) {
@@ -168,14 +192,14 @@ func (r *ToolDefinitionReconciler) recordValidTransition(base, td *v1alpha1.Tool
 	}
 }
 
-// SetupWithManager registers the controller. It runs on spec and label
-// changes, when a catalog's record in status changes, and when a catalog
+// SetupWithManager registers the controller. It runs on spec, label and
+// annotation changes, when a catalog's record in status changes, and when a catalog
 // that selects (or selected) the tool is created, changed or deleted; its
 // own condition updates do not trigger it.
 func (r *ToolDefinitionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ToolDefinition{}, builder.WithPredicates(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, catalogRecordsChanged{}))).
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, catalogRecordsChanged{}))).
 		Watches(&v1alpha1.ToolCatalog{}, handler.Funcs{
 			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueueLimiter) {
 				r.enqueueSelected(ctx, q, e.Object)

@@ -16,17 +16,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -38,7 +37,7 @@ import (
 
 // LabelToolSource marks the ToolDefinitions a ToolSource created with its
 // name.
-const LabelToolSource = "toolcatalog.dev/tool-source"
+const LabelToolSource = v1alpha1.LabelToolSource
 
 // Reasons of ToolSource conditions and events.
 const (
@@ -107,7 +106,12 @@ func (r *ToolSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	base := ts.DeepCopy()
 	err := r.sync(ctx, ts)
-	ts.Status.ObservedGeneration = ts.Generation
+	if err == nil {
+		// Only a successful sync observes a generation: until then, the
+		// tools a changed spec selects are the user's own choice and are
+		// imported without approval.
+		ts.Status.ObservedGeneration = ts.Generation
+	}
 	if perr := patchStatus(ctx, r.Client, base, ts); perr != nil {
 		return ctrl.Result{}, perr
 	}
@@ -137,7 +141,7 @@ func (r *ToolSourceReconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource
 	if err == nil {
 		var tools []*mcp.Tool
 		if tools, err = s.Tools(ctx); err == nil {
-			return r.apply(ctx, ts, s, tools)
+			return r.importTools(ctx, ts, s, tools)
 		}
 	}
 	r.forget(sourceKey(ts).String())
@@ -147,8 +151,9 @@ func (r *ToolSourceReconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource
 	return fail(ReasonServerUnreachable, fmt.Sprintf("cannot list the tools of MCP server %s: %v; the ToolDefinitions already imported are kept, retrying", url, redact(err, cfg)), err)
 }
 
-// apply makes the source's ToolDefinitions match the listed tools.
-func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSource, s *mcpsource.Session, tools []*mcp.Tool) error {
+// importTools converts the listed tools, applies what the change policy
+// allows and records the sync in the status.
+func (r *ToolSourceReconciler) importTools(ctx context.Context, ts *v1alpha1.ToolSource, s *mcpsource.Session, tools []*mcp.Tool) error {
 	imported, rejected, err := mcpsource.Convert(tools, mcpsource.Options{Prefix: ts.Spec.ToolNamePrefix, Include: ts.Spec.Include, Exclude: ts.Spec.Exclude,
 		ToolSource: ts.Name, URL: ts.Spec.MCP.URL})
 	if err != nil {
@@ -156,99 +161,11 @@ func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSourc
 		setCondition(ts, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidConfiguration, err.Error())
 		return err
 	}
-	list := &v1alpha1.ToolDefinitionList{}
-	if err := r.List(ctx, list, client.InNamespace(ts.Namespace)); err != nil {
-		return fmt.Errorf("listing ToolDefinitions: %w", err)
+	res, err := r.apply(ctx, ts, imported, rejected)
+	if err != nil {
+		return err
 	}
-	owned := map[string]*v1alpha1.ToolDefinition{}
-	ownedByTool := map[string]string{} // spec.name → metadata.name
-	byToolName, byObject := map[string]string{}, map[string]bool{}
-	for i := range list.Items {
-		td := &list.Items[i]
-		if metav1.IsControlledBy(td, ts) {
-			owned[td.Name] = td
-			ownedByTool[td.Spec.Name] = td.Name
-			continue
-		}
-		byToolName[td.Spec.Name] = td.Name
-		byObject[td.Name] = true
-	}
-	used := map[string]bool{}
-	for n := range byObject {
-		used[n] = true
-	}
-	var skipped []v1alpha1.SkippedTool
-	for _, rj := range rejected {
-		skipped = append(skipped, v1alpha1.SkippedTool{Tool: rj.Upstream, Reason: rj.Reason})
-	}
-	keep := map[string]bool{}
-	created, updated := 0, 0
-	for _, t := range imported {
-		if other, ok := byToolName[t.Spec.Name]; ok {
-			skipped = append(skipped, v1alpha1.SkippedTool{Tool: t.Upstream,
-				Reason: fmt.Sprintf("tool name %s is already ToolDefinition %s's: the first one is kept; set spec.toolNamePrefix", t.Spec.Name, other)})
-			continue
-		}
-		name := ownedByTool[t.Spec.Name]
-		if name == "" {
-			name = mcpsource.ObjectName(t.Spec.Name, used)
-		}
-		used[name] = true
-		keep[name] = true
-		want := r.desired(ts, name, t.Spec)
-		if have := owned[name]; have != nil && equality.Semantic.DeepEqual(have.Spec, want.Spec) && equality.Semantic.DeepEqual(have.Labels, want.Labels) {
-			continue
-		}
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(want)
-		if err != nil {
-			return err
-		}
-		delete(u, "status")
-		unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
-		if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}), client.FieldOwner(sourceFieldOwner), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying ToolDefinition %s: %w", name, err)
-		}
-		if owned[name] == nil {
-			created++
-		} else {
-			updated++
-		}
-	}
-	removed := 0
-	for name, td := range owned {
-		if keep[name] {
-			continue
-		}
-		if err := r.Delete(ctx, td); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting ToolDefinition %s: %w", name, err)
-		}
-		removed++
-	}
-	sort.Slice(skipped, func(i, j int) bool { return skipped[i].Tool < skipped[j].Tool })
-	skipped = skipped[:min(len(skipped), 20)]
-	newlySkipped := len(skipped) > 0 && !equality.Semantic.DeepEqual(ts.Status.SkippedTools, skipped)
-	now := metav1.Now()
-	st := &ts.Status
-	st.Server = &v1alpha1.MCPServerInfo{Name: s.Server.Name, Version: s.Server.Version, ProtocolVersion: s.Server.ProtocolVersion}
-	st.ToolCount = int32(len(keep))
-	st.LastSyncTime = &now
-	st.SkippedTools = skipped
-	msg := fmt.Sprintf("%d tools from %s %s", len(keep), s.Server.Name, s.Server.Version)
-	if len(skipped) > 0 {
-		msg += fmt.Sprintf("; %d skipped (see status.skippedTools)", len(skipped))
-	}
-	setCondition(ts, ConditionSynced, metav1.ConditionTrue, ReasonSynced, msg)
-	setCondition(ts, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonSynced, msg)
-	if created+updated+removed > 0 {
-		r.Recorder.Eventf(ts, nil, corev1.EventTypeNormal, ReasonSynced, "Sync", "%d ToolDefinitions created, %d updated, %d deleted; %s", created, updated, removed, msg)
-	}
-	if newlySkipped {
-		var parts []string
-		for _, s := range skipped {
-			parts = append(parts, s.Tool+": "+s.Reason)
-		}
-		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, ReasonToolsSkipped, "Sync", "%d tools skipped: %s", len(skipped), strings.Join(parts, "; "))
-	}
+	r.recordSync(ts, s.Server, res)
 	return nil
 }
 
@@ -444,6 +361,10 @@ func (r *ToolSourceReconciler) sourcesForSecret(ctx context.Context, obj client.
 	return reqs
 }
 
+// specOrMetadataChanged passes creations, deletions and updates of the
+// spec, labels or annotations (an approval).
+var specOrMetadataChanged = predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{})
+
 // SetupWithManager registers the controller: sources, the ToolDefinitions
 // they own, the Secrets they refer to, and the servers' list_changed
 // notifications.
@@ -451,8 +372,10 @@ func (r *ToolSourceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.sessions = map[string]*liveSession{}
 	r.changed = make(chan event.GenericEvent, 64)
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.ToolSource{}).
-		Owns(&v1alpha1.ToolDefinition{}).
+		// Its own status writes and the catalogs' records in ToolDefinition
+		// status change nothing a sync reads.
+		For(&v1alpha1.ToolSource{}, builder.WithPredicates(specOrMetadataChanged)).
+		Owns(&v1alpha1.ToolDefinition{}, builder.WithPredicates(specOrMetadataChanged)).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.sourcesForSecret)).
 		WatchesRawSource(source.Channel(r.changed, &handler.EnqueueRequestForObject{})).
 		Named("toolsource").

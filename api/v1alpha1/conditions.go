@@ -39,6 +39,38 @@ const (
 
 	// ReasonConfusableWith is the reason of a True Confusable condition.
 	ReasonConfusableWith = "ConfusableWith"
+
+	// ConditionChangePending (ToolSource, ToolDefinition) is True while an
+	// upstream change to a tool waits for approval under changePolicy
+	// RequireApproval. The ToolDefinition keeps, and catalogs keep
+	// serving, the approved version meanwhile.
+	ConditionChangePending = "ChangePending"
+
+	// ReasonAwaitingApproval is the reason of a True ChangePending
+	// condition.
+	ReasonAwaitingApproval = "AwaitingApproval"
+
+	// ReasonNoPendingChanges is the reason of a False ChangePending
+	// condition.
+	ReasonNoPendingChanges = "NoPendingChanges"
+)
+
+// Annotations of change approval (ToolSource changePolicy RequireApproval).
+const (
+	// AnnotationApprove approves upstream changes. On a ToolSource its
+	// value is a comma-separated list of TOOL=SPECHASH (tool as published,
+	// prefix included); on a ToolDefinition a ToolSource owns, a SPECHASH.
+	// A hash prefix of at least 12 hex digits is enough. An approval names
+	// one version of a tool: a later change needs a new one.
+	AnnotationApprove = "toolcatalog.dev/approve"
+
+	// AnnotationPendingChange is set by a ToolSource on a ToolDefinition
+	// whose upstream change waits for approval: "SPECHASH SUMMARY".
+	AnnotationPendingChange = "toolcatalog.dev/pending-change"
+
+	// LabelToolSource marks the ToolDefinitions a ToolSource created with
+	// its name.
+	LabelToolSource = "toolcatalog.dev/tool-source"
 )
 
 // Condition reasons of ToolDefinition.

@@ -40,6 +40,68 @@ type ToolSourceSpec struct {
 	// +optional
 	// +kubebuilder:default="5m"
 	SyncInterval *metav1.Duration `json:"syncInterval,omitempty"`
+
+	// changePolicy says what happens when the server changes a tool after
+	// its first import. Apply updates the ToolDefinition at once.
+	// RequireApproval holds every change to a tool's description,
+	// parameters or annotations, and every tool the server adds later, until
+	// a person approves its spec hash (kubectl toolcatalog approve, or the
+	// toolcatalog.dev/approve annotation); meanwhile catalogs keep serving
+	// the approved version. Tools the server removes are removed either way.
+	// +optional
+	// +kubebuilder:default=Apply
+	ChangePolicy ChangePolicy `json:"changePolicy,omitempty"`
+}
+
+// ChangePolicy is spec.changePolicy.
+// +kubebuilder:validation:Enum=Apply;RequireApproval
+type ChangePolicy string
+
+const (
+	// ChangePolicyApply applies upstream changes as they are listed.
+	ChangePolicyApply ChangePolicy = "Apply"
+	// ChangePolicyRequireApproval holds upstream changes until approved.
+	ChangePolicyRequireApproval ChangePolicy = "RequireApproval"
+)
+
+// ChangeKind says what a pending change does.
+// +kubebuilder:validation:Enum=Added;Modified
+type ChangeKind string
+
+const (
+	// ChangeAdded is a tool the server offers that was never imported.
+	ChangeAdded ChangeKind = "Added"
+	// ChangeModified is a new description, schema or annotations of an
+	// imported tool.
+	ChangeModified ChangeKind = "Modified"
+)
+
+// PendingChange is an upstream change held for approval.
+type PendingChange struct {
+	// tool is the tool's name as catalogs publish it (prefix included).
+	// +required
+	Tool string `json:"tool"`
+	// upstreamTool is the tool's name on the server.
+	// +optional
+	UpstreamTool string `json:"upstreamTool,omitempty"`
+	// toolDefinition is the ToolDefinition that keeps the approved
+	// version; empty for a tool not imported yet.
+	// +optional
+	ToolDefinition string `json:"toolDefinition,omitempty"`
+	// change is Added or Modified.
+	// +required
+	Change ChangeKind `json:"change"`
+	// specHash is the sha256 of the new version (name, description,
+	// parameters and annotations); approving it applies that version and
+	// no other.
+	// +required
+	SpecHash string `json:"specHash"`
+	// summary says what changed, readably.
+	// +optional
+	Summary string `json:"summary,omitempty"`
+	// since is when the change was first seen.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
 }
 
 // MCPServerSpec is how to reach an MCP server.
@@ -124,7 +186,14 @@ type ToolSourceStatus struct {
 	// +listMapKey=tool
 	// +kubebuilder:validation:MaxItems=20
 	SkippedTools []SkippedTool `json:"skippedTools,omitempty"`
-	// conditions: Ready and Synced.
+	// pendingChanges are the upstream changes held for approval under
+	// changePolicy RequireApproval, at most 50.
+	// +optional
+	// +listType=map
+	// +listMapKey=tool
+	// +kubebuilder:validation:MaxItems=50
+	PendingChanges []PendingChange `json:"pendingChanges,omitempty"`
+	// conditions: Ready, Synced and, under RequireApproval, ChangePending.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -138,6 +207,7 @@ type ToolSourceStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 // +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`
+// +kubebuilder:printcolumn:name="Pending",type=string,JSONPath=`.status.conditions[?(@.type=="ChangePending")].status`
 // +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.status.server.name`,priority=1
 // +kubebuilder:printcolumn:name="Synced",type=date,JSONPath=`.status.lastSyncTime`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -220,8 +220,14 @@ func specOf(t *mcp.Tool, o Options) (v1alpha1.ToolDefinitionSpec, string) {
 			if spec.Annotations.Title == "" {
 				spec.Annotations.Title = a.Title
 			}
-			spec.Annotations.ReadOnlyHint = &a.ReadOnlyHint
-			spec.Annotations.IdempotentHint = &a.IdempotentHint
+			// MCP's readOnlyHint and idempotentHint default to false, and
+			// the SDK cannot tell false from absent: only true is a claim.
+			if a.ReadOnlyHint {
+				spec.Annotations.ReadOnlyHint = &a.ReadOnlyHint
+			}
+			if a.IdempotentHint {
+				spec.Annotations.IdempotentHint = &a.IdempotentHint
+			}
 			spec.Annotations.DestructiveHint = a.DestructiveHint
 			spec.Annotations.OpenWorldHint = a.OpenWorldHint
 		}

@@ -1,7 +1,7 @@
 // Package plugin implements kubectl-toolcatalog, the kubectl plugin that
 // searches published catalogs, shows what a tool was embedded from, lists
-// versions, requests refreshes, purges recorded requests and imports an
-// MCP server's tools as ToolDefinitions.
+// versions, requests refreshes, purges recorded requests, imports an MCP
+// server's tools as ToolDefinitions and approves upstream tool changes.
 package plugin
 
 import (
@@ -56,7 +56,7 @@ func NewCommand(o *Options) *cobra.Command {
 	f.StringVarP(&o.Namespace, "namespace", "n", "", "namespace of the ToolCatalog (default: the context's)")
 	f.StringVar(&o.RedisAddr, "redis-addr", "", "connect to this Redis host:port instead of the catalog's addresses")
 	f.StringVar(&o.RedisPasswordEnv, "redis-password-env", "", "environment variable holding the Redis password, with --redis-addr")
-	root.AddCommand(o.searchCommand(), o.describeToolCommand(), o.refreshCommand(), o.versionsCommand(), o.purgeRequestsCommand(), o.importCommand())
+	root.AddCommand(o.searchCommand(), o.describeToolCommand(), o.refreshCommand(), o.versionsCommand(), o.purgeRequestsCommand(), o.importCommand(), o.approveCommand())
 	return root
 }
 

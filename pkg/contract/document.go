@@ -353,10 +353,28 @@ func (e Entry) Equal(o Entry) bool {
 		e.AlwaysInclude != o.AlwaysInclude || e.AllowRepeat != o.AllowRepeat || e.NoBackground != o.NoBackground || e.SpecHash != o.SpecHash {
 		return false
 	}
+	if !equalPtr(e.Annotations, o.Annotations, (*Annotations).equal) || !equalPtr(e.Source, o.Source, func(a, b *Source) bool { return *a == *b }) {
+		return false
+	}
 	if (e.AllowedPrincipals == nil) != (o.AllowedPrincipals == nil) {
 		return false
 	}
 	return e.AllowedPrincipals == nil || slices.Equal(*e.AllowedPrincipals, *o.AllowedPrincipals)
+}
+
+// equalPtr says whether two optional values are both absent, or both
+// present and equal.
+func equalPtr[T any](a, b *T, equal func(a, b *T) bool) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return equal(a, b)
+}
+
+func (a *Annotations) equal(b *Annotations) bool {
+	same := func(x, y *bool) bool { return equalPtr(x, y, func(x, y *bool) bool { return *x == *y }) }
+	return a.Title == b.Title && same(a.ReadOnlyHint, b.ReadOnlyHint) && same(a.DestructiveHint, b.DestructiveHint) &&
+		same(a.IdempotentHint, b.IdempotentHint) && same(a.OpenWorldHint, b.OpenWorldHint)
 }
 
 // Change is P:changes:v<N>: what version N changed, for consumers to reload

@@ -144,6 +144,64 @@ func TestWriteThenRead(t *testing.T) {
 	}
 }
 
+// A version that changes only a tool's annotations or source (no spec
+// hash, no vector) still writes that tool's entry.
+func TestWriteAnnotationOnlyChange(t *testing.T) {
+	c, k := newClient(t)
+	vec := EncodeVector([]float32{0.6, 0.8})
+	v1 := testDoc(t, 1, "a", "b")
+	write(t, c, k, nil, v1, map[string][]byte{"a": vec, "b": vec})
+	yes := true
+	v2 := testDoc(t, 2, "a", "b")
+	v2.Tools[0].Annotations = &Annotations{DestructiveHint: &yes}
+	v2.Tools[1].Source = &Source{MCPURL: "http://mcp.example/mcp", Tool: "b"}
+	if err := v2.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	write(t, c, k, v1, v2, nil)
+	_, d := readDoc(t, c, k)
+	if d.Tools[0].Annotations == nil || !*d.Tools[0].Annotations.DestructiveHint || d.Tools[1].Source == nil || d.SchemaHash != v2.SchemaHash {
+		t.Fatalf("after version 2: %+v", d.Tools)
+	}
+	changes, err := ReadChanges(context.Background(), c, k, 1, 2)
+	if err != nil || len(changes) != 1 || fmt.Sprint(changes[0].Updated) != "[a b]" {
+		t.Fatalf("changes %+v, %v", changes, err)
+	}
+}
+
+func TestEntryEqual(t *testing.T) {
+	yes, no := true, false
+	base := Entry{Tool: Tool{Name: "a", Description: "d", SpecHash: "h"}}
+	with := func(edit func(*Entry)) Entry {
+		e := base
+		edit(&e)
+		return e
+	}
+	tests := []struct {
+		name string
+		a, b Entry
+		want bool
+	}{
+		{"same", base, base, true},
+		{"description", base, with(func(e *Entry) { e.Description = "other" }), false},
+		{"annotations added", base, with(func(e *Entry) { e.Annotations = &Annotations{Title: "A"} }), false},
+		{"same hints at other addresses", with(func(e *Entry) { e.Annotations = &Annotations{ReadOnlyHint: &yes} }),
+			with(func(e *Entry) { v := true; e.Annotations = &Annotations{ReadOnlyHint: &v} }), true},
+		{"hint flipped", with(func(e *Entry) { e.Annotations = &Annotations{ReadOnlyHint: &yes} }),
+			with(func(e *Entry) { e.Annotations = &Annotations{ReadOnlyHint: &no} }), false},
+		{"hint unset", with(func(e *Entry) { e.Annotations = &Annotations{OpenWorldHint: &no} }),
+			with(func(e *Entry) { e.Annotations = &Annotations{} }), false},
+		{"source", base, with(func(e *Entry) { e.Source = &Source{Tool: "a"} }), false},
+		{"source url", with(func(e *Entry) { e.Source = &Source{Tool: "a", MCPURL: "http://x"} }),
+			with(func(e *Entry) { e.Source = &Source{Tool: "a", MCPURL: "http://y"} }), false},
+	}
+	for _, tt := range tests {
+		if got := tt.a.Equal(tt.b); got != tt.want {
+			t.Errorf("%s: Equal = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
 // A contract-1 reader of P:catalog gets an error that says where the
 // catalog went, never an empty catalog.
 func TestContractOneReadersRefuseClearly(t *testing.T) {

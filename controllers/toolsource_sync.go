@@ -1,0 +1,342 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
+)
+
+// Reasons of ToolSource events about change approval.
+const (
+	ReasonChangePending   = "ChangePending"
+	ReasonChangeApproved  = "ChangeApproved"
+	ReasonApprovalIgnored = "ApprovalIgnored"
+)
+
+// Bounds of what a source's status lists.
+const (
+	maxSkippedTools   = 20
+	maxPendingChanges = 50
+)
+
+// inventory is what a source finds in its namespace before it applies.
+type inventory struct {
+	// owned are the source's ToolDefinitions by tool name (spec.name).
+	owned map[string]*v1alpha1.ToolDefinition
+	// others maps the tool names of ToolDefinitions the source does not
+	// own to their object names.
+	others map[string]string
+	// used are the object names taken.
+	used map[string]bool
+}
+
+func (r *ToolSourceReconciler) inventory(ctx context.Context, ts *v1alpha1.ToolSource) (*inventory, error) {
+	list := &v1alpha1.ToolDefinitionList{}
+	if err := r.List(ctx, list, client.InNamespace(ts.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing ToolDefinitions: %w", err)
+	}
+	inv := &inventory{owned: map[string]*v1alpha1.ToolDefinition{}, others: map[string]string{}, used: map[string]bool{}}
+	for i := range list.Items {
+		td := &list.Items[i]
+		if metav1.IsControlledBy(td, ts) {
+			inv.owned[td.Spec.Name] = td
+			continue
+		}
+		inv.others[td.Spec.Name] = td.Name
+		inv.used[td.Name] = true
+	}
+	return inv, nil
+}
+
+// approvalGate decides, tool by tool, which upstream version a source
+// applies under its change policy.
+type approvalGate struct {
+	requireApproval bool
+	// open is true when the source's spec changed since its last
+	// successful sync (or it never synced): the tools the new spec selects
+	// are the user's own choice, not an upstream change.
+	open bool
+	// approvals are the source's approval annotation: tool → hash.
+	approvals map[string]string
+	// previous are the changes pending before this sync, by tool.
+	previous map[string]v1alpha1.PendingChange
+	now      metav1.Time
+}
+
+func newApprovalGate(ts *v1alpha1.ToolSource, now metav1.Time) (*approvalGate, []string) {
+	g := &approvalGate{
+		requireApproval: ts.Spec.ChangePolicy == v1alpha1.ChangePolicyRequireApproval,
+		open:            ts.Status.ObservedGeneration != ts.Generation,
+		previous:        map[string]v1alpha1.PendingChange{},
+		now:             now,
+	}
+	var malformed []string
+	g.approvals, malformed = mcpsource.ParseApprovals(ts.Annotations[v1alpha1.AnnotationApprove])
+	for _, p := range ts.Status.PendingChanges {
+		g.previous[p.Tool] = p
+	}
+	return g, malformed
+}
+
+// decision is what the gate decided for one tool.
+type decision struct {
+	// spec is what to apply; nil when nothing is (a new tool held).
+	spec *v1alpha1.ToolDefinitionSpec
+	// pending is the held change, if any.
+	pending *v1alpha1.PendingChange
+	// approved is set when an approval let a change through.
+	approved *v1alpha1.PendingChange
+}
+
+// check decides for tool t, which the source owns as have (nil when it
+// has not imported it).
+func (g *approvalGate) check(t mcpsource.Imported, have *v1alpha1.ToolDefinition) (decision, error) {
+	upstream := t.Spec
+	if !g.requireApproval || (have == nil && g.open) {
+		return decision{spec: &upstream}, nil
+	}
+	hash, err := mcpsource.SurfaceHash(upstream)
+	if err != nil {
+		return decision{}, err
+	}
+	change := v1alpha1.PendingChange{Tool: upstream.Name, UpstreamTool: t.Upstream, SpecHash: hash}
+	if have == nil {
+		change.Change = v1alpha1.ChangeAdded
+		change.Summary = "new tool: " + text.Truncate(upstream.Description, 200)
+	} else {
+		current, err := mcpsource.SurfaceHash(have.Spec)
+		if err != nil {
+			return decision{}, err
+		}
+		if current == hash {
+			return decision{spec: &upstream}, nil
+		}
+		change.Change = v1alpha1.ChangeModified
+		change.ToolDefinition = have.Name
+		change.Summary = mcpsource.Diff(have.Spec, upstream)
+	}
+	if g.approved(upstream.Name, hash, have) {
+		return decision{spec: &upstream, approved: &change}, nil
+	}
+	change.Since = &g.now
+	if p, ok := g.previous[change.Tool]; ok && p.SpecHash == hash && p.Since != nil {
+		change.Since = p.Since
+	}
+	if have == nil {
+		return decision{pending: &change}, nil
+	}
+	kept := mcpsource.KeepSurface(upstream, have.Spec)
+	return decision{spec: &kept, pending: &change}, nil
+}
+
+// approved says whether the source's annotation, or the approval
+// annotation of the tool's own ToolDefinition, approves hash.
+func (g *approvalGate) approved(tool, hash string, have *v1alpha1.ToolDefinition) bool {
+	if mcpsource.Approves(g.approvals[tool], hash) {
+		return true
+	}
+	return have != nil && mcpsource.Approves(strings.ToLower(strings.TrimSpace(have.Annotations[v1alpha1.AnnotationApprove])), hash)
+}
+
+// syncResult is what one sync did.
+type syncResult struct {
+	kept                      int
+	created, updated, removed int
+	skipped                   []v1alpha1.SkippedTool
+	pending                   []v1alpha1.PendingChange
+	approved                  []v1alpha1.PendingChange
+	malformedApprovals        []string
+}
+
+// apply makes the source's ToolDefinitions match the listed tools, as the
+// change policy allows.
+func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSource, tools []mcpsource.Imported, rejected []mcpsource.Rejected) (*syncResult, error) {
+	inv, err := r.inventory(ctx, ts)
+	if err != nil {
+		return nil, err
+	}
+	gate, malformed := newApprovalGate(ts, metav1.Now())
+	res := &syncResult{malformedApprovals: malformed}
+	for _, rj := range rejected {
+		res.skipped = append(res.skipped, v1alpha1.SkippedTool{Tool: rj.Upstream, Reason: rj.Reason})
+	}
+	for _, td := range inv.owned {
+		inv.used[td.Name] = true
+	}
+	keep := map[string]bool{}
+	for _, t := range tools {
+		if other, ok := inv.others[t.Spec.Name]; ok {
+			res.skipped = append(res.skipped, v1alpha1.SkippedTool{Tool: t.Upstream,
+				Reason: fmt.Sprintf("tool name %s is already ToolDefinition %s's: the first one is kept; set spec.toolNamePrefix", t.Spec.Name, other)})
+			continue
+		}
+		have := inv.owned[t.Spec.Name]
+		d, err := gate.check(t, have)
+		if err != nil {
+			return nil, fmt.Errorf("checking tool %s: %w", t.Spec.Name, err)
+		}
+		if d.pending != nil {
+			res.pending = append(res.pending, *d.pending)
+		}
+		if d.approved != nil {
+			res.approved = append(res.approved, *d.approved)
+		}
+		if d.spec == nil {
+			continue
+		}
+		name := ""
+		if have != nil {
+			name = have.Name
+		} else {
+			name = mcpsource.ObjectName(t.Spec.Name, inv.used)
+		}
+		keep[t.Spec.Name] = true
+		changed, err := r.applyTool(ctx, ts, name, *d.spec, d.pending, have)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case !changed:
+		case have == nil:
+			res.created++
+		default:
+			res.updated++
+		}
+	}
+	for toolName, td := range inv.owned {
+		if keep[toolName] {
+			continue
+		}
+		if err := r.Delete(ctx, td); client.IgnoreNotFound(err) != nil {
+			return nil, fmt.Errorf("deleting ToolDefinition %s: %w", td.Name, err)
+		}
+		res.removed++
+	}
+	res.kept = len(keep)
+	return res, nil
+}
+
+// applyTool server-side applies one ToolDefinition, unless it already is
+// as wanted; pending marks a held change on it.
+func (r *ToolSourceReconciler) applyTool(ctx context.Context, ts *v1alpha1.ToolSource, name string, spec v1alpha1.ToolDefinitionSpec, pending *v1alpha1.PendingChange, have *v1alpha1.ToolDefinition) (bool, error) {
+	want := r.desired(ts, name, spec)
+	if pending != nil {
+		want.Annotations = map[string]string{v1alpha1.AnnotationPendingChange: pending.SpecHash + " " + pending.Summary}
+	}
+	if have != nil && equality.Semantic.DeepEqual(have.Spec, want.Spec) && equality.Semantic.DeepEqual(have.Labels, want.Labels) &&
+		have.Annotations[v1alpha1.AnnotationPendingChange] == want.Annotations[v1alpha1.AnnotationPendingChange] {
+		return false, nil
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(want)
+	if err != nil {
+		return false, err
+	}
+	delete(u, "status")
+	unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
+	if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}), client.FieldOwner(sourceFieldOwner), client.ForceOwnership); err != nil {
+		return false, fmt.Errorf("applying ToolDefinition %s: %w", name, err)
+	}
+	return true, nil
+}
+
+// recordSync writes what a sync did into the status, and the events.
+func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsource.Server, res *syncResult) {
+	skipped := res.skipped
+	sort.Slice(skipped, func(i, j int) bool { return skipped[i].Tool < skipped[j].Tool })
+	skipped = skipped[:min(len(skipped), maxSkippedTools)]
+	newlySkipped := len(skipped) > 0 && !equality.Semantic.DeepEqual(ts.Status.SkippedTools, skipped)
+	pending := res.pending
+	sort.Slice(pending, func(i, j int) bool { return pending[i].Tool < pending[j].Tool })
+	newlyPending := newPendingChanges(ts.Status.PendingChanges, pending)
+
+	now := metav1.Now()
+	st := &ts.Status
+	st.Server = &v1alpha1.MCPServerInfo{Name: server.Name, Version: server.Version, ProtocolVersion: server.ProtocolVersion}
+	st.ToolCount = int32(res.kept)
+	st.LastSyncTime = &now
+	st.SkippedTools = skipped
+	st.PendingChanges = pending[:min(len(pending), maxPendingChanges)]
+
+	msg := fmt.Sprintf("%d tools from %s %s", res.kept, server.Name, server.Version)
+	if len(skipped) > 0 {
+		msg += fmt.Sprintf("; %d skipped (see status.skippedTools)", len(skipped))
+	}
+	if len(pending) > 0 {
+		msg += fmt.Sprintf("; %d upstream changes await approval (see status.pendingChanges)", len(pending))
+	}
+	setCondition(ts, ConditionSynced, metav1.ConditionTrue, ReasonSynced, msg)
+	setCondition(ts, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonSynced, msg)
+	switch {
+	case ts.Spec.ChangePolicy != v1alpha1.ChangePolicyRequireApproval && len(pending) == 0:
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionChangePending)
+	case len(pending) == 0:
+		setCondition(ts, v1alpha1.ConditionChangePending, metav1.ConditionFalse, v1alpha1.ReasonNoPendingChanges, "no upstream change waits for approval")
+	default:
+		var parts []string
+		for _, p := range pending {
+			parts = append(parts, fmt.Sprintf("%s (%s)", p.Tool, strings.ToLower(string(p.Change))))
+		}
+		setCondition(ts, v1alpha1.ConditionChangePending, metav1.ConditionTrue, v1alpha1.ReasonAwaitingApproval, text.Truncate(fmt.Sprintf(
+			"%d upstream changes wait for approval: %s; the approved versions are served meanwhile; review status.pendingChanges, then kubectl toolcatalog approve %s TOOL",
+			len(pending), strings.Join(parts, ", "), ts.Name), 2048))
+	}
+
+	if res.created+res.updated+res.removed > 0 {
+		r.Recorder.Eventf(ts, nil, corev1.EventTypeNormal, ReasonSynced, "Sync", "%d ToolDefinitions created, %d updated, %d deleted; %s", res.created, res.updated, res.removed, msg)
+	}
+	if newlySkipped {
+		var parts []string
+		for _, s := range skipped {
+			parts = append(parts, s.Tool+": "+s.Reason)
+		}
+		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, ReasonToolsSkipped, "Sync", "%d tools skipped: %s", len(skipped), strings.Join(parts, "; "))
+	}
+	// One event per sync lists every new change: events of one object,
+	// reason and action merge into a series that keeps the first note.
+	if len(newlyPending) > 0 {
+		var parts []string
+		for _, p := range newlyPending {
+			parts = append(parts, fmt.Sprintf("%s: %s (spec hash %s)", p.Tool, text.Truncate(p.Summary, 300), p.SpecHash[:mcpsource.MinApprovalHash]))
+		}
+		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, ReasonChangePending, "Sync", "%s",
+			text.Truncate(fmt.Sprintf("approve with kubectl toolcatalog approve %s TOOL: %s", ts.Name, strings.Join(parts, "; ")), 1024))
+	}
+	for _, a := range res.approved {
+		r.Recorder.Eventf(ts, nil, corev1.EventTypeNormal, ReasonChangeApproved, "Approve", "%s",
+			text.Truncate(fmt.Sprintf("applied the approved %s change of %s (spec hash %s): %s", strings.ToLower(string(a.Change)), a.Tool, a.SpecHash[:mcpsource.MinApprovalHash], a.Summary), 1024))
+	}
+	if len(res.malformedApprovals) > 0 {
+		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, ReasonApprovalIgnored, "Approve",
+			"annotation %s: entries %s are not TOOL=SPECHASH (a hash of at least %d hex digits) and approve nothing",
+			v1alpha1.AnnotationApprove, strings.Join(res.malformedApprovals, ", "), mcpsource.MinApprovalHash)
+	}
+}
+
+// newPendingChanges are the changes of now not pending, with that hash,
+// before.
+func newPendingChanges(before, now []v1alpha1.PendingChange) []v1alpha1.PendingChange {
+	seen := map[string]string{}
+	for _, p := range before {
+		seen[p.Tool] = p.SpecHash
+	}
+	var out []v1alpha1.PendingChange
+	for _, p := range now {
+		if seen[p.Tool] != p.SpecHash {
+			out = append(out, p)
+		}
+	}
+	return out
+}

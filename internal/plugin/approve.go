@@ -1,0 +1,168 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
+)
+
+func (o *Options) approveCommand() *cobra.Command {
+	var (
+		all     bool
+		hash    string
+		waitFor time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "approve SOURCE [TOOL...]",
+		Short: "List or approve the upstream tool changes a ToolSource holds (changePolicy RequireApproval)",
+		Long: `Without a tool, approve lists the changes the ToolSource holds for approval.
+With tools, it approves the version of each that is pending now, by its spec
+hash: a later upstream change needs a new approval. --hash refuses when the
+pending change is no longer the one you reviewed.`,
+		Example: `  kubectl toolcatalog approve crm
+  kubectl toolcatalog approve crm crm_find_contact --hash d9d71e5ebc23 --wait 30s
+  kubectl toolcatalog approve crm --all`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			kube, ns, err := o.kubeClient()
+			if err != nil {
+				return err
+			}
+			ts := &v1alpha1.ToolSource{}
+			if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: args[0]}, ts); err != nil {
+				return fmt.Errorf("reading ToolSource %s/%s: %w", ns, args[0], err)
+			}
+			out := cmd.OutOrStdout()
+			if len(args) == 1 && !all {
+				return listPending(out, ts)
+			}
+			chosen, err := choosePending(ts.Status.PendingChanges, args[1:], all, hash)
+			if err != nil {
+				return err
+			}
+			patch := client.MergeFrom(ts.DeepCopy())
+			approvals, _ := mcpsource.ParseApprovals(ts.Annotations[v1alpha1.AnnotationApprove])
+			for _, p := range chosen {
+				approvals[p.Tool] = p.SpecHash
+			}
+			if ts.Annotations == nil {
+				ts.Annotations = map[string]string{}
+			}
+			ts.Annotations[v1alpha1.AnnotationApprove] = mcpsource.FormatApprovals(approvals)
+			if err := kube.Patch(ctx, ts, patch); err != nil {
+				return fmt.Errorf("approving: %w", err)
+			}
+			for _, p := range chosen {
+				fmt.Fprintf(out, "approved %s (%s, spec hash %s): %s\n", p.Tool, strings.ToLower(string(p.Change)), p.SpecHash[:mcpsource.MinApprovalHash], p.Summary)
+			}
+			if waitFor <= 0 {
+				return nil
+			}
+			if err := waitApplied(ctx, kube, ts, chosen, waitFor); err != nil {
+				return err
+			}
+			fmt.Fprintln(out, "applied")
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "approve every pending change")
+	cmd.Flags().StringVar(&hash, "hash", "", "the spec hash (or its first 12 or more digits) you reviewed; refuse if the pending change has another")
+	cmd.Flags().DurationVar(&waitFor, "wait", 0, "wait up to this long for the source to apply the approved versions")
+	return cmd
+}
+
+// listPending prints a source's pending changes as a table.
+func listPending(out io.Writer, ts *v1alpha1.ToolSource) error {
+	if len(ts.Status.PendingChanges) == 0 {
+		policy := ts.Spec.ChangePolicy
+		if policy == "" {
+			policy = v1alpha1.ChangePolicyApply
+		}
+		fmt.Fprintf(out, "ToolSource %s holds no change for approval (changePolicy %s)\n", ts.Name, policy)
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOOL\tCHANGE\tSPEC HASH\tSINCE\tSUMMARY")
+	for _, p := range ts.Status.PendingChanges {
+		since := ""
+		if p.Since != nil {
+			since = p.Since.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Tool, p.Change, p.SpecHash[:mcpsource.MinApprovalHash], since, text.Truncate(p.Summary, 100))
+	}
+	return tw.Flush()
+}
+
+// choosePending picks the pending changes to approve: the named tools, or
+// all of them; hash, with one tool, must name that tool's pending change.
+func choosePending(pending []v1alpha1.PendingChange, tools []string, all bool, hash string) ([]v1alpha1.PendingChange, error) {
+	switch {
+	case all && len(tools) > 0:
+		return nil, fmt.Errorf("give tools or --all, not both")
+	case hash != "" && len(tools) != 1:
+		return nil, fmt.Errorf("--hash needs exactly one tool")
+	case hash != "" && !mcpsource.ValidApprovalHash(strings.ToLower(hash)):
+		return nil, fmt.Errorf("--hash %q is not a spec hash: give at least %d hex digits", hash, mcpsource.MinApprovalHash)
+	case all && len(pending) == 0:
+		return nil, fmt.Errorf("no change is pending")
+	case all:
+		return pending, nil
+	}
+	var out []v1alpha1.PendingChange
+	for _, tool := range tools {
+		i := slices.IndexFunc(pending, func(p v1alpha1.PendingChange) bool { return p.Tool == tool })
+		if i < 0 {
+			return nil, fmt.Errorf("no change of %s is pending (list them with kubectl toolcatalog approve SOURCE)", tool)
+		}
+		p := pending[i]
+		if hash != "" && !mcpsource.Approves(strings.ToLower(hash), p.SpecHash) {
+			return nil, fmt.Errorf("the pending change of %s now has spec hash %s, not %s: the server changed it again since you reviewed it; review it again", tool, p.SpecHash[:mcpsource.MinApprovalHash], hash)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// waitApplied waits until the source holds none of the approved changes
+// and its ToolDefinitions carry them.
+func waitApplied(ctx context.Context, kube client.Client, ts *v1alpha1.ToolSource, approved []v1alpha1.PendingChange, timeout time.Duration) error {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		now := &v1alpha1.ToolSource{}
+		if err := kube.Get(ctx, client.ObjectKeyFromObject(ts), now); err != nil {
+			return false, err
+		}
+		tds := &v1alpha1.ToolDefinitionList{}
+		if err := kube.List(ctx, tds, client.InNamespace(ts.Namespace), client.MatchingLabels{v1alpha1.LabelToolSource: ts.Name}); err != nil {
+			return false, err
+		}
+		applied := map[string]bool{}
+		for _, td := range tds.Items {
+			if h, err := mcpsource.SurfaceHash(td.Spec); err == nil {
+				applied[td.Spec.Name+"="+h] = true
+			}
+		}
+		for _, p := range approved {
+			if !applied[p.Tool+"="+p.SpecHash] {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for ToolSource %s to apply the approved changes: %w", ts.Name, err)
+	}
+	return nil
+}
