@@ -32,7 +32,7 @@ func TestSamplesApplyCleanly(t *testing.T) {
 	ns := newNamespace(t)
 
 	objs := loadSamples(t)
-	var tools, catalogs int
+	var tools, catalogs, sources int
 	for _, obj := range objs {
 		obj.SetNamespace(ns)
 		if err := k8sClient.Create(ctx, obj); err != nil {
@@ -43,10 +43,13 @@ func TestSamplesApplyCleanly(t *testing.T) {
 			tools++
 		case "ToolCatalog":
 			catalogs++
+		case "ToolSource":
+			sources++
 		}
 	}
 	g.Expect(tools).To(BeNumerically(">=", 5), "want at least five sample tools")
 	g.Expect(catalogs).To(BeNumerically(">=", 1), "want a sample catalog")
+	g.Expect(sources).To(BeNumerically(">=", 1), "want a sample ToolSource")
 
 	// Every sample tool is valid for the controller too, and the catalog
 	// selects all of them.

@@ -80,22 +80,23 @@ func startLocalRun(t *testing.T) *localRun {
 	return r
 }
 
-// waitFor reads output until a line starts with prefix.
-func (r *localRun) waitFor(t *testing.T, prefix string) {
+// waitForMatch reads output until a line matches re, and returns the
+// submatches.
+func (r *localRun) waitForMatch(t *testing.T, re *regexp.Regexp) []string {
 	t.Helper()
 	deadline := time.After(120 * time.Second)
 	for {
 		select {
 		case l, ok := <-r.lines:
 			if !ok {
-				t.Fatalf("localrun's output ended before %q:\n%s\n%s", prefix, strings.Join(r.screen, "\n"), r.stderr.String())
+				t.Fatalf("localrun's output ended before %q:\n%s\n%s", re, strings.Join(r.screen, "\n"), r.stderr.String())
 			}
 			r.screen = append(r.screen, l)
-			if strings.HasPrefix(l, prefix) {
-				return
+			if m := re.FindStringSubmatch(l); m != nil {
+				return m
 			}
 		case <-deadline:
-			t.Fatalf("no %q within 120s:\n%s\n%s", prefix, strings.Join(r.screen, "\n"), r.stderr.String())
+			t.Fatalf("no %q within 120s:\n%s\n%s", re, strings.Join(r.screen, "\n"), r.stderr.String())
 		}
 	}
 }
@@ -124,7 +125,9 @@ func (r *localRun) children(t *testing.T) map[string]int {
 // localrun's stdout is a closed pipe while it shuts down.
 func TestEmbeddedModeStartsPublishesAndStopsCleanly(t *testing.T) {
 	r := startLocalRun(t)
-	r.waitFor(t, "==> Published version 1 of catalog default/assistant with 6 tools")
+	// Six sample tools and the two the sample ToolSource imports from the
+	// docs MCP server; the first version may hold only the six.
+	version := r.waitForMatch(t, regexp.MustCompile(`^==> Published version (\d+) of catalog default/assistant with 8 tools`))[1]
 	out := strings.Join(r.screen, "\n")
 	t.Logf("first screen:\n%s", out)
 	for _, s := range []string{"No cluster answers", "Local tool-catalog-operator is starting", "Ctrl-C stops everything"} {
@@ -140,13 +143,13 @@ func TestEmbeddedModeStartsPublishesAndStopsCleanly(t *testing.T) {
 	addr := regexp.MustCompile(`redis-server\s+(\S+)`).FindStringSubmatch(out)[1]
 	rc := redis.NewClient(&redis.Options{Addr: addr})
 	defer rc.Close()
-	if v, err := rc.Get(context.Background(), "toolcatalog:{default/assistant}:version").Result(); err != nil || v != "1" {
+	if v, err := rc.Get(context.Background(), "toolcatalog:{default/assistant}:version").Result(); err != nil || v != version {
 		t.Fatalf("version in Redis: %q, %v", v, err)
 	}
 
 	// Each printed command works when pasted into a shell.
 	want := map[string]string{
-		"Inspect the catalog and its tools:": "toolcatalog.toolcatalog.dev/assistant",
+		"Inspect the catalog, its source and its tools:": "tooldefinition.toolcatalog.dev/docs-search-docs",
 		"Search the published catalog:":      "get_current_weather",
 	}
 	for i, line := range r.screen {
@@ -171,14 +174,14 @@ func TestEmbeddedModeStartsPublishesAndStopsCleanly(t *testing.T) {
 
 	// The sample catalog grades itself once published: kubectl describe
 	// shows the self-grading.
-	inspect := regexp.MustCompile(`(\S+ --kubeconfig \S+) get tc,td`).FindStringSubmatch(out)
+	inspect := regexp.MustCompile(`(\S+ --kubeconfig \S+) get tc,ts,td`).FindStringSubmatch(out)
 	if inspect == nil {
 		t.Fatal("no kubectl command on the first screen")
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		res, err := exec.Command("bash", "-c", inspect[1]+" describe tc assistant").CombinedOutput()
-		if err == nil && regexp.MustCompile(`selfRecallAt5:\s+[01]\.\d{3}`).Match(res) && strings.Contains(string(res), "Graded Tools:    6") {
+		if err == nil && regexp.MustCompile(`selfRecallAt5:\s+[01]\.\d{3}`).Match(res) && strings.Contains(string(res), "Graded Tools:    8") {
 			t.Logf("kubectl describe tc assistant:\n%s", res)
 			break
 		}
@@ -223,7 +226,7 @@ func TestEmbeddedModeStartsPublishesAndStopsCleanly(t *testing.T) {
 // through their parent-death signal.
 func TestNothingOutlivesAKilledLocalRun(t *testing.T) {
 	r := startLocalRun(t)
-	r.waitFor(t, "==> Published version 1 of catalog default/assistant")
+	r.waitForMatch(t, regexp.MustCompile(`^==> Published version \d+ of catalog default/assistant`))
 	kids := r.children(t)
 	if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

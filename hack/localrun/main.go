@@ -2,8 +2,9 @@
 // kubeconfig when a cluster answers, or else a local default with nothing
 // to install by hand: kube-apiserver and etcd (built by
 // hack/build-controlplane.sh), a redis-server on a free port, the CRDs, the
-// samples (builtin providers: no key, no network) and the manager in the
-// foreground. Ctrl-C stops everything it started.
+// samples (builtin providers: no key, no network; the ToolSource imports
+// from an MCP server over the docs, served on loopback) and the manager in
+// the foreground. Ctrl-C stops everything it started.
 package main
 
 import (
@@ -12,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -32,6 +34,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
+	"github.com/toolcatalog/tool-catalog-operator/internal/mcpdemo"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/samples"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
@@ -145,7 +148,12 @@ func runLocal(ctx context.Context, root, stateDir string) (retErr error) {
 	if err != nil {
 		return err
 	}
-	applied, err := applySamples(ctx, c, filepath.Join(root, "config", "samples"), redis.Addr)
+	docsURL, stopDocs, err := serveDocs(root)
+	if err != nil {
+		return err
+	}
+	defer stopDocs()
+	applied, err := applySamples(ctx, c, filepath.Join(root, "config", "samples"), redis.Addr, docsURL)
 	if err != nil {
 		return fmt.Errorf("applying the samples: %w", err)
 	}
@@ -156,26 +164,44 @@ func runLocal(ctx context.Context, root, stateDir string) (retErr error) {
 Local tool-catalog-operator is starting:
   kube-apiserver + etcd  %s
   redis-server           %s
+  MCP server (docs)      %s
   samples applied        %s
   metrics, probes        http://%s/metrics, http://%s/readyz
 
-Inspect the catalog and its tools:
-  %s --kubeconfig %s get tc,td
+Inspect the catalog, its source and its tools:
+  %s --kubeconfig %s get tc,ts,td
 
 Search the published catalog:
   PATH=%s:$PATH %s toolcatalog --kubeconfig %s search assistant "weather forecast for Lisbon" --explain
 
 Ctrl-C stops everything. Published versions:
 
-`, cfg.Host, redis.Addr, strings.Join(applied, ", "), metricsAddr, probeAddr, kubectl, kubeconfig, bin, kubectl, kubeconfig)
+`, cfg.Host, redis.Addr, docsURL, strings.Join(applied, ", "), metricsAddr, probeAddr, kubectl, kubeconfig, bin, kubectl, kubeconfig)
 
 	go reportPublished(ctx, c)
 	return manager.Run(ctx, cfg, manager.Config{MetricsAddr: metricsAddr, ProbeAddr: probeAddr, LeaderElectionID: "tool-catalog-operator.toolcatalog.dev"})
 }
 
+// serveDocs serves the MCP server over the project's docs on loopback, for
+// the sample ToolSource.
+func serveDocs(root string) (string, func(), error) {
+	docs, err := mcpdemo.Load(filepath.Join(root, "docs"))
+	if err != nil {
+		return "", nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: docs.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	return "http://" + l.Addr().String() + "/mcp", func() { _ = srv.Close() }, nil
+}
+
 // applySamples creates the sample objects in the default namespace, with
-// the catalog pointed at the local Redis.
-func applySamples(ctx context.Context, c client.Client, dir, redisAddr string) ([]string, error) {
+// the catalog pointed at the local Redis and the source at the local MCP
+// server.
+func applySamples(ctx context.Context, c client.Client, dir, redisAddr, docsURL string) ([]string, error) {
 	objs, err := samples.Load(dir)
 	if err != nil {
 		return nil, err
@@ -185,6 +211,11 @@ func applySamples(ctx context.Context, c client.Client, dir, redisAddr string) (
 		u.SetNamespace("default")
 		if u.GetKind() == "ToolCatalog" {
 			if err := unstructured.SetNestedStringSlice(u.Object, []string{redisAddr}, "spec", "redis", "addresses"); err != nil {
+				return nil, err
+			}
+		}
+		if u.GetKind() == "ToolSource" {
+			if err := unstructured.SetNestedField(u.Object, docsURL, "spec", "mcp", "url"); err != nil {
 				return nil, err
 			}
 		}
