@@ -150,7 +150,7 @@ func TestEmbeddedModeStartsPublishesAndStopsCleanly(t *testing.T) {
 	// Each printed command works when pasted into a shell.
 	want := map[string]string{
 		"Inspect the catalog, its source and its tools:": "tooldefinition.toolcatalog.dev/docs-search-docs",
-		"Search the published catalog:":      "get_current_weather",
+		"Search the published catalog:":                  "get_current_weather",
 	}
 	for i, line := range r.screen {
 		expect, ok := want[strings.TrimSpace(line)]
