@@ -127,6 +127,19 @@ func TestToolSourceRequireApprovalHoldsUpstreamChanges(t *testing.T) {
 	g.Expect(now.Version).To(Equal(before.Version))
 	g.Expect(now.Tools).To(Equal(before.Tools))
 
+	// kubectl shows what waits, and why.
+	got := runKubectl(t, "get", "ts,td", "-n", ns)
+	t.Logf("$ kubectl get ts,td\n%s", got)
+	g.Expect(got).To(MatchRegexp(`(?m)^toolsource.toolcatalog.dev/crm .*True .*3 upstream changes await approval.* True `))
+	got = runKubectl(t, "describe", "ts", "crm", "-n", ns)
+	t.Logf("$ kubectl describe ts crm\n%s", got)
+	for _, s := range []string{"Change Policy:  RequireApproval", "Pending Changes:", "Reason:                AwaitingApproval", want["crm_find_contact"].SpecHash, "destructiveHint unset → true", "ChangePending"} {
+		g.Expect(got).To(ContainSubstring(s))
+	}
+	got = runKubectl(t, "describe", "td", "crm-find-contact", "-n", ns)
+	t.Logf("$ kubectl describe td crm-find-contact\n%s", got)
+	g.Expect(got).To(ContainSubstring("Type:                  ChangePending"))
+
 	// The plugin lists the changes, refuses a hash that is not the pending
 	// one, and approves the reviewed hash.
 	out, err := runPlugin(ns, "approve", "crm")

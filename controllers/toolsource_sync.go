@@ -209,7 +209,7 @@ func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSourc
 			return nil, err
 		}
 		switch {
-		case !changed:
+		case !changed, d.pending != nil: // a held change is reported as pending
 		case have == nil:
 			res.created++
 		default:
