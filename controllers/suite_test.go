@@ -1,13 +1,16 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
+	uberzap "go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,7 +67,11 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	// Every line, at debug level, is kept for tests that check what the
+	// manager logs; stderr shows what TEST_LOG_LEVEL asks for.
+	keep := zapcore.NewCore(zapcore.NewJSONEncoder(uberzap.NewDevelopmentEncoderConfig()), zapcore.AddSync(managerLogs), zapcore.DebugLevel)
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr), zap.Level(zapLevel()),
+		zap.RawZapOpts(uberzap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, keep) }))))
 	store.RouteLogs(ctrl.Log)
 
 	var err error
@@ -165,6 +172,28 @@ func runSuite(m *testing.M) int {
 	}
 	return code
 }
+
+// logBuffer is a log sink safe for concurrent writers.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything logged so far.
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// managerLogs holds every line the manager logged, at every level.
+var managerLogs = &logBuffer{}
 
 // zapLevel keeps controller logs quiet (tests provoke reconcile errors on
 // purpose) unless TEST_LOG_LEVEL=debug or =error asks for them.

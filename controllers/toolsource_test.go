@@ -59,6 +59,7 @@ func TestToolSourceImportsAndFollowsAnMCPServer(t *testing.T) {
 		srv.Tool(fmt.Sprintf("page_%d", i), fmt.Sprintf("Read page %d of the manual.", i), nil, nil)
 	}
 	srv.Tool("bad name", "A tool whose name no model can call.", nil, nil)
+	srv.Tool("bad_schema", "A tool whose schema is not a JSON Schema.", map[string]any{"type": "object", "properties": 12}, nil)
 
 	ts := toolSource(ns, "docs", srv.URL)
 	ts.Spec.ToolNamePrefix = "docs_"
@@ -71,9 +72,11 @@ func TestToolSourceImportsAndFollowsAnMCPServer(t *testing.T) {
 		expectCondition(g, ts, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonSynced)
 		g.Expect(ts.Status.ToolCount).To(Equal(int32(4)))
 		g.Expect(ts.Status.Server).To(Equal(&v1alpha1.MCPServerInfo{Name: "docs", Version: "2.1.0", ProtocolVersion: ts.Status.Server.ProtocolVersion}))
-		g.Expect(ts.Status.SkippedTools).To(HaveLen(1))
+		g.Expect(ts.Status.SkippedTools).To(HaveLen(2))
 		g.Expect(ts.Status.SkippedTools[0].Tool).To(Equal("bad name"))
 		g.Expect(ts.Status.SkippedTools[0].Reason).To(ContainSubstring("not a valid tool name"))
+		g.Expect(ts.Status.SkippedTools[1].Tool).To(Equal("bad_schema"))
+		g.Expect(ts.Status.SkippedTools[1].Reason).To(ContainSubstring("input schema is rejected"))
 	}).Should(Succeed())
 	tools := sourceTools(g, ns, "docs")
 	g.Expect(tools).To(HaveLen(4))
@@ -203,9 +206,13 @@ func TestToolSourceServerDownKeepsWhatWasImported(t *testing.T) {
 	srv.Tool("ping", "Answer pong.", nil, nil)
 	ts := toolSource(ns, "flaky", srv.URL)
 	ts.Spec.SyncInterval = &metav1.Duration{Duration: time.Second}
-	createAll(g, ts)
+	createAll(g, ts, builtinCatalog(ns, "imported"))
+	rc := redisClient(t)
+	var before *contract.Document
 	g.Eventually(func(g Gomega) {
 		g.Expect(sourceTools(g, ns, "flaky")).To(HaveKey("ping"))
+		before = storedDoc(g, rc, catalogKeys(ns, "imported"))
+		g.Expect(before.Tools).To(HaveLen(1))
 	}).Should(Succeed())
 	srv.Close()
 	g.Eventually(func(g Gomega) {
@@ -213,6 +220,9 @@ func TestToolSourceServerDownKeepsWhatWasImported(t *testing.T) {
 		g.Expect(c.Message).To(ContainSubstring(srv.URL))
 	}).WithTimeout(20 * time.Second).Should(Succeed())
 	g.Expect(sourceTools(g, ns, "flaky")).To(HaveKey("ping"))
+	after := storedDoc(g, rc, catalogKeys(ns, "imported"))
+	g.Expect(after.Version).To(Equal(before.Version))
+	g.Expect(after.Tools).To(Equal(before.Tools))
 }
 
 // The bearer token comes from a Secret, reaches the server and appears
@@ -250,6 +260,11 @@ func TestToolSourceBearerTokenFromASecret(t *testing.T) {
 		raw += e.Note
 	}
 	g.Expect(strings.Contains(raw, token)).To(BeFalse(), "the token appears in status or events")
+	// The manager logged its work on this source, at every level, and
+	// never the token.
+	logs := managerLogs.String()
+	g.Expect(logs).To(ContainSubstring(`"namespace":"` + ns + `"`))
+	g.Expect(strings.Contains(logs, token)).To(BeFalse(), "the token appears in the manager's logs")
 }
 
 // Two sources offering the same tool name: the first keeps it, the second
