@@ -48,6 +48,95 @@ type ToolCatalogSpec struct {
 	// text is stored in Redis (docs/learning.md).
 	// +optional
 	Learning LearningSpec `json:"learning,omitempty"`
+
+	// disclosure is the catalog's progressive-disclosure policy, published
+	// with it so every consumer (the gateway, pkg/toolcatalog) applies the
+	// same one: when a client gets the core tools plus tool_search,
+	// tool_describe and tool_call instead of every tool.
+	// +optional
+	// +kubebuilder:default={}
+	Disclosure DisclosureSpec `json:"disclosure,omitempty"`
+
+	// gateway configures how toolcatalog-gateway serves the catalog over
+	// MCP.
+	// +optional
+	Gateway GatewaySpec `json:"gateway,omitempty"`
+}
+
+// DisclosureMode is spec.disclosure.mode.
+// +kubebuilder:validation:Enum=off;on;auto
+type DisclosureMode string
+
+const (
+	// DisclosureOff sends every tool.
+	DisclosureOff DisclosureMode = "off"
+	// DisclosureOn sends the core tools and the bridge tools.
+	DisclosureOn DisclosureMode = "on"
+	// DisclosureAuto defers when the deferrable tools' schemas would take
+	// at least threshold of the context window.
+	DisclosureAuto DisclosureMode = "auto"
+)
+
+// DisclosureSpec is the progressive-disclosure policy.
+// +kubebuilder:validation:XValidation:rule="!has(self.searchTopK) || !has(self.searchMaxTopK) || self.searchTopK <= self.searchMaxTopK",message="disclosure.searchTopK must not exceed disclosure.searchMaxTopK"
+type DisclosureSpec struct {
+	// mode is off (every allowed tool is listed), on (the core tools, those
+	// marked alwaysInclude, plus tool_search, tool_describe and tool_call)
+	// or auto (on when the schemas of the non-core tools would take at
+	// least threshold of the context window). With nothing to defer, the
+	// tools themselves are listed whatever the mode.
+	// +optional
+	// +kubebuilder:default=auto
+	Mode DisclosureMode `json:"mode,omitempty"`
+
+	// threshold is the share of the context window (above 0, at most 1)
+	// the non-core tools' schemas may take before auto mode defers them.
+	// Unset, 0.10.
+	// +optional
+	// +kubebuilder:validation:Minimum=0.001
+	// +kubebuilder:validation:Maximum=1
+	Threshold *float64 `json:"threshold,omitempty"`
+
+	// contextWindow is the model's context window in tokens, assumed when
+	// a client does not give its own. Unset, 128000.
+	// +optional
+	// +kubebuilder:validation:Minimum=1000
+	// +kubebuilder:validation:Maximum=100000000
+	ContextWindow *int32 `json:"contextWindow,omitempty"`
+
+	// searchTopK is how many tools tool_search returns when the model does
+	// not say.
+	// +optional
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	SearchTopK int32 `json:"searchTopK,omitempty"`
+
+	// searchMaxTopK is the most tools tool_search returns, whatever the
+	// model asks.
+	// +optional
+	// +kubebuilder:default=20
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	SearchMaxTopK int32 `json:"searchMaxTopK,omitempty"`
+
+	// descriptionLength is where tool_search cuts each description, in
+	// characters.
+	// +optional
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=40
+	// +kubebuilder:validation:Maximum=4096
+	DescriptionLength int32 `json:"descriptionLength,omitempty"`
+}
+
+// GatewaySpec configures the gateway's endpoint of the catalog.
+type GatewaySpec struct {
+	// allowAnonymous lets clients without a bearer token use the catalog,
+	// as the principal system:anonymous in the group
+	// system:unauthenticated: they see only the tools whose permissions
+	// are absent or allow "*". A token that is given must still be valid.
+	// +optional
+	AllowAnonymous bool `json:"allowAnonymous,omitempty"`
 }
 
 // RedisMode is how the Redis deployment is addressed.

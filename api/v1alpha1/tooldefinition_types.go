@@ -130,9 +130,12 @@ type ToolSourceReference struct {
 // ToolPermissions restricts the principals that may use a tool.
 type ToolPermissions struct {
 	// allowedPrincipals lists the users, groups or service accounts allowed
-	// to use the tool, as the consuming agent runtime names them. Absent
-	// means everyone, as does a list containing "*"; an empty list ([])
-	// means nobody.
+	// to use the tool, as the consuming agent runtime names them; an entry
+	// "group:G" allows every member of group G (the gateway takes users
+	// and groups from Kubernetes service-account tokens or its static
+	// tokens, for example system:serviceaccount:agents:planner and
+	// group:system:serviceaccounts:agents). Absent means everyone, as does
+	// a list containing "*"; an empty list ([]) means nobody.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=256

@@ -111,6 +111,30 @@ func SecretNames(tc *v1alpha1.ToolCatalog) []string {
 	return names
 }
 
+// DisclosureOf resolves a catalog's disclosure policy as it is published:
+// every field set, unset ones to their defaults.
+func DisclosureOf(d v1alpha1.DisclosureSpec) *contract.Disclosure {
+	out := &contract.Disclosure{
+		Mode:              string(d.Mode),
+		Threshold:         toolcatalog.DefaultDisclosureThreshold,
+		ContextWindow:     toolcatalog.DefaultContextWindow,
+		SearchTopK:        int(orDefault(d.SearchTopK, toolcatalog.DefaultBridgeTopK)),
+		SearchMaxTopK:     int(orDefault(d.SearchMaxTopK, toolcatalog.MaxBridgeTopK)),
+		DescriptionLength: int(orDefault(d.DescriptionLength, toolcatalog.BridgeDescriptionLength)),
+	}
+	if out.Mode == "" {
+		out.Mode = string(v1alpha1.DisclosureAuto)
+	}
+	if d.Threshold != nil && *d.Threshold > 0 {
+		out.Threshold = *d.Threshold
+	}
+	if d.ContextWindow != nil && *d.ContextWindow > 0 {
+		out.ContextWindow = int(*d.ContextWindow)
+	}
+	out.SearchTopK = min(out.SearchTopK, out.SearchMaxTopK)
+	return out
+}
+
 // Resolve reads the Secrets a catalog refers to and builds its Redis
 // options and providers.
 func (r *Resolver) Resolve(ctx context.Context, tc *v1alpha1.ToolCatalog) (*Config, error) {
@@ -137,6 +161,7 @@ func (r *Resolver) Resolve(ctx context.Context, tc *v1alpha1.ToolCatalog) (*Conf
 	if cfg.Search.Method == "" {
 		cfg.Search.Method = string(v1alpha1.SearchHybrid)
 	}
+	cfg.Search.Disclosure = DisclosureOf(spec.Disclosure)
 	if d := spec.Publish.ResyncInterval; d != nil && d.Duration > 0 {
 		cfg.Resync = d.Duration
 	}

@@ -66,6 +66,30 @@ type SearchDefaults struct {
 	// led to each tool call (RecordRequest); the operator folds frequent
 	// requests into the tools' query sets.
 	LearnFromRequests bool `json:"learn_from_requests,omitempty"`
+	// Disclosure is the catalog's progressive-disclosure policy, resolved
+	// (every field set); absent in catalogs published before it existed.
+	Disclosure *Disclosure `json:"disclosure,omitempty"`
+}
+
+// Disclosure is a catalog's progressive-disclosure policy: when a client
+// gets the core tools plus tool_search, tool_describe and tool_call instead
+// of every tool, and how those bridge tools answer.
+type Disclosure struct {
+	// Mode is off, on or auto.
+	Mode string `json:"mode"`
+	// Threshold is the share of the context window the deferrable tools'
+	// schemas may take before auto mode defers them.
+	Threshold float64 `json:"threshold"`
+	// ContextWindow is the window, in tokens, assumed when the client
+	// gives none.
+	ContextWindow int `json:"context_window"`
+	// SearchTopK is how many tools tool_search returns by default;
+	// SearchMaxTopK the most a client may ask for.
+	SearchTopK    int `json:"search_top_k"`
+	SearchMaxTopK int `json:"search_max_top_k"`
+	// DescriptionLength is where tool_search cuts descriptions, in
+	// characters.
+	DescriptionLength int `json:"description_length"`
 }
 
 // Tool is one tool of the document.

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -214,10 +216,11 @@ func (c *Catalog) Tools() []contract.Tool { return c.Document.Tools }
 // alwaysInclude and those the catalog's search defaults name.
 func (c *Catalog) AlwaysIncluded() []string { return c.always }
 
-// IsAllowed reports whether a principal may use a tool: true when the tool
-// exists and its permissions are absent, list "*" or list the principal;
-// an empty list allows nobody.
-func (c *Catalog) IsAllowed(tool, principal string) bool {
+// IsAllowed reports whether a principal, member of groups, may use a
+// tool: true when the tool exists and its permissions are absent, list
+// "*", list the principal, or list "group:G" for one of its groups; an
+// empty list allows nobody.
+func (c *Catalog) IsAllowed(tool, principal string, groups ...string) bool {
 	if _, ok := c.tools[tool]; !ok {
 		return false
 	}
@@ -229,8 +232,24 @@ func (c *Catalog) IsAllowed(tool, principal string) bool {
 		if p == "*" || p == principal {
 			return true
 		}
+		if g, ok := strings.CutPrefix(p, GroupPrefix); ok && slices.Contains(groups, g) {
+			return true
+		}
 	}
 	return false
+}
+
+// GroupPrefix marks a group in a tool's permissions: "group:G" allows the
+// members of G.
+const GroupPrefix = "group:"
+
+// visibleTo returns whether a principal and its groups may use a tool;
+// everyone when principal and groups are empty.
+func (c *Catalog) visibleTo(principal string, groups []string) func(string) bool {
+	if principal == "" && len(groups) == 0 {
+		return func(string) bool { return true }
+	}
+	return func(tool string) bool { return c.IsAllowed(tool, principal, groups...) }
 }
 
 // normalize scales v to unit length in place; false for a zero vector.

@@ -57,6 +57,47 @@ const (
 	BridgeDescriptionLength = 300
 )
 
+// DisclosurePolicy is the catalog's published disclosure policy, with the
+// defaults filled in for a catalog that publishes none: auto mode, the
+// default threshold, window and bridge limits.
+func (c *Catalog) DisclosurePolicy() contract.Disclosure {
+	p := contract.Disclosure{}
+	if d := c.Document.Search.Disclosure; d != nil {
+		p = *d
+	}
+	if p.Mode == "" {
+		p.Mode = string(DisclosureAuto)
+	}
+	if p.Threshold <= 0 {
+		p.Threshold = DefaultDisclosureThreshold
+	}
+	if p.ContextWindow <= 0 {
+		p.ContextWindow = DefaultContextWindow
+	}
+	if p.SearchMaxTopK <= 0 {
+		p.SearchMaxTopK = MaxBridgeTopK
+	}
+	if p.SearchTopK <= 0 {
+		p.SearchTopK = DefaultBridgeTopK
+	}
+	p.SearchTopK = min(p.SearchTopK, p.SearchMaxTopK)
+	if p.DescriptionLength <= 0 {
+		p.DescriptionLength = BridgeDescriptionLength
+	}
+	return p
+}
+
+// PlanPublished plans disclosure with the catalog's published policy, for
+// a principal and its groups; contextWindow, when positive, is the
+// client's own window and replaces the policy's.
+func (c *Catalog) PlanPublished(principal string, groups []string, contextWindow int) (Disclosure, error) {
+	p := c.DisclosurePolicy()
+	if contextWindow > 0 {
+		p.ContextWindow = contextWindow
+	}
+	return c.PlanDisclosure(DisclosureConfig{Mode: DisclosureMode(p.Mode), Threshold: p.Threshold, ContextWindow: p.ContextWindow, Principal: principal, Groups: groups})
+}
+
 // DisclosureConfig configures PlanDisclosure.
 type DisclosureConfig struct {
 	Mode DisclosureMode
@@ -66,8 +107,10 @@ type DisclosureConfig struct {
 	// Threshold is a share of ContextWindow; DefaultDisclosureThreshold
 	// when zero.
 	Threshold float64
-	// Principal, when set, hides tools the principal may not use.
+	// Principal and Groups, when set, hide tools the principal may not
+	// use.
 	Principal string
+	Groups    []string
 }
 
 // Disclosure is which tools to send to the model directly.
@@ -108,10 +151,11 @@ func (c *Catalog) PlanDisclosure(cfg DisclosureConfig) (Disclosure, error) {
 		window = DefaultContextWindow
 	}
 	core := c.coreTools()
+	allowed := c.visibleTo(cfg.Principal, cfg.Groups)
 	var d Disclosure
 	var visible []contract.Tool
 	for _, t := range c.Document.Tools {
-		if cfg.Principal == "" || c.IsAllowed(t.Name, cfg.Principal) {
+		if allowed(t.Name) {
 			visible = append(visible, t)
 			tokens := EstimateTokens(t)
 			d.AllTokens += tokens
@@ -196,10 +240,16 @@ type Call struct {
 type Bridge struct {
 	// Catalog returns the catalog to use, e.g. Follower.Current.
 	Catalog func() *Catalog
-	// Principal, when set, limits the tools found and called.
+	// Principal and Groups, when set, limit the tools found, described
+	// and called.
 	Principal string
+	Groups    []string
 	// Search are the options of tool_search (TopK is overridden by top_k).
 	Search Options
+	// TopK and MaxTopK are tool_search's default and largest top_k, and
+	// DescriptionLength where it cuts descriptions; the package defaults
+	// when zero (a catalog's policy: DisclosurePolicy).
+	TopK, MaxTopK, DescriptionLength int
 	// Record, when set, is called for each tool_call of a tool the last
 	// tool_search returned, with that search's query: the request that led
 	// to the call. Pass it to RecordRequest to let a learning catalog fold
@@ -235,13 +285,14 @@ func (b *Bridge) Handle(ctx context.Context, name, arguments string) (json.RawMe
 		if err != nil {
 			return nil, nil, err
 		}
-		topK := DefaultBridgeTopK
+		maxTopK := orDefault(b.MaxTopK, MaxBridgeTopK)
+		topK := min(orDefault(b.TopK, DefaultBridgeTopK), maxTopK)
 		if raw, ok := args["top_k"]; ok {
 			var n float64
 			if err := json.Unmarshal(raw, &n); err != nil {
 				return nil, nil, &BridgeError{Message: "tool_search: top_k must be a number"}
 			}
-			topK = int(min(max(n, 1), MaxBridgeTopK))
+			topK = int(min(max(n, 1), float64(maxTopK)))
 		}
 		out, found, err := b.search(ctx, c, query, topK)
 		if err == nil {
@@ -298,14 +349,15 @@ func callArguments(raw json.RawMessage) (json.RawMessage, error) {
 // principal may use, less the core ones, which the model already has.
 func (b *Bridge) search(ctx context.Context, c *Catalog, query string, topK int) (json.RawMessage, []string, error) {
 	core := c.coreTools()
+	allowed := c.visibleTo(b.Principal, b.Groups)
 	total := 0
 	for _, t := range c.Document.Tools {
-		if !core[t.Name] && (b.Principal == "" || c.IsAllowed(t.Name, b.Principal)) {
+		if !core[t.Name] && allowed(t.Name) {
 			total++
 		}
 	}
 	opts := b.Search
-	opts.Principal = b.Principal
+	opts.Principal, opts.Groups = b.Principal, b.Groups
 	opts.TopK = topK + len(core)
 	resp, err := c.Search(ctx, query, opts)
 	if err != nil {
@@ -322,10 +374,15 @@ func (b *Bridge) search(ctx context.Context, c *Catalog, query string, topK int)
 		if core[r.Tool.Name] || len(hits) == topK {
 			continue
 		}
-		hits = append(hits, hit{r.Tool.Name, r.Tool.Toolset, text.Truncate(r.Tool.Description, BridgeDescriptionLength)})
+		hits = append(hits, hit{r.Tool.Name, r.Tool.Toolset, text.Truncate(r.Tool.Description, orDefault(b.DescriptionLength, BridgeDescriptionLength))})
 		found = append(found, r.Tool.Name)
 	}
-	out, err := json.Marshal(map[string]any{"tools": hits, "total_available": total})
+	result := map[string]any{"tools": hits, "total_available": total}
+	if len(hits) == 0 {
+		// A short answer the model can act on, rather than weak hits.
+		result["message"] = fmt.Sprintf("No tool matches %q well enough; try other words, or describe the task more plainly.", text.Truncate(query, 100))
+	}
+	out, err := json.Marshal(result)
 	return out, found, err
 }
 
@@ -340,9 +397,16 @@ func (b *Bridge) resolve(c *Catalog, bridge string, args map[string]json.RawMess
 		return contract.Tool{}, &BridgeError{Message: fmt.Sprintf("%s: %s is a bridge tool, not a catalog tool", bridge, target)}
 	}
 	tool, ok := c.Tool(target)
-	if !ok || (b.Principal != "" && !c.IsAllowed(target, b.Principal)) {
+	if !ok || !c.visibleTo(b.Principal, b.Groups)(target) {
 		// Unknown and forbidden look alike, so names are not disclosed.
 		return contract.Tool{}, &BridgeError{Message: fmt.Sprintf("%s: no tool named %q; use tool_search to find one", bridge, target)}
 	}
 	return tool, nil
+}
+
+func orDefault(n, def int) int {
+	if n > 0 {
+		return n
+	}
+	return def
 }

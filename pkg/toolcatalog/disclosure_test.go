@@ -189,3 +189,97 @@ func TestBridgeDispatch(t *testing.T) {
 		t.Fatalf("tool_search showed run_sql to group:sales: %s", out)
 	}
 }
+
+// A catalog publishes its disclosure policy; one published before the
+// policy existed gets the defaults.
+func TestDisclosurePolicyAndPlanPublished(t *testing.T) {
+	old := buildFixture(t, fixture, contract.SearchDefaults{Method: "bm25", TopK: 3})
+	want := contract.Disclosure{Mode: "auto", Threshold: DefaultDisclosureThreshold, ContextWindow: DefaultContextWindow,
+		SearchTopK: DefaultBridgeTopK, SearchMaxTopK: MaxBridgeTopK, DescriptionLength: BridgeDescriptionLength}
+	if got := old.DisclosurePolicy(); got != want {
+		t.Fatalf("defaults %+v, want %+v", got, want)
+	}
+	// Auto with the defaults: six small tools are far below 10 % of
+	// 128,000 tokens, so the tools themselves are listed...
+	d, err := old.PlanPublished("", nil, 0)
+	if err != nil || d.Active {
+		t.Fatalf("auto with defaults: %+v %v", d, err)
+	}
+	// ...unless the client's own window is small.
+	d, err = old.PlanPublished("", nil, d.DeferrableTokens*5)
+	if err != nil || !d.Active {
+		t.Fatalf("auto with a small client window: %+v %v", d, err)
+	}
+
+	on := buildFixture(t, fixture, contract.SearchDefaults{Method: "bm25", TopK: 3,
+		Disclosure: &contract.Disclosure{Mode: "on", SearchTopK: 50, SearchMaxTopK: 2, DescriptionLength: 40}})
+	if p := on.DisclosurePolicy(); p.SearchTopK != 2 || p.Threshold != DefaultDisclosureThreshold {
+		t.Fatalf("policy %+v: searchTopK is capped by searchMaxTopK, an unset threshold defaults", p)
+	}
+	// The principal's groups decide what it sees: run_sql is for
+	// group:analysts.
+	for _, tt := range []struct {
+		principal string
+		groups    []string
+		deferred  int
+	}{{"ana", nil, 4}, {"ana", []string{"analysts"}, 5}, {"", nil, 5}} {
+		d, err := on.PlanPublished(tt.principal, tt.groups, 0)
+		if err != nil || !d.Active || len(d.Deferred) != tt.deferred {
+			t.Errorf("%s %v: deferred %v, want %d", tt.principal, tt.groups, d.Deferred, tt.deferred)
+		}
+	}
+}
+
+func TestIsAllowedByGroup(t *testing.T) {
+	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "bm25", TopK: 3})
+	for _, tt := range []struct {
+		tool, principal string
+		groups          []string
+		want            bool
+	}{
+		{"run_sql", "ana", nil, false},
+		{"run_sql", "ana", []string{"sales", "analysts"}, true},
+		{"run_sql", "group:analysts", nil, true}, // a runtime's own naming, matched as is
+		{"run_sql", "analysts", nil, false},      // a user is not a group
+		{"translate_text", "anyone", nil, true},
+		{"get_weather", "anyone", nil, true},
+		{"launch", "ana", []string{"analysts"}, false},
+	} {
+		if got := c.IsAllowed(tt.tool, tt.principal, tt.groups...); got != tt.want {
+			t.Errorf("IsAllowed(%s, %s, %v) = %v", tt.tool, tt.principal, tt.groups, got)
+		}
+	}
+}
+
+// The bridge takes its limits from the policy, cuts descriptions where it
+// says, and answers a search nothing matches with a short message.
+func TestBridgeLimitsAndNoMatch(t *testing.T) {
+	threshold := 0.99
+	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "semantic", TopK: 3, SimilarityThreshold: &threshold})
+	b := &Bridge{Catalog: func() *Catalog { return c }, Groups: []string{"analysts"}, TopK: 1, MaxTopK: 2, DescriptionLength: 12,
+		Search: Options{Method: BM25}}
+	ctx := context.Background()
+	var found struct {
+		Tools []struct {
+			Name, Description string
+		}
+		TotalAvailable int    `json:"total_available"`
+		Message        string `json:"message"`
+	}
+	for args, want := range map[string]int{`{"query":"sql query analytics warehouse orders"}`: 1, `{"query":"sql query email weather","top_k":20}`: 2} {
+		out, _, err := b.Handle(ctx, ToolSearch, args)
+		if err != nil || json.Unmarshal(out, &found) != nil || len(found.Tools) != want || found.TotalAvailable != 5 || found.Message != "" {
+			t.Fatalf("%s: %s %v", args, out, err)
+		}
+		if len([]rune(found.Tools[0].Description)) > 12 {
+			t.Errorf("description not cut at 12: %q", found.Tools[0].Description)
+		}
+	}
+	if found.Tools[0].Name != "run_sql" {
+		t.Errorf("the analysts group should find run_sql first: %+v", found.Tools)
+	}
+	out, _, err := b.Handle(ctx, ToolSearch, `{"query":"zzzz qqqq"}`)
+	if err != nil || json.Unmarshal(out, &found) != nil || len(found.Tools) != 0 || !strings.HasPrefix(found.Message, `No tool matches "zzzz qqqq"`) {
+		t.Fatalf("no match: %s %v", out, err)
+	}
+}

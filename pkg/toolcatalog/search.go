@@ -52,8 +52,10 @@ type Options struct {
 	// Popular names most-used tools to include after the always-included
 	// ones (see TopUsed).
 	Popular []string
-	// Principal, when set, hides tools the principal may not use.
+	// Principal and Groups, when set, hide tools the principal may not
+	// use (see IsAllowed).
 	Principal string
+	Groups    []string
 	// Embedder embeds the query for semantic and hybrid search; without
 	// one (or when it fails) the search falls back to BM25.
 	Embedder QueryEmbedder
@@ -131,7 +133,7 @@ func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Resp
 	if !slices.Contains(Methods, opts.Method) {
 		return nil, fmt.Errorf("unknown search method %q: use semantic, bm25, hybrid or rrf", opts.Method)
 	}
-	allowed := func(name string) bool { return opts.Principal == "" || c.IsAllowed(name, opts.Principal) }
+	allowed := c.visibleTo(opts.Principal, opts.Groups)
 
 	resp := &Response{Method: opts.Method}
 	var unit []float32

@@ -1,0 +1,31 @@
+package catalogconfig
+
+import (
+	"testing"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+// The published disclosure policy has every field set: unset fields take
+// the documented defaults, and the default top k never exceeds the
+// largest.
+func TestDisclosureOf(t *testing.T) {
+	threshold, window := 0.25, int32(32000)
+	for _, tt := range []struct {
+		name string
+		spec v1alpha1.DisclosureSpec
+		want contract.Disclosure
+	}{
+		{"unset", v1alpha1.DisclosureSpec{},
+			contract.Disclosure{Mode: "auto", Threshold: 0.10, ContextWindow: 128000, SearchTopK: 5, SearchMaxTopK: 20, DescriptionLength: 300}},
+		{"set", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOn, Threshold: &threshold, ContextWindow: &window, SearchTopK: 8, SearchMaxTopK: 10, DescriptionLength: 120},
+			contract.Disclosure{Mode: "on", Threshold: 0.25, ContextWindow: 32000, SearchTopK: 8, SearchMaxTopK: 10, DescriptionLength: 120}},
+		{"top k above the largest", v1alpha1.DisclosureSpec{SearchMaxTopK: 3},
+			contract.Disclosure{Mode: "auto", Threshold: 0.10, ContextWindow: 128000, SearchTopK: 3, SearchMaxTopK: 3, DescriptionLength: 300}},
+	} {
+		if got := *DisclosureOf(tt.spec); got != tt.want {
+			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}
