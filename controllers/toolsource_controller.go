@@ -2,16 +2,9 @@ package controllers
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -148,7 +141,7 @@ func (r *ToolSourceReconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource
 	if errors.Is(err, mcpsource.ErrUnauthorized) {
 		return fail(ReasonAuthFailed, fmt.Sprintf("MCP server %s refused the credentials: check spec.mcp.bearerTokenSecretRef and headers; the ToolDefinitions already imported are kept", url), err)
 	}
-	return fail(ReasonServerUnreachable, fmt.Sprintf("cannot list the tools of MCP server %s: %v; the ToolDefinitions already imported are kept, retrying", url, redact(err, cfg)), err)
+	return fail(ReasonServerUnreachable, fmt.Sprintf("cannot list the tools of MCP server %s: %v; the ToolDefinitions already imported are kept, retrying", url, cfg.Redact(err)), err)
 }
 
 // importTools converts the listed tools, applies what the change policy
@@ -209,55 +202,14 @@ func (r *ToolSourceReconciler) delete(ctx context.Context, ts *v1alpha1.ToolSour
 
 // connection resolves the source's headers, token and CA from Secrets.
 func (r *ToolSourceReconciler) connection(ctx context.Context, ts *v1alpha1.ToolSource) (mcpsource.Config, error) {
-	m := ts.Spec.MCP
-	cfg := mcpsource.Config{URL: m.URL, Header: http.Header{}}
-	secret := func(sel *v1alpha1.SecretKeySelector, field string) (string, error) {
-		s := &corev1.Secret{}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ts.Namespace, Name: sel.Name}, s); err != nil {
-			return "", fmt.Errorf("%s: reading Secret %s: %w", field, sel.Name, err)
-		}
-		v, ok := s.Data[sel.Key]
-		if !ok {
-			return "", fmt.Errorf("%s: Secret %s has no key %s", field, sel.Name, sel.Key)
-		}
-		return strings.TrimSpace(string(v)), nil
-	}
-	for i, h := range m.Headers {
-		v := h.Value
-		if h.ValueFrom != nil {
-			var err error
-			if v, err = secret(h.ValueFrom, fmt.Sprintf("spec.mcp.headers[%d]", i)); err != nil {
-				return cfg, err
-			}
-		}
-		cfg.Header.Set(h.Name, v)
-	}
-	if m.BearerTokenSecretRef != nil {
-		token, err := secret(m.BearerTokenSecretRef, "spec.mcp.bearerTokenSecretRef")
-		if err != nil {
-			return cfg, err
-		}
-		cfg.Header.Set("Authorization", "Bearer "+token)
-	}
-	if m.CASecretRef != nil {
-		ca, err := secret(m.CASecretRef, "spec.mcp.caSecretRef")
-		if err != nil {
-			return cfg, err
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM([]byte(ca)) {
-			return cfg, fmt.Errorf("spec.mcp.caSecretRef: no PEM certificate in Secret %s key %s", m.CASecretRef.Name, m.CASecretRef.Key)
-		}
-		cfg.HTTPClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	}
-	return cfg, nil
+	return mcpsource.Resolve(ctx, r.APIReader, ts)
 }
 
 // session returns the source's live session, connecting when there is
 // none for the current settings.
 func (r *ToolSourceReconciler) session(ctx context.Context, ts *v1alpha1.ToolSource, cfg mcpsource.Config) (*mcpsource.Session, error) {
 	key := sourceKey(ts).String()
-	fp := fingerprint(cfg)
+	fp := cfg.Fingerprint()
 	r.mu.Lock()
 	live := r.sessions[key]
 	r.mu.Unlock()
@@ -294,35 +246,6 @@ func (r *ToolSourceReconciler) forget(key string) {
 	if live != nil {
 		_ = live.session.Close()
 	}
-}
-
-// fingerprint identifies the settings a session was opened with.
-func fingerprint(cfg mcpsource.Config) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00", cfg.URL)
-	names := make([]string, 0, len(cfg.Header))
-	for k := range cfg.Header {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		fmt.Fprintf(h, "%s\x00%s\x00", k, strings.Join(cfg.Header[k], "\x00"))
-	}
-	fmt.Fprintf(h, "%v", cfg.HTTPClient != nil)
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// redact removes header values (a token) from an error's text.
-func redact(err error, cfg mcpsource.Config) string {
-	msg := err.Error()
-	for _, vs := range cfg.Header {
-		for _, v := range vs {
-			if v != "" {
-				msg = strings.ReplaceAll(msg, v, "[redacted]")
-			}
-		}
-	}
-	return msg
 }
 
 func sourceKey(ts *v1alpha1.ToolSource) client.ObjectKey { return client.ObjectKeyFromObject(ts) }

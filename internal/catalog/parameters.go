@@ -110,3 +110,54 @@ type refusingLoader struct{}
 func (refusingLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("external reference %q is not allowed: parameters must be self-contained (use $defs and local $ref)", url)
 }
+
+// Arguments checks a tool call's arguments against the tool's parameters
+// schema, compiled once.
+type Arguments struct {
+	schema *jsonschema.Schema
+}
+
+// CompileArguments compiles a tool's parameters schema for checking
+// arguments; empty parameters accept any object.
+func CompileArguments(parameters []byte) (*Arguments, error) {
+	if err := ValidateParameters(parameters); err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(parameters)) == 0 {
+		parameters = []byte(`{"type":"object"}`)
+	}
+	value, err := jsonschema.UnmarshalJSON(bytes.NewReader(parameters))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(refusingLoader{})
+	if err := c.AddResource(parametersURL, value); err != nil {
+		return nil, err
+	}
+	s, err := c.Compile(parametersURL)
+	if err != nil {
+		return nil, err
+	}
+	return &Arguments{schema: s}, nil
+}
+
+// Validate checks arguments (a JSON object); the error names each
+// offending location and what was wrong there.
+func (a *Arguments) Validate(arguments []byte) error {
+	value, err := jsonschema.UnmarshalJSON(bytes.NewReader(arguments))
+	if err != nil {
+		return fmt.Errorf("the arguments are not valid JSON: %v", err)
+	}
+	err = a.schema.Validate(value)
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	leaves := leafErrors(ve, nil)
+	msgs := make([]string, 0, len(leaves))
+	for _, l := range leaves {
+		msgs = append(msgs, fmt.Sprintf("at %s: %s", instanceLocation(l.InstanceLocation), l.ErrorKind.LocalizedString(printer)))
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}

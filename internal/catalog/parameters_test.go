@@ -53,3 +53,33 @@ func TestValidateParameters(t *testing.T) {
 		})
 	}
 }
+
+func TestCompileArgumentsChecksCalls(t *testing.T) {
+	a, err := CompileArguments([]byte(`{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer","minimum":1}},"required":["city"],"additionalProperties":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for args, want := range map[string]string{
+		`{"city":"Oslo"}`:             "",
+		`{"city":"Oslo","days":3}`:    "",
+		`{"city":7}`:                  "at /city: got number, want string",
+		`{"days":0}`:                  "at the top level: missing property 'city'; at /days: minimum: got 0, want 1",
+		`{"city":"Oslo","wind":true}`: "at the top level: additional properties 'wind' not allowed",
+		`{"city":`:                    "the arguments are not valid JSON",
+	} {
+		err := a.Validate([]byte(args))
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", args, err)
+		case want != "" && (err == nil || !strings.HasPrefix(err.Error(), want)):
+			t.Errorf("%s: got %v, want %q", args, err, want)
+		}
+	}
+	none, err := CompileArguments(nil)
+	if err != nil || none.Validate([]byte(`{"anything":1}`)) != nil {
+		t.Fatalf("no parameters: %v", err)
+	}
+	if _, err := CompileArguments([]byte(`{"type":"object","properties":12}`)); err == nil {
+		t.Fatal("a bad schema compiled")
+	}
+}

@@ -102,6 +102,13 @@ func (s *Session) Tools(ctx context.Context) ([]*mcp.Tool, error) {
 	return out, nil
 }
 
+// CallTool calls a tool of the server with its arguments (a JSON object).
+// A tool that fails returns a result with IsError set, not an error; an
+// error means the call did not complete.
+func (s *Session) CallTool(ctx context.Context, name string, arguments json.RawMessage) (*mcp.CallToolResult, error) {
+	return s.cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: arguments})
+}
+
 // Close ends the session.
 func (s *Session) Close() error { return s.cs.Close() }
 

@@ -1,0 +1,96 @@
+package mcpsource
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+)
+
+// Resolve builds the connection settings of a ToolSource: its URL, its
+// headers and bearer token, and its CA, read from the Secrets it names in
+// its namespace.
+func Resolve(ctx context.Context, secrets client.Reader, ts *v1alpha1.ToolSource) (Config, error) {
+	m := ts.Spec.MCP
+	cfg := Config{URL: m.URL, Header: http.Header{}}
+	secret := func(sel *v1alpha1.SecretKeySelector, field string) (string, error) {
+		s := &corev1.Secret{}
+		if err := secrets.Get(ctx, client.ObjectKey{Namespace: ts.Namespace, Name: sel.Name}, s); err != nil {
+			return "", fmt.Errorf("%s: reading Secret %s: %w", field, sel.Name, err)
+		}
+		v, ok := s.Data[sel.Key]
+		if !ok {
+			return "", fmt.Errorf("%s: Secret %s has no key %s", field, sel.Name, sel.Key)
+		}
+		return strings.TrimSpace(string(v)), nil
+	}
+	for i, h := range m.Headers {
+		v := h.Value
+		if h.ValueFrom != nil {
+			var err error
+			if v, err = secret(h.ValueFrom, fmt.Sprintf("spec.mcp.headers[%d]", i)); err != nil {
+				return cfg, err
+			}
+		}
+		cfg.Header.Set(h.Name, v)
+	}
+	if m.BearerTokenSecretRef != nil {
+		token, err := secret(m.BearerTokenSecretRef, "spec.mcp.bearerTokenSecretRef")
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Header.Set("Authorization", "Bearer "+token)
+	}
+	if m.CASecretRef != nil {
+		ca, err := secret(m.CASecretRef, "spec.mcp.caSecretRef")
+		if err != nil {
+			return cfg, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(ca)) {
+			return cfg, fmt.Errorf("spec.mcp.caSecretRef: no PEM certificate in Secret %s key %s", m.CASecretRef.Name, m.CASecretRef.Key)
+		}
+		cfg.HTTPClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	}
+	return cfg, nil
+}
+
+// Fingerprint identifies the settings a session is opened with: the URL,
+// the headers and whether a CA is set.
+func (cfg Config) Fingerprint() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00", cfg.URL)
+	names := make([]string, 0, len(cfg.Header))
+	for k := range cfg.Header {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(h, "%s\x00%s\x00", k, strings.Join(cfg.Header[k], "\x00"))
+	}
+	fmt.Fprintf(h, "%v", cfg.HTTPClient != nil)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Redact returns an error's text without the header values (a token).
+func (cfg Config) Redact(err error) string {
+	msg := err.Error()
+	for _, vs := range cfg.Header {
+		for _, v := range vs {
+			if v != "" {
+				msg = strings.ReplaceAll(msg, v, "[redacted]")
+			}
+		}
+	}
+	return msg
+}
