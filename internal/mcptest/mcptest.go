@@ -26,6 +26,8 @@ type Server struct {
 	token string
 	// headers are the request headers seen, last request last.
 	headers []http.Header
+	// calls counts the tool calls answered.
+	calls int
 }
 
 // Options shape a test server.
@@ -81,8 +83,18 @@ func (s *Server) Tool(name, description string, schema any, annotations *mcp.Too
 	}
 	s.AddTool(&mcp.Tool{Name: name, Description: description, InputSchema: schema, Annotations: annotations},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			s.mu.Lock()
+			s.calls++
+			s.mu.Unlock()
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + " " + string(req.Params.Arguments)}}}, nil
 		})
+}
+
+// Calls returns how many tool calls the server answered.
+func (s *Server) Calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
 }
 
 // Headers returns the request headers the server saw.

@@ -1,0 +1,194 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Principal is who is asking: a user name and its groups.
+type Principal struct {
+	User   string
+	Groups []string
+}
+
+// Anonymous is the principal of a client without a token, where a catalog
+// allows it.
+var Anonymous = Principal{User: "system:anonymous", Groups: []string{"system:unauthenticated"}}
+
+// key identifies a principal in maps.
+func (p Principal) key() string {
+	return p.User + "\x00" + strings.Join(p.Groups, "\x00")
+}
+
+// ErrUnauthenticated means the token is not valid.
+var ErrUnauthenticated = errors.New("the bearer token is not valid")
+
+// Authenticator turns bearer tokens into principals: first the static
+// tokens, then the Kubernetes TokenReview API, whose answers are kept for
+// a short while.
+type Authenticator struct {
+	// Static are the static tokens; none when nil.
+	Static *StaticTokens
+	// Reviews creates TokenReviews; service-account tokens are not
+	// accepted when nil.
+	Reviews client.Client
+	// Audiences, when set, are the audiences a reviewed token must have.
+	Audiences []string
+	// TTL is how long a review's answer is kept; 30 s when zero.
+	TTL time.Duration
+
+	mu     sync.Mutex
+	cached map[[sha256.Size]byte]reviewed
+}
+
+type reviewed struct {
+	principal Principal
+	until     time.Time
+}
+
+// Authenticate returns the token's principal, ErrUnauthenticated when no
+// source accepts it, or another error when a source could not answer.
+func (a *Authenticator) Authenticate(ctx context.Context, token string) (Principal, error) {
+	if token == "" {
+		return Principal{}, ErrUnauthenticated
+	}
+	sum := sha256.Sum256([]byte(token))
+	if a.Static != nil {
+		p, ok, err := a.Static.Lookup(sum)
+		if err != nil {
+			return Principal{}, err
+		}
+		if ok {
+			return p, nil
+		}
+	}
+	if a.Reviews == nil {
+		return Principal{}, ErrUnauthenticated
+	}
+	a.mu.Lock()
+	if r, ok := a.cached[sum]; ok && time.Now().Before(r.until) {
+		a.mu.Unlock()
+		return r.principal, nil
+	}
+	a.mu.Unlock()
+	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: a.Audiences}}
+	if err := a.Reviews.Create(ctx, tr); err != nil {
+		return Principal{}, fmt.Errorf("reviewing the token: %w", err)
+	}
+	if !tr.Status.Authenticated {
+		return Principal{}, ErrUnauthenticated
+	}
+	p := Principal{User: tr.Status.User.Username, Groups: slices.Sorted(slices.Values(tr.Status.User.Groups))}
+	ttl := a.TTL
+	if ttl <= 0 {
+		ttl = 30 * time.Second
+	}
+	a.mu.Lock()
+	if a.cached == nil {
+		a.cached = map[[sha256.Size]byte]reviewed{}
+	}
+	now := time.Now()
+	for k, r := range a.cached {
+		if now.After(r.until) {
+			delete(a.cached, k)
+		}
+	}
+	a.cached[sum] = reviewed{principal: p, until: now.Add(ttl)}
+	a.mu.Unlock()
+	return p, nil
+}
+
+// StaticTokens are tokens mapped to principals in a file of the
+// kube-apiserver token-file format: one CSV line per token,
+// token,user,uid[,"group1,group2"]. The file is read again when it
+// changes (a mounted Secret is updated in place); a missing file means no
+// static tokens. Tokens are held as sha256 sums only.
+type StaticTokens struct {
+	Path string
+
+	mu      sync.Mutex
+	modTime time.Time
+	size    int64
+	tokens  map[[sha256.Size]byte]Principal
+}
+
+// Lookup returns the principal of a token's sum.
+func (s *StaticTokens) Lookup(sum [sha256.Size]byte) (Principal, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.reload(); err != nil {
+		return Principal{}, false, err
+	}
+	p, ok := s.tokens[sum]
+	return p, ok, nil
+}
+
+func (s *StaticTokens) reload() error {
+	fi, err := os.Stat(s.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		s.tokens, s.modTime, s.size = nil, time.Time{}, 0
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading static tokens: %w", err)
+	}
+	if s.tokens != nil && fi.ModTime().Equal(s.modTime) && fi.Size() == s.size {
+		return nil
+	}
+	f, err := os.Open(s.Path)
+	if err != nil {
+		return fmt.Errorf("reading static tokens: %w", err)
+	}
+	defer f.Close()
+	tokens, err := ParseTokenFile(f)
+	if err != nil {
+		return fmt.Errorf("static tokens %s: %w", s.Path, err)
+	}
+	s.tokens, s.modTime, s.size = tokens, fi.ModTime(), fi.Size()
+	return nil
+}
+
+// ParseTokenFile reads a token file: token,user,uid[,"group1,group2"] per
+// line; blank lines and lines starting with # are skipped.
+func ParseTokenFile(r io.Reader) (map[[sha256.Size]byte]Principal, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1
+	cr.Comment = '#'
+	cr.TrimLeadingSpace = true
+	out := map[[sha256.Size]byte]Principal{}
+	for {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		line, _ := cr.FieldPos(0)
+		if len(rec) < 3 || strings.TrimSpace(rec[0]) == "" || strings.TrimSpace(rec[1]) == "" {
+			return nil, fmt.Errorf("line %d: want token,user,uid[,\"group1,group2\"]", line)
+		}
+		p := Principal{User: strings.TrimSpace(rec[1])}
+		if len(rec) > 3 {
+			for g := range strings.SplitSeq(rec[3], ",") {
+				if g = strings.TrimSpace(g); g != "" {
+					p.Groups = append(p.Groups, g)
+				}
+			}
+			slices.Sort(p.Groups)
+		}
+		out[sha256.Sum256([]byte(strings.TrimSpace(rec[0])))] = p
+	}
+}

@@ -1,0 +1,422 @@
+// Package gateway serves published tool catalogs over MCP: one Streamable
+// HTTP endpoint per catalog at /mcp/<namespace>/<catalog>, where a client
+// lists the tools the catalog's disclosure policy sends it (the tools
+// themselves, or the core tools plus tool_search, tool_describe and
+// tool_call), searches and describes the others, and calls them: calls go
+// to the tool's upstream MCP server (from its ToolSource) after its
+// arguments are checked against its schema. Clients authenticate with a
+// bearer token (a Kubernetes service-account token, checked by TokenReview,
+// or a static token); their principal and groups filter everything they
+// see and call. Catalogs are followed from Redis, so a new version reaches
+// clients at once, with notifications/tools/list_changed when their list
+// changes. The gateway keeps no state of its own beyond MCP sessions.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
+	"github.com/toolcatalog/tool-catalog-operator/internal/store"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
+)
+
+// Defaults of Options.
+const (
+	DefaultCallTimeout = 30 * time.Second
+	DefaultIdleViews   = 10 * time.Minute
+	// MinContextWindow is the smallest ?contextWindow a client may give.
+	MinContextWindow = 1000
+)
+
+// Options configure a Gateway.
+type Options struct {
+	// Kube reads ToolCatalogs and ToolSources: a watch cache in the
+	// binary, so requests do not reach the API server.
+	Kube client.Reader
+	// Secrets reads the Secrets catalogs and sources name (uncached).
+	Secrets client.Reader
+	// Auth authenticates bearer tokens.
+	Auth *Authenticator
+	// Metrics are recorded per catalog.
+	Metrics *Metrics
+	// CallTimeout bounds each upstream call; DefaultCallTimeout when zero.
+	CallTimeout time.Duration
+	// IdleViews is how long a principal's view of a catalog is kept with
+	// no session; DefaultIdleViews when zero.
+	IdleViews time.Duration
+	// Version is announced to clients.
+	Version string
+	// Log receives what goes wrong outside a request.
+	Log logr.Logger
+}
+
+// Gateway serves catalogs over MCP.
+type Gateway struct {
+	opts Options
+	up   *upstreams
+	// ctx bounds the followers.
+	ctx context.Context
+
+	mu       sync.Mutex
+	catalogs map[client.ObjectKey]*served
+}
+
+// New returns a gateway whose catalog followers live until ctx ends.
+func New(ctx context.Context, opts Options) *Gateway {
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.IdleViews <= 0 {
+		opts.IdleViews = DefaultIdleViews
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	g := &Gateway{opts: opts, ctx: ctx, up: newUpstreams(opts.Kube, opts.Secrets, opts.CallTimeout), catalogs: map[client.ObjectKey]*served{}}
+	go g.dropIdleViews(ctx)
+	context.AfterFunc(ctx, func() {
+		// Open streams end with their sessions, so a shutdown does not
+		// wait for them.
+		g.mu.Lock()
+		for key, s := range g.catalogs {
+			s.stop()
+			delete(g.catalogs, key)
+		}
+		g.mu.Unlock()
+		g.up.close()
+	})
+	return g
+}
+
+// Handler serves /mcp/<namespace>/<catalog>.
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/mcp/{namespace}/{catalog}", g.serveMCP)
+	return mux
+}
+
+// caller is who a request comes from, and the window it asked for.
+type caller struct {
+	principal Principal
+	window    int
+}
+
+type callerKey struct{}
+
+func (c caller) viewKey() string { return c.principal.key() + "\x00" + strconv.Itoa(c.window) }
+
+func (g *Gateway) reject(w http.ResponseWriter, code int, reason, message string) {
+	g.opts.Metrics.Rejected.WithLabelValues(reason).Inc()
+	if code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="toolcatalog-gateway"`)
+	}
+	http.Error(w, message, code)
+}
+
+func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	key := client.ObjectKey{Namespace: r.PathValue("namespace"), Name: r.PathValue("catalog")}
+	tc := &v1alpha1.ToolCatalog{}
+	if err := g.opts.Kube.Get(ctx, key, tc); err != nil {
+		if apierrors.IsNotFound(err) {
+			g.forget(key)
+			g.reject(w, http.StatusNotFound, "not_found", fmt.Sprintf("no ToolCatalog %s", key))
+			return
+		}
+		g.reject(w, http.StatusServiceUnavailable, "unavailable", "reading the catalog failed; retry")
+		return
+	}
+	c := caller{}
+	if raw := r.URL.Query().Get("contextWindow"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < MinContextWindow {
+			g.reject(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("contextWindow must be a number of tokens, at least %d", MinContextWindow))
+			return
+		}
+		c.window = n
+	}
+	header := r.Header.Get("Authorization")
+	scheme, token, _ := strings.Cut(header, " ")
+	switch {
+	case header == "" && tc.Spec.Gateway.AllowAnonymous:
+		c.principal = Anonymous
+	case header == "":
+		g.reject(w, http.StatusUnauthorized, "unauthenticated", "a bearer token is required (Authorization: Bearer TOKEN)")
+		return
+	case !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "":
+		g.reject(w, http.StatusUnauthorized, "unauthenticated", "only bearer tokens are accepted (Authorization: Bearer TOKEN)")
+		return
+	default:
+		p, err := g.opts.Auth.Authenticate(ctx, strings.TrimSpace(token))
+		if errors.Is(err, ErrUnauthenticated) {
+			g.reject(w, http.StatusUnauthorized, "unauthenticated", "the bearer token is not valid")
+			return
+		}
+		if err != nil {
+			g.opts.Log.Error(err, "Authenticating a client")
+			g.reject(w, http.StatusServiceUnavailable, "unavailable", "the token could not be checked; retry")
+			return
+		}
+		c.principal = p
+	}
+	s, err := g.served(tc)
+	if err != nil {
+		g.reject(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+		return
+	}
+	if s.follower.Current() == nil {
+		w.Header().Set("Retry-After", "5")
+		g.reject(w, http.StatusServiceUnavailable, "not_published", fmt.Sprintf("catalog %s is not published yet", key))
+		return
+	}
+	// A session belongs to the principal that opened it.
+	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+		if owner, ok := s.owner(id); ok && owner != c.viewKey() {
+			g.reject(w, http.StatusForbidden, "unauthenticated", "this MCP session belongs to another principal")
+			return
+		}
+	}
+	r = r.WithContext(context.WithValue(ctx, callerKey{}, c))
+	s.handler.ServeHTTP(&sessionRecorder{ResponseWriter: w, s: s, key: c.viewKey(), had: r.Header.Get("Mcp-Session-Id") != ""}, r)
+}
+
+// sessionRecorder notes which principal a new session belongs to.
+type sessionRecorder struct {
+	http.ResponseWriter
+	s    *served
+	key  string
+	had  bool
+	done bool
+}
+
+func (w *sessionRecorder) WriteHeader(code int) {
+	w.record()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *sessionRecorder) Write(b []byte) (int, error) {
+	w.record()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *sessionRecorder) Flush() {
+	w.record()
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *sessionRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *sessionRecorder) record() {
+	if w.done || w.had {
+		return
+	}
+	w.done = true
+	if id := w.Header().Get("Mcp-Session-Id"); id != "" {
+		w.s.setOwner(id, w.key)
+	}
+}
+
+// served is one catalog the gateway follows.
+type served struct {
+	g        *Gateway
+	key      client.ObjectKey
+	id       string
+	uid      types.UID
+	gen      int64
+	redis    redis.UniversalClient
+	follower *toolcatalog.Follower
+	embedder toolcatalog.QueryEmbedder
+	cancel   context.CancelFunc
+	handler  *mcp.StreamableHTTPHandler
+
+	mu       sync.Mutex
+	views    map[string]*view
+	sessions map[string]string // MCP session → view key
+}
+
+// served returns the catalog's follower, started or rebuilt when the
+// ToolCatalog is new or its spec changed.
+func (g *Gateway) served(tc *v1alpha1.ToolCatalog) (*served, error) {
+	key := client.ObjectKeyFromObject(tc)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s := g.catalogs[key]; s != nil {
+		if s.uid == tc.UID && s.gen == tc.Generation {
+			return s, nil
+		}
+		s.stop()
+		delete(g.catalogs, key)
+	}
+	ctx, cancel := context.WithTimeout(g.ctx, 10*time.Second)
+	defer cancel()
+	resolver := &catalogconfig.Resolver{Reader: g.opts.Secrets}
+	cfg, err := resolver.Resolve(ctx, tc)
+	if err != nil {
+		return nil, fmt.Errorf("catalog %s cannot be served: %v", key, err)
+	}
+	s := &served{g: g, key: key, id: key.String(), uid: tc.UID, gen: tc.Generation, redis: store.NewClient(cfg.Redis),
+		views: map[string]*view{}, sessions: map[string]string{}}
+	if p, err := catalogconfig.BuildProviders(cfg.Providers); err == nil {
+		s.embedder = p.Embedder
+	} else {
+		// Searches fall back to BM25 without a query embedder.
+		g.opts.Log.Error(err, "No query embedder: tool_search ranks by BM25", "catalog", s.id)
+	}
+	fctx, fcancel := context.WithCancel(g.ctx)
+	s.cancel = fcancel
+	s.follower, err = toolcatalog.Follow(fctx, s.redis, cfg.Keys, toolcatalog.FollowOptions{
+		Channel: cfg.Channel, WaitForPublish: true,
+		OnUpdate: s.resync,
+		OnError:  func(err error) { g.opts.Log.Error(err, "Following a catalog", "catalog", s.id) },
+	})
+	if err != nil {
+		fcancel()
+		_ = s.redis.Close()
+		return nil, fmt.Errorf("catalog %s cannot be read from Redis: %v", key, err)
+	}
+	s.handler = mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{
+		// The gateway serves behind Services and ingresses: the Host
+		// header is not a loopback name there.
+		DisableLocalhostProtection: true,
+	})
+	g.catalogs[key] = s
+	return s, nil
+}
+
+// forget stops following a catalog that no longer exists.
+func (g *Gateway) forget(key client.ObjectKey) {
+	g.mu.Lock()
+	s := g.catalogs[key]
+	delete(g.catalogs, key)
+	g.mu.Unlock()
+	if s != nil {
+		s.stop()
+	}
+}
+
+func (s *served) stop() {
+	s.cancel()
+	s.mu.Lock()
+	for _, v := range s.views {
+		for ss := range v.server.Sessions() {
+			_ = ss.Close()
+		}
+	}
+	s.mu.Unlock()
+	_ = s.redis.Close()
+}
+
+func (s *served) owner(session string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.sessions[session]
+	return k, ok
+}
+
+func (s *served) setOwner(session, key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sessions[session] = key
+}
+
+// serverFor is the MCP server of a new session: its caller's view.
+func (s *served) serverFor(r *http.Request) *mcp.Server {
+	c, ok := r.Context().Value(callerKey{}).(caller)
+	if !ok {
+		return nil
+	}
+	return s.view(c).server
+}
+
+// resync re-plans every view for a new version.
+func (s *served) resync(cat *toolcatalog.Catalog) {
+	s.mu.Lock()
+	views := make([]*view, 0, len(s.views))
+	for _, v := range s.views {
+		views = append(views, v)
+	}
+	s.mu.Unlock()
+	for _, v := range views {
+		if err := v.sync(cat); err != nil {
+			s.g.opts.Log.Error(err, "Planning a view", "catalog", s.id, "principal", v.caller.principal.User)
+		}
+	}
+}
+
+// dropIdleViews forgets views that have had no session for IdleViews,
+// and the session owners of closed sessions.
+func (g *Gateway) dropIdleViews(ctx context.Context) {
+	tick := time.NewTicker(max(g.opts.IdleViews/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		g.mu.Lock()
+		all := make([]*served, 0, len(g.catalogs))
+		for _, s := range g.catalogs {
+			all = append(all, s)
+		}
+		g.mu.Unlock()
+		for _, s := range all {
+			s.dropIdle(g.opts.IdleViews)
+		}
+	}
+}
+
+func (s *served) dropIdle(idle time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	live := map[string]bool{}
+	for k, v := range s.views {
+		n := 0
+		for ss := range v.server.Sessions() {
+			live[ss.ID()] = true
+			n++
+		}
+		if n > 0 {
+			v.touch()
+			continue
+		}
+		if time.Since(v.lastUsed()) > idle {
+			delete(s.views, k)
+		}
+	}
+	for id := range s.sessions {
+		if !live[id] {
+			delete(s.sessions, id)
+		}
+	}
+}
+
+// Views returns how many views a catalog has (tests).
+func (g *Gateway) Views(key client.ObjectKey) int {
+	g.mu.Lock()
+	s := g.catalogs[key]
+	g.mu.Unlock()
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.views)
+}

@@ -1,0 +1,120 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
+)
+
+// Config configures Run.
+type Config struct {
+	// Addr is where MCP, /healthz, /readyz and /metrics are served.
+	Addr string
+	// Listener, when set, is used instead of listening on Addr (tests).
+	Listener net.Listener
+	// StaticTokens is the path of the static tokens file; none when empty.
+	StaticTokens string
+	// TokenAudiences are the audiences service-account tokens must have;
+	// the API server's when empty.
+	TokenAudiences []string
+	// Namespace, when set, limits the gateway to one namespace's catalogs.
+	Namespace string
+	// CallTimeout and IdleViews: see Options.
+	CallTimeout, IdleViews time.Duration
+	// Version is announced to clients.
+	Version string
+	// Log receives the gateway's logs.
+	Log logr.Logger
+}
+
+// Run serves the gateway until ctx ends: ToolCatalogs and ToolSources are
+// read from a watch cache, Secrets and TokenReviews from the API server.
+func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
+	scheme := manager.Scheme()
+	opts := cache.Options{Scheme: scheme}
+	if cfg.Namespace != "" {
+		opts.DefaultNamespaces = map[string]cache.Config{cfg.Namespace: {}}
+	}
+	watch, err := cache.New(restConfig, opts)
+	if err != nil {
+		return fmt.Errorf("creating the watch cache: %w", err)
+	}
+	for _, obj := range []client.Object{&v1alpha1.ToolCatalog{}, &v1alpha1.ToolSource{}} {
+		if _, err := watch.GetInformer(ctx, obj); err != nil {
+			return fmt.Errorf("watching %T: %w", obj, err)
+		}
+	}
+	direct, err := client.New(restConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	auth := &Authenticator{Reviews: direct, Audiences: cfg.TokenAudiences}
+	if cfg.StaticTokens != "" {
+		auth.Static = &StaticTokens{Path: cfg.StaticTokens}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g := New(ctx, Options{Kube: watch, Secrets: direct, Auth: auth, Metrics: NewMetrics(reg),
+		CallTimeout: cfg.CallTimeout, IdleViews: cfg.IdleViews, Version: cfg.Version, Log: cfg.Log})
+
+	var ready atomic.Bool
+	mux := http.NewServeMux()
+	mux.Handle("/mcp/", g.Handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "the watch cache is not synced yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	errs := make(chan error, 2)
+	go func() { errs <- watch.Start(ctx) }()
+	go func() {
+		if watch.WaitForCacheSync(ctx) {
+			ready.Store(true)
+			cfg.Log.Info("Watch cache synced: serving")
+		}
+	}()
+	l := cfg.Listener
+	if l == nil {
+		if l, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return err
+		}
+	}
+	go func() { errs <- srv.Serve(l) }()
+	cfg.Log.Info("Serving MCP", "address", l.Addr().String(), "path", "/mcp/<namespace>/<catalog>")
+	select {
+	case <-ctx.Done():
+	case err = <-errs:
+	}
+	shutdown, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer done()
+	if serr := srv.Shutdown(shutdown); serr != nil && !errors.Is(serr, context.DeadlineExceeded) {
+		err = errors.Join(err, serr)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

@@ -1,0 +1,323 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
+	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+// The suite runs a real kube-apiserver and etcd, a real redis-server, the
+// real manager publishing catalogs, and the gateway (Run, as the binary
+// runs it) on a loopback port. Clients are the MCP Go SDK's.
+var (
+	restConfig *rest.Config
+	kube       client.Client
+	redisSrv   *redistest.Server
+	// gatewayURL is the gateway's base URL.
+	gatewayURL string
+)
+
+// Static tokens of the suite: alice is staff, fin is in finance.
+const (
+	aliceToken = "alice-7d1f0c"
+	finToken   = "fin-2b9e44"
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	env, cfg, err := testenv.Start(filepath.Join("..", ".."), "")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer env.Stop()
+	restConfig = cfg
+	if redisSrv, err = redistest.Start(""); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer redisSrv.Stop()
+	if kube, err = client.New(cfg, client.Options{Scheme: manager.Scheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		if err := manager.Run(ctx, cfg, manager.Config{MetricsAddr: "0", ProbeAddr: "0", LeaderElectionID: "gateway-test", SkipNameValidation: true}); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	dir, err := os.MkdirTemp("", "gateway-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	tokens := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokens, []byte(aliceToken+",alice,1,\"staff\"\n"+finToken+",fin,2,\"finance,staff\"\n"), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	gatewayURL = "http://" + l.Addr().String()
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- Run(ctx, cfg, Config{Listener: l, StaticTokens: tokens, CallTimeout: 5 * time.Second, Version: "test", Log: logr.Discard()})
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(gatewayURL + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintln(os.Stderr, "the gateway did not become ready within 30s")
+			return 1
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	code := m.Run()
+	cancel()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gateway:", err)
+			code = 1
+		}
+	case <-time.After(20 * time.Second):
+		fmt.Fprintln(os.Stderr, "the gateway did not stop within 20s of its context ending")
+		code = 1
+	}
+	return code
+}
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-"}}
+	if err := kube.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.Delete(context.Background(), ns) })
+	return ns.Name
+}
+
+// testCatalog is a catalog of the tools labelled for it, published with
+// the builtin providers to the suite's Redis.
+func testCatalog(ns, name string, d v1alpha1.DisclosureSpec) *v1alpha1.ToolCatalog {
+	return &v1alpha1.ToolCatalog{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.ToolCatalogSpec{
+			Selector:   metav1.LabelSelector{MatchLabels: map[string]string{"catalog": name}},
+			Redis:      v1alpha1.RedisSpec{Addresses: []string{redisSrv.Addr}},
+			Search:     v1alpha1.SearchSpec{AlwaysInclude: []string{"web_search"}},
+			Disclosure: d,
+		},
+	}
+}
+
+type toolOpt func(*v1alpha1.ToolDefinition)
+
+func allowed(principals ...string) toolOpt {
+	return func(td *v1alpha1.ToolDefinition) {
+		td.Spec.Permissions = &v1alpha1.ToolPermissions{AllowedPrincipals: principals}
+	}
+}
+
+func params(schema string) toolOpt {
+	return func(td *v1alpha1.ToolDefinition) { td.Spec.Parameters = &apiextensionsv1.JSON{Raw: []byte(schema)} }
+}
+
+func upstream(url, tool string) toolOpt {
+	return func(td *v1alpha1.ToolDefinition) {
+		td.Spec.Source = &v1alpha1.ToolSourceReference{MCPURL: url, Tool: tool}
+	}
+}
+
+func testTool(ns, catalog, name, description string, opts ...toolOpt) *v1alpha1.ToolDefinition {
+	td := &v1alpha1.ToolDefinition{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: catalog + "-" + strings.ReplaceAll(name, "_", "-"), Labels: map[string]string{"catalog": catalog}},
+		Spec:       v1alpha1.ToolDefinitionSpec{Name: name, Description: description},
+	}
+	for _, o := range opts {
+		o(td)
+	}
+	return td
+}
+
+// standardTools are five tools: a core web_search, run_sql for finance,
+// and three for everyone.
+func standardTools(ns, catalog string) []client.Object {
+	return []client.Object{
+		testTool(ns, catalog, "web_search", "Search the web for recent information.", params(`{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`)),
+		testTool(ns, catalog, "get_weather", "Get the current weather and forecast for a city.", params(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)),
+		testTool(ns, catalog, "send_email", "Send an email message to a recipient.", params(`{"type":"object","properties":{"to":{"type":"string"},"body":{"type":"string"}},"required":["to"]}`)),
+		testTool(ns, catalog, "create_issue", "Open an issue in a GitHub repository.", params(`{"type":"object","properties":{"repo":{"type":"string"},"title":{"type":"string"}}}`)),
+		testTool(ns, catalog, "run_sql", "Run a read-only SQL query against the finance warehouse.", params(`{"type":"object","properties":{"query":{"type":"string"}}}`), allowed("group:finance")),
+	}
+}
+
+func create(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := kube.Create(context.Background(), o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+// published waits until a catalog's version in Redis holds n tools.
+func published(t *testing.T, ns, name string, n int) *contract.Document {
+	t.Helper()
+	rc := redisSrv.Client()
+	defer rc.Close()
+	var last string
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		snap, err := contract.Read(context.Background(), rc, contract.Keys{Prefix: contract.DefaultPrefix(ns, name)})
+		if err == nil {
+			if d, err := snap.Document(); err == nil && d != nil {
+				if len(d.Tools) == n {
+					return d
+				}
+				last = fmt.Sprintf("version %d with %d tools", d.Version, len(d.Tools))
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("catalog %s/%s: no version with %d tools within 60s (last: %s)", ns, name, n, last)
+	return nil
+}
+
+// bearer adds a bearer token to every request.
+type bearer struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if b.token != "" {
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	return b.base.RoundTrip(r)
+}
+
+// connect opens an MCP session with the gateway's endpoint of a catalog.
+func connect(t *testing.T, ns, catalog, token, query string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	endpoint := fmt.Sprintf("%s/mcp/%s/%s%s", gatewayURL, ns, catalog, query)
+	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, opts)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", endpoint, err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func listed(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+// callTool calls a tool and returns its text and whether it is an error.
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args any) (string, bool) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("calling %s: %v", name, err)
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String(), res.IsError
+}
+
+// searchResult is tool_search's answer.
+type searchResult struct {
+	Tools []struct {
+		Name, Toolset, Description string
+	} `json:"tools"`
+	TotalAvailable int    `json:"total_available"`
+	Message        string `json:"message"`
+}
+
+func search(t *testing.T, cs *mcp.ClientSession, query string) searchResult {
+	t.Helper()
+	out, isErr := callTool(t, cs, "tool_search", map[string]any{"query": query})
+	var r searchResult
+	if isErr || json.Unmarshal([]byte(out), &r) != nil {
+		t.Fatalf("tool_search %q: %s", query, out)
+	}
+	return r
+}
+
+func (r searchResult) names() []string {
+	var out []string
+	for _, tool := range r.Tools {
+		out = append(out, tool.Name)
+	}
+	return out
+}
+
+// metric returns the gateway's /metrics lines that start with prefix.
+func metric(t *testing.T, prefix string) []string {
+	t.Helper()
+	resp, err := http.Get(gatewayURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var out []string
+	for line := range strings.Lines(string(body)) {
+		if strings.HasPrefix(line, prefix) {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	slices.Sort(out)
+	return out
+}

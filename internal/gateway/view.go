@@ -1,0 +1,213 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
+)
+
+// view is what one principal (with one context window) sees of a
+// catalog: an MCP server holding exactly the tools the disclosure plan
+// sends it. A new version changes only the tools that changed, and the
+// SDK tells the view's sessions with notifications/tools/list_changed.
+type view struct {
+	s      *served
+	caller caller
+	server *mcp.Server
+	bridge *toolcatalog.Bridge
+	used   atomic.Int64
+
+	mu     sync.Mutex
+	listed map[string]string // tool → what was added (its digest)
+	plan   toolcatalog.Disclosure
+}
+
+// view returns the caller's view, creating it for the current version.
+func (s *served) view(c caller) *view {
+	k := c.viewKey()
+	s.mu.Lock()
+	v := s.views[k]
+	if v == nil {
+		v = s.newView(c)
+		s.views[k] = v
+	}
+	s.mu.Unlock()
+	v.touch()
+	if cat := s.follower.Current(); cat != nil {
+		if err := v.sync(cat); err != nil {
+			s.g.opts.Log.Error(err, "Planning a view", "catalog", s.id, "principal", c.principal.User)
+		}
+	}
+	return v
+}
+
+func (s *served) newView(c caller) *view {
+	v := &view{s: s, caller: c, listed: map[string]string{}}
+	v.server = mcp.NewServer(&mcp.Implementation{Name: "toolcatalog-gateway", Title: "Tool catalog " + s.id, Version: s.g.opts.Version},
+		&mcp.ServerOptions{
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+			Instructions: "The tools of catalog " + s.id + ". When tool_search is listed, the catalog holds more tools than are listed: " +
+				"find them with tool_search, read their parameters with tool_describe and call them with tool_call.",
+		})
+	v.server.AddReceivingMiddleware(v.countLists)
+	v.bridge = &toolcatalog.Bridge{Catalog: s.follower.Current, Principal: c.principal.User, Groups: c.principal.Groups}
+	return v
+}
+
+func (v *view) touch()               { v.used.Store(time.Now().UnixNano()) }
+func (v *view) lastUsed() time.Time  { return time.Unix(0, v.used.Load()) }
+func (v *view) catalogID() string    { return v.s.id }
+func (v *view) metrics() *Metrics    { return v.s.g.opts.Metrics }
+func (v *view) principal() Principal { return v.caller.principal }
+
+// sync makes the view's tools those the plan sends for cat.
+func (v *view) sync(cat *toolcatalog.Catalog) error {
+	p := v.caller.principal
+	plan, err := cat.PlanPublished(p.User, p.Groups, v.caller.window)
+	if err != nil {
+		return err
+	}
+	policy := cat.DisclosurePolicy()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.plan = plan
+	v.bridge.TopK, v.bridge.MaxTopK, v.bridge.DescriptionLength = policy.SearchTopK, policy.SearchMaxTopK, policy.DescriptionLength
+	v.bridge.Search = toolcatalog.Options{Embedder: v.s.embedder}
+	want := map[string]bool{}
+	for _, t := range plan.Direct {
+		want[t.Name] = true
+		tool := mcpTool(t)
+		digest, _ := json.Marshal(tool)
+		if v.listed[t.Name] == string(digest) {
+			continue
+		}
+		v.server.AddTool(tool, v.handler(t.Name))
+		v.listed[t.Name] = string(digest)
+	}
+	var gone []string
+	for name := range v.listed {
+		if !want[name] {
+			gone = append(gone, name)
+			delete(v.listed, name)
+		}
+	}
+	if len(gone) > 0 {
+		v.server.RemoveTools(gone...)
+	}
+	return nil
+}
+
+// mcpTool is a catalog tool as MCP lists it.
+func mcpTool(t contract.Tool) *mcp.Tool {
+	tool := &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(t.Parameters)}
+	if a := t.Annotations; a != nil {
+		tool.Title = a.Title
+		tool.Annotations = &mcp.ToolAnnotations{Title: a.Title, DestructiveHint: a.DestructiveHint, OpenWorldHint: a.OpenWorldHint}
+		if a.ReadOnlyHint != nil {
+			tool.Annotations.ReadOnlyHint = *a.ReadOnlyHint
+		}
+		if a.IdempotentHint != nil {
+			tool.Annotations.IdempotentHint = *a.IdempotentHint
+		}
+	}
+	return tool
+}
+
+// countLists counts tools/list requests and the prompt tokens the plan
+// saved for each.
+func (v *view) countLists(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if method == "tools/list" && err == nil {
+			v.mu.Lock()
+			saved := v.plan.AllTokens - v.plan.DirectTokens
+			v.mu.Unlock()
+			v.metrics().ToolLists.WithLabelValues(v.catalogID()).Inc()
+			if saved > 0 {
+				v.metrics().TokensSaved.WithLabelValues(v.catalogID()).Add(float64(saved))
+			}
+		}
+		return res, err
+	}
+}
+
+// handler answers calls of one listed tool: a bridge tool, or a catalog
+// tool called directly.
+func (v *view) handler(name string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		v.touch()
+		args := req.Params.Arguments
+		if len(args) == 0 || string(args) == "null" {
+			args = json.RawMessage(`{}`)
+		}
+		if !toolcatalog.IsBridgeTool(name) {
+			return v.call(ctx, name, args), nil
+		}
+		out, call, err := v.bridge.Handle(ctx, name, string(args))
+		var be *toolcatalog.BridgeError
+		switch {
+		case errors.As(err, &be):
+			return toolError(be.Message), nil
+		case err != nil:
+			return nil, err
+		case call != nil:
+			return v.call(ctx, call.Name, call.Arguments), nil
+		}
+		if name == toolcatalog.ToolSearch {
+			v.metrics().Searches.WithLabelValues(v.catalogID()).Inc()
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(out)}}, StructuredContent: json.RawMessage(out)}, nil
+	}
+}
+
+// call checks that the caller may use the tool and that the arguments
+// match its schema, then proxies the call upstream; failures are tool
+// errors the model reads.
+func (v *view) call(ctx context.Context, name string, args json.RawMessage) *mcp.CallToolResult {
+	cat := v.s.follower.Current()
+	p := v.principal()
+	tool, ok := cat.Tool(name)
+	if !ok || !cat.IsAllowed(name, p.User, p.Groups...) {
+		// Unknown and forbidden look alike.
+		v.metrics().Calls.WithLabelValues(v.catalogID(), "", OutcomeDenied).Inc()
+		return toolError(fmt.Sprintf("no tool named %q; use tool_search to find one", name))
+	}
+	outcome := OutcomeOK
+	defer func() { v.metrics().Calls.WithLabelValues(v.catalogID(), name, outcome).Inc() }()
+	if err := v.s.g.up.arguments(tool, args); err != nil {
+		outcome = OutcomeInvalid
+		return toolError(err.Error())
+	}
+	start := time.Now()
+	res, err := v.s.g.up.call(ctx, v.s.key.Namespace, tool, args)
+	var ce *callError
+	switch {
+	case errors.As(err, &ce):
+		outcome = ce.outcome
+		if ce.outcome == OutcomeUpstreamError {
+			v.metrics().Upstream.WithLabelValues(v.catalogID()).Observe(time.Since(start).Seconds())
+		}
+		return toolError(ce.message)
+	case err != nil:
+		outcome = OutcomeUpstreamError
+		return toolError(err.Error())
+	}
+	v.metrics().Upstream.WithLabelValues(v.catalogID()).Observe(time.Since(start).Seconds())
+	if res.IsError {
+		outcome = OutcomeToolError
+	}
+	return res
+}
+
+func toolError(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: msg}}, IsError: true}
+}
