@@ -14,9 +14,11 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -239,7 +241,7 @@ type served struct {
 	key      client.ObjectKey
 	id       string
 	uid      types.UID
-	gen      int64
+	where    string
 	redis    redis.UniversalClient
 	follower *toolcatalog.Follower
 	embedder toolcatalog.QueryEmbedder
@@ -257,8 +259,12 @@ func (g *Gateway) served(tc *v1alpha1.ToolCatalog) (*served, error) {
 	key := client.ObjectKeyFromObject(tc)
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	where := connectionOf(tc)
 	if s := g.catalogs[key]; s != nil {
-		if s.uid == tc.UID && s.gen == tc.Generation {
+		// Disclosure, search and tools reach the follower with the next
+		// version; only a new Redis, model or channel needs a new one,
+		// which ends the catalog's sessions.
+		if s.uid == tc.UID && s.where == where {
 			return s, nil
 		}
 		s.stop()
@@ -271,7 +277,7 @@ func (g *Gateway) served(tc *v1alpha1.ToolCatalog) (*served, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catalog %s cannot be served: %v", key, err)
 	}
-	s := &served{g: g, key: key, id: key.String(), uid: tc.UID, gen: tc.Generation, redis: store.NewClient(cfg.Redis),
+	s := &served{g: g, key: key, id: key.String(), uid: tc.UID, where: where, redis: store.NewClient(cfg.Redis),
 		views: map[string]*view{}, sessions: map[string]string{}}
 	if p, err := catalogconfig.BuildProviders(cfg.Providers); err == nil {
 		s.embedder = p.Embedder
@@ -298,6 +304,13 @@ func (g *Gateway) served(tc *v1alpha1.ToolCatalog) (*served, error) {
 	})
 	g.catalogs[key] = s
 	return s, nil
+}
+
+// connectionOf identifies what a catalog's follower is built from: where
+// it is published and the model its queries are embedded with.
+func connectionOf(tc *v1alpha1.ToolCatalog) string {
+	raw, _ := json.Marshal([]any{tc.Spec.Redis, tc.Spec.Embedding, tc.Spec.Publish.Channel})
+	return string(raw)
 }
 
 // forget stops following a catalog that no longer exists.
@@ -408,15 +421,20 @@ func (s *served) dropIdle(idle time.Duration) {
 	}
 }
 
-// Views returns how many views a catalog has (tests).
-func (g *Gateway) Views(key client.ObjectKey) int {
+// Views returns the users of a catalog's views, sorted.
+func (g *Gateway) Views(key client.ObjectKey) []string {
 	g.mu.Lock()
 	s := g.catalogs[key]
 	g.mu.Unlock()
 	if s == nil {
-		return 0
+		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.views)
+	var users []string
+	for _, v := range s.views {
+		users = append(users, v.caller.principal.User)
+	}
+	slices.Sort(users)
+	return users
 }

@@ -1,11 +1,25 @@
 package gateway
 
 import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
 // What tools/list returns follows the catalog's disclosure policy, for
@@ -49,5 +63,185 @@ func TestListFollowsTheDisclosurePolicy(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("%s%s as %s: listed %v, want %v", tt.catalog, tt.query, strings.SplitN(tt.token, "-", 2)[0], got, want)
 		}
+	}
+}
+
+// tool_search finds a tool imported from an MCP server, tool_describe
+// shows its schema, and tool_call reaches the server through the gateway;
+// arguments that do not match the schema never reach it, a tool with no
+// server says the runtime must run it, and a server that is down is a tool
+// error while the gateway stays healthy.
+func TestSearchDescribeCallProxiedUpstream(t *testing.T) {
+	ns := newNamespace(t)
+	srv := mcptest.New(t, mcptest.Options{Name: "weather", Version: "2.0.0", Token: "upstream-secret"})
+	srv.Tool("get_weather", "Get the current weather and the forecast for a city.",
+		map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []string{"city"}},
+		&mcp.ToolAnnotations{ReadOnlyHint: true})
+	create(t,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weather-token"}, StringData: map[string]string{"token": "upstream-secret"}},
+		&v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weather"}, Spec: v1alpha1.ToolSourceSpec{
+			MCP:    v1alpha1.MCPServerSpec{URL: srv.URL, BearerTokenSecretRef: &v1alpha1.SecretKeySelector{Name: "weather-token", Key: "token"}},
+			Labels: map[string]string{"catalog": "calls"},
+		}},
+		testCatalog(ns, "calls", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOn}),
+		testTool(ns, "calls", "web_search", "Search the web for recent information.", params(`{"type":"object","properties":{"query":{"type":"string"}}}`)),
+		testTool(ns, "calls", "send_email", "Send an email message to a recipient.", params(`{"type":"object","properties":{"to":{"type":"string"}}}`)),
+	)
+	published(t, ns, "calls", 3)
+	cs := connect(t, ns, "calls", aliceToken, "", nil)
+
+	found := search(t, cs, "what is the weather in Oslo tomorrow")
+	if len(found.Tools) == 0 || found.Tools[0].Name != "get_weather" || found.TotalAvailable != 2 {
+		t.Fatalf("tool_search: %+v", found)
+	}
+	described, isErr := callTool(t, cs, "tool_describe", map[string]any{"name": "get_weather"})
+	if isErr || !strings.Contains(described, `"required":["city"]`) {
+		t.Fatalf("tool_describe: %s", described)
+	}
+	out, isErr := callTool(t, cs, "tool_call", map[string]any{"name": "get_weather", "arguments": map[string]any{"city": "Oslo"}})
+	if isErr || out != `get_weather {"city":"Oslo"}` || srv.Calls() != 1 {
+		t.Fatalf("tool_call: %q (error %v), upstream calls %d", out, isErr, srv.Calls())
+	}
+	// The schema is checked before the server is asked.
+	out, isErr = callTool(t, cs, "tool_call", map[string]any{"name": "get_weather", "arguments": map[string]any{"city": 7}})
+	if !isErr || !strings.Contains(out, "at /city: got number, want string") || srv.Calls() != 1 {
+		t.Fatalf("bad arguments: %q (error %v), upstream calls %d", out, isErr, srv.Calls())
+	}
+	out, isErr = callTool(t, cs, "tool_call", map[string]any{"name": "send_email", "arguments": map[string]any{"to": "ana@example.com"}})
+	if !isErr || !strings.Contains(out, "the agent runtime must execute it itself") {
+		t.Fatalf("no upstream: %q", out)
+	}
+	// The core tool is listed, so it is called directly; it has no server.
+	out, isErr = callTool(t, cs, "web_search", map[string]any{"query": "news"})
+	if !isErr || !strings.Contains(out, "web_search has no upstream MCP server") {
+		t.Fatalf("direct call: %q", out)
+	}
+
+	srv.Close()
+	out, isErr = callTool(t, cs, "tool_call", map[string]any{"name": "get_weather", "arguments": map[string]any{"city": "Oslo"}})
+	if !isErr || !strings.Contains(out, "the upstream MCP server of get_weather failed") || strings.Contains(out, "upstream-secret") {
+		t.Fatalf("upstream down: %q", out)
+	}
+	if resp, err := http.Get(gatewayURL + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz after an upstream failure: %v %v", resp, err)
+	}
+	id := ns + "/calls"
+	want := []string{
+		`toolcatalog_gateway_calls_total{catalog="` + id + `",outcome="invalid_arguments",tool="get_weather"} 1`,
+		`toolcatalog_gateway_calls_total{catalog="` + id + `",outcome="no_upstream",tool="send_email"} 1`,
+		`toolcatalog_gateway_calls_total{catalog="` + id + `",outcome="no_upstream",tool="web_search"} 1`,
+		`toolcatalog_gateway_calls_total{catalog="` + id + `",outcome="ok",tool="get_weather"} 1`,
+		`toolcatalog_gateway_calls_total{catalog="` + id + `",outcome="upstream_error",tool="get_weather"} 1`,
+	}
+	if got := metric(t, `toolcatalog_gateway_calls_total{catalog="`+id+`"`); !slices.Equal(got, want) {
+		t.Errorf("call metrics:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := metric(t, `toolcatalog_gateway_searches_total{catalog="`+id+`"}`); len(got) != 1 || !strings.HasSuffix(got[0], " 1") {
+		t.Errorf("search metrics: %v", got)
+	}
+	if got := metric(t, `toolcatalog_gateway_upstream_seconds_count{catalog="`+id+`"}`); len(got) != 1 || !strings.HasSuffix(got[0], " 2") {
+		t.Errorf("upstream latency: %v", got)
+	}
+}
+
+// A new catalog version that changes what a client sees reaches it as
+// notifications/tools/list_changed, and the new tool is listed.
+func TestNewVersionNotifiesClients(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, testCatalog(ns, "live", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}))
+	create(t, standardTools(ns, "live")...)
+	published(t, ns, "live", 5)
+	changed := make(chan struct{}, 10)
+	cs := connect(t, ns, "live", aliceToken, "", &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	if names := listed(t, cs); slices.Contains(names, "translate_text") {
+		t.Fatalf("listed %v before the tool exists", names)
+	}
+	create(t, testTool(ns, "live", "translate_text", "Translate text between languages."))
+	select {
+	case <-changed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no notifications/tools/list_changed within 30s of the new tool")
+	}
+	if names := listed(t, cs); !slices.Contains(names, "translate_text") {
+		t.Fatalf("listed %v after the notification", names)
+	}
+}
+
+// Every tools/list under disclosure counts the prompt tokens it saved:
+// the tokens of every tool the principal may use minus those sent.
+func TestTokensSavedByDisclosure(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, testCatalog(ns, "saved", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOn}))
+	create(t, standardTools(ns, "saved")...)
+	for i := range 7 {
+		create(t, testTool(ns, "saved", fmt.Sprintf("report_%d", i), fmt.Sprintf("Build the quarterly report number %d with charts and tables.", i),
+			params(`{"type":"object","properties":{"quarter":{"type":"string","description":"the quarter, for example 2026-Q3"}}}`)))
+	}
+	doc := published(t, ns, "saved", 12)
+	cat, err := toolcatalog.New(doc, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := cat.PlanPublished("alice", []string{"staff"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := plan.AllTokens - plan.DirectTokens
+	t.Logf("tokens of the 11 tools alice may use: %d; sent: %d; saved per tools/list: %d", plan.AllTokens, plan.DirectTokens, saved)
+	if saved <= 0 {
+		t.Fatalf("nothing saved: %+v", plan)
+	}
+	cs := connect(t, ns, "saved", aliceToken, "", nil)
+	name := `toolcatalog_gateway_prompt_tokens_saved_total{catalog="` + ns + `/saved"}`
+	for i := 1; i <= 2; i++ {
+		listed(t, cs)
+		if got := metric(t, name); len(got) != 1 || got[0] != fmt.Sprintf("%s %d", name, i*saved) {
+			t.Fatalf("after %d lists: %v, want %d", i, got, i*saved)
+		}
+	}
+}
+
+// A view no session uses is dropped after IdleViews; one with a session
+// is kept.
+func TestIdleViewsAreDropped(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, testCatalog(ns, "idle", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}))
+	create(t, standardTools(ns, "idle")...)
+	published(t, ns, "idle", 5)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g := New(ctx, Options{Kube: kube, Secrets: kube, Auth: &Authenticator{Static: &StaticTokens{Path: staticTokens}},
+		Metrics: NewMetrics(prometheus.NewRegistry()), IdleViews: 200 * time.Millisecond, Log: logr.Discard()})
+	srv := httptest.NewServer(g.Handler())
+	defer srv.Close()
+	key := client.ObjectKey{Namespace: ns, Name: "idle"}
+	open := func(token string) *mcp.ClientSession {
+		c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, nil)
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp/" + ns + "/idle", HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	alice := open(aliceToken)
+	defer alice.Close()
+	fin := open(finToken)
+	if got := g.Views(key); !slices.Equal(got, []string{"alice", "fin"}) {
+		t.Fatalf("views %v", got)
+	}
+	// fin leaves; its view goes after IdleViews. alice's view is as old
+	// and stays, because a session uses it.
+	_ = fin.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Equal(g.Views(key), []string{"alice"}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("views %v 10s after fin left, want [alice]", g.Views(key))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if names := listed(t, alice); len(names) != 4 {
+		t.Fatalf("alice's session after the sweep: %v", names)
 	}
 }

@@ -38,6 +38,8 @@ var (
 	redisSrv   *redistest.Server
 	// gatewayURL is the gateway's base URL.
 	gatewayURL string
+	// staticTokens is the path of the suite's static tokens file.
+	staticTokens string
 )
 
 // Static tokens of the suite: alice is staff, fin is in finance.
@@ -78,8 +80,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	tokens := filepath.Join(dir, "tokens.csv")
-	if err := os.WriteFile(tokens, []byte(aliceToken+",alice,1,\"staff\"\n"+finToken+",fin,2,\"finance,staff\"\n"), 0o600); err != nil {
+	staticTokens = filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(staticTokens, []byte(aliceToken+",alice,1,\"staff\"\n"+finToken+",fin,2,\"finance,staff\"\n"), 0o600); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -91,7 +93,7 @@ func run(m *testing.M) int {
 	gatewayURL = "http://" + l.Addr().String()
 	stopped := make(chan error, 1)
 	go func() {
-		stopped <- Run(ctx, cfg, Config{Listener: l, StaticTokens: tokens, CallTimeout: 5 * time.Second, Version: "test", Log: logr.Discard()})
+		stopped <- Run(ctx, cfg, Config{Listener: l, StaticTokens: staticTokens, CallTimeout: 5 * time.Second, Version: "test", Log: logr.Discard()})
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
