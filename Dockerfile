@@ -1,5 +1,7 @@
-# Build the manager as a static binary, then ship it alone on a distroless
-# nonroot base: no shell, no package manager, uid 65532.
+# Build the manager and the MCP gateway as static binaries, then ship them
+# alone on a distroless nonroot base: no shell, no package manager, uid
+# 65532. The manager is the entrypoint; the gateway's Deployment runs
+# /toolcatalog-gateway.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -10,9 +12,11 @@ COPY controllers/ controllers/
 COPY internal/ internal/
 COPY pkg/ pkg/
 ARG TARGETOS=linux TARGETARCH=amd64
-RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o /out/manager ./cmd/manager
+RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o /out/manager ./cmd/manager && \
+    CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o /out/toolcatalog-gateway ./cmd/toolcatalog-gateway
 
 FROM gcr.io/distroless/static:nonroot
 COPY --from=build /out/manager /manager
+COPY --from=build /out/toolcatalog-gateway /toolcatalog-gateway
 USER 65532:65532
 ENTRYPOINT ["/manager"]

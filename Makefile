@@ -77,6 +77,12 @@ bench-scale: prereqs ## Measure large catalogs (manager process, API server, Red
 	assets="$${KUBEBUILDER_ASSETS:-$$(bash hack/build-controlplane.sh)}"; \
 	KUBEBUILDER_ASSETS="$$assets" go test ./test/scale -run TestScale -count=1 -v -timeout 90m -args $(SCALE_ARGS)
 
+GATEWAY_ARGS ?= -gateway.clients=16 -gateway.duration=20s -gateway.tools=200
+.PHONY: bench-gateway
+bench-gateway: prereqs ## Load the MCP gateway (API server, Redis, manager, upstream MCP server, all on loopback) and print throughput and latency; make test runs it small.
+	assets="$${KUBEBUILDER_ASSETS:-$$(bash hack/build-controlplane.sh)}"; \
+	KUBEBUILDER_ASSETS="$$assets" go test ./internal/gateway -run '^TestLoad$$' -count=1 -v -timeout 30m -args $(GATEWAY_ARGS) | grep -E 'load_test|^(ok|FAIL|---)'
+
 DATA ?= internal/retrieval/testdata/mini
 RETRIEVAL_ARGS ?=
 .PHONY: bench-retrieval
@@ -86,8 +92,9 @@ bench-retrieval: ## Measure retrieval quality and latency on DATA (tools.json + 
 ##@ Build
 
 .PHONY: build
-build: manifests generate fmt vet ## Build the manager binary into bin/.
+build: manifests generate fmt vet ## Build the manager and the MCP gateway into bin/.
 	go build -o bin/manager ./cmd/manager
+	go build -o bin/toolcatalog-gateway ./cmd/toolcatalog-gateway
 
 .PHONY: run
 run: prereqs manifests generate fmt vet ## Run the manager: against the current cluster, or a local one (API server, etcd, Redis, samples) when none answers.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -70,16 +71,16 @@ func render(t *testing.T) []runtime.Object {
 func TestDefaultKustomizationRenders(t *testing.T) {
 	objs := render(t)
 	count := map[string]int{}
-	var deploy *appsv1.Deployment
-	var role *rbacv1.ClusterRole
+	deploys := map[string]*appsv1.Deployment{}
+	roles := map[string]*rbacv1.ClusterRole{}
 	for _, o := range objs {
 		kind := o.GetObjectKind().GroupVersionKind().Kind
 		count[kind]++
 		switch v := o.(type) {
 		case *appsv1.Deployment:
-			deploy = v
+			deploys[v.Name] = v
 		case *rbacv1.ClusterRole:
-			role = v
+			roles[v.Name] = v
 		}
 		if m, ok := o.(interface{ GetNamespace() string }); ok {
 			switch kind {
@@ -91,43 +92,50 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 3, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 1}
+	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 3, "ServiceAccount": 2, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1, "Deployment": 2, "Service": 2}
 	for k, n := range want {
 		if count[k] != n {
 			t.Errorf("%d %s, want %d", count[k], k, n)
 		}
 	}
 
-	spec := deploy.Spec.Template.Spec
-	pod := spec.SecurityContext
-	if pod == nil || pod.RunAsNonRoot == nil || !*pod.RunAsNonRoot || pod.SeccompProfile == nil || pod.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-		t.Errorf("pod securityContext %+v: want runAsNonRoot and seccomp RuntimeDefault", pod)
-	}
-	c := spec.Containers[0]
-	sc := c.SecurityContext
-	if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
-		sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
-		t.Errorf("container securityContext %+v: want no privilege escalation, read-only root, all capabilities dropped", sc)
-	}
-	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
-		t.Errorf("resources %+v: want requests and a memory limit", c.Resources)
-	}
-	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
-		t.Errorf("probes: liveness %+v readiness %+v", c.LivenessProbe, c.ReadinessProbe)
-	}
-	hasArg := func(a string) bool {
-		for _, x := range c.Args {
-			if x == a {
-				return true
-			}
+	for _, name := range []string{"tool-catalog-controller-manager", "tool-catalog-gateway"} {
+		deploy := deploys[name]
+		if deploy == nil {
+			t.Fatalf("no Deployment %s", name)
 		}
-		return false
+		checkHardened(t, deploy)
 	}
-	if !hasArg("--leader-elect") {
+	manager := deploys["tool-catalog-controller-manager"].Spec.Template.Spec
+	if c := manager.Containers[0]; !slices.Contains(c.Args, "--leader-elect") {
 		t.Errorf("args %v: leader election is not on", c.Args)
 	}
-	if c.Image != "tool-catalog-operator:dev" || spec.ServiceAccountName != "tool-catalog-controller-manager" {
-		t.Errorf("image %s, service account %s", c.Image, spec.ServiceAccountName)
+	if c := manager.Containers[0]; c.Image != "tool-catalog-operator:dev" || manager.ServiceAccountName != "tool-catalog-controller-manager" {
+		t.Errorf("manager image %s, service account %s", c.Image, manager.ServiceAccountName)
+	}
+	gw := deploys["tool-catalog-gateway"].Spec.Template.Spec
+	if c := gw.Containers[0]; c.Image != "tool-catalog-operator:dev" || !slices.Equal(c.Command, []string{"/toolcatalog-gateway"}) || gw.ServiceAccountName != "tool-catalog-gateway" {
+		t.Errorf("gateway image %s, command %v, service account %s", c.Image, c.Command, gw.ServiceAccountName)
+	}
+	if v := gw.Volumes; len(v) != 1 || v[0].Secret == nil || v[0].Secret.Optional == nil || !*v[0].Secret.Optional {
+		t.Errorf("gateway volumes %+v: the static tokens Secret must be optional", v)
+	}
+
+	// The gateway reads catalogs, sources and Secrets and reviews tokens;
+	// it writes nothing.
+	allowedGateway := map[string][]string{"toolcatalogs": {"get", "list", "watch"}, "toolsources": {"get", "list", "watch"}, "secrets": {"get"}, "tokenreviews": {"create"}}
+	for _, r := range roles["tool-catalog-gateway-role"].Rules {
+		for _, res := range r.Resources {
+			for _, v := range r.Verbs {
+				if !slices.Contains(allowedGateway[res], v) {
+					t.Errorf("the gateway may %s %s", v, res)
+				}
+			}
+		}
+	}
+	role := roles["tool-catalog-manager-role"]
+	if role == nil {
+		t.Fatalf("no manager ClusterRole among %v", roles)
 	}
 
 	// Least privilege: no wildcards, read-only Secrets; ToolDefinitions
@@ -153,5 +161,28 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// checkHardened holds a Deployment to the restricted pod security
+// standard, with requests, a memory limit and probes.
+func checkHardened(t *testing.T, deploy *appsv1.Deployment) {
+	t.Helper()
+	spec := deploy.Spec.Template.Spec
+	pod := spec.SecurityContext
+	if pod == nil || pod.RunAsNonRoot == nil || !*pod.RunAsNonRoot || pod.SeccompProfile == nil || pod.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("%s: pod securityContext %+v: want runAsNonRoot and seccomp RuntimeDefault", deploy.Name, pod)
+	}
+	c := spec.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
+		t.Errorf("%s: container securityContext %+v: want no privilege escalation, read-only root, all capabilities dropped", deploy.Name, sc)
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("%s: resources %+v: want requests and a memory limit", deploy.Name, c.Resources)
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("%s: probes: liveness %+v readiness %+v", deploy.Name, c.LivenessProbe, c.ReadinessProbe)
 	}
 }

@@ -13,12 +13,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
-	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
 )
 
 // Config configures Run.
@@ -45,7 +47,9 @@ type Config struct {
 // Run serves the gateway until ctx ends: ToolCatalogs and ToolSources are
 // read from a watch cache, Secrets and TokenReviews from the API server.
 func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
-	scheme := manager.Scheme()
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 	opts := cache.Options{Scheme: scheme}
 	if cfg.Namespace != "" {
 		opts.DefaultNamespaces = map[string]cache.Config{cfg.Namespace: {}}

@@ -1,0 +1,60 @@
+// Command toolcatalog-gateway serves every published tool catalog over
+// MCP (Streamable HTTP) at /mcp/<namespace>/<catalog>, with /healthz,
+// /readyz and /metrics beside it. It is stateless: run as many replicas
+// as the load needs.
+package main
+
+import (
+	"flag"
+	"os"
+	"strings"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/toolcatalog/tool-catalog-operator/internal/gateway"
+)
+
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+func main() {
+	var cfg gateway.Config
+	var audiences string
+	flag.StringVar(&cfg.Addr, "bind-address", env("BIND_ADDRESS", ":8080"), "Address of MCP (/mcp/<namespace>/<catalog>), /healthz, /readyz and /metrics.")
+	flag.StringVar(&cfg.StaticTokens, "static-tokens", env("STATIC_TOKENS", ""), "Path of a token file (token,user,uid,\"group1,group2\" per line), usually a mounted Secret; read again when it changes; optional.")
+	flag.StringVar(&audiences, "token-audiences", env("TOKEN_AUDIENCES", ""), "Comma-separated audiences service-account tokens must have (default: the API server's).")
+	flag.StringVar(&cfg.Namespace, "namespace", env("WATCH_NAMESPACE", ""), "Serve only this namespace's catalogs (default: all).")
+	flag.DurationVar(&cfg.CallTimeout, "call-timeout", envDuration("CALL_TIMEOUT", gateway.DefaultCallTimeout), "Timeout of each call to an upstream MCP server.")
+	flag.DurationVar(&cfg.IdleViews, "idle-views", envDuration("IDLE_VIEWS", gateway.DefaultIdleViews), "How long a principal's view of a catalog is kept without a session.")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	for a := range strings.SplitSeq(audiences, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			cfg.TokenAudiences = append(cfg.TokenAudiences, a)
+		}
+	}
+	cfg.Log = ctrl.Log.WithName("gateway")
+	cfg.Version = version
+	if err := gateway.Run(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), cfg); err != nil {
+		cfg.Log.Error(err, "Gateway exited with an error")
+		os.Exit(1)
+	}
+}
+
+// version is stamped at build time (-ldflags "-X main.version=...").
+var version = "dev"
