@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
@@ -191,6 +194,37 @@ func TestEmbeddedModeStartsPublishesAndStopsCleanly(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
+	// The printed gateway URL and token work with an MCP client: the
+	// sample catalog's bridge finds and calls a tool of the docs server.
+	gw := regexp.MustCompile(`(?m)^\s+URL\s+(http://(\S+)/mcp/default/assistant)\n\s+header\s+Authorization: Bearer (\S+)`).FindStringSubmatch(out)
+	if gw == nil {
+		t.Fatal("no gateway URL and header on the first screen")
+	}
+	ctx := context.Background()
+	c := mcp.NewClient(&mcp.Implementation{Name: "localrun-test", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw[1], HTTPClient: &http.Client{Transport: bearerTransport(gw[3])}}, nil)
+	if err != nil {
+		t.Fatalf("connecting to the printed gateway URL: %v", err)
+	}
+	defer cs.Close()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) != 4 {
+		t.Fatalf("tools/list: %v %v", tools, err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "tool_call", Arguments: map[string]any{"name": "docs_search_docs", "arguments": map[string]any{"query": "approve an upstream change", "limit": 1}}})
+	if err != nil || res.IsError || len(res.Content) == 0 || !strings.HasPrefix(res.Content[0].(*mcp.TextContent).Text, "## ") {
+		t.Fatalf("tool_call docs_search_docs through the gateway: %+v %v", res, err)
+	}
+	resp, err := http.Get("http://" + gw[2] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), `toolcatalog_gateway_calls_total{catalog="default/assistant",outcome="ok",tool="docs_search_docs"} 1`) {
+		t.Errorf("the gateway's metrics do not count the call:\n%s", metrics)
+	}
+
 	// Ctrl-C: the terminal signals the whole pipeline; tee goes first.
 	kids := r.children(t)
 	if err := r.tee.Process.Signal(os.Interrupt); err != nil {
@@ -277,4 +311,13 @@ func childrenOf(pid int) []int {
 		}
 	}
 	return out
+}
+
+// bearerTransport adds a bearer token to every request.
+type bearerTransport string
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
 }

@@ -3,12 +3,14 @@
 // to install by hand: kube-apiserver and etcd (built by
 // hack/build-controlplane.sh), a redis-server on a free port, the CRDs, the
 // samples (builtin providers: no key, no network; the ToolSource imports
-// from an MCP server over the docs, served on loopback) and the manager in
-// the foreground. Ctrl-C stops everything it started.
+// from an MCP server over the docs, served on loopback), the MCP gateway
+// with a fresh static token, and the manager in the foreground. Ctrl-C stops everything it started.
 package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/gateway"
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpdemo"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
@@ -157,7 +160,11 @@ func runLocal(ctx context.Context, root, stateDir string) (retErr error) {
 	if err != nil {
 		return fmt.Errorf("applying the samples: %w", err)
 	}
-	metricsAddr, probeAddr := freeAddr(), freeAddr()
+	metricsAddr, probeAddr, gatewayAddr := freeAddr(), freeAddr(), freeAddr()
+	tokens, token, err := writeGatewayToken(stateDir)
+	if err != nil {
+		return err
+	}
 	kubectl := filepath.Join(assets, "kubectl")
 	bin, _ := filepath.Abs(filepath.Join(root, "bin"))
 	fmt.Printf(`
@@ -174,12 +181,42 @@ Inspect the catalog, its source and its tools:
 Search the published catalog:
   PATH=%s:$PATH %s toolcatalog --kubeconfig %s search assistant "weather forecast for Lisbon" --explain
 
+Connect any MCP client to the gateway (Streamable HTTP):
+  URL     http://%s/mcp/default/assistant
+  header  Authorization: Bearer %s
+
 Ctrl-C stops everything. Published versions:
 
-`, cfg.Host, redis.Addr, docsURL, strings.Join(applied, ", "), metricsAddr, probeAddr, kubectl, kubeconfig, bin, kubectl, kubeconfig)
+`, cfg.Host, redis.Addr, docsURL, strings.Join(applied, ", "), metricsAddr, probeAddr, kubectl, kubeconfig, bin, kubectl, kubeconfig, gatewayAddr, token)
 
 	go reportPublished(ctx, c)
-	return manager.Run(ctx, cfg, manager.Config{MetricsAddr: metricsAddr, ProbeAddr: probeAddr, LeaderElectionID: "tool-catalog-operator.toolcatalog.dev"})
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	gatewayDone := make(chan error, 1)
+	go func() {
+		gatewayDone <- gateway.Run(ctx, cfg, gateway.Config{Addr: gatewayAddr, StaticTokens: tokens, Version: "local", Log: ctrl.Log.WithName("gateway")})
+	}()
+	err = manager.Run(ctx, cfg, manager.Config{MetricsAddr: metricsAddr, ProbeAddr: probeAddr, LeaderElectionID: "tool-catalog-operator.toolcatalog.dev"})
+	cancel()
+	return errors.Join(err, <-gatewayDone)
+}
+
+// writeGatewayToken writes a new random static token of the user
+// local-user for the gateway, and returns the file and the token.
+func writeGatewayToken(stateDir string) (string, string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", "", err
+	}
+	token := hex.EncodeToString(b)
+	path, err := filepath.Abs(filepath.Join(stateDir, "gateway-tokens.csv"))
+	if err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(path, []byte(token+",local-user,local-user,\"local\"\n"), 0o600); err != nil {
+		return "", "", err
+	}
+	return path, token, nil
 }
 
 // serveDocs serves the MCP server over the project's docs on loopback, for
