@@ -34,6 +34,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
@@ -243,6 +244,7 @@ type served struct {
 	uid      types.UID
 	where    string
 	redis    redis.UniversalClient
+	keys     contract.Keys
 	follower *toolcatalog.Follower
 	embedder toolcatalog.QueryEmbedder
 	cancel   context.CancelFunc
@@ -277,7 +279,7 @@ func (g *Gateway) served(tc *v1alpha1.ToolCatalog) (*served, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catalog %s cannot be served: %v", key, err)
 	}
-	s := &served{g: g, key: key, id: key.String(), uid: tc.UID, where: where, redis: store.NewClient(cfg.Redis),
+	s := &served{g: g, key: key, id: key.String(), uid: tc.UID, where: where, redis: store.NewClient(cfg.Redis), keys: cfg.Keys,
 		views: map[string]*view{}, sessions: map[string]string{}}
 	if p, err := catalogconfig.BuildProviders(cfg.Providers); err == nil {
 		s.embedder = p.Embedder

@@ -59,7 +59,14 @@ func (s *served) newView(c caller) *view {
 				"find them with tool_search, read their parameters with tool_describe and call them with tool_call.",
 		})
 	v.server.AddReceivingMiddleware(v.countLists)
-	v.bridge = &toolcatalog.Bridge{Catalog: s.follower.Current, Principal: c.principal.User, Groups: c.principal.Groups}
+	v.bridge = &toolcatalog.Bridge{Catalog: s.follower.Current, Principal: c.principal.User, Groups: c.principal.Groups,
+		// A catalog that learns from use gets the request behind each
+		// tool_call of a tool the last tool_search found.
+		Record: func(ctx context.Context, request, tool string) {
+			if err := toolcatalog.RecordRequest(ctx, s.redis, s.keys, s.follower.Current(), request, tool); err != nil {
+				s.g.opts.Log.Error(err, "Recording a request", "catalog", s.id)
+			}
+		}}
 	return v
 }
 
