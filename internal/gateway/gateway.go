@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -363,10 +364,7 @@ func (s *served) serverFor(r *http.Request) *mcp.Server {
 // resync re-plans every view for a new version.
 func (s *served) resync(cat *toolcatalog.Catalog) {
 	s.mu.Lock()
-	views := make([]*view, 0, len(s.views))
-	for _, v := range s.views {
-		views = append(views, v)
-	}
+	views := slices.Collect(maps.Values(s.views))
 	s.mu.Unlock()
 	for _, v := range views {
 		if err := v.sync(cat); err != nil {
@@ -387,10 +385,7 @@ func (g *Gateway) dropIdleViews(ctx context.Context) {
 		case <-tick.C:
 		}
 		g.mu.Lock()
-		all := make([]*served, 0, len(g.catalogs))
-		for _, s := range g.catalogs {
-			all = append(all, s)
-		}
+		all := slices.Collect(maps.Values(g.catalogs))
 		g.mu.Unlock()
 		for _, s := range all {
 			s.dropIdle(g.opts.IdleViews)
