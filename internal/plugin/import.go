@@ -61,7 +61,11 @@ skipped.`,
 				return err
 			}
 			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			fmt.Fprintf(out, "# %d tools of MCP server %s %s (protocol %s) at %s\n", len(imported), s.Server.Name, s.Server.Version, s.Server.ProtocolVersion, url)
+			noun := "tools"
+			if len(imported) == 1 {
+				noun = "tool"
+			}
+			fmt.Fprintf(out, "# %d %s of MCP server %s %s (protocol %s) at %s\n", len(imported), noun, s.Server.Name, s.Server.Version, s.Server.ProtocolVersion, url)
 			used := map[string]bool{}
 			for _, t := range imported {
 				obj := map[string]any{
