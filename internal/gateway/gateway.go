@@ -28,6 +28,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -78,6 +79,8 @@ type Gateway struct {
 
 	mu       sync.Mutex
 	catalogs map[client.ObjectKey]*served
+	// building starts each catalog's follower once at a time.
+	building singleflight.Group
 }
 
 // New returns a gateway whose catalog followers live until ctx ends.
@@ -257,22 +260,56 @@ type served struct {
 }
 
 // served returns the catalog's follower, started or rebuilt when the
-// ToolCatalog is new or its spec changed.
+// ToolCatalog is new or where it is published changed. Building one
+// reaches Redis, so it happens outside the gateway's lock, once per
+// catalog however many requests wait for it.
 func (g *Gateway) served(tc *v1alpha1.ToolCatalog) (*served, error) {
 	key := client.ObjectKeyFromObject(tc)
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	where := connectionOf(tc)
-	if s := g.catalogs[key]; s != nil {
-		// Disclosure, search and tools reach the follower with the next
-		// version; only a new Redis, model or channel needs a new one,
-		// which ends the catalog's sessions.
-		if s.uid == tc.UID && s.where == where {
+	// Disclosure, search and tools reach the follower with the next
+	// version; only a new Redis, model or channel needs a new one, which
+	// ends the catalog's sessions.
+	current := func() *served {
+		if s := g.catalogs[key]; s != nil && s.uid == tc.UID && s.where == where {
+			return s
+		}
+		return nil
+	}
+	g.mu.Lock()
+	s := current()
+	g.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	v, err, _ := g.building.Do(key.String()+"\x00"+string(tc.UID)+"\x00"+where, func() (any, error) {
+		g.mu.Lock()
+		s := current()
+		g.mu.Unlock()
+		if s != nil {
 			return s, nil
 		}
-		s.stop()
-		delete(g.catalogs, key)
+		s, err := g.follow(tc, where)
+		if err != nil {
+			return nil, err
+		}
+		g.mu.Lock()
+		old := g.catalogs[key]
+		g.catalogs[key] = s
+		g.mu.Unlock()
+		if old != nil {
+			old.stop()
+		}
+		return s, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return v.(*served), nil
+}
+
+// follow resolves a catalog's configuration and starts following it.
+func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error) {
+	key := client.ObjectKeyFromObject(tc)
 	ctx, cancel := context.WithTimeout(g.ctx, 10*time.Second)
 	defer cancel()
 	resolver := &catalogconfig.Resolver{Reader: g.opts.Secrets}
@@ -305,7 +342,6 @@ func (g *Gateway) served(tc *v1alpha1.ToolCatalog) (*served, error) {
 		// header is not a loopback name there.
 		DisableLocalhostProtection: true,
 	})
-	g.catalogs[key] = s
 	return s, nil
 }
 
