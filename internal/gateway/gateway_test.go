@@ -273,3 +273,32 @@ func TestCallsOfALearningCatalogRecordTheRequest(t *testing.T) {
 		t.Fatalf("recorded requests: %+v %v", got, err)
 	}
 }
+
+// An upstream server that accepts connections but never answers fails the
+// call at the call timeout, not later, and the session pool recovers.
+func TestUpstreamThatNeverAnswersTimesOut(t *testing.T) {
+	ns := newNamespace(t)
+	release := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+	defer hang.Close()
+	defer close(release)
+	create(t, testCatalog(ns, "hang", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}),
+		testTool(ns, "hang", "slow_tool", "Answer very slowly.", upstream(hang.URL+"/mcp", "slow_tool")))
+	published(t, ns, "hang", 1)
+	cs := connect(t, ns, "hang", aliceToken, "", nil)
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(done)
+		out, isErr := callTool(t, cs, "slow_tool", map[string]any{})
+		if !isErr || !strings.Contains(out, "the upstream MCP server of slow_tool failed") {
+			t.Errorf("slow_tool: %q", out)
+		}
+		t.Logf("the call ended after %s: %s", time.Since(start).Round(time.Millisecond), out)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a call to a server that never answers did not end within 30s (the suite's call timeout is 5s)")
+	}
+}

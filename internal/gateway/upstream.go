@@ -149,7 +149,9 @@ func (p *pooled) get(ctx context.Context, cfg mcpsource.Config) (*mcpsource.Sess
 	if p.session != nil {
 		return p.session, nil
 	}
-	s, err := mcpsource.Connect(context.WithoutCancel(ctx), cfg)
+	// The SDK detaches the session from ctx once connected, so the call's
+	// deadline bounds only the connection and initialization.
+	s, err := mcpsource.Connect(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
