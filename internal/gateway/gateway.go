@@ -194,7 +194,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 	// A session belongs to the principal that opened it.
 	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
 		if owner, ok := s.owner(id); ok && owner != c.viewKey() {
-			g.reject(w, http.StatusForbidden, "unauthenticated", "this MCP session belongs to another principal")
+			g.reject(w, http.StatusForbidden, "forbidden", "this MCP session belongs to another principal")
 			return
 		}
 	}

@@ -41,7 +41,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Estimated prompt tokens progressive disclosure saved: per tools/list, the tokens of every tool the principal may use minus those of the tools sent."},
 			[]string{"catalog"}),
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolcatalog_gateway_rejected_requests_total",
-			Help: "HTTP requests refused before MCP, by reason (unauthenticated, not_found, bad_request, not_published, unavailable)."},
+			Help: "HTTP requests refused before MCP, by reason (unauthenticated, forbidden, not_found, bad_request, not_published, unavailable)."},
 			[]string{"reason"}),
 	}
 	reg.MustRegister(m.ToolLists, m.Searches, m.Calls, m.Upstream, m.TokensSaved, m.Rejected)
