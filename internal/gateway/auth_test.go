@@ -178,6 +178,32 @@ func TestMissingOrBadTokenIsUnauthorized(t *testing.T) {
 			t.Errorf("%s with %q: 401 without WWW-Authenticate: Bearer", tt.path, tt.auth)
 		}
 	}
+	// A session belongs to the principal that opened it.
+	code, header, _ := post(closed, "Bearer "+aliceToken)
+	session := header.Get("Mcp-Session-Id")
+	if code != http.StatusOK || session == "" {
+		t.Fatalf("alice's initialize: %d, session %q", code, session)
+	}
+	list := func(token string) int {
+		req, _ := http.NewRequest(http.MethodPost, gatewayURL+closed, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := list(finToken); code != http.StatusForbidden {
+		t.Errorf("fin on alice's session: %d, want 403", code)
+	}
+	if code := list(aliceToken); code != http.StatusOK {
+		t.Errorf("alice on her own session: %d, want 200", code)
+	}
+
 	// Anonymous clients are system:anonymous: run_sql is for finance.
 	if names := listed(t, connect(t, ns, "open", "", "", nil)); slices.Contains(names, "run_sql") || len(names) != 4 {
 		t.Errorf("anonymous list: %v", names)
