@@ -27,6 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
@@ -153,10 +154,18 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "setting up toolcatalog controller: %v\n", err)
 		return 1
 	}
+	// Test servers listen on 127.0.0.1; 127.0.0.2 stands for what the
+	// policy denies (a metadata service, an internal host).
+	policy, err := egress.New([]string{"127.0.0.1/32"}, cfg.Host)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if err := (&ToolSourceReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("toolsource-controller"),
+		Egress:    policy,
 	}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up toolsource controller: %v\n", err)
 		return 1

@@ -85,6 +85,8 @@ func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *
 		if errors.As(err, &pe) && pe.NotObject {
 			reason = v1alpha1.ReasonParametersNotObject
 		}
+	} else if err := catalog.ValidateSource(td); err != nil {
+		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonSourceNotOwned, err.Error()
 	}
 	setCondition(td, v1alpha1.ConditionValid, status, reason, message)
 	r.recordValidTransition(base, td)
@@ -192,14 +194,14 @@ func (r *ToolDefinitionReconciler) recordValidTransition(base, td *v1alpha1.Tool
 	}
 }
 
-// SetupWithManager registers the controller. It runs on spec, label and
-// annotation changes, when a catalog's record in status changes, and when a catalog
+// SetupWithManager registers the controller. It runs on spec, label,
+// annotation and owner changes, when a catalog's record in status changes, and when a catalog
 // that selects (or selected) the tool is created, changed or deleted; its
 // own condition updates do not trigger it.
 func (r *ToolDefinitionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ToolDefinition{}, builder.WithPredicates(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, catalogRecordsChanged{}))).
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, catalogRecordsChanged{}, ownersChanged))).
 		Watches(&v1alpha1.ToolCatalog{}, handler.Funcs{
 			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueueLimiter) {
 				r.enqueueSelected(ctx, q, e.Object)
@@ -250,6 +252,12 @@ func (catalogRecordsChanged) Update(e event.UpdateEvent) bool {
 	n, ok2 := e.ObjectNew.(*v1alpha1.ToolDefinition)
 	return ok1 && ok2 && !equality.Semantic.DeepEqual(o.Status.Catalogs, n.Status.Catalogs)
 }
+
+// ownersChanged passes updates of the owner references, which decide
+// whether spec.source.toolSource is honoured.
+var ownersChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return !equality.Semantic.DeepEqual(e.ObjectOld.GetOwnerReferences(), e.ObjectNew.GetOwnerReferences())
+}}
 
 // setCondition sets a condition stamped with the object's generation.
 func setCondition(obj interface {

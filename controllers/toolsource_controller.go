@@ -25,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 )
 
@@ -56,6 +57,9 @@ type ToolSourceReconciler struct {
 	// only their metadata.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
+	// Egress decides which servers may be reached; egress.Default() when
+	// nil.
+	Egress *egress.Policy
 
 	mu sync.Mutex
 	// sessions are the live sessions by source, kept open so the server's
@@ -138,6 +142,9 @@ func (r *ToolSourceReconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource
 		}
 	}
 	r.forget(sourceKey(ts).String())
+	if errors.Is(err, egress.ErrDenied) {
+		return fail(v1alpha1.ReasonEgressDenied, fmt.Sprintf("MCP server %s may not be reached: %v; ask the platform operators to allow it (--egress-allow) or use another URL; the ToolDefinitions already imported are kept", url, errors.Unwrap(err)), err)
+	}
 	if errors.Is(err, mcpsource.ErrUnauthorized) {
 		return fail(ReasonAuthFailed, fmt.Sprintf("MCP server %s refused the credentials: check spec.mcp.bearerTokenSecretRef and headers; the ToolDefinitions already imported are kept", url), err)
 	}
@@ -202,7 +209,9 @@ func (r *ToolSourceReconciler) delete(ctx context.Context, ts *v1alpha1.ToolSour
 
 // connection resolves the source's headers, token and CA from Secrets.
 func (r *ToolSourceReconciler) connection(ctx context.Context, ts *v1alpha1.ToolSource) (mcpsource.Config, error) {
-	return mcpsource.Resolve(ctx, r.APIReader, ts)
+	cfg, err := mcpsource.Resolve(ctx, r.APIReader, ts)
+	cfg.Egress = r.Egress
+	return cfg, err
 }
 
 // session returns the source's live session, connecting when there is

@@ -86,6 +86,11 @@ const (
 	// but does not describe an object (`type: object`), which function
 	// calling requires.
 	ReasonParametersNotObject = "ParametersNotObject"
+
+	// ReasonSourceNotOwned means spec.source.toolSource names a ToolSource
+	// that does not control this ToolDefinition: its credentials are not
+	// lent to it, and catalogs leave it out.
+	ReasonSourceNotOwned = "SourceNotOwned"
 )
 
 // Annotations that request a refresh of a ToolCatalog. A new value of
@@ -196,6 +201,10 @@ const (
 	// ReasonReconciling (Ready=Unknown) means the first pass has not
 	// finished yet.
 	ReasonReconciling = "Reconciling"
+	// ReasonEgressDenied means an MCP server's URL is outside the egress
+	// policy the platform operators set (--egress-allow); nothing was sent
+	// to it.
+	ReasonEgressDenied = "EgressDenied"
 )
 
 // Per-tool failure reasons, used in ToolCatalog status.failingTools and in

@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/gateway"
 )
 
@@ -32,13 +33,14 @@ func envDuration(name string, def time.Duration) time.Duration {
 
 func main() {
 	var cfg gateway.Config
-	var audiences string
+	var audiences, egressAllow string
 	flag.StringVar(&cfg.Addr, "bind-address", env("BIND_ADDRESS", ":8080"), "Address of MCP (/mcp/<namespace>/<catalog>), /healthz, /readyz and /metrics.")
 	flag.StringVar(&cfg.StaticTokens, "static-tokens", env("STATIC_TOKENS", ""), "Path of a token file (token,user,uid,\"group1,group2\" per line), usually a mounted Secret; read again when it changes; optional.")
 	flag.StringVar(&audiences, "token-audiences", env("TOKEN_AUDIENCES", ""), "Comma-separated audiences service-account tokens must have (default: the API server's).")
 	flag.StringVar(&cfg.Namespace, "namespace", env("WATCH_NAMESPACE", ""), "Serve only this namespace's catalogs (default: all).")
 	flag.DurationVar(&cfg.CallTimeout, "call-timeout", envDuration("CALL_TIMEOUT", gateway.DefaultCallTimeout), "Timeout of each call to an upstream MCP server.")
 	flag.DurationVar(&cfg.IdleViews, "idle-views", envDuration("IDLE_VIEWS", gateway.DefaultIdleViews), "How long a principal's view of a catalog is kept without a session.")
+	flag.StringVar(&egressAllow, "egress-allow", env("EGRESS_ALLOW", ""), egress.FlagHelp)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -48,6 +50,7 @@ func main() {
 			cfg.TokenAudiences = append(cfg.TokenAudiences, a)
 		}
 	}
+	cfg.EgressAllow = egress.Entries(egressAllow)
 	cfg.Log = ctrl.Log.WithName("gateway")
 	cfg.Version = version
 	if err := gateway.Run(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), cfg); err != nil {

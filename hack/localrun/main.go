@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -35,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/gateway"
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpdemo"
@@ -81,7 +83,7 @@ func run() error {
 		cfg, where, err := clusterAnswers(ctx)
 		if err == nil {
 			fmt.Printf("Using the cluster at %s (current kubeconfig). Install the CRDs first with `make install`.\n\n", where)
-			return manager.Run(ctx, cfg, manager.Config{MetricsAddr: ":8080", ProbeAddr: ":8081", LeaderElectionID: "tool-catalog-operator.toolcatalog.dev"})
+			return manager.Run(ctx, cfg, manager.Config{MetricsAddr: ":8080", ProbeAddr: ":8081", LeaderElectionID: "tool-catalog-operator.toolcatalog.dev", EgressAllow: egress.Entries(os.Getenv("EGRESS_ALLOW"))})
 		}
 		if *embedded == "never" {
 			return fmt.Errorf("no cluster answers (%v) and -embedded=never", err)
@@ -189,14 +191,21 @@ Ctrl-C stops everything. Published versions:
 
 `, cfg.Host, redis.Addr, docsURL, strings.Join(applied, ", "), metricsAddr, probeAddr, kubectl, kubeconfig, bin, kubectl, kubeconfig, gatewayAddr, token)
 
+	// The docs server listens on loopback, which the egress policy opens
+	// only where it is listed.
+	egressAllow := egress.Entries(os.Getenv("EGRESS_ALLOW"))
+	if len(egressAllow) == 0 {
+		egressAllow = egress.Everywhere
+	}
+	egressAllow = append(slices.Clone(egressAllow), docsURL)
 	go reportPublished(ctx, c)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	gatewayDone := make(chan error, 1)
 	go func() {
-		gatewayDone <- gateway.Run(ctx, cfg, gateway.Config{Addr: gatewayAddr, StaticTokens: tokens, Version: "local", Log: ctrl.Log.WithName("gateway")})
+		gatewayDone <- gateway.Run(ctx, cfg, gateway.Config{Addr: gatewayAddr, StaticTokens: tokens, EgressAllow: egressAllow, Version: "local", Log: ctrl.Log.WithName("gateway")})
 	}()
-	err = manager.Run(ctx, cfg, manager.Config{MetricsAddr: metricsAddr, ProbeAddr: probeAddr, LeaderElectionID: "tool-catalog-operator.toolcatalog.dev"})
+	err = manager.Run(ctx, cfg, manager.Config{MetricsAddr: metricsAddr, ProbeAddr: probeAddr, LeaderElectionID: "tool-catalog-operator.toolcatalog.dev", EgressAllow: egressAllow})
 	cancel()
 	return errors.Join(err, <-gatewayDone)
 }

@@ -14,6 +14,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
@@ -653,6 +654,7 @@ func TestSelectPublishesAnnotationsAndSource(t *testing.T) {
 	imported := plain
 	imported.Spec.Annotations = &v1alpha1.ToolAnnotations{Title: "Search docs", ReadOnlyHint: new(true), OpenWorldHint: new(false)}
 	imported.Spec.Source = &v1alpha1.ToolSourceReference{ToolSource: "docs", MCPURL: "http://docs.example/mcp", Tool: "search"}
+	imported.OwnerReferences = ownedBy("docs")
 	a, err := Select([]v1alpha1.ToolDefinition{plain})
 	if err != nil {
 		t.Fatal(err)
@@ -681,5 +683,50 @@ func TestSelectPublishesAnnotationsAndSource(t *testing.T) {
 		if !strings.Contains(string(raw), s) {
 			t.Errorf("published entry %s lacks %s", raw, s)
 		}
+	}
+}
+
+func ownedBy(source string) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ToolSource", Name: source, UID: "uid-" + types.UID(source), Controller: new(true)}}
+}
+
+// A ToolDefinition that names a ToolSource it does not belong to would
+// borrow that source's credentials: it is rejected, whatever else it
+// claims, while the source's own tool and a hand-written tool with a bare
+// URL are selected.
+func TestSelectRejectsABorrowedToolSource(t *testing.T) {
+	source := func(object string, owners []metav1.OwnerReference, ref v1alpha1.ToolSourceReference) v1alpha1.ToolDefinition {
+		d := td(object, strings.ReplaceAll(object, "-", "_"), okParams)
+		d.Spec.Source, d.OwnerReferences = &ref, owners
+		return d
+	}
+	crm := v1alpha1.ToolSourceReference{ToolSource: "crm", Tool: "export_contacts"}
+	notController := ownedBy("crm")
+	notController[0].Controller = nil
+	otherKind := ownedBy("crm")
+	otherKind[0].Kind = "ConfigMap"
+	sel, err := Select([]v1alpha1.ToolDefinition{
+		source("own", ownedBy("crm"), crm),
+		source("hand-written", nil, crm),
+		source("other-source", ownedBy("wiki"), crm),
+		source("not-controller", notController, crm),
+		source("other-kind", otherKind, crm),
+		source("bare-url", nil, v1alpha1.ToolSourceReference{MCPURL: "https://mcp.example.com/", Tool: "export_contacts"}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept, rejected []string
+	for _, tool := range sel.Tools {
+		kept = append(kept, tool.Object)
+	}
+	for _, f := range sel.Rejected {
+		rejected = append(rejected, f.Object)
+		if f.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(f.Message, "ToolSource crm, which did not create this ToolDefinition") {
+			t.Errorf("%s: %s %q", f.Object, f.Reason, f.Message)
+		}
+	}
+	if !slices.Equal(kept, []string{"bare-url", "own"}) || !slices.Equal(rejected, []string{"hand-written", "not-controller", "other-kind", "other-source"}) {
+		t.Fatalf("kept %v, rejected %v", kept, rejected)
 	}
 }

@@ -59,7 +59,8 @@ func Parameters(td *v1alpha1.ToolDefinition) []byte {
 }
 
 // Select keeps the valid ToolDefinitions (a parameters schema that does
-// not compile is rejected) and rejects every ToolDefinition of a tool name
+// not compile, or a ToolSource named by a ToolDefinition it does not
+// control, is rejected) and rejects every ToolDefinition of a tool name
 // that more than one of them uses. Those being deleted are left out.
 func Select(tds []v1alpha1.ToolDefinition) (Selection, error) {
 	return (&Selector{}).Select(tds)
@@ -107,8 +108,14 @@ func (s *Selector) Select(tds []v1alpha1.ToolDefinition) (Selection, error) {
 			got.tool.Object = td.Name
 		}
 		memo[td.UID] = got
-		if got.invalid != nil {
-			sel.Rejected = append(sel.Rejected, Failure{Object: td.Name, Tool: td.Spec.Name, Reason: v1alpha1.ReasonInvalidSpec, Message: got.invalid.Error()})
+		invalid := got.invalid
+		if invalid == nil {
+			// Owners are metadata, which moves no generation: checked on
+			// every pass.
+			invalid = ValidateSource(td)
+		}
+		if invalid != nil {
+			sel.Rejected = append(sel.Rejected, Failure{Object: td.Name, Tool: td.Spec.Name, Reason: v1alpha1.ReasonInvalidSpec, Message: invalid.Error()})
 			continue
 		}
 		tools[td] = got.tool

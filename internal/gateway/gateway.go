@@ -35,6 +35,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
+	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
@@ -59,6 +60,9 @@ type Options struct {
 	Auth *Authenticator
 	// Metrics are recorded per catalog.
 	Metrics *Metrics
+	// Egress decides which upstream servers may be reached;
+	// egress.Default() when nil.
+	Egress *egress.Policy
 	// CallTimeout bounds each upstream call; DefaultCallTimeout when zero.
 	CallTimeout time.Duration
 	// IdleViews is how long a principal's view of a catalog is kept with
@@ -94,7 +98,10 @@ func New(ctx context.Context, opts Options) *Gateway {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	g := &Gateway{opts: opts, ctx: ctx, up: newUpstreams(opts.Kube, opts.Secrets, opts.CallTimeout), catalogs: map[client.ObjectKey]*served{}}
+	if opts.Egress == nil {
+		opts.Egress = egress.Default()
+	}
+	g := &Gateway{opts: opts, ctx: ctx, up: newUpstreams(opts.Kube, opts.Secrets, opts.Egress, opts.CallTimeout, opts.Log), catalogs: map[client.ObjectKey]*served{}}
 	go g.dropIdleViews(ctx)
 	context.AfterFunc(ctx, func() {
 		// Open streams end with their sessions, so a shutdown does not

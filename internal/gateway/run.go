@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 )
 
 // Config configures Run.
@@ -36,6 +37,9 @@ type Config struct {
 	TokenAudiences []string
 	// Namespace, when set, limits the gateway to one namespace's catalogs.
 	Namespace string
+	// EgressAllow lists the URL prefixes and address ranges upstream MCP
+	// servers may be at (egress.New); the API server is always denied.
+	EgressAllow []string
 	// CallTimeout and IdleViews: see Options.
 	CallTimeout, IdleViews time.Duration
 	// Version is announced to clients.
@@ -73,9 +77,13 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	if cfg.StaticTokens != "" {
 		auth.Static = &StaticTokens{Path: cfg.StaticTokens}
 	}
+	policy, err := egress.New(cfg.EgressAllow, restConfig.Host)
+	if err != nil {
+		return fmt.Errorf("--egress-allow: %w", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	g := New(ctx, Options{Kube: watch, Secrets: direct, Auth: auth, Metrics: NewMetrics(reg),
+	g := New(ctx, Options{Kube: watch, Secrets: direct, Auth: auth, Metrics: NewMetrics(reg), Egress: policy,
 		CallTimeout: cfg.CallTimeout, IdleViews: cfg.IdleViews, Version: cfg.Version, Log: cfg.Log})
 
 	var ready atomic.Bool

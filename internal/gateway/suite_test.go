@@ -42,6 +42,11 @@ var (
 	staticTokens string
 )
 
+// egressAllow is the suite's egress policy: test servers listen on
+// 127.0.0.1, and 127.0.0.2 stands for what it denies (a metadata service,
+// an internal host).
+var egressAllow = []string{"127.0.0.1/32"}
+
 // Static tokens of the suite: alice is staff, fin is in finance.
 const (
 	aliceToken = "alice-7d1f0c"
@@ -70,7 +75,7 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		if err := manager.Run(ctx, cfg, manager.Config{MetricsAddr: "0", ProbeAddr: "0", LeaderElectionID: "gateway-test", SkipNameValidation: true}); err != nil {
+		if err := manager.Run(ctx, cfg, manager.Config{MetricsAddr: "0", ProbeAddr: "0", LeaderElectionID: "gateway-test", SkipNameValidation: true, EgressAllow: egressAllow}); err != nil {
 			fmt.Fprintln(os.Stderr, "manager:", err)
 		}
 	}()
@@ -93,7 +98,7 @@ func run(m *testing.M) int {
 	gatewayURL = "http://" + l.Addr().String()
 	stopped := make(chan error, 1)
 	go func() {
-		stopped <- Run(ctx, cfg, Config{Listener: l, StaticTokens: staticTokens, CallTimeout: 5 * time.Second, Version: "test", Log: logr.Discard()})
+		stopped <- Run(ctx, cfg, Config{Listener: l, StaticTokens: staticTokens, EgressAllow: egressAllow, CallTimeout: 5 * time.Second, Version: "test", Log: logr.Discard()})
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -220,6 +225,52 @@ func published(t *testing.T, ns, name string, n int) *contract.Document {
 	}
 	t.Fatalf("catalog %s/%s: no version with %d tools within 60s (last: %s)", ns, name, n, last)
 	return nil
+}
+
+// inject publishes a catalog's next version with one more tool, straight
+// into Redis, as anyone who can write there could, and announces it.
+func inject(t *testing.T, ns, catalog string, tool contract.Tool) {
+	t.Helper()
+	ctx := context.Background()
+	rc := redisSrv.Client()
+	defer rc.Close()
+	keys := contract.Keys{Prefix: contract.DefaultPrefix(ns, catalog)}
+	snap, err := contract.Read(ctx, rc, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev, err := snap.Document()
+	if err != nil || prev == nil {
+		t.Fatalf("reading %s/%s: %v", ns, catalog, err)
+	}
+	if tool, err = contract.NormalizeTool(tool); err != nil {
+		t.Fatal(err)
+	}
+	next := *prev
+	next.Version++
+	next.Tools = append(slices.Clone(prev.Tools), tool)
+	if err := next.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	if err := contract.Write(ctx, rc, keys, contract.Update{ExpectVersion: prev.Version, Document: &next, Previous: prev, Retain: 5}); err != nil {
+		t.Fatal(err)
+	}
+	notice, _ := json.Marshal(contract.NoticeOf(&next))
+	if err := contract.Notify(ctx, rc, contract.DefaultChannel, notice); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 60s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // bearer adds a bearer token to every request.

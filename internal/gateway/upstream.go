@@ -9,14 +9,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 // upstreams holds one client session per upstream server and settings,
@@ -24,7 +27,10 @@ import (
 type upstreams struct {
 	// kube reads ToolSources (cached); secrets reads their Secrets.
 	kube, secrets client.Reader
-	timeout       time.Duration
+	// egress decides which servers may be reached.
+	egress  *egress.Policy
+	timeout time.Duration
+	log     logr.Logger
 	// resolveTTL is how long a ToolSource's resolved settings are reused.
 	resolveTTL time.Duration
 
@@ -46,8 +52,8 @@ type resolvedSource struct {
 	error error
 }
 
-func newUpstreams(kube, secrets client.Reader, timeout time.Duration) *upstreams {
-	return &upstreams{kube: kube, secrets: secrets, timeout: timeout, resolveTTL: 30 * time.Second,
+func newUpstreams(kube, secrets client.Reader, policy *egress.Policy, timeout time.Duration, log logr.Logger) *upstreams {
+	return &upstreams{kube: kube, secrets: secrets, egress: policy, timeout: timeout, log: log, resolveTTL: 30 * time.Second,
 		pool: map[string]*pooled{}, resolved: map[client.ObjectKey]resolvedSource{}, schemas: map[string]*catalog.Arguments{}}
 }
 
@@ -81,39 +87,56 @@ func (u *upstreams) arguments(tool contract.Tool, args json.RawMessage) error {
 }
 
 // config returns how to reach a tool's server: its ToolSource's settings,
-// or its bare URL for a tool written by hand.
-func (u *upstreams) config(ctx context.Context, namespace string, src *contract.Source) (mcpsource.Config, error) {
+// only for a tool that source imports, or its bare URL (no credentials)
+// for a tool written by hand.
+func (u *upstreams) config(ctx context.Context, namespace string, tool contract.Tool) (mcpsource.Config, error) {
+	src := tool.Source
 	if src.ToolSource == "" {
-		return mcpsource.Config{URL: src.MCPURL, Header: http.Header{}}, nil
+		return mcpsource.Config{URL: src.MCPURL, Header: http.Header{}, Egress: u.egress}, nil
 	}
 	key := client.ObjectKey{Namespace: namespace, Name: src.ToolSource}
 	ts := &v1alpha1.ToolSource{}
 	if err := u.kube.Get(ctx, key, ts); err != nil {
-		return mcpsource.Config{}, fmt.Errorf("reading ToolSource %s: %w", src.ToolSource, err)
+		u.log.Error(err, "Reading a ToolSource", "toolSource", key.String())
+		return mcpsource.Config{}, &callError{OutcomeDenied, fmt.Sprintf("%s cannot be called: its ToolSource %s cannot be read", tool.Name, src.ToolSource)}
+	}
+	if err := mcpsource.Imports(ts, tool.Name, src.Tool); err != nil {
+		return mcpsource.Config{}, &callError{OutcomeDenied, fmt.Sprintf("%s cannot be called: %v", tool.Name, err)}
 	}
 	u.mu.Lock()
 	r, ok := u.resolved[key]
 	u.mu.Unlock()
-	if ok && r.rv == ts.ResourceVersion && time.Since(r.at) < u.resolveTTL {
-		return r.cfg, r.error
+	if !ok || r.rv != ts.ResourceVersion || time.Since(r.at) >= u.resolveTTL {
+		r.cfg, r.error = mcpsource.Resolve(ctx, u.secrets, ts)
+		r.cfg.Egress = u.egress
+		r.at, r.rv = time.Now(), ts.ResourceVersion
+		u.mu.Lock()
+		u.resolved[key] = r
+		u.mu.Unlock()
 	}
-	cfg, err := mcpsource.Resolve(ctx, u.secrets, ts)
-	u.mu.Lock()
-	u.resolved[key] = resolvedSource{cfg: cfg, at: time.Now(), rv: ts.ResourceVersion, error: err}
-	u.mu.Unlock()
-	return cfg, err
+	if r.error != nil {
+		u.log.Error(r.error, "Resolving a ToolSource", "toolSource", key.String())
+		return mcpsource.Config{}, &callError{OutcomeUpstreamError, fmt.Sprintf("%s cannot be called: the settings of its ToolSource %s cannot be resolved", tool.Name, src.ToolSource)}
+	}
+	return r.cfg, nil
 }
 
 // call proxies a call to the tool's upstream server, with a timeout; a
-// session that fails is replaced once.
+// session that fails is replaced once. Its errors say what kind of
+// failure it was and never carry the server's URL or credentials: a
+// client learns nothing of the network behind the gateway, and cannot
+// tell a refused port from a slow or foreign one.
 func (u *upstreams) call(ctx context.Context, namespace string, tool contract.Tool, args json.RawMessage) (*mcp.CallToolResult, error) {
 	src := tool.Source
 	if src == nil || (src.MCPURL == "" && src.ToolSource == "") {
 		return nil, &callError{OutcomeNoUpstream, fmt.Sprintf("%s has no upstream MCP server: the agent runtime must execute it itself", tool.Name)}
 	}
-	cfg, err := u.config(ctx, namespace, src)
+	cfg, err := u.config(ctx, namespace, tool)
 	if err != nil {
-		return nil, &callError{OutcomeUpstreamError, fmt.Sprintf("%s cannot be called: %v", tool.Name, err)}
+		return nil, err
+	}
+	if err := u.egress.CheckURL(cfg.URL); err != nil {
+		return nil, &callError{OutcomeDenied, fmt.Sprintf("%s cannot be called: its MCP server is outside the gateway's egress policy", tool.Name)}
 	}
 	ctx, cancel := context.WithTimeout(ctx, u.timeout)
 	defer cancel()
@@ -126,22 +149,42 @@ func (u *upstreams) call(ctx context.Context, namespace string, tool contract.To
 	}
 	u.mu.Unlock()
 	var res *mcp.CallToolResult
+	connected := false
 	for attempt := 0; attempt < 2; attempt++ {
 		var s *mcpsource.Session
 		if s, err = p.get(ctx, cfg); err != nil {
 			break
 		}
+		connected = true
 		if res, err = s.CallTool(ctx, src.Tool, args); err == nil {
 			return res, nil
 		}
 		var rpcErr *jsonrpc.Error
-		if errors.As(err, &rpcErr) || ctx.Err() != nil {
+		if (errors.As(err, &rpcErr) && rpcErr.Code != codeRejectedByTransport) || ctx.Err() != nil {
 			break // the server answered with an error, or time is up
 		}
 		p.drop(s)
 	}
-	return nil, &callError{OutcomeUpstreamError, fmt.Sprintf("the upstream MCP server of %s failed: %s", tool.Name, cfg.Redact(err))}
+	u.log.V(1).Info("Upstream call failed", "tool", tool.Name, "error", cfg.Redact(err))
+	var rpcErr *jsonrpc.Error
+	switch {
+	case errors.Is(err, egress.ErrDenied):
+		return nil, &callError{OutcomeDenied, fmt.Sprintf("%s cannot be called: its MCP server is outside the gateway's egress policy", tool.Name)}
+	case !connected:
+		// Refused, slow, redirecting and non-MCP servers look alike.
+		return nil, &callError{OutcomeUpstreamError, fmt.Sprintf("the upstream MCP server of %s could not be reached", tool.Name)}
+	case errors.As(err, &rpcErr) && rpcErr.Code != codeRejectedByTransport:
+		return nil, &callError{OutcomeUpstreamError, fmt.Sprintf("the upstream MCP server of %s answered with error %d: %s", tool.Name, rpcErr.Code, text.Truncate(cfg.Redact(errors.New(rpcErr.Message)), 300))}
+	case ctx.Err() != nil:
+		return nil, &callError{OutcomeUpstreamError, fmt.Sprintf("the upstream MCP server of %s did not answer within %s", tool.Name, u.timeout)}
+	default:
+		return nil, &callError{OutcomeUpstreamError, fmt.Sprintf("the upstream MCP server of %s could not be reached", tool.Name)}
+	}
 }
+
+// codeRejectedByTransport is the SDK's JSON-RPC code for a message its
+// HTTP transport could not deliver: no answer of the server's.
+const codeRejectedByTransport = -32005
 
 func (p *pooled) get(ctx context.Context, cfg mcpsource.Config) (*mcpsource.Session, error) {
 	p.mu.Lock()

@@ -24,6 +24,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/controllers"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	_ "github.com/toolcatalog/tool-catalog-operator/internal/metrics" // registers the operator's metrics
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
@@ -49,6 +50,10 @@ type Config struct {
 	PassBudget time.Duration
 	// SkipNameValidation allows several managers in one process (tests).
 	SkipNameValidation bool
+	// EgressAllow lists the URL prefixes and address ranges ToolSources
+	// may reach (egress.New); every address outside the denied ranges
+	// when empty. The API server is always denied.
+	EgressAllow []string
 }
 
 // BindFlags registers the manager's flags; each defaults to an environment
@@ -62,6 +67,11 @@ func BindFlags(fs *flag.FlagSet) *Config {
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", env("LEADER_ELECTION_NAMESPACE", ""), "Namespace of the leader election Lease (default: the manager's own).")
 	fs.Float64Var(&c.QPS, "kube-api-qps", envFloat("KUBE_API_QPS", 50), "Queries per second to the Kubernetes API; status writes for many tools need more than client-go's default of 5.")
 	fs.IntVar(&c.Burst, "kube-api-burst", int(envFloat("KUBE_API_BURST", 100)), "Burst of queries to the Kubernetes API.")
+	c.EgressAllow = egress.Entries(os.Getenv("EGRESS_ALLOW"))
+	fs.Func("egress-allow", egress.FlagHelp, func(v string) error {
+		c.EgressAllow = egress.Entries(v)
+		return nil
+	})
 	fs.DurationVar(&c.PassBudget, "pass-budget", catalog.DefaultPassBudget, "How long one pass of a catalog starts new chunks of query generation and embedding before it publishes what it did; a large refresh is published this often.")
 	return c
 }
@@ -135,6 +145,10 @@ func New(restCfg *rest.Config, c Config) (ctrl.Manager, error) {
 // Setup adds the controllers to a manager; the pool holds the catalogs'
 // Redis clients.
 func Setup(ctx context.Context, mgr ctrl.Manager, pool *store.Pool, c Config) error {
+	policy, err := egress.New(c.EgressAllow, mgr.GetConfig().Host)
+	if err != nil {
+		return fmt.Errorf("--egress-allow: %w", err)
+	}
 	if err := (&controllers.ToolDefinitionReconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("tooldefinition-controller"),
@@ -155,6 +169,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *store.Pool, c Config) er
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("toolsource-controller"),
+		Egress:    policy,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the toolsource controller: %w", err)
 	}

@@ -6,10 +6,13 @@ package mcpsource
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"path"
 	"regexp"
 	"sort"
@@ -21,6 +24,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 )
 
 // ClientName is how the operator introduces itself to MCP servers.
@@ -33,8 +37,12 @@ type Config struct {
 	// Header is sent with every request (an Authorization header holds a
 	// bearer token).
 	Header http.Header
-	// HTTPClient carries TLS settings; a plain client when nil.
-	HTTPClient *http.Client
+	// RootCAs verify the server's certificate; the system roots when nil.
+	RootCAs *x509.CertPool
+	// Egress decides which addresses may be reached; egress.Default() when
+	// nil. Redirects are never followed, and Header is sent only to the
+	// URL's own host.
+	Egress *egress.Policy
 	// Version is the client version announced at initialization.
 	Version string
 	// OnToolsChanged, when set, is called when the server sends
@@ -58,12 +66,22 @@ var ErrUnauthorized = errors.New("the server refused the credentials (HTTP 401 o
 
 // Connect initializes a session with the server.
 func Connect(ctx context.Context, cfg Config) (*Session, error) {
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
+	policy := cfg.Egress
+	if policy == nil {
+		policy = egress.Default()
 	}
+	var transport *http.Transport
+	if cfg.RootCAs != nil {
+		transport = http.DefaultTransport.(*http.Transport).Clone()
+		transport.TLSClientConfig = &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12}
+	}
+	hc, err := policy.Client(cfg.URL, transport)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to MCP server %s: %w", cfg.URL, err)
+	}
+	target, _ := url.Parse(cfg.URL)
 	status := &lastStatus{}
-	hc = &http.Client{Transport: &headerTransport{base: transportOf(hc), header: cfg.Header, status: status}, Timeout: hc.Timeout, Jar: hc.Jar}
+	hc.Transport = &headerTransport{base: hc.Transport, host: target.Host, header: cfg.Header, status: status}
 	opts := &mcp.ClientOptions{}
 	if cfg.OnToolsChanged != nil {
 		opts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) { cfg.OnToolsChanged() }
@@ -242,31 +260,28 @@ func specOf(t *mcp.Tool, o Options) (v1alpha1.ToolDefinitionSpec, string) {
 	return spec, ""
 }
 
-// headerTransport adds headers to every request and remembers the last
-// response status, so a refused login is told apart from an outage.
+// headerTransport adds headers to every request for the configured host
+// (and to no other) and remembers the last response status, so a refused
+// login is told apart from an outage.
 type headerTransport struct {
 	base   http.RoundTripper
+	host   string
 	header http.Header
 	status *lastStatus
 }
 
 func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	for k, vs := range t.header {
-		r.Header[k] = append([]string(nil), vs...)
+	if strings.EqualFold(r.URL.Host, t.host) {
+		for k, vs := range t.header {
+			r.Header[k] = append([]string(nil), vs...)
+		}
 	}
 	resp, err := t.base.RoundTrip(r)
 	if err == nil {
 		t.status.set(resp.StatusCode)
 	}
 	return resp, err
-}
-
-func transportOf(c *http.Client) http.RoundTripper {
-	if c.Transport != nil {
-		return c.Transport
-	}
-	return http.DefaultTransport
 }
 
 type lastStatus struct {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
 )
 
@@ -33,7 +34,7 @@ func TestImportsEveryPageAndConvertsTools(t *testing.T) {
 	}
 	srv.Tool("internal_debug", "Dump internal state.", nil, nil)
 
-	s := connect(t, Config{URL: srv.URL})
+	s := connect(t, Config{URL: srv.URL, Egress: testEgress})
 	if s.Server.Name != "docs" || s.Server.Version != "2.1.0" || s.Server.ProtocolVersion == "" {
 		t.Fatalf("server info %+v", s.Server)
 	}
@@ -117,10 +118,10 @@ func TestMalformedToolsAreRejectedWithTheReason(t *testing.T) {
 func TestBearerTokenReachesTheServer(t *testing.T) {
 	srv := mcptest.New(t, mcptest.Options{Token: "s3cret"})
 	srv.Tool("ping", "Answer pong.", nil, nil)
-	if _, err := Connect(context.Background(), Config{URL: srv.URL}); !errors.Is(err, ErrUnauthorized) {
+	if _, err := Connect(context.Background(), Config{URL: srv.URL, Egress: testEgress}); !errors.Is(err, ErrUnauthorized) {
 		t.Fatalf("without a token: %v, want ErrUnauthorized", err)
 	}
-	s := connect(t, Config{URL: srv.URL, Header: http.Header{"Authorization": {"Bearer s3cret"}, "X-Team": {"search"}}})
+	s := connect(t, Config{URL: srv.URL, Egress: testEgress, Header: http.Header{"Authorization": {"Bearer s3cret"}, "X-Team": {"search"}}})
 	tools, err := s.Tools(context.Background())
 	if err != nil || len(tools) != 1 {
 		t.Fatalf("tools %v, %v", tools, err)
@@ -135,8 +136,11 @@ func TestUnreachableServerNamesTheURL(t *testing.T) {
 	srv := mcptest.New(t, mcptest.Options{})
 	url := srv.URL
 	srv.Close()
-	_, err := Connect(context.Background(), Config{URL: url})
+	_, err := Connect(context.Background(), Config{URL: url, Egress: testEgress})
 	if err == nil || !strings.Contains(err.Error(), url) || errors.Is(err, ErrUnauthorized) {
 		t.Fatalf("unreachable server: %v", err)
 	}
 }
+
+// testEgress lets the tests reach their servers on 127.0.0.1.
+var testEgress, _ = egress.New([]string{"127.0.0.1/32"})

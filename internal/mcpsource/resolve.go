@@ -3,11 +3,11 @@ package mcpsource
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 
@@ -60,7 +60,7 @@ func Resolve(ctx context.Context, secrets client.Reader, ts *v1alpha1.ToolSource
 		if !pool.AppendCertsFromPEM([]byte(ca)) {
 			return cfg, fmt.Errorf("spec.mcp.caSecretRef: no PEM certificate in Secret %s key %s", m.CASecretRef.Name, m.CASecretRef.Key)
 		}
-		cfg.HTTPClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+		cfg.RootCAs = pool
 	}
 	return cfg, nil
 }
@@ -78,13 +78,24 @@ func (cfg Config) Fingerprint() string {
 	for _, k := range names {
 		fmt.Fprintf(h, "%s\x00%s\x00", k, strings.Join(cfg.Header[k], "\x00"))
 	}
-	fmt.Fprintf(h, "%v", cfg.HTTPClient != nil)
+	fmt.Fprintf(h, "%v", cfg.RootCAs != nil)
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Redact returns an error's text without the header values (a token).
+// Redact returns an error's text without the header values (a token) and
+// without the query values of the URL (an api_key=...).
 func (cfg Config) Redact(err error) string {
 	msg := err.Error()
+	if u, perr := url.Parse(cfg.URL); perr == nil {
+		for _, vs := range u.Query() {
+			for _, v := range vs {
+				if v != "" {
+					msg = strings.ReplaceAll(msg, v, "[redacted]")
+					msg = strings.ReplaceAll(msg, url.QueryEscape(v), "[redacted]")
+				}
+			}
+		}
+	}
 	for _, vs := range cfg.Header {
 		for _, v := range vs {
 			if v != "" {
@@ -93,4 +104,24 @@ func (cfg Config) Redact(err error) string {
 		}
 	}
 	return msg
+}
+
+// Imports refuses a call of tool name (upstream on the server) with a
+// ToolSource's settings unless the source imports that tool now: the name
+// is the source's prefix and the upstream name, its selection takes the
+// upstream tool, and the tool is not a new one still waiting for approval.
+// What Redis says of a tool is not trusted for this: the source is.
+func Imports(ts *v1alpha1.ToolSource, name, upstream string) error {
+	switch {
+	case name != ts.Spec.ToolNamePrefix+upstream:
+		return fmt.Errorf("ToolSource %s names its tools %s<tool>, not %s", ts.Name, ts.Spec.ToolNamePrefix, name)
+	case !selected(upstream, ts.Spec.Include, ts.Spec.Exclude):
+		return fmt.Errorf("ToolSource %s does not import %s (spec.include and spec.exclude)", ts.Name, upstream)
+	}
+	for _, c := range ts.Status.PendingChanges {
+		if c.Tool == name && c.Change == v1alpha1.ChangeAdded {
+			return fmt.Errorf("ToolSource %s holds %s for approval", ts.Name, name)
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ package mcptest
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -102,4 +103,65 @@ func (s *Server) Headers() []http.Header {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]http.Header(nil), s.headers...)
+}
+
+// Trap is an HTTP server that must never be reached: a stand-in for a
+// metadata service or an internal host. It counts requests and the
+// Authorization headers it saw.
+type Trap struct {
+	// URL is its base URL.
+	URL string
+
+	mu       sync.Mutex
+	requests int
+	auth     []string
+}
+
+// NewTrap listens on host (a loopback address such as 127.0.0.2) until
+// the test ends; handler, when set, answers the requests it counts.
+func NewTrap(t testing.TB, host string, handler http.HandlerFunc) *Trap {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatalf("listening on %s: %v", host, err)
+	}
+	tr := &Trap{URL: "http://" + l.Addr().String()}
+	hs := &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tr.mu.Lock()
+		tr.requests++
+		if a := r.Header.Get("Authorization"); a != "" {
+			tr.auth = append(tr.auth, a)
+		}
+		tr.mu.Unlock()
+		if handler != nil {
+			handler(w, r)
+			return
+		}
+		http.Error(w, "trap", http.StatusTeapot)
+	})}}
+	hs.Start()
+	t.Cleanup(hs.Close)
+	return tr
+}
+
+// Requests returns how many requests reached the trap.
+func (tr *Trap) Requests() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.requests
+}
+
+// Authorizations returns the Authorization headers the trap received.
+func (tr *Trap) Authorizations() []string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return append([]string(nil), tr.auth...)
+}
+
+// Redirect returns a handler answering every request with a redirect to
+// target.
+func Redirect(target string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target, http.StatusTemporaryRedirect)
+	}
 }

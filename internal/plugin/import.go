@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 )
 
@@ -47,7 +48,7 @@ skipped.`,
 				}
 				hdr.Add(strings.TrimSpace(name), strings.TrimSpace(value))
 			}
-			s, err := mcpsource.Connect(ctx, mcpsource.Config{URL: url, Header: hdr})
+			s, err := mcpsource.Connect(ctx, mcpsource.Config{URL: url, Header: hdr, Egress: egress.Unrestricted()})
 			if err != nil {
 				return err
 			}

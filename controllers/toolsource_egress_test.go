@@ -1,0 +1,46 @@
+package controllers
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
+)
+
+// A source pointing outside the egress policy (the suite allows only
+// 127.0.0.1) is EgressDenied and its server never sees a request.
+func TestToolSourceOutsideTheEgressPolicyIsDenied(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	trap := mcptest.NewTrap(t, "127.0.0.2", nil)
+	createAll(g, toolSource(ns, "metadata", trap.URL+"/latest/meta-data"))
+	g.Eventually(func(g Gomega) {
+		c := expectCondition(g, getTS(g, ns, "metadata"), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonEgressDenied)
+		g.Expect(c.Message).To(ContainSubstring("127.0.0.2"))
+		g.Expect(c.Message).To(ContainSubstring("--egress-allow"))
+		g.Expect(hasEvent(eventsFor(g, ns, "metadata"), "Warning", v1alpha1.ReasonEgressDenied)).NotTo(BeNil())
+	}).Should(Succeed())
+	g.Expect(trap.Requests()).To(Equal(0))
+}
+
+// A server that redirects is not followed, so its bearer token, meant for
+// the configured host only, never reaches the redirect's target.
+func TestToolSourceRedirectIsNotFollowed(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	target := mcptest.NewTrap(t, "127.0.0.1", nil)
+	redirecting := mcptest.NewTrap(t, "127.0.0.1", mcptest.Redirect(target.URL+"/collect"))
+	ts := toolSource(ns, "redirecting", redirecting.URL+"/mcp")
+	ts.Spec.MCP.BearerTokenSecretRef = &v1alpha1.SecretKeySelector{Name: "mcp-token", Key: "token"}
+	createAll(g, secret(ns, "mcp-token", map[string]string{"token": "tok-redirected"}), ts)
+	g.Eventually(func(g Gomega) {
+		c := expectCondition(g, getTS(g, ns, "redirecting"), v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonServerUnreachable)
+		g.Expect(c.Message).To(ContainSubstring("redirect"))
+	}).Should(Succeed())
+	// The configured host got the token; the target got nothing.
+	g.Expect(redirecting.Authorizations()).To(ContainElement("Bearer tok-redirected"))
+	g.Expect(target.Requests()).To(Equal(0))
+}

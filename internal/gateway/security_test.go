@@ -1,0 +1,135 @@
+package gateway
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+// A ToolDefinition written by hand cannot borrow a ToolSource's
+// credentials. Naming the source is not enough: the manager refuses it
+// and no catalog publishes it. A forged owner reference is undone: the
+// source deletes what it did not import. And an entry written straight
+// into Redis that names the source is refused by the gateway, which calls
+// only the upstream tools the source itself imports; the source's own
+// tool, called with its token, proves the path works.
+func TestBorrowedToolSourceCredentialsAreRefused(t *testing.T) {
+	ns := newNamespace(t)
+	srv := mcptest.New(t, mcptest.Options{Name: "crm", Token: "crm-secret"})
+	srv.Tool("find_contact", "Find a contact by name.", nil, nil)
+	srv.Tool("export_contacts", "Export every contact with their private notes.", nil, nil)
+	ts := &v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crm"}, Spec: v1alpha1.ToolSourceSpec{
+		MCP:     v1alpha1.MCPServerSpec{URL: srv.URL, BearerTokenSecretRef: &v1alpha1.SecretKeySelector{Name: "crm-token", Key: "token"}},
+		Exclude: []string{"export_*"},
+		Labels:  map[string]string{"catalog": "crm"},
+	}}
+	create(t,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crm-token"}, StringData: map[string]string{"token": "crm-secret"}},
+		ts, testCatalog(ns, "crm", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}),
+		testTool(ns, "crm", "web_search", "Search the web for recent information."))
+	published(t, ns, "crm", 2) // web_search and the imported find_contact
+
+	borrowing := func(object string, owners ...metav1.OwnerReference) *v1alpha1.ToolDefinition {
+		return testTool(ns, "crm", "crm_export", "Export every contact.", func(td *v1alpha1.ToolDefinition) {
+			td.Name, td.OwnerReferences = object, owners
+			td.Spec.Source = &v1alpha1.ToolSourceReference{ToolSource: "crm", Tool: "export_contacts"}
+		})
+	}
+	create(t, borrowing("borrowed"))
+	waitFor(t, "the catalog to reject the borrowing ToolDefinition", func() bool {
+		td, tc := &v1alpha1.ToolDefinition{}, &v1alpha1.ToolCatalog{}
+		if kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "borrowed"}, td) != nil || kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "crm"}, tc) != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid)
+		return c != nil && c.Reason == v1alpha1.ReasonSourceNotOwned && len(tc.Status.FailingTools) == 1 && tc.Status.FailingTools[0].ToolDefinition == "borrowed"
+	})
+	if err := kube.Delete(t.Context(), borrowing("borrowed")); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "crm"}, ts); err != nil {
+		t.Fatal(err)
+	}
+	create(t, borrowing("forged", metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ToolSource", Name: "crm", UID: ts.UID, Controller: new(true)}))
+	waitFor(t, "the source to delete the forged ToolDefinition", func() bool {
+		return apierrors.IsNotFound(kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "forged"}, &v1alpha1.ToolDefinition{}))
+	})
+
+	inject(t, ns, "crm", contract.Tool{Name: "crm_export", Description: "Export every contact.",
+		Source: &contract.Source{ToolSource: "crm", Tool: "export_contacts"}})
+	cs := connect(t, ns, "crm", aliceToken, "", nil)
+	waitFor(t, "the gateway to list the injected entry", func() bool { return slices.Contains(listed(t, cs), "crm_export") })
+	if out, isErr := callTool(t, cs, "find_contact", map[string]any{"name": "Ana"}); isErr || srv.Calls() != 1 {
+		t.Fatalf("the source's own tool: %q (error %v), upstream calls %d", out, isErr, srv.Calls())
+	}
+	out, isErr := callTool(t, cs, "crm_export", map[string]any{})
+	if !isErr || out != "crm_export cannot be called: ToolSource crm names its tools <tool>, not crm_export" || srv.Calls() != 1 {
+		t.Fatalf("the injected tool: %q (error %v), upstream calls %d", out, isErr, srv.Calls())
+	}
+	inject(t, ns, "crm", contract.Tool{Name: "export_contacts", Description: "Export every contact.",
+		Source: &contract.Source{ToolSource: "crm", Tool: "export_contacts"}})
+	waitFor(t, "the gateway to list the second injected entry", func() bool { return slices.Contains(listed(t, cs), "export_contacts") })
+	out, isErr = callTool(t, cs, "export_contacts", map[string]any{})
+	if !isErr || out != "export_contacts cannot be called: ToolSource crm does not import export_contacts (spec.include and spec.exclude)" || srv.Calls() != 1 {
+		t.Fatalf("the injected excluded tool: %q (error %v), upstream calls %d", out, isErr, srv.Calls())
+	}
+}
+
+// A tool written by hand reaches only servers inside the egress policy:
+// a "metadata service" never sees a request, a redirect is not followed,
+// and what the client reads names neither the address nor the URL's
+// query (an api_key) of the server.
+func TestUpstreamEgressIsBounded(t *testing.T) {
+	ns := newNamespace(t)
+	metadata := mcptest.NewTrap(t, "127.0.0.2", nil)
+	target := mcptest.NewTrap(t, "127.0.0.1", nil)
+	redirecting := mcptest.NewTrap(t, "127.0.0.1", mcptest.Redirect(target.URL+"/collect"))
+	broken := mcptest.NewTrap(t, "127.0.0.1", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "internal error serving /mcp?api_key=sk-live-8f2c", http.StatusInternalServerError)
+	})
+	srv := mcptest.New(t, mcptest.Options{Name: "echo"})
+	srv.Tool("echo", "Echo the arguments.", nil, nil)
+	create(t, testCatalog(ns, "egress", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}),
+		testTool(ns, "egress", "read_metadata", "Read the instance metadata.", upstream(metadata.URL+"/latest/meta-data", "read")),
+		testTool(ns, "egress", "follow_redirect", "Call a server that redirects.", upstream(redirecting.URL+"/mcp", "call")),
+		testTool(ns, "egress", "leak_key", "Call a server that fails.", upstream(broken.URL+"/mcp?api_key=sk-live-8f2c", "call")),
+		testTool(ns, "egress", "echo", "Echo the arguments.", upstream(srv.URL, "echo")))
+	published(t, ns, "egress", 4)
+	cs := connect(t, ns, "egress", aliceToken, "", nil)
+	if out, isErr := callTool(t, cs, "echo", map[string]any{"x": 1}); isErr || srv.Calls() != 1 {
+		t.Fatalf("an allowed server: %q (error %v)", out, isErr)
+	}
+	for tool, want := range map[string]string{
+		"read_metadata":   "read_metadata cannot be called: its MCP server is outside the gateway's egress policy",
+		"follow_redirect": "the upstream MCP server of follow_redirect could not be reached",
+		"leak_key":        "the upstream MCP server of leak_key could not be reached",
+	} {
+		out, isErr := callTool(t, cs, tool, map[string]any{})
+		if !isErr || out != want {
+			t.Errorf("%s: %q, want %q", tool, out, want)
+		}
+		for _, secret := range []string{"127.0.0", "sk-live-8f2c", "api_key", "/collect"} {
+			if strings.Contains(out, secret) {
+				t.Errorf("%s: the error %q reveals %q", tool, out, secret)
+			}
+		}
+	}
+	if metadata.Requests() != 0 || target.Requests() != 0 {
+		t.Fatalf("denied servers were reached: metadata %d, redirect target %d requests", metadata.Requests(), target.Requests())
+	}
+	if redirecting.Requests() == 0 || broken.Requests() == 0 {
+		t.Fatalf("allowed servers were not asked (redirecting %d, broken %d): the refusals above prove nothing", redirecting.Requests(), broken.Requests())
+	}
+}
