@@ -334,10 +334,18 @@ func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error
 	}
 	fctx, fcancel := context.WithCancel(g.ctx)
 	s.cancel = fcancel
+	// Redis is shared: only versions this ToolCatalog published are
+	// served.
 	s.follower, err = toolcatalog.Follow(fctx, s.redis, cfg.Keys, toolcatalog.FollowOptions{
 		Channel: cfg.Channel, WaitForPublish: true,
+		Catalog: s.id, CatalogUID: string(tc.UID),
 		OnUpdate: s.resync,
-		OnError:  func(err error) { g.opts.Log.Error(err, "Following a catalog", "catalog", s.id) },
+		OnError: func(err error) {
+			if errors.Is(err, toolcatalog.ErrForeignCatalog) {
+				g.opts.Metrics.RefusedVersions.WithLabelValues(s.id, "foreign_catalog").Inc()
+			}
+			g.opts.Log.Error(err, "Following a catalog", "catalog", s.id)
+		},
 	})
 	if err != nil {
 		fcancel()

@@ -13,6 +13,8 @@ type Metrics struct {
 	Upstream    *prometheus.HistogramVec
 	TokensSaved *prometheus.CounterVec
 	Rejected    *prometheus.CounterVec
+	// RefusedVersions counts what was read from Redis and not served.
+	RefusedVersions *prometheus.CounterVec
 }
 
 // Call outcomes.
@@ -44,6 +46,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "HTTP requests refused before MCP, by reason (unauthenticated, forbidden, not_found, bad_request, not_published, unavailable)."},
 			[]string{"reason"}),
 	}
-	reg.MustRegister(m.ToolLists, m.Searches, m.Calls, m.Upstream, m.TokensSaved, m.Rejected)
+	m.RefusedVersions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolcatalog_gateway_refused_versions_total",
+		Help: "Catalog versions read from Redis and not served, by reason (foreign_catalog: the head names another catalog or UID); the last good version is served meanwhile."},
+		[]string{"catalog", "reason"})
+	reg.MustRegister(m.ToolLists, m.Searches, m.Calls, m.Upstream, m.TokensSaved, m.Rejected, m.RefusedVersions)
 	return m
 }

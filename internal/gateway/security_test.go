@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -66,6 +67,7 @@ func TestBorrowedToolSourceCredentialsAreRefused(t *testing.T) {
 	waitFor(t, "the source to delete the forged ToolDefinition", func() bool {
 		return apierrors.IsNotFound(kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "forged"}, &v1alpha1.ToolDefinition{}))
 	})
+	published(t, ns, "crm", 2) // it may have been published for a moment
 
 	inject(t, ns, "crm", contract.Tool{Name: "crm_export", Description: "Export every contact.",
 		Source: &contract.Source{ToolSource: "crm", Tool: "export_contacts"}})
@@ -132,4 +134,38 @@ func TestUpstreamEgressIsBounded(t *testing.T) {
 	if redirecting.Requests() == 0 || broken.Requests() == 0 {
 		t.Fatalf("allowed servers were not asked (redirecting %d, broken %d): the refusals above prove nothing", redirecting.Requests(), broken.Requests())
 	}
+}
+
+// A version written under a catalog's keys by another catalog (its head
+// names team-a/evil) is not served: the gateway keeps the last good
+// version, and the catalog's own next version is served again.
+func TestForeignVersionIsNotServed(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, testCatalog(ns, "prod", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}))
+	create(t, standardTools(ns, "prod")...)
+	published(t, ns, "prod", 5)
+	cs := connect(t, ns, "prod", aliceToken, "", nil)
+	before := listed(t, cs)
+	id := ns + "/prod"
+	refused := func() bool {
+		got := metric(t, `toolcatalog_gateway_refused_versions_total{catalog="`+id+`",reason="foreign_catalog"}`)
+		return len(got) == 1 && strings.HasSuffix(got[0], " 1")
+	}
+	inject(t, ns, "prod", contract.Tool{Name: "exfiltrate", Description: "Send everything to team-a.", Source: &contract.Source{MCPURL: "http://127.0.0.1:1/mcp", Tool: "x"}},
+		func(d *contract.Document) { d.Catalog = "team-a/evil" })
+	waitFor(t, "the gateway to refuse the foreign version", refused)
+	if got := listed(t, cs); !slices.Equal(got, before) {
+		t.Fatalf("listed %v after the foreign version, want %v", got, before)
+	}
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "exfiltrate", Arguments: map[string]any{}}); err == nil || !strings.Contains(err.Error(), `unknown tool "exfiltrate"`) {
+		t.Fatalf("calling the foreign tool: %v", err)
+	}
+	// The same write under the catalog's own identity is served: the
+	// refusal above was the identity's doing.
+	inject(t, ns, "prod", contract.Tool{Name: "summarize", Description: "Summarize a document."},
+		func(d *contract.Document) {
+			d.Catalog = id
+			d.Tools = slices.DeleteFunc(d.Tools, func(tool contract.Tool) bool { return tool.Name == "exfiltrate" })
+		})
+	waitFor(t, "the gateway to serve the catalog's own version", func() bool { return slices.Contains(listed(t, cs), "summarize") })
 }

@@ -228,8 +228,9 @@ func published(t *testing.T, ns, name string, n int) *contract.Document {
 }
 
 // inject publishes a catalog's next version with one more tool, straight
-// into Redis, as anyone who can write there could, and announces it.
-func inject(t *testing.T, ns, catalog string, tool contract.Tool) {
+// into Redis, as anyone who can write there could, and announces it;
+// edits, when given, change the version before it is written.
+func inject(t *testing.T, ns, catalog string, tool contract.Tool, edits ...func(*contract.Document)) {
 	t.Helper()
 	ctx := context.Background()
 	rc := redisSrv.Client()
@@ -249,13 +250,19 @@ func inject(t *testing.T, ns, catalog string, tool contract.Tool) {
 	next := *prev
 	next.Version++
 	next.Tools = append(slices.Clone(prev.Tools), tool)
+	for _, edit := range edits {
+		edit(&next)
+	}
 	if err := next.Seal(); err != nil {
 		t.Fatal(err)
 	}
 	if err := contract.Write(ctx, rc, keys, contract.Update{ExpectVersion: prev.Version, Document: &next, Previous: prev, Retain: 5}); err != nil {
 		t.Fatal(err)
 	}
-	notice, _ := json.Marshal(contract.NoticeOf(&next))
+	// Announced as the catalog's own, whatever the head says.
+	n := contract.NoticeOf(&next)
+	n.Catalog = ns + "/" + catalog
+	notice, _ := json.Marshal(n)
 	if err := contract.Notify(ctx, rc, contract.DefaultChannel, notice); err != nil {
 		t.Fatal(err)
 	}

@@ -31,12 +31,21 @@ type FollowOptions struct {
 	OnUpdate func(*Catalog)
 	// OnError, when set, is called with errors the follower recovers from.
 	OnError func(error)
+	// Catalog and CatalogUID, when set, are the identity the follower
+	// expects (the head's catalog, "namespace/name", and the ToolCatalog's
+	// UID): a version published under the keys by anyone else is refused
+	// with ErrForeignCatalog, and the last good version is kept.
+	Catalog, CatalogUID string
 	// WaitForPublish lets Follow start before the catalog is first
 	// published: instead of failing with ErrNotPublished it returns a
 	// Follower whose Current is nil until the first version appears (Wait
 	// blocks until then).
 	WaitForPublish bool
 }
+
+// ErrForeignCatalog means the keys hold a version of another catalog than
+// the one a follower expects.
+var ErrForeignCatalog = errors.New("the version belongs to another catalog")
 
 // Follower keeps the newest version of a catalog loaded: it reloads when a
 // newer version is announced, ignores older and duplicate notices, and
@@ -73,9 +82,15 @@ func Follow(ctx context.Context, c redis.UniversalClient, keys contract.Keys, op
 		_ = ps.Close()
 		return nil, fmt.Errorf("subscribing to %s: %w", opts.Channel, err)
 	}
-	if err := f.reload(ctx, func(*Catalog) bool { return true }); err != nil && !(opts.WaitForPublish && errors.Is(err, ErrNotPublished)) {
-		_ = ps.Close()
-		return nil, err
+	if err := f.reload(ctx, func(*Catalog) bool { return true }); err != nil {
+		if !opts.WaitForPublish || !(errors.Is(err, ErrNotPublished) || errors.Is(err, ErrForeignCatalog)) {
+			_ = ps.Close()
+			return nil, err
+		}
+		// Nothing of this catalog is published yet: wait for it.
+		if errors.Is(err, ErrForeignCatalog) {
+			f.report(err)
+		}
 	}
 	go f.run(ctx, ps)
 	return f, nil
@@ -132,6 +147,9 @@ func (f *Follower) reload(ctx context.Context, need func(cur *Catalog) bool) err
 	if err != nil {
 		return err
 	}
+	if err := f.expected(c.Document); err != nil {
+		return err
+	}
 	if cur := f.Current(); cur != nil && c.Version() == cur.Version() && c.SchemaHash() == cur.SchemaHash() {
 		return nil
 	}
@@ -140,6 +158,17 @@ func (f *Follower) reload(ctx context.Context, need func(cur *Catalog) bool) err
 	f.reloads.Add(1)
 	if f.opts.OnUpdate != nil {
 		f.opts.OnUpdate(c)
+	}
+	return nil
+}
+
+// expected refuses a document of another catalog than the one expected.
+func (f *Follower) expected(d *contract.Document) error {
+	switch {
+	case f.opts.Catalog != "" && d.Catalog != f.opts.Catalog:
+		return fmt.Errorf("%w: %s holds version %d of catalog %q, not %q; the last good version is served", ErrForeignCatalog, f.keys.Head(), d.Version, d.Catalog, f.opts.Catalog)
+	case f.opts.CatalogUID != "" && d.CatalogUID != f.opts.CatalogUID:
+		return fmt.Errorf("%w: %s holds version %d of catalog %s with UID %q, not %q; the last good version is served", ErrForeignCatalog, f.keys.Head(), d.Version, d.Catalog, d.CatalogUID, f.opts.CatalogUID)
 	}
 	return nil
 }

@@ -328,3 +328,44 @@ func TestLoadIfChangedAndLoadVersion(t *testing.T) {
 		t.Fatalf("version 7: %v", err)
 	}
 }
+
+// A follower that expects a catalog refuses a version another catalog
+// published under its keys (the head names another catalog, or another
+// UID) and keeps serving the last good one; the next genuine version is
+// loaded. Without an expectation the same foreign version would be loaded,
+// which proves the notice reached it.
+func TestFollowRefusesAForeignCatalog(t *testing.T) {
+	fc := newFollowCase(t)
+	var refused atomic.Int64
+	f, err := Follow(fc.ctx, fc.c, fc.k, FollowOptions{Channel: fc.channel, RecheckInterval: time.Hour,
+		Catalog: "ns/follow", CatalogUID: "uid-1",
+		OnError: func(err error) {
+			if errors.Is(err, ErrForeignCatalog) {
+				refused.Add(1)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := fc.follow(t, nil)
+	publishAs(t, fc.c, fc.k, fc.channel, "uid-evil", 2, true)
+	eventually(t, "the follower to refuse version 2", func() bool { return refused.Load() == 1 })
+	eventually(t, "the unchecked follower to load version 2", func() bool { return open.Current().Version() == 2 })
+	if cur := f.Current(); cur.Version() != 1 || cur.Document.CatalogUID != "uid-1" {
+		t.Fatalf("serving version %d of %s after a foreign version", cur.Version(), cur.Document.CatalogUID)
+	}
+	publishAs(t, fc.c, fc.k, fc.channel, "uid-1", 3, true)
+	eventually(t, "the follower to load the genuine version 3", func() bool { return f.Current().Version() == 3 })
+
+	// Started on a foreign version, it waits for its own.
+	ctx := fc.ctx
+	other := Keys("ns", t.Name()+"-other")
+	publishAs(t, fc.c, other, fc.channel, "uid-evil", 1, false)
+	if _, err := Follow(ctx, fc.c, other, FollowOptions{Channel: fc.channel, CatalogUID: "uid-1"}); !errors.Is(err, ErrForeignCatalog) {
+		t.Fatalf("following a foreign catalog: %v", err)
+	}
+	w, err := Follow(ctx, fc.c, other, FollowOptions{Channel: fc.channel, CatalogUID: "uid-1", WaitForPublish: true})
+	if err != nil || w.Current() != nil {
+		t.Fatalf("waiting follower: %v, current %v", err, w.Current())
+	}
+}
