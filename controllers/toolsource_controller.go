@@ -176,6 +176,7 @@ func (r *ToolSourceReconciler) desired(ts *v1alpha1.ToolSource, name string, spe
 		labels[k] = v
 	}
 	labels[LabelToolSource] = ts.Name
+	spec.Permissions = ts.Spec.Permissions.DeepCopy()
 	td := &v1alpha1.ToolDefinition{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ToolDefinition"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: ts.Namespace, Name: name, Labels: labels},

@@ -137,6 +137,20 @@ type GatewaySpec struct {
 	// are absent or allow "*". A token that is given must still be valid.
 	// +optional
 	AllowAnonymous bool `json:"allowAnonymous,omitempty"`
+
+	// allowedPrincipals lists who may open the catalog's endpoint at all:
+	// users (alice), groups (group:G) and service accounts
+	// (system:serviceaccount:NAMESPACE:NAME); "*" allows every
+	// authenticated principal. When unset, only the service accounts of
+	// the catalog's own namespace may (group:system:serviceaccounts:NS).
+	// Everyone else is answered as if the catalog did not exist. Tool
+	// permissions then filter what an allowed principal sees and calls.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	AllowedPrincipals []string `json:"allowedPrincipals,omitempty"`
 }
 
 // RedisMode is how the Redis deployment is addressed.

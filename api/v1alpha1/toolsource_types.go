@@ -35,6 +35,12 @@ type ToolSourceSpec struct {
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 
+	// permissions are given to every ToolDefinition the source creates:
+	// who may see and call the imported tools. Absent means everyone who
+	// may open a catalog selecting them.
+	// +optional
+	Permissions *ToolPermissions `json:"permissions,omitempty"`
+
 	// syncInterval is how often the tools are listed again when the server
 	// sends no notifications/tools/list_changed.
 	// +optional

@@ -36,7 +36,8 @@ func main() {
 	var audiences, egressAllow string
 	flag.StringVar(&cfg.Addr, "bind-address", env("BIND_ADDRESS", ":8080"), "Address of MCP (/mcp/<namespace>/<catalog>), /healthz, /readyz and /metrics.")
 	flag.StringVar(&cfg.StaticTokens, "static-tokens", env("STATIC_TOKENS", ""), "Path of a token file (token,user,uid,\"group1,group2\" per line), usually a mounted Secret; read again when it changes; optional.")
-	flag.StringVar(&audiences, "token-audiences", env("TOKEN_AUDIENCES", ""), "Comma-separated audiences service-account tokens must have (default: the API server's).")
+	flag.StringVar(&audiences, "token-audiences", env("TOKEN_AUDIENCES", ""), "Comma-separated audiences service-account tokens must be issued for, one of them (default: "+gateway.DefaultTokenAudience+"; mount a projected token with that audience).")
+	flag.Float64Var(&cfg.TokenReviewRate, "token-review-rate", gateway.DefaultTokenReviewRate, "TokenReviews per second of tokens the gateway has not seen; past it, clients get 429. Answers, accepted or refused, are kept 30s.")
 	flag.StringVar(&cfg.Namespace, "namespace", env("WATCH_NAMESPACE", ""), "Serve only this namespace's catalogs (default: all).")
 	flag.DurationVar(&cfg.CallTimeout, "call-timeout", envDuration("CALL_TIMEOUT", gateway.DefaultCallTimeout), "Timeout of each call to an upstream MCP server.")
 	flag.DurationVar(&cfg.IdleViews, "idle-views", envDuration("IDLE_VIEWS", gateway.DefaultIdleViews), "How long a principal's view of a catalog is kept without a session.")

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -35,6 +36,16 @@ func (p Principal) key() string {
 // ErrUnauthenticated means the token is not valid.
 var ErrUnauthenticated = errors.New("the bearer token is not valid")
 
+// ErrTooManyReviews means tokens the gateway does not know arrive faster
+// than it lets itself ask the API server about them.
+var ErrTooManyReviews = errors.New("too many unknown tokens: retry later")
+
+// DefaultTokenAudience is the audience service-account tokens must be
+// issued for (a projected token with audience toolcatalog-gateway), so a
+// token meant for the API server or another service is not accepted, and
+// a token given to the gateway is useless elsewhere.
+const DefaultTokenAudience = "toolcatalog-gateway"
+
 // Authenticator turns bearer tokens into principals: first the static
 // tokens, then the Kubernetes TokenReview API, whose answers are kept for
 // a short while.
@@ -44,10 +55,17 @@ type Authenticator struct {
 	// Reviews creates TokenReviews; service-account tokens are not
 	// accepted when nil.
 	Reviews client.Client
-	// Audiences, when set, are the audiences a reviewed token must have.
+	// Audiences are the audiences a reviewed token must have (one of
+	// them): the review asks for them and its answer must name one.
+	// Without them the API server's own audience would do: Run sets
+	// DefaultTokenAudience when none is configured.
 	Audiences []string
-	// TTL is how long a review's answer is kept; 30 s when zero.
+	// TTL is how long a review's answer, accepted or refused, is kept;
+	// 30 s when zero.
 	TTL time.Duration
+	// Reviews of tokens not in the cache are limited by Limiter; none when
+	// nil.
+	Limiter *rate.Limiter
 
 	mu     sync.Mutex
 	cached map[[sha256.Size]byte]reviewed
@@ -56,6 +74,7 @@ type Authenticator struct {
 type reviewed struct {
 	principal Principal
 	until     time.Time
+	refused   bool
 }
 
 // Authenticate returns the token's principal, ErrUnauthenticated when no
@@ -80,34 +99,50 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Princip
 	a.mu.Lock()
 	if r, ok := a.cached[sum]; ok && time.Now().Before(r.until) {
 		a.mu.Unlock()
+		if r.refused {
+			return Principal{}, ErrUnauthenticated
+		}
 		return r.principal, nil
 	}
 	a.mu.Unlock()
+	if a.Limiter != nil && !a.Limiter.Allow() {
+		return Principal{}, ErrTooManyReviews
+	}
 	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: a.Audiences}}
 	if err := a.Reviews.Create(ctx, tr); err != nil {
 		return Principal{}, fmt.Errorf("reviewing the token: %w", err)
 	}
-	if !tr.Status.Authenticated {
+	// The API server answers with the audiences the token was issued
+	// for among those asked; one of ours must be there.
+	audienceOK := len(a.Audiences) == 0 || slices.ContainsFunc(tr.Status.Audiences, func(aud string) bool { return slices.Contains(a.Audiences, aud) })
+	if !tr.Status.Authenticated || !audienceOK {
+		a.remember(sum, reviewed{refused: true})
 		return Principal{}, ErrUnauthenticated
 	}
 	p := Principal{User: tr.Status.User.Username, Groups: slices.Sorted(slices.Values(tr.Status.User.Groups))}
+	a.remember(sum, reviewed{principal: p})
+	return p, nil
+}
+
+// remember keeps a review's answer for TTL, and forgets expired ones.
+func (a *Authenticator) remember(sum [sha256.Size]byte, r reviewed) {
 	ttl := a.TTL
 	if ttl <= 0 {
 		ttl = 30 * time.Second
 	}
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.cached == nil {
 		a.cached = map[[sha256.Size]byte]reviewed{}
 	}
 	now := time.Now()
-	for k, r := range a.cached {
-		if now.After(r.until) {
+	for k, c := range a.cached {
+		if now.After(c.until) {
 			delete(a.cached, k)
 		}
 	}
-	a.cached[sum] = reviewed{principal: p, until: now.Add(ttl)}
-	a.mu.Unlock()
-	return p, nil
+	r.until = now.Add(ttl)
+	a.cached[sum] = r
 }
 
 // StaticTokens are tokens mapped to principals in a file of the

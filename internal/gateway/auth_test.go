@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -74,22 +75,17 @@ func TestServiceAccountTokenFiltersTools(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "planner"}}
-	create(t, sa,
-		testCatalog(ns, "sa", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOn}),
+	// Open to the namespace's service accounts, the default.
+	tc := testCatalog(ns, "sa", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOn})
+	tc.Spec.Gateway.AllowedPrincipals = nil
+	create(t, sa, tc,
 		testTool(ns, "sa", "web_search", "Search the web for recent information.", params(`{"type":"object","properties":{"query":{"type":"string"}}}`)),
 		testTool(ns, "sa", "plan_trip", "Plan a trip itinerary with flights and hotels.", allowed("system:serviceaccount:"+ns+":planner")),
 		testTool(ns, "sa", "book_flight", "Book a flight between two airports.", allowed("group:system:serviceaccounts:"+ns)),
 		testTool(ns, "sa", "wire_money", "Wire money from the company account to a bank account.", allowed("group:finance")),
 	)
 	published(t, ns, "sa", 4)
-	cset, err := kubernetes.NewForConfig(restConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := cset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "planner", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("TokenRequest: %v", err)
-	}
+	tr := serviceAccountToken(t, ns, "planner", DefaultTokenAudience)
 	cs := connect(t, ns, "sa", tr.Status.Token, "", nil)
 	got := search(t, cs, "wire money to a bank account, plan a trip, book a flight")
 	if slices.Contains(got.names(), "wire_money") || got.TotalAvailable != 2 || !slices.Contains(got.names(), "plan_trip") || !slices.Contains(got.names(), "book_flight") {
@@ -129,7 +125,8 @@ func TestServiceAccountTokenFiltersTools(t *testing.T) {
 
 // Without a token, with a bad one or another scheme, a client gets 401,
 // unless the catalog allows anonymous clients, who then see only the tools
-// open to everyone. Unknown catalogs are 404, bad windows 400.
+// open to everyone. Unknown catalogs are 404 once authenticated, bad
+// windows 400.
 func TestMissingOrBadTokenIsUnauthorized(t *testing.T) {
 	ns := newNamespace(t)
 	open := testCatalog(ns, "open", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff})
@@ -168,6 +165,7 @@ func TestMissingOrBadTokenIsUnauthorized(t *testing.T) {
 		{openPath, "", http.StatusOK},
 		{openPath, "Bearer not-a-token", http.StatusUnauthorized},
 		{fmt.Sprintf("/mcp/%s/nope", ns), "Bearer " + aliceToken, http.StatusNotFound},
+		{fmt.Sprintf("/mcp/%s/nope", ns), "", http.StatusUnauthorized},
 		{closed + "?contextWindow=lots", "Bearer " + aliceToken, http.StatusBadRequest},
 	} {
 		code, header, body := post(tt.path, tt.auth)
@@ -208,14 +206,15 @@ func TestMissingOrBadTokenIsUnauthorized(t *testing.T) {
 	if names := listed(t, connect(t, ns, "open", "", "", nil)); slices.Contains(names, "run_sql") || len(names) != 4 {
 		t.Errorf("anonymous list: %v", names)
 	}
-	// A deleted catalog is no longer served.
+	// A deleted catalog is no longer served: without a token, it is like
+	// every other catalog that is not open to anonymous clients.
 	if err := kube.Delete(context.Background(), open); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		code, _, _ := post(openPath, "")
-		if code == http.StatusNotFound {
+		if code == http.StatusUnauthorized {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -223,4 +222,26 @@ func TestMissingOrBadTokenIsUnauthorized(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// serviceAccountToken issues a token of a service account for audience
+// (the API server's own when empty), as a projected volume would.
+func serviceAccountToken(t *testing.T, ns, name, audience string) *authenticationv1.TokenRequest {
+	t.Helper()
+	cset, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cset.CoreV1().ServiceAccounts(ns).Get(t.Context(), name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		create(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+	}
+	req := &authenticationv1.TokenRequest{}
+	if audience != "" {
+		req.Spec.Audiences = []string{audience}
+	}
+	tr, err := cset.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name, req, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("TokenRequest: %v", err)
+	}
+	return tr
 }

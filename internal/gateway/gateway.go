@@ -145,16 +145,6 @@ func (g *Gateway) reject(w http.ResponseWriter, code int, reason, message string
 func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	key := client.ObjectKey{Namespace: r.PathValue("namespace"), Name: r.PathValue("catalog")}
-	tc := &v1alpha1.ToolCatalog{}
-	if err := g.opts.Kube.Get(ctx, key, tc); err != nil {
-		if apierrors.IsNotFound(err) {
-			g.forget(key)
-			g.reject(w, http.StatusNotFound, "not_found", fmt.Sprintf("no ToolCatalog %s", key))
-			return
-		}
-		g.reject(w, http.StatusServiceUnavailable, "unavailable", "reading the catalog failed; retry")
-		return
-	}
 	c := caller{}
 	if raw := r.URL.Query().Get("contextWindow"); raw != "" {
 		n, err := strconv.Atoi(raw)
@@ -164,29 +154,55 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 		}
 		c.window = n
 	}
+	// Who asks comes first: a client learns nothing of a catalog before
+	// it has authenticated, and then only of the catalogs it may open.
+	var tc *v1alpha1.ToolCatalog
 	header := r.Header.Get("Authorization")
 	scheme, token, _ := strings.Cut(header, " ")
 	switch {
-	case header == "" && tc.Spec.Gateway.AllowAnonymous:
-		c.principal = Anonymous
 	case header == "":
-		g.reject(w, http.StatusUnauthorized, "unauthenticated", "a bearer token is required (Authorization: Bearer TOKEN)")
-		return
+		tc = &v1alpha1.ToolCatalog{}
+		if err := g.opts.Kube.Get(ctx, key, tc); err != nil || !tc.Spec.Gateway.AllowAnonymous {
+			g.reject(w, http.StatusUnauthorized, "unauthenticated", "a bearer token is required (Authorization: Bearer TOKEN)")
+			return
+		}
+		c.principal = Anonymous
 	case !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "":
 		g.reject(w, http.StatusUnauthorized, "unauthenticated", "only bearer tokens are accepted (Authorization: Bearer TOKEN)")
 		return
 	default:
 		p, err := g.opts.Auth.Authenticate(ctx, strings.TrimSpace(token))
-		if errors.Is(err, ErrUnauthenticated) {
+		switch {
+		case errors.Is(err, ErrUnauthenticated):
 			g.reject(w, http.StatusUnauthorized, "unauthenticated", "the bearer token is not valid")
 			return
-		}
-		if err != nil {
+		case errors.Is(err, ErrTooManyReviews):
+			w.Header().Set("Retry-After", "1")
+			g.reject(w, http.StatusTooManyRequests, "rate_limited", err.Error())
+			return
+		case err != nil:
 			g.opts.Log.Error(err, "Authenticating a client")
 			g.reject(w, http.StatusServiceUnavailable, "unavailable", "the token could not be checked; retry")
 			return
 		}
 		c.principal = p
+	}
+	if tc == nil {
+		tc = &v1alpha1.ToolCatalog{}
+		if err := g.opts.Kube.Get(ctx, key, tc); err != nil {
+			if apierrors.IsNotFound(err) {
+				g.forget(key)
+				g.reject(w, http.StatusNotFound, "not_found", notServed(key))
+				return
+			}
+			g.reject(w, http.StatusServiceUnavailable, "unavailable", "reading the catalog failed; retry")
+			return
+		}
+	}
+	if !mayOpen(tc, c.principal) {
+		// Answered as a catalog that does not exist.
+		g.reject(w, http.StatusNotFound, "forbidden", notServed(key))
+		return
 	}
 	s, err := g.served(tc)
 	if err != nil {
@@ -207,6 +223,30 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(context.WithValue(ctx, callerKey{}, c))
 	s.handler.ServeHTTP(&sessionRecorder{ResponseWriter: w, s: s, key: c.viewKey(), had: r.Header.Get("Mcp-Session-Id") != ""}, r)
+}
+
+func notServed(key client.ObjectKey) string {
+	return fmt.Sprintf("no catalog %s is served to you", key)
+}
+
+// mayOpen reports whether a principal may use a catalog's endpoint:
+// spec.gateway.allowedPrincipals, by default the service accounts of the
+// catalog's namespace; anonymous clients only where allowAnonymous.
+func mayOpen(tc *v1alpha1.ToolCatalog, p Principal) bool {
+	if p.User == Anonymous.User {
+		return tc.Spec.Gateway.AllowAnonymous
+	}
+	allowed := tc.Spec.Gateway.AllowedPrincipals
+	if allowed == nil {
+		allowed = []string{DefaultAllowedPrincipals(tc.Namespace)}
+	}
+	return toolcatalog.Allows(allowed, p.User, p.Groups...)
+}
+
+// DefaultAllowedPrincipals is who may open a catalog of a namespace when
+// spec.gateway.allowedPrincipals is unset: its service accounts.
+func DefaultAllowedPrincipals(namespace string) string {
+	return toolcatalog.GroupPrefix + "system:serviceaccounts:" + namespace
 }
 
 // sessionRecorder notes which principal a new session belongs to.

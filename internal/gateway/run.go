@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -24,6 +25,9 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 )
 
+// DefaultTokenReviewRate is Config.TokenReviewRate's default.
+const DefaultTokenReviewRate = 50
+
 // Config configures Run.
 type Config struct {
 	// Addr is where MCP, /healthz, /readyz and /metrics are served.
@@ -33,8 +37,12 @@ type Config struct {
 	// StaticTokens is the path of the static tokens file; none when empty.
 	StaticTokens string
 	// TokenAudiences are the audiences service-account tokens must have;
-	// the API server's when empty.
+	// DefaultTokenAudience when empty.
 	TokenAudiences []string
+	// TokenReviewRate bounds the TokenReviews per second of tokens the
+	// gateway has not seen (DefaultTokenReviewRate when zero); past it,
+	// clients are answered 429.
+	TokenReviewRate float64
 	// Namespace, when set, limits the gateway to one namespace's catalogs.
 	Namespace string
 	// EgressAllow lists the URL prefixes and address ranges upstream MCP
@@ -73,7 +81,15 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	auth := &Authenticator{Reviews: direct, Audiences: cfg.TokenAudiences}
+	audiences := cfg.TokenAudiences
+	if len(audiences) == 0 {
+		audiences = []string{DefaultTokenAudience}
+	}
+	reviews := cfg.TokenReviewRate
+	if reviews <= 0 {
+		reviews = DefaultTokenReviewRate
+	}
+	auth := &Authenticator{Reviews: direct, Audiences: audiences, Limiter: rate.NewLimiter(rate.Limit(reviews), 2*int(reviews))}
 	if cfg.StaticTokens != "" {
 		auth.Static = &StaticTokens{Path: cfg.StaticTokens}
 	}

@@ -1,16 +1,22 @@
 package gateway
 
 import (
+	"context"
+	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -168,4 +174,112 @@ func TestForeignVersionIsNotServed(t *testing.T) {
 			d.Tools = slices.DeleteFunc(d.Tools, func(tool contract.Tool) bool { return tool.Name == "exfiltrate" })
 		})
 	waitFor(t, "the gateway to serve the catalog's own version", func() bool { return slices.Contains(listed(t, cs), "summarize") })
+}
+
+// A catalog without spec.gateway.allowedPrincipals is open to the
+// service accounts of its own namespace only. Another namespace's service
+// account, a static-token user and a token issued for the API server
+// (not for the gateway) are refused, and a refused principal cannot tell
+// the catalog from one that does not exist.
+func TestCatalogsAreClosedByDefault(t *testing.T) {
+	ns, other := newNamespace(t), newNamespace(t)
+	tc := testCatalog(ns, "private", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff})
+	tc.Spec.Gateway.AllowedPrincipals = nil
+	create(t, tc)
+	create(t, standardTools(ns, "private")...)
+	published(t, ns, "private", 5)
+	own := serviceAccountToken(t, ns, "agent", DefaultTokenAudience).Status.Token
+	foreign := serviceAccountToken(t, other, "agent", DefaultTokenAudience).Status.Token
+	apiServer := serviceAccountToken(t, ns, "agent", "").Status.Token
+
+	path := "/mcp/" + ns + "/private"
+	missing := "/mcp/" + ns + "/missing"
+	_, notFound := initialize(t, missing, "Bearer "+own)
+	notFound = strings.ReplaceAll(notFound, "/missing", "/private") // the same answer, but for the name
+	for _, tt := range []struct {
+		name, path, token string
+		want              int
+	}{
+		{"own namespace's service account", path, own, http.StatusOK},
+		{"another namespace's service account", path, foreign, http.StatusNotFound},
+		{"a static-token user", path, aliceToken, http.StatusNotFound},
+		{"a token for the API server", path, apiServer, http.StatusUnauthorized},
+		{"no token", path, "", http.StatusUnauthorized},
+		{"no token, a catalog that does not exist", missing, "", http.StatusUnauthorized},
+	} {
+		auth := ""
+		if tt.token != "" {
+			auth = "Bearer " + tt.token
+		}
+		code, body := initialize(t, tt.path, auth)
+		if code != tt.want {
+			t.Errorf("%s: %d %s, want %d", tt.name, code, body, tt.want)
+		}
+		if code == http.StatusNotFound && body != notFound {
+			t.Errorf("%s: %q tells a forbidden catalog from a missing one (%q)", tt.name, body, notFound)
+		}
+	}
+	// Listing a principal opens it, here a static-token user.
+	patch := []byte(`{"spec":{"gateway":{"allowedPrincipals":["alice"]}}}`)
+	if err := kube.Patch(t.Context(), tc, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "alice to be let in", func() bool { code, _ := initialize(t, path, "Bearer "+aliceToken); return code == http.StatusOK })
+	if code, _ := initialize(t, path, "Bearer "+own); code != http.StatusNotFound {
+		t.Errorf("the namespace's service account once alice alone is listed: %d", code)
+	}
+}
+
+// A token the API server refuses is asked about once, not on every
+// request, and unknown tokens are reviewed at a bounded rate.
+func TestFailedTokensAreCachedAndRateLimited(t *testing.T) {
+	reviews := &countingCreates{Client: kube}
+	a := &Authenticator{Reviews: reviews, Audiences: []string{DefaultTokenAudience}, Limiter: rate.NewLimiter(0, 2)}
+	for range 3 {
+		if _, err := a.Authenticate(t.Context(), "not-a-token"); !errors.Is(err, ErrUnauthenticated) {
+			t.Fatalf("a bad token: %v", err)
+		}
+	}
+	if n := reviews.n.Load(); n != 1 {
+		t.Fatalf("%d TokenReviews for one bad token, want 1", n)
+	}
+	if _, err := a.Authenticate(t.Context(), "another-bad-token"); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("a second bad token: %v", err)
+	}
+	if _, err := a.Authenticate(t.Context(), "a-third-bad-token"); !errors.Is(err, ErrTooManyReviews) {
+		t.Fatalf("past the rate: %v", err)
+	}
+	if n := reviews.n.Load(); n != 2 {
+		t.Fatalf("%d TokenReviews, want 2", n)
+	}
+}
+
+// countingCreates counts the objects created through it.
+type countingCreates struct {
+	client.Client
+	n atomic.Int64
+}
+
+func (c *countingCreates) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	c.n.Add(1)
+	return c.Client.Create(ctx, obj, opts...)
+}
+
+// initialize posts an MCP initialize request and returns the status and
+// body.
+func initialize(t *testing.T, path, auth string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, gatewayURL+path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }

@@ -141,7 +141,8 @@ func newNamespace(t *testing.T) string {
 }
 
 // testCatalog is a catalog of the tools labelled for it, published with
-// the builtin providers to the suite's Redis.
+// the builtin providers to the suite's Redis, open to the group staff
+// (alice and fin).
 func testCatalog(ns, name string, d v1alpha1.DisclosureSpec) *v1alpha1.ToolCatalog {
 	return &v1alpha1.ToolCatalog{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -150,6 +151,7 @@ func testCatalog(ns, name string, d v1alpha1.DisclosureSpec) *v1alpha1.ToolCatal
 			Redis:      v1alpha1.RedisSpec{Addresses: []string{redisSrv.Addr}},
 			Search:     v1alpha1.SearchSpec{AlwaysInclude: []string{"web_search"}},
 			Disclosure: d,
+			Gateway:    v1alpha1.GatewaySpec{AllowedPrincipals: []string{"group:staff"}},
 		},
 	}
 }

@@ -225,10 +225,14 @@ func (c *Catalog) IsAllowed(tool, principal string, groups ...string) bool {
 		return false
 	}
 	allowed, ok := c.Document.Permissions[tool]
-	if !ok {
-		return true
-	}
-	for _, p := range allowed {
+	return !ok || Allows(allowed, principal, groups...)
+}
+
+// Allows reports whether a list of principals allows principal, a member
+// of groups: it names the principal, "*", or "group:G" for one of its
+// groups.
+func Allows(list []string, principal string, groups ...string) bool {
+	for _, p := range list {
 		if p == "*" || p == principal {
 			return true
 		}

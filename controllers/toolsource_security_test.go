@@ -1,10 +1,12 @@
 package controllers
 
 import (
+	"context"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
@@ -43,4 +45,32 @@ func TestToolSourceRedirectIsNotFollowed(t *testing.T) {
 	// The configured host got the token; the target got nothing.
 	g.Expect(redirecting.Authorizations()).To(ContainElement("Bearer tok-redirected"))
 	g.Expect(target.Requests()).To(Equal(0))
+}
+
+// A source's permissions go on every tool it imports, and follow edits.
+func TestToolSourceGivesItsToolsPermissions(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	srv := mcptest.New(t, mcptest.Options{})
+	srv.Tool("refund", "Refund an order.", nil, nil)
+	srv.Tool("lookup", "Look up an order.", nil, nil)
+	ts := toolSource(ns, "orders", srv.URL)
+	ts.Spec.Permissions = &v1alpha1.ToolPermissions{AllowedPrincipals: []string{"group:support"}}
+	createAll(g, ts)
+	g.Eventually(func(g Gomega) {
+		tools := sourceTools(g, ns, "orders")
+		g.Expect(tools).To(HaveLen(2))
+		for _, td := range tools {
+			g.Expect(td.Spec.Permissions).To(Equal(&v1alpha1.ToolPermissions{AllowedPrincipals: []string{"group:support"}}))
+		}
+	}).Should(Succeed())
+	edit := getTS(g, ns, "orders")
+	patch := client.MergeFrom(edit.DeepCopy())
+	edit.Spec.Permissions.AllowedPrincipals = []string{"group:support", "alice"}
+	g.Expect(k8sClient.Patch(context.Background(), edit, patch)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		for _, td := range sourceTools(g, ns, "orders") {
+			g.Expect(td.Spec.Permissions.AllowedPrincipals).To(Equal([]string{"group:support", "alice"}))
+		}
+	}).Should(Succeed())
 }
