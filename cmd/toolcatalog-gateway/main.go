@@ -42,6 +42,14 @@ func main() {
 	flag.DurationVar(&cfg.CallTimeout, "call-timeout", envDuration("CALL_TIMEOUT", gateway.DefaultCallTimeout), "Timeout of each call to an upstream MCP server.")
 	flag.DurationVar(&cfg.IdleViews, "idle-views", envDuration("IDLE_VIEWS", gateway.DefaultIdleViews), "How long a principal's view of a catalog is kept without a session.")
 	flag.StringVar(&egressAllow, "egress-allow", env("EGRESS_ALLOW", ""), egress.FlagHelp)
+	d := gateway.DefaultLimits
+	flag.Int64Var(&cfg.Limits.RequestBytes, "max-request-bytes", d.RequestBytes, "Largest HTTP request body; larger ones get 413.")
+	flag.DurationVar(&cfg.Limits.SessionIdle, "session-idle", d.SessionIdle, "An MCP session that sends nothing for this long is closed.")
+	flag.DurationVar(&cfg.Limits.SessionLifetime, "session-lifetime", d.SessionLifetime, "An MCP session is closed this long after it opened; the client opens a new one.")
+	flag.IntVar(&cfg.Limits.SessionsPerPrincipal, "max-sessions-per-principal", d.SessionsPerPrincipal, "Open MCP sessions one principal may hold on one catalog; one more gets 429.")
+	flag.Float64Var(&cfg.Limits.SearchesPerSecond, "searches-per-second", d.SearchesPerSecond, "tool_search calls per second per principal (bursts of twice as many); past it, 429 with Retry-After.")
+	flag.Float64Var(&cfg.Limits.CallsPerSecond, "calls-per-second", d.CallsPerSecond, "Other tool calls per second per principal (bursts of twice as many); past it, 429 with Retry-After.")
+	flag.Int64Var(&cfg.Limits.UpstreamResultBytes, "max-upstream-result-bytes", d.UpstreamResultBytes, "Largest answer an upstream MCP server may send to one call; a larger one is a tool error.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -68,6 +68,9 @@ type Options struct {
 	// IdleViews is how long a principal's view of a catalog is kept with
 	// no session; DefaultIdleViews when zero.
 	IdleViews time.Duration
+	// Limits bound what a client can make the gateway do; DefaultLimits
+	// for the fields left zero.
+	Limits Limits
 	// Version is announced to clients.
 	Version string
 	// Log receives what goes wrong outside a request.
@@ -78,6 +81,8 @@ type Options struct {
 type Gateway struct {
 	opts Options
 	up   *upstreams
+	// rates are each principal's search and call budgets.
+	rates *rates
 	// ctx bounds the followers.
 	ctx context.Context
 
@@ -101,7 +106,9 @@ func New(ctx context.Context, opts Options) *Gateway {
 	if opts.Egress == nil {
 		opts.Egress = egress.Default()
 	}
-	g := &Gateway{opts: opts, ctx: ctx, up: newUpstreams(opts.Kube, opts.Secrets, opts.Egress, opts.CallTimeout, opts.Log), catalogs: map[client.ObjectKey]*served{}}
+	opts.Limits = opts.Limits.withDefaults()
+	g := &Gateway{opts: opts, ctx: ctx, catalogs: map[client.ObjectKey]*served{}, rates: newRates(opts.Limits),
+		up: newUpstreams(opts.Kube, opts.Secrets, opts.Egress, opts.CallTimeout, opts.Limits.UpstreamResultBytes, opts.Log)}
 	go g.dropIdleViews(ctx)
 	context.AfterFunc(ctx, func() {
 		// Open streams end with their sessions, so a shutdown does not
@@ -152,7 +159,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 			g.reject(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("contextWindow must be a number of tokens, at least %d", MinContextWindow))
 			return
 		}
-		c.window = n
+		c.window = bucketWindow(n)
 	}
 	// Who asks comes first: a client learns nothing of a catalog before
 	// it has authenticated, and then only of the catalogs it may open.
@@ -206,7 +213,9 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 	}
 	s, err := g.served(tc)
 	if err != nil {
-		g.reject(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+		g.opts.Log.Error(err, "Serving a catalog", "catalog", key.String())
+		w.Header().Set("Retry-After", "5")
+		g.reject(w, http.StatusServiceUnavailable, "unavailable", fmt.Sprintf("catalog %s cannot be served now; retry", key))
 		return
 	}
 	if s.follower.Current() == nil {
@@ -214,15 +223,51 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 		g.reject(w, http.StatusServiceUnavailable, "not_published", fmt.Sprintf("catalog %s is not published yet", key))
 		return
 	}
-	// A session belongs to the principal that opened it.
-	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
-		if owner, ok := s.owner(id); ok && owner != c.viewKey() {
-			g.reject(w, http.StatusForbidden, "forbidden", "this MCP session belongs to another principal")
-			return
-		}
+	if !g.admit(w, r, s, c) {
+		return
 	}
 	r = r.WithContext(context.WithValue(ctx, callerKey{}, c))
-	s.handler.ServeHTTP(&sessionRecorder{ResponseWriter: w, s: s, key: c.viewKey(), had: r.Header.Get("Mcp-Session-Id") != ""}, r)
+	s.handler.ServeHTTP(&sessionRecorder{ResponseWriter: w, s: s, owner: sessionOwner{view: c.viewKey(), principal: c.principal.key()}, had: r.Header.Get("Mcp-Session-Id") != ""}, r)
+}
+
+// admit applies the per-principal bounds to a request that passed
+// authentication: its session must be the principal's own, its body is
+// bounded, a new session must fit the principal's share, and its tool
+// calls its rates.
+func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, s *served, c caller) bool {
+	limits := g.opts.Limits
+	id := r.Header.Get("Mcp-Session-Id")
+	if id != "" {
+		if owner, ok := s.owner(id); ok && owner.view != c.viewKey() {
+			g.reject(w, http.StatusForbidden, "forbidden", "this MCP session belongs to another principal")
+			return false
+		}
+	}
+	if r.Method != http.MethodPost {
+		return true
+	}
+	body, err := readBody(r, limits.RequestBytes)
+	switch {
+	case errors.Is(err, errTooLarge):
+		g.reject(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("a request body may hold at most %d bytes", limits.RequestBytes))
+		return false
+	case err != nil:
+		g.reject(w, http.StatusBadRequest, "bad_request", "the request body could not be read")
+		return false
+	}
+	if id == "" && s.sessionsOf(c.principal.key()) >= limits.SessionsPerPrincipal {
+		g.reject(w, http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("at most %d open sessions per principal: close one (HTTP DELETE) or let it expire", limits.SessionsPerPrincipal))
+		return false
+	}
+	searches, calls := toolCalls(body)
+	for i := range searches + calls {
+		if wait, ok := g.rates.reserve(c.principal.key(), i < searches); !ok {
+			w.Header().Set("Retry-After", retryAfter(wait))
+			g.reject(w, http.StatusTooManyRequests, "rate_limited", "too many tool calls: retry later")
+			return false
+		}
+	}
+	return true
 }
 
 func notServed(key client.ObjectKey) string {
@@ -249,13 +294,19 @@ func DefaultAllowedPrincipals(namespace string) string {
 	return toolcatalog.GroupPrefix + "system:serviceaccounts:" + namespace
 }
 
+// sessionOwner is who opened a session, and when.
+type sessionOwner struct {
+	view, principal string
+	opened          time.Time
+}
+
 // sessionRecorder notes which principal a new session belongs to.
 type sessionRecorder struct {
 	http.ResponseWriter
-	s    *served
-	key  string
-	had  bool
-	done bool
+	s     *served
+	owner sessionOwner
+	had   bool
+	done  bool
 }
 
 func (w *sessionRecorder) WriteHeader(code int) {
@@ -283,7 +334,8 @@ func (w *sessionRecorder) record() {
 	}
 	w.done = true
 	if id := w.Header().Get("Mcp-Session-Id"); id != "" {
-		w.s.setOwner(id, w.key)
+		w.owner.opened = time.Now()
+		w.s.setOwner(id, w.owner)
 	}
 }
 
@@ -303,7 +355,7 @@ type served struct {
 
 	mu       sync.Mutex
 	views    map[string]*view
-	sessions map[string]string // MCP session → view key
+	sessions map[string]sessionOwner // by MCP session ID
 }
 
 // served returns the catalog's follower, started or rebuilt when the
@@ -365,7 +417,7 @@ func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error
 		return nil, fmt.Errorf("catalog %s cannot be served: %v", key, err)
 	}
 	s := &served{g: g, key: key, id: key.String(), uid: tc.UID, where: where, redis: store.NewClient(cfg.Redis), keys: cfg.Keys,
-		views: map[string]*view{}, sessions: map[string]string{}}
+		views: map[string]*view{}, sessions: map[string]sessionOwner{}}
 	if p, err := catalogconfig.BuildProviders(cfg.Providers); err == nil {
 		s.embedder = p.Embedder
 	} else {
@@ -396,6 +448,7 @@ func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error
 		// The gateway serves behind Services and ingresses: the Host
 		// header is not a loopback name there.
 		DisableLocalhostProtection: true,
+		SessionTimeout:             g.opts.Limits.SessionIdle,
 	})
 	return s, nil
 }
@@ -430,17 +483,35 @@ func (s *served) stop() {
 	_ = s.redis.Close()
 }
 
-func (s *served) owner(session string) (string, bool) {
+func (s *served) owner(session string) (sessionOwner, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k, ok := s.sessions[session]
-	return k, ok
+	o, ok := s.sessions[session]
+	return o, ok
 }
 
-func (s *served) setOwner(session, key string) {
+func (s *served) setOwner(session string, o sessionOwner) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sessions[session] = key
+	s.sessions[session] = o
+}
+
+// sessionsOf counts a principal's open sessions.
+func (s *served) sessionsOf(principal string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, v := range s.views {
+		if v.caller.principal.key() != principal {
+			continue
+		}
+		for ss := range v.server.Sessions() {
+			if _, ok := s.sessions[ss.ID()]; ok {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // serverFor is the MCP server of a new session: its caller's view.
@@ -465,7 +536,8 @@ func (s *served) resync(cat *toolcatalog.Catalog) {
 }
 
 // dropIdleViews forgets views that have had no session for IdleViews,
-// and the session owners of closed sessions.
+// the session owners of closed sessions and the rate limiters of idle
+// principals, and closes sessions past their lifetime.
 func (g *Gateway) dropIdleViews(ctx context.Context) {
 	tick := time.NewTicker(max(g.opts.IdleViews/4, 10*time.Millisecond))
 	defer tick.Stop()
@@ -479,18 +551,23 @@ func (g *Gateway) dropIdleViews(ctx context.Context) {
 		all := slices.Collect(maps.Values(g.catalogs))
 		g.mu.Unlock()
 		for _, s := range all {
-			s.dropIdle(g.opts.IdleViews)
+			s.dropIdle(g.opts.IdleViews, g.opts.Limits.SessionLifetime)
 		}
+		g.rates.forget(g.opts.IdleViews)
 	}
 }
 
-func (s *served) dropIdle(idle time.Duration) {
+func (s *served) dropIdle(idle, lifetime time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	live := map[string]bool{}
 	for k, v := range s.views {
 		n := 0
 		for ss := range v.server.Sessions() {
+			if o, ok := s.sessions[ss.ID()]; ok && time.Since(o.opened) > lifetime {
+				_ = ss.Close() // past its lifetime: the client opens a new one
+				continue
+			}
 			live[ss.ID()] = true
 			n++
 		}

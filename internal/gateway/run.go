@@ -48,8 +48,9 @@ type Config struct {
 	// EgressAllow lists the URL prefixes and address ranges upstream MCP
 	// servers may be at (egress.New); the API server is always denied.
 	EgressAllow []string
-	// CallTimeout and IdleViews: see Options.
+	// CallTimeout, IdleViews and Limits: see Options.
 	CallTimeout, IdleViews time.Duration
+	Limits                 Limits
 	// Version is announced to clients.
 	Version string
 	// Log receives the gateway's logs.
@@ -100,7 +101,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g := New(ctx, Options{Kube: watch, Secrets: direct, Auth: auth, Metrics: NewMetrics(reg), Egress: policy,
-		CallTimeout: cfg.CallTimeout, IdleViews: cfg.IdleViews, Version: cfg.Version, Log: cfg.Log})
+		CallTimeout: cfg.CallTimeout, IdleViews: cfg.IdleViews, Limits: cfg.Limits, Version: cfg.Version, Log: cfg.Log})
 
 	var ready atomic.Bool
 	mux := http.NewServeMux()

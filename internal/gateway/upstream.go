@@ -30,7 +30,9 @@ type upstreams struct {
 	// egress decides which servers may be reached.
 	egress  *egress.Policy
 	timeout time.Duration
-	log     logr.Logger
+	// maxResult bounds an upstream answer.
+	maxResult int64
+	log       logr.Logger
 	// resolveTTL is how long a ToolSource's resolved settings are reused.
 	resolveTTL time.Duration
 
@@ -52,8 +54,8 @@ type resolvedSource struct {
 	error error
 }
 
-func newUpstreams(kube, secrets client.Reader, policy *egress.Policy, timeout time.Duration, log logr.Logger) *upstreams {
-	return &upstreams{kube: kube, secrets: secrets, egress: policy, timeout: timeout, log: log, resolveTTL: 30 * time.Second,
+func newUpstreams(kube, secrets client.Reader, policy *egress.Policy, timeout time.Duration, maxResult int64, log logr.Logger) *upstreams {
+	return &upstreams{kube: kube, secrets: secrets, egress: policy, timeout: timeout, maxResult: maxResult, log: log, resolveTTL: 30 * time.Second,
 		pool: map[string]*pooled{}, resolved: map[client.ObjectKey]resolvedSource{}, schemas: map[string]*catalog.Arguments{}}
 }
 
@@ -92,7 +94,7 @@ func (u *upstreams) arguments(tool contract.Tool, args json.RawMessage) error {
 func (u *upstreams) config(ctx context.Context, namespace string, tool contract.Tool) (mcpsource.Config, error) {
 	src := tool.Source
 	if src.ToolSource == "" {
-		return mcpsource.Config{URL: src.MCPURL, Header: http.Header{}, Egress: u.egress}, nil
+		return mcpsource.Config{URL: src.MCPURL, Header: http.Header{}, Egress: u.egress, MaxResponseBytes: u.maxResult}, nil
 	}
 	key := client.ObjectKey{Namespace: namespace, Name: src.ToolSource}
 	ts := &v1alpha1.ToolSource{}
@@ -108,7 +110,7 @@ func (u *upstreams) config(ctx context.Context, namespace string, tool contract.
 	u.mu.Unlock()
 	if !ok || r.rv != ts.ResourceVersion || time.Since(r.at) >= u.resolveTTL {
 		r.cfg, r.error = mcpsource.Resolve(ctx, u.secrets, ts)
-		r.cfg.Egress = u.egress
+		r.cfg.Egress, r.cfg.MaxResponseBytes = u.egress, u.maxResult
 		r.at, r.rv = time.Now(), ts.ResourceVersion
 		u.mu.Lock()
 		u.resolved[key] = r
@@ -149,19 +151,21 @@ func (u *upstreams) call(ctx context.Context, namespace string, tool contract.To
 	}
 	u.mu.Unlock()
 	var res *mcp.CallToolResult
-	connected := false
+	connected, oversized := false, false
 	for attempt := 0; attempt < 2; attempt++ {
 		var s *mcpsource.Session
 		if s, err = p.get(ctx, cfg); err != nil {
 			break
 		}
 		connected = true
+		cut := s.Oversized()
 		if res, err = s.CallTool(ctx, src.Tool, args); err == nil {
 			return res, nil
 		}
+		oversized = s.Oversized() > cut
 		var rpcErr *jsonrpc.Error
-		if (errors.As(err, &rpcErr) && rpcErr.Code != codeRejectedByTransport) || ctx.Err() != nil {
-			break // the server answered with an error, or time is up
+		if (errors.As(err, &rpcErr) && rpcErr.Code != codeRejectedByTransport) || ctx.Err() != nil || oversized {
+			break // the server answered with an error or too much, or time is up
 		}
 		p.drop(s)
 	}
@@ -170,6 +174,8 @@ func (u *upstreams) call(ctx context.Context, namespace string, tool contract.To
 	switch {
 	case errors.Is(err, egress.ErrDenied):
 		return nil, &callError{OutcomeDenied, fmt.Sprintf("%s cannot be called: its MCP server is outside the gateway's egress policy", tool.Name)}
+	case oversized:
+		return nil, &callError{OutcomeUpstreamError, fmt.Sprintf("the upstream MCP server of %s answered with more than %d bytes, more than the gateway passes on", tool.Name, u.maxResult)}
 	case !connected:
 		// Refused, slow, redirecting and non-MCP servers look alike.
 		return nil, &callError{OutcomeUpstreamError, fmt.Sprintf("the upstream MCP server of %s could not be reached", tool.Name)}

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"path"
@@ -18,6 +19,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -43,6 +45,10 @@ type Config struct {
 	// nil. Redirects are never followed, and Header is sent only to the
 	// URL's own host.
 	Egress *egress.Policy
+	// MaxResponseBytes bounds the answer to one request (a tools/list
+	// page, a tool's result); DefaultMaxResponseBytes when zero. Reading
+	// past it fails with ErrResponseTooLarge.
+	MaxResponseBytes int64
 	// Version is the client version announced at initialization.
 	Version string
 	// OnToolsChanged, when set, is called when the server sends
@@ -59,7 +65,20 @@ type Server struct {
 type Session struct {
 	Server Server
 	cs     *mcp.ClientSession
+	status *lastStatus
 }
+
+// Oversized counts the answers of the server cut at MaxResponseBytes so
+// far: the SDK reports a cut answer only as a request without response,
+// so a caller compares the count before and after a failed request.
+func (s *Session) Oversized() int64 { return s.status.oversized.Load() }
+
+// DefaultMaxResponseBytes is Config.MaxResponseBytes's default.
+const DefaultMaxResponseBytes = 4 << 20
+
+// ErrResponseTooLarge means an answer of the server was larger than
+// Config.MaxResponseBytes.
+var ErrResponseTooLarge = errors.New("the server's answer is larger than allowed")
 
 // ErrUnauthorized means the server refused the credentials.
 var ErrUnauthorized = errors.New("the server refused the credentials (HTTP 401 or 403)")
@@ -81,7 +100,11 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	}
 	target, _ := url.Parse(cfg.URL)
 	status := &lastStatus{}
-	hc.Transport = &headerTransport{base: hc.Transport, host: target.Host, header: cfg.Header, status: status}
+	limit := cfg.MaxResponseBytes
+	if limit <= 0 {
+		limit = DefaultMaxResponseBytes
+	}
+	hc.Transport = &headerTransport{base: hc.Transport, host: target.Host, header: cfg.Header, status: status, limit: limit}
 	opts := &mcp.ClientOptions{}
 	if cfg.OnToolsChanged != nil {
 		opts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) { cfg.OnToolsChanged() }
@@ -98,7 +121,7 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		}
 		return nil, fmt.Errorf("connecting to MCP server %s: %w", cfg.URL, err)
 	}
-	s := &Session{cs: cs}
+	s := &Session{cs: cs, status: status}
 	if r := cs.InitializeResult(); r != nil {
 		s.Server.ProtocolVersion = r.ProtocolVersion
 		if r.ServerInfo != nil {
@@ -268,6 +291,9 @@ type headerTransport struct {
 	host   string
 	header http.Header
 	status *lastStatus
+	// limit bounds each answer to a POST (the standalone GET stream of
+	// notifications lives as long as the session).
+	limit int64
 }
 
 func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -280,13 +306,42 @@ func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(r)
 	if err == nil {
 		t.status.set(resp.StatusCode)
+		if r.Method == http.MethodPost {
+			resp.Body = &limitedBody{ReadCloser: resp.Body, left: t.limit, tripped: &t.status.oversized}
+		}
 	}
 	return resp, err
+}
+
+// limitedBody fails with ErrResponseTooLarge once more than its limit is
+// read.
+type limitedBody struct {
+	io.ReadCloser
+	left    int64
+	tripped *atomic.Int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, ErrResponseTooLarge
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		b.tripped.Add(1)
+		return 0, ErrResponseTooLarge
+	}
+	return n, err
 }
 
 type lastStatus struct {
 	mu   sync.Mutex
 	code int
+	// oversized counts the answers cut at the limit.
+	oversized atomic.Int64
 }
 
 func (s *lastStatus) set(code int) {

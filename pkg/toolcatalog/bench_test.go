@@ -3,6 +3,7 @@ package toolcatalog
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
@@ -145,5 +146,24 @@ func BenchmarkLoadFromRedis10k(b *testing.B) {
 		if _, err := Load(ctx, c, k); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkSearchHugeQuery is a client sending a 3 MiB query: only
+// MaxQueryBytes of it are read, so time and bytes per search stay those
+// of an ordinary request (compare BenchmarkSearch at 1,000 tools).
+func BenchmarkSearchHugeQuery(b *testing.B) {
+	c := benchCatalog(b, 1000)
+	query := strings.Repeat("find the weather forecast and send an email about it ", 3<<20/54)
+	for _, m := range []Method{BM25, Hybrid} {
+		b.Run("method="+string(m), func(b *testing.B) {
+			opts := Options{Method: m, TopK: 10, Embedder: embedding.LexicalEmbedder{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.Search(context.Background(), query, opts); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

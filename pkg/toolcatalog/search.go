@@ -13,6 +13,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas32"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 // Method is a search method.
@@ -80,6 +81,10 @@ type Arm struct {
 	Rank  int // 1-based
 }
 
+// MaxQueryBytes bounds a query: Search reads no further (a request of a
+// few sentences is a few hundred bytes).
+const MaxQueryBytes = 2048
+
 // Why a tool is in the results.
 const (
 	WhyExactName     = "exact-name"
@@ -127,8 +132,12 @@ type Response struct {
 // first; always-included tools come next, then popular ones, then the
 // ranking, up to TopK tools in all. Always-included tools are returned even
 // when they alone exceed TopK. Ties are broken by name, so equal scores
-// order the same way every time.
+// order the same way every time. Only the first MaxQueryBytes of query are
+// read.
 func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Response, error) {
+	// A request is a sentence or a paragraph; whatever follows is cut
+	// before it is tokenized or embedded, so its size bounds the work.
+	query = text.Cut(query, MaxQueryBytes)
 	opts = c.withDefaults(opts)
 	if !slices.Contains(Methods, opts.Method) {
 		return nil, fmt.Errorf("unknown search method %q: use semantic, bm25, hybrid or rrf", opts.Method)

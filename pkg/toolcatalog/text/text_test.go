@@ -68,3 +68,22 @@ func TestStemJoinsInflections(t *testing.T) {
 		t.Errorf("Stem(天気) = %q, want it unchanged", got)
 	}
 }
+
+func TestCutNeverCutsACharacter(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"abcdef", 3, "abc"},
+		{"日本語", 4, "日"},
+		{"é🙂", 5, "é"},
+		{"🙂", 3, ""},
+		{"x", 0, ""},
+	} {
+		if got := Cut(tt.in, tt.n); got != tt.want || !utf8.ValidString(got) {
+			t.Errorf("Cut(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
+		}
+	}
+}

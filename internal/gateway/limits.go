@@ -1,0 +1,200 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
+)
+
+// Limits bound what one client can make the gateway do. Every field has
+// a default (DefaultLimits) used when it is zero.
+type Limits struct {
+	// RequestBytes bounds an HTTP request body; larger ones get 413.
+	RequestBytes int64
+	// SessionIdle closes a session that sends nothing for this long.
+	SessionIdle time.Duration
+	// SessionLifetime closes a session this long after it opened, however
+	// busy: a client opens a new one (and is authenticated again).
+	SessionLifetime time.Duration
+	// SessionsPerPrincipal bounds the open sessions of one principal on
+	// one catalog; one more gets 429.
+	SessionsPerPrincipal int
+	// SearchesPerSecond and CallsPerSecond are each principal's sustained
+	// rates of tool_search and of other tool calls, with bursts of twice
+	// as many; past them, 429 with Retry-After.
+	SearchesPerSecond, CallsPerSecond float64
+	// UpstreamResultBytes bounds what an upstream server may answer to one
+	// call; a larger result is a tool error.
+	UpstreamResultBytes int64
+}
+
+// DefaultLimits are the limits of a gateway that sets none.
+var DefaultLimits = Limits{
+	RequestBytes:         1 << 20,
+	SessionIdle:          30 * time.Minute,
+	SessionLifetime:      24 * time.Hour,
+	SessionsPerPrincipal: 32,
+	SearchesPerSecond:    20,
+	CallsPerSecond:       20,
+	UpstreamResultBytes:  4 << 20,
+}
+
+// withDefaults fills the zero fields.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	if l.RequestBytes <= 0 {
+		l.RequestBytes = d.RequestBytes
+	}
+	if l.SessionIdle <= 0 {
+		l.SessionIdle = d.SessionIdle
+	}
+	if l.SessionLifetime <= 0 {
+		l.SessionLifetime = d.SessionLifetime
+	}
+	if l.SessionsPerPrincipal <= 0 {
+		l.SessionsPerPrincipal = d.SessionsPerPrincipal
+	}
+	if l.SearchesPerSecond <= 0 {
+		l.SearchesPerSecond = d.SearchesPerSecond
+	}
+	if l.CallsPerSecond <= 0 {
+		l.CallsPerSecond = d.CallsPerSecond
+	}
+	if l.UpstreamResultBytes <= 0 {
+		l.UpstreamResultBytes = d.UpstreamResultBytes
+	}
+	return l
+}
+
+// MaxContextWindow is the largest ?contextWindow a client may give.
+const MaxContextWindow = 10_000_000
+
+// bucketWindow rounds a client's context window down to MinContextWindow
+// times a power of two, so one principal has a handful of views, not one
+// per number it sends. Rounding down only ever discloses more tools
+// progressively, never fewer.
+func bucketWindow(n int) int {
+	n = min(n, MaxContextWindow)
+	return MinContextWindow << int(math.Log2(float64(n)/MinContextWindow))
+}
+
+// rates holds each principal's rate limiters.
+type rates struct {
+	searches, calls rate.Limit
+
+	mu  sync.Mutex
+	per map[string]*principalRates
+}
+
+type principalRates struct {
+	search, call *rate.Limiter
+	used         time.Time
+}
+
+func newRates(l Limits) *rates {
+	return &rates{searches: rate.Limit(l.SearchesPerSecond), calls: rate.Limit(l.CallsPerSecond), per: map[string]*principalRates{}}
+}
+
+// reserve takes one search or call from the principal's budget, or says
+// how long to wait.
+func (r *rates) reserve(principal string, search bool) (time.Duration, bool) {
+	r.mu.Lock()
+	p := r.per[principal]
+	if p == nil {
+		p = &principalRates{search: rate.NewLimiter(r.searches, int(2*r.searches)+1), call: rate.NewLimiter(r.calls, int(2*r.calls)+1)}
+		r.per[principal] = p
+	}
+	p.used = time.Now()
+	r.mu.Unlock()
+	l := p.call
+	if search {
+		l = p.search
+	}
+	res := l.Reserve()
+	if d := res.Delay(); d > 0 {
+		res.Cancel()
+		return d, false
+	}
+	return 0, true
+}
+
+// forget drops the limiters of principals idle for longer than idle:
+// theirs are full again by then.
+func (r *rates) forget(idle time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, p := range r.per {
+		if time.Since(p.used) > idle {
+			delete(r.per, k)
+		}
+	}
+}
+
+// errTooLarge is a body over Limits.RequestBytes.
+var errTooLarge = errors.New("request body too large")
+
+// readBody reads a request's body, at most limit bytes, and puts it back
+// for the MCP handler.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	if r.ContentLength > limit {
+		return nil, errTooLarge
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(body)) > limit {
+		return nil, errTooLarge
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, nil
+}
+
+// toolCalls reports the tool calls a JSON-RPC body holds: how many call
+// tool_search and how many call anything else. A body the gateway cannot
+// read is left to the MCP handler, which answers it.
+func toolCalls(body []byte) (searches, calls int) {
+	type message struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	var msgs []message
+	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '[' {
+		_ = json.Unmarshal(trimmed, &msgs)
+	} else {
+		var m message
+		if json.Unmarshal(trimmed, &m) == nil {
+			msgs = []message{m}
+		}
+	}
+	for _, m := range msgs {
+		switch {
+		case m.Method != "tools/call":
+		case m.Params.Name == toolcatalog.ToolSearch:
+			searches++
+		default:
+			calls++
+		}
+	}
+	return searches, calls
+}
+
+// retryAfter is a Retry-After value: whole seconds, at least one.
+func retryAfter(d time.Duration) string {
+	return strconv.Itoa(int(math.Ceil(max(d.Seconds(), 1))))
+}

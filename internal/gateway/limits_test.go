@@ -1,0 +1,199 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
+	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
+)
+
+// ownGateway serves the suite's catalogs with other limits, on a loopback
+// port of its own; it returns the gateway and its base URL.
+func ownGateway(t *testing.T, limits Limits) (*Gateway, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	policy, err := egress.New(egressAllow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New(ctx, Options{Kube: kube, Secrets: kube, Auth: &Authenticator{Static: &StaticTokens{Path: staticTokens}},
+		Metrics: NewMetrics(prometheus.NewRegistry()), Egress: policy, Limits: limits, CallTimeout: 5 * time.Second, Log: logr.Discard()})
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(srv.Close)
+	return g, srv.URL
+}
+
+func connectTo(t *testing.T, base, ns, catalog, token string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("%s/mcp/%s/%s", base, ns, catalog),
+		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatalf("connecting: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// What one client can make the gateway do is bounded: the body of a
+// request, the query a search reads, the result an upstream may send
+// back, the sessions a principal may hold and how long they live, the
+// views its windows make, and its rate of calls.
+func TestLimits(t *testing.T) {
+	ns := newNamespace(t)
+	huge := mcptest.New(t, mcptest.Options{Name: "huge"})
+	huge.AddTool(&mcp.Tool{Name: "dump", Description: "Dump everything.", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", 6<<20)}}}, nil
+		})
+	create(t, testCatalog(ns, "bounded", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOn}))
+	create(t, standardTools(ns, "bounded")...)
+	create(t, testTool(ns, "bounded", "dump", "Dump everything the server has.", upstream(huge.URL, "dump")))
+	published(t, ns, "bounded", 6)
+	g, base := ownGateway(t, Limits{RequestBytes: 64 << 10, SessionsPerPrincipal: 2, CallsPerSecond: 1, SearchesPerSecond: 1000,
+		SessionLifetime: time.Hour, UpstreamResultBytes: 1 << 20})
+
+	t.Run("request body", func(t *testing.T) {
+		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pad":"` + strings.Repeat("a", 70<<10) + `"}}`
+		req, _ := http.NewRequest(http.MethodPost, base+"/mcp/"+ns+"/bounded", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+aliceToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Fatalf("a 70 KiB body: %d, want 413", resp.StatusCode)
+		}
+	})
+
+	cs := connectTo(t, base, ns, "bounded", aliceToken)
+	t.Run("search query", func(t *testing.T) {
+		// Fits the 64 KiB body; only the first 2 KiB are searched.
+		query := "weather forecast for a city " + strings.Repeat("and more words ", 60<<10/15)
+		out, isErr := callTool(t, cs, "tool_search", map[string]any{"query": query})
+		if isErr || !strings.Contains(out, "get_weather") {
+			t.Fatalf("a 60 KiB query: %.200s", out)
+		}
+	})
+
+	t.Run("upstream result", func(t *testing.T) {
+		out, isErr := callTool(t, cs, "tool_call", map[string]any{"name": "dump"})
+		if !isErr || out != fmt.Sprintf("the upstream MCP server of dump answered with more than %d bytes, more than the gateway passes on", 1<<20) {
+			t.Fatalf("a 6 MiB result: %.300s", out)
+		}
+	})
+
+	t.Run("call rate", func(t *testing.T) {
+		// The budget is 1 call a second with a burst of 3: the fourth
+		// call in a row is refused with Retry-After (dump used one).
+		var last error
+		for range 4 {
+			_, last = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "web_search", Arguments: map[string]any{"query": "news"}})
+		}
+		if last == nil || !strings.Contains(last.Error(), "Too Many Requests") {
+			t.Fatalf("the fourth call in a row: %v", last)
+		}
+		// Searches have their own budget.
+		if _, isErr := callTool(t, cs, "tool_search", map[string]any{"query": "send an email"}); isErr {
+			t.Fatal("a search was refused with the calls")
+		}
+	})
+
+	t.Run("sessions per principal", func(t *testing.T) {
+		second := connectTo(t, base, ns, "bounded", aliceToken)
+		c := mcp.NewClient(&mcp.Implementation{Name: "third", Version: "1"}, nil)
+		_, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp/" + ns + "/bounded",
+			HTTPClient: &http.Client{Transport: bearer{aliceToken, http.DefaultTransport}}, MaxRetries: -1}, nil)
+		if err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
+			t.Fatalf("a third session: %v", err)
+		}
+		// Another principal has its own share, and a closed session
+		// frees a place.
+		connectTo(t, base, ns, "bounded", finToken)
+		if err := second.Close(); err != nil {
+			t.Fatal(err)
+		}
+		connectTo(t, base, ns, "bounded", aliceToken)
+	})
+
+	t.Run("windows", func(t *testing.T) {
+		for _, w := range []int{1000, 1500, 1999, 2000, 3000, 100_000, 130_000, 50_000_000} {
+			c := mcp.NewClient(&mcp.Implementation{Name: "w", Version: "1"}, nil)
+			cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("%s/mcp/%s/bounded?contextWindow=%d", base, ns, w),
+				HTTPClient: &http.Client{Transport: bearer{finToken, http.DefaultTransport}}, MaxRetries: -1}, nil)
+			if err != nil {
+				t.Fatalf("window %d: %v", w, err)
+			}
+			_ = cs.Close()
+		}
+		// fin's windows fall in 1000, 2000, 64000, 128000 and the
+		// largest bucket, besides its window-less view.
+		n := 0
+		for _, u := range g.Views(client.ObjectKey{Namespace: ns, Name: "bounded"}) {
+			if u == "fin" {
+				n++
+			}
+		}
+		if n != 6 {
+			t.Fatalf("fin has %d views, want 6", n)
+		}
+	})
+}
+
+// A session that sends nothing for SessionIdle is closed, and so is a
+// busy one at SessionLifetime; their IDs are then refused.
+func TestSessionsExpire(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, testCatalog(ns, "expiring", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}))
+	create(t, standardTools(ns, "expiring")...)
+	published(t, ns, "expiring", 5)
+	for _, tt := range []struct {
+		name   string
+		limits Limits
+		busy   bool
+	}{
+		{"idle", Limits{SessionIdle: 500 * time.Millisecond}, false},
+		{"lifetime", Limits{SessionLifetime: time.Second}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g, base := ownGateway(t, tt.limits)
+			g.opts.IdleViews = 40 * time.Millisecond // sweeps every 10 ms
+			cs := connectTo(t, base, ns, "expiring", aliceToken)
+			key := client.ObjectKey{Namespace: ns, Name: "expiring"}
+			waitFor(t, "the session to close", func() bool {
+				if tt.busy {
+					_, _ = cs.ListTools(context.Background(), nil)
+				}
+				g.mu.Lock()
+				s := g.catalogs[key]
+				g.mu.Unlock()
+				return s.sessionsOf(Principal{User: "alice", Groups: []string{"staff"}}.key()) == 0
+			})
+			if _, err := cs.ListTools(context.Background(), nil); err == nil {
+				t.Fatal("the expired session still answers")
+			}
+		})
+	}
+}
+
+func TestBucketWindow(t *testing.T) {
+	for in, want := range map[int]int{1000: 1000, 1999: 1000, 2000: 2000, 128_000: 128_000, 130_000: 128_000, 200_000: 128_000, 50_000_000: 8_192_000} {
+		if got := bucketWindow(in); got != want {
+			t.Errorf("bucketWindow(%d) = %d, want %d", in, got, want)
+		}
+	}
+}
