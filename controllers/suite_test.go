@@ -166,6 +166,7 @@ func runSuite(m *testing.M) int {
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("toolsource-controller"),
 		Egress:    policy,
+		MaxTools:  100,
 	}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up toolsource controller: %v\n", err)
 		return 1

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,6 +51,9 @@ const sourceFieldOwner = "toolcatalog.dev/tool-source"
 // is unset.
 const defaultSyncInterval = 5 * time.Minute
 
+// DefaultSyncTimeout bounds how long one sync talks to its server.
+const DefaultSyncTimeout = 2 * time.Minute
+
 // ToolSourceReconciler imports the tools of MCP servers as ToolDefinitions.
 type ToolSourceReconciler struct {
 	client.Client
@@ -60,6 +64,11 @@ type ToolSourceReconciler struct {
 	// Egress decides which servers may be reached; egress.Default() when
 	// nil.
 	Egress *egress.Policy
+	// MaxTools bounds the tools one source lists (mcpsource.DefaultMaxTools
+	// when zero), SyncTimeout the time one sync may talk to its server
+	// (DefaultSyncTimeout when zero).
+	MaxTools    int
+	SyncTimeout time.Duration
 
 	mu sync.Mutex
 	// sessions are the live sessions by source, kept open so the server's
@@ -134,14 +143,23 @@ func (r *ToolSourceReconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource
 	if err != nil {
 		return fail(v1alpha1.ReasonInvalidConfiguration, err.Error(), err)
 	}
-	s, err := r.session(ctx, ts, cfg)
+	timeout := cmp.Or(r.SyncTimeout, DefaultSyncTimeout)
+	talk, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	s, err := r.session(talk, ts, cfg)
 	if err == nil {
 		var tools []*mcp.Tool
-		if tools, err = s.Tools(ctx); err == nil {
+		if tools, err = s.Tools(talk, r.MaxTools); err == nil {
 			return r.importTools(ctx, ts, s, tools)
 		}
 	}
 	r.forget(sourceKey(ts).String())
+	if errors.Is(err, mcpsource.ErrTooManyTools) {
+		return fail(v1alpha1.ReasonSyncLimitExceeded, fmt.Sprintf("MCP server %s: %v (--source-max-tools %d): select fewer with spec.include or spec.exclude; the ToolDefinitions already imported are kept", url, err, cmp.Or(r.MaxTools, mcpsource.DefaultMaxTools)), err)
+	}
+	if talk.Err() != nil && ctx.Err() == nil {
+		return fail(ReasonServerUnreachable, fmt.Sprintf("MCP server %s did not finish listing its tools within %s; the ToolDefinitions already imported are kept, retrying", url, timeout), err)
+	}
 	if errors.Is(err, egress.ErrDenied) {
 		return fail(v1alpha1.ReasonEgressDenied, fmt.Sprintf("MCP server %s may not be reached: %v; ask the platform operators to allow it (--egress-allow) or use another URL; the ToolDefinitions already imported are kept", url, errors.Unwrap(err)), err)
 	}
@@ -236,8 +254,9 @@ func (r *ToolSourceReconciler) session(ctx context.Context, ts *v1alpha1.ToolSou
 		}
 	}
 	// The session outlives this reconcile: it follows the server's
-	// notifications until the source changes or goes.
-	s, err := mcpsource.Connect(context.WithoutCancel(ctx), cfg)
+	// notifications until the source changes or goes (the SDK detaches it
+	// from ctx once connected, so ctx bounds only connecting).
+	s, err := mcpsource.Connect(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -74,3 +74,19 @@ func TestToolSourceGivesItsToolsPermissions(t *testing.T) {
 		}
 	}).Should(Succeed())
 }
+
+// A server whose tools/list never ends is stopped at the source's bound
+// (the suite's 100 tools): nothing is imported, the condition says why,
+// and the server served only the pages up to the bound.
+func TestToolSourceEndlessListIsStopped(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	endless := mcptest.NewEndless(t)
+	createAll(g, toolSource(ns, "endless", endless.URL))
+	g.Eventually(func(g Gomega) {
+		c := expectCondition(g, getTS(g, ns, "endless"), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSyncLimitExceeded)
+		g.Expect(c.Message).To(ContainSubstring("more than 100"))
+	}).Should(Succeed())
+	g.Expect(sourceTools(g, ns, "endless")).To(BeEmpty())
+	g.Expect(endless.Pages()).To(BeNumerically("<=", 11*3), "pages served over at most three syncs")
+}

@@ -205,6 +205,10 @@ const (
 	// policy the platform operators set (--egress-allow); nothing was sent
 	// to it.
 	ReasonEgressDenied = "EgressDenied"
+	// ReasonSyncLimitExceeded means an MCP server lists more tools than a
+	// ToolSource may import (the manager's --source-max-tools); nothing
+	// was changed.
+	ReasonSyncLimitExceeded = "SyncLimitExceeded"
 )
 
 // Per-tool failure reasons, used in ToolCatalog status.failingTools and in

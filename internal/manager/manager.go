@@ -26,6 +26,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 	_ "github.com/toolcatalog/tool-catalog-operator/internal/metrics" // registers the operator's metrics
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 )
@@ -50,6 +51,9 @@ type Config struct {
 	PassBudget time.Duration
 	// SkipNameValidation allows several managers in one process (tests).
 	SkipNameValidation bool
+	// SourceMaxTools and SourceSyncTimeout bound one ToolSource sync.
+	SourceMaxTools    int
+	SourceSyncTimeout time.Duration
 	// EgressAllow lists the URL prefixes and address ranges ToolSources
 	// may reach (egress.New); every address outside the denied ranges
 	// when empty. The API server is always denied.
@@ -67,6 +71,8 @@ func BindFlags(fs *flag.FlagSet) *Config {
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", env("LEADER_ELECTION_NAMESPACE", ""), "Namespace of the leader election Lease (default: the manager's own).")
 	fs.Float64Var(&c.QPS, "kube-api-qps", envFloat("KUBE_API_QPS", 50), "Queries per second to the Kubernetes API; status writes for many tools need more than client-go's default of 5.")
 	fs.IntVar(&c.Burst, "kube-api-burst", int(envFloat("KUBE_API_BURST", 100)), "Burst of queries to the Kubernetes API.")
+	fs.IntVar(&c.SourceMaxTools, "source-max-tools", mcpsource.DefaultMaxTools, "Most tools one ToolSource may list; a server listing more is SyncLimitExceeded and nothing changes.")
+	fs.DurationVar(&c.SourceSyncTimeout, "source-sync-timeout", controllers.DefaultSyncTimeout, "How long one ToolSource sync may talk to its MCP server.")
 	c.EgressAllow = egress.Entries(os.Getenv("EGRESS_ALLOW"))
 	fs.Func("egress-allow", egress.FlagHelp, func(v string) error {
 		c.EgressAllow = egress.Entries(v)
@@ -166,10 +172,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *store.Pool, c Config) er
 		return fmt.Errorf("setting up the toolcatalog controller: %w", err)
 	}
 	if err := (&controllers.ToolSourceReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("toolsource-controller"),
-		Egress:    policy,
+		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
+		Recorder:    mgr.GetEventRecorder("toolsource-controller"),
+		Egress:      policy,
+		MaxTools:    c.SourceMaxTools,
+		SyncTimeout: c.SourceSyncTimeout,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the toolsource controller: %w", err)
 	}

@@ -131,16 +131,39 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	return s, nil
 }
 
-// Tools lists every tool the server offers, following pagination.
-func (s *Session) Tools(ctx context.Context) ([]*mcp.Tool, error) {
+// DefaultMaxTools is the default bound of Session.Tools.
+const DefaultMaxTools = 5000
+
+// ErrTooManyTools means a server lists more tools than allowed.
+var ErrTooManyTools = errors.New("the server lists more tools than allowed")
+
+// Tools lists the tools the server offers, following pagination, and
+// fails with ErrTooManyTools past maxTools tools (DefaultMaxTools when 0)
+// or when pages hold nothing new: a server that paginates forever is
+// stopped there, not when memory runs out. Callers bound the time with
+// ctx.
+func (s *Session) Tools(ctx context.Context, maxTools int) ([]*mcp.Tool, error) {
+	if maxTools <= 0 {
+		maxTools = DefaultMaxTools
+	}
 	var out []*mcp.Tool
-	for t, err := range s.cs.Tools(ctx, nil) {
+	var cursor string
+	for pages := 0; ; pages++ {
+		res, err := s.cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 		if err != nil {
 			return nil, fmt.Errorf("listing tools: %w", err)
 		}
-		out = append(out, t)
+		out = append(out, res.Tools...)
+		switch {
+		case len(out) > maxTools:
+			return nil, fmt.Errorf("%w: more than %d", ErrTooManyTools, maxTools)
+		case res.NextCursor == "":
+			return out, nil
+		case len(res.Tools) == 0:
+			return nil, fmt.Errorf("%w: page %d holds no tools but points to another", ErrTooManyTools, pages+1)
+		}
+		cursor = res.NextCursor
 	}
-	return out, nil
 }
 
 // CallTool calls a tool of the server with its arguments (a JSON object).

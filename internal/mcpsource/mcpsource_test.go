@@ -38,7 +38,7 @@ func TestImportsEveryPageAndConvertsTools(t *testing.T) {
 	if s.Server.Name != "docs" || s.Server.Version != "2.1.0" || s.Server.ProtocolVersion == "" {
 		t.Fatalf("server info %+v", s.Server)
 	}
-	tools, err := s.Tools(context.Background())
+	tools, err := s.Tools(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestBearerTokenReachesTheServer(t *testing.T) {
 		t.Fatalf("without a token: %v, want ErrUnauthorized", err)
 	}
 	s := connect(t, Config{URL: srv.URL, Egress: testEgress, Header: http.Header{"Authorization": {"Bearer s3cret"}, "X-Team": {"search"}}})
-	tools, err := s.Tools(context.Background())
+	tools, err := s.Tools(context.Background(), 0)
 	if err != nil || len(tools) != 1 {
 		t.Fatalf("tools %v, %v", tools, err)
 	}

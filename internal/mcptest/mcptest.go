@@ -5,6 +5,8 @@ package mcptest
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -164,4 +166,73 @@ func Redirect(target string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, target, http.StatusTemporaryRedirect)
 	}
+}
+
+// Endless serves an MCP server (plain JSON-RPC over Streamable HTTP)
+// whose tools/list never ends: every page holds ten new tools and points
+// to the next. It counts the pages served.
+type Endless struct {
+	URL   string
+	mu    sync.Mutex
+	pages int
+}
+
+// NewEndless starts an Endless server, stopped when the test ends.
+func NewEndless(t testing.TB) *Endless {
+	t.Helper()
+	e := &Endless{}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "no stream", http.StatusMethodNotAllowed)
+			return
+		}
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				ProtocolVersion string `json:"protocolVersion"`
+				Cursor          string `json:"cursor"`
+			} `json:"params"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var result any
+		switch req.Method {
+		case "initialize":
+			result = map[string]any{"protocolVersion": req.Params.ProtocolVersion, "capabilities": map[string]any{"tools": map[string]any{}},
+				"serverInfo": map[string]any{"name": "endless", "version": "1"}}
+		case "tools/list":
+			e.mu.Lock()
+			e.pages++
+			page := e.pages
+			e.mu.Unlock()
+			tools := make([]any, 10)
+			for i := range tools {
+				tools[i] = map[string]any{"name": fmt.Sprintf("tool_%d_%d", page, i), "description": "One more tool.", "inputSchema": map[string]any{"type": "object"}}
+			}
+			result = map[string]any{"tools": tools, "nextCursor": fmt.Sprintf("page-%d", page+1)}
+		default:
+			if len(req.ID) == 0 { // a notification
+				w.WriteHeader(http.StatusAccepted)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": -32601, "message": "method not found"}})
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
+	}))
+	t.Cleanup(hs.Close)
+	e.URL = hs.URL + "/mcp"
+	return e
+}
+
+// Pages returns how many tools/list pages were served.
+func (e *Endless) Pages() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pages
 }

@@ -53,7 +53,7 @@ skipped.`,
 				return err
 			}
 			defer s.Close()
-			tools, err := s.Tools(ctx)
+			tools, err := s.Tools(ctx, 0)
 			if err != nil {
 				return err
 			}
