@@ -523,8 +523,15 @@ func (s *served) serverFor(r *http.Request) *mcp.Server {
 	return s.view(c).server
 }
 
-// resync re-plans every view for a new version.
+// resync re-plans every view for a new version, after reporting the
+// entries that cannot be served.
 func (s *served) resync(cat *toolcatalog.Catalog) {
+	for _, t := range cat.Tools() {
+		if err := servable(t); err != nil {
+			s.g.opts.Metrics.RefusedVersions.WithLabelValues(s.id, "malformed_entry").Inc()
+			s.g.opts.Log.Error(err, "Leaving a malformed entry out", "catalog", s.id, "version", cat.Version())
+		}
+	}
 	s.mu.Lock()
 	views := slices.Collect(maps.Values(s.views))
 	s.mu.Unlock()

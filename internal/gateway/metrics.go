@@ -47,7 +47,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			[]string{"reason"}),
 	}
 	m.RefusedVersions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolcatalog_gateway_refused_versions_total",
-		Help: "Catalog versions read from Redis and not served, by reason (foreign_catalog: the head names another catalog or UID); the last good version is served meanwhile."},
+		Help: "What was read from Redis and not served, by reason: foreign_catalog, a version whose head names another catalog or UID (the last good version is served meanwhile); malformed_entry, a tool entry left out of a version (an invalid name, or parameters that are not an object schema)."},
 		[]string{"catalog", "reason"})
 	reg.MustRegister(m.ToolLists, m.Searches, m.Calls, m.Upstream, m.TokensSaved, m.Rejected, m.RefusedVersions)
 	return m

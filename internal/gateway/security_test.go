@@ -283,3 +283,30 @@ func initialize(t *testing.T, path, auth string) (int, string) {
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
 }
+
+// Entries in Redis that cannot be served (parameters that are not an
+// object schema, a name no model can call) are left out of a version that
+// is otherwise served, and counted; the gateway keeps answering.
+func TestMalformedEntriesAreLeftOut(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, testCatalog(ns, "messy", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}))
+	create(t, standardTools(ns, "messy")...)
+	published(t, ns, "messy", 5)
+	cs := connect(t, ns, "messy", aliceToken, "", nil)
+	inject(t, ns, "messy", contract.Tool{Name: "translate", Description: "Translate text."}, func(d *contract.Document) {
+		d.Tools = append(d.Tools,
+			contract.Tool{Name: "string_params", Description: "Parameters that are a string.", Parameters: []byte(`{"type":"string"}`)},
+			contract.Tool{Name: "bad name!", Description: "A name no model can call.", Parameters: []byte(`{"type":"object"}`)})
+	})
+	waitFor(t, "the version with the valid new tool", func() bool { return slices.Contains(listed(t, cs), "translate") })
+	got := listed(t, cs)
+	if slices.Contains(got, "string_params") || slices.Contains(got, "bad name!") || len(got) != 5 {
+		t.Fatalf("listed %v", got)
+	}
+	if m := metric(t, `toolcatalog_gateway_refused_versions_total{catalog="`+ns+`/messy",reason="malformed_entry"}`); len(m) != 1 || !strings.HasSuffix(m[0], " 2") {
+		t.Fatalf("malformed entries counted: %v", m)
+	}
+	if out, isErr := callTool(t, cs, "translate", map[string]any{}); !isErr || !strings.Contains(out, "no upstream MCP server") {
+		t.Fatalf("the gateway stopped answering: %q", out)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,8 +77,15 @@ func (v *view) catalogID() string    { return v.s.id }
 func (v *view) metrics() *Metrics    { return v.s.g.opts.Metrics }
 func (v *view) principal() Principal { return v.caller.principal }
 
-// sync makes the view's tools those the plan sends for cat.
-func (v *view) sync(cat *toolcatalog.Catalog) error {
+// sync makes the view's tools those the plan sends for cat. What Redis
+// holds is checked first: a malformed entry is left out (served.resync
+// reports it), and a panic in planning is an error, not a crash.
+func (v *view) sync(cat *toolcatalog.Catalog) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("planning the view of version %d panicked: %v", cat.Version(), r)
+		}
+	}()
 	p := v.caller.principal
 	plan, err := cat.PlanPublished(p.User, p.Groups, v.caller.window)
 	if err != nil {
@@ -91,6 +99,9 @@ func (v *view) sync(cat *toolcatalog.Catalog) error {
 	v.bridge.Search = toolcatalog.Options{Embedder: v.s.embedder}
 	want := map[string]bool{}
 	for _, t := range plan.Direct {
+		if servable(t) != nil {
+			continue
+		}
 		want[t.Name] = true
 		tool := mcpTool(t)
 		digest, _ := json.Marshal(tool)
@@ -109,6 +120,24 @@ func (v *view) sync(cat *toolcatalog.Catalog) error {
 	}
 	if len(gone) > 0 {
 		v.server.RemoveTools(gone...)
+	}
+	return nil
+}
+
+var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// servable says why a tool read from Redis cannot be listed: its name is
+// not a tool name (or a bridge tool's), or its parameters are not a JSON
+// Schema object, which MCP requires of an input schema.
+func servable(t contract.Tool) error {
+	if !toolName.MatchString(t.Name) || toolcatalog.IsBridgeTool(t.Name) {
+		return fmt.Errorf("%q is not a tool name the gateway serves", t.Name)
+	}
+	var schema struct {
+		Type any `json:"type"`
+	}
+	if err := json.Unmarshal(t.Parameters, &schema); err != nil || schema.Type != "object" {
+		return fmt.Errorf("the parameters of %s are not a JSON Schema of type object", t.Name)
 	}
 	return nil
 }
