@@ -1,6 +1,6 @@
 // Command toolcatalog-gateway serves every published tool catalog over
-// MCP (Streamable HTTP) at /mcp/<namespace>/<catalog>, with /healthz,
-// /readyz and /metrics beside it. It is stateless: run as many replicas
+// MCP (Streamable HTTP) at /mcp/<namespace>/<catalog>, with /healthz and
+// /readyz beside it and /metrics on a port of its own. It is stateless: run as many replicas
 // as the load needs.
 package main
 
@@ -34,7 +34,9 @@ func envDuration(name string, def time.Duration) time.Duration {
 func main() {
 	var cfg gateway.Config
 	var audiences, egressAllow string
-	flag.StringVar(&cfg.Addr, "bind-address", env("BIND_ADDRESS", ":8080"), "Address of MCP (/mcp/<namespace>/<catalog>), /healthz, /readyz and /metrics.")
+	flag.StringVar(&cfg.Addr, "bind-address", env("BIND_ADDRESS", ":8080"), "Address of MCP (/mcp/<namespace>/<catalog>), /healthz and /readyz.")
+	flag.StringVar(&cfg.MetricsAddr, "metrics-bind-address", env("METRICS_BIND_ADDRESS", ":9090"), "Address of /metrics, apart from MCP so the Service clients reach does not expose it; 0 disables it.")
+	flag.BoolVar(&cfg.Audit, "audit", env("AUDIT", "true") == "true", "Log one line per tool call (logger gateway.audit): principal, catalog, tool, upstream, SHA-256 of the arguments, outcome, latency.")
 	flag.StringVar(&cfg.StaticTokens, "static-tokens", env("STATIC_TOKENS", ""), "Path of a token file (token,user,uid,\"group1,group2\" per line), usually a mounted Secret; read again when it changes; optional.")
 	flag.StringVar(&audiences, "token-audiences", env("TOKEN_AUDIENCES", ""), "Comma-separated audiences service-account tokens must be issued for, one of them (default: "+gateway.DefaultTokenAudience+"; mount a projected token with that audience).")
 	flag.Float64Var(&cfg.TokenReviewRate, "token-review-rate", gateway.DefaultTokenReviewRate, "TokenReviews per second of tokens the gateway has not seen; past it, clients get 429. Answers, accepted or refused, are kept 30s.")

@@ -196,7 +196,7 @@ func TestEmbeddedModeStartsPublishesAndStopsCleanly(t *testing.T) {
 
 	// The printed gateway URL and token work with an MCP client: the
 	// sample catalog's bridge finds and calls a tool of the docs server.
-	gw := regexp.MustCompile(`(?m)^\s+URL\s+(http://(\S+)/mcp/default/assistant)\n\s+header\s+Authorization: Bearer (\S+)`).FindStringSubmatch(out)
+	gw := regexp.MustCompile(`(?m)^\s+URL\s+(http://(\S+)/mcp/default/assistant)\n\s+header\s+Authorization: Bearer (\S+)\n\s+metrics\s+(http://\S+/metrics)`).FindStringSubmatch(out)
 	if gw == nil {
 		t.Fatal("no gateway URL and header on the first screen")
 	}
@@ -215,7 +215,12 @@ func TestEmbeddedModeStartsPublishesAndStopsCleanly(t *testing.T) {
 	if err != nil || res.IsError || len(res.Content) == 0 || !strings.HasPrefix(res.Content[0].(*mcp.TextContent).Text, "## ") {
 		t.Fatalf("tool_call docs_search_docs through the gateway: %+v %v", res, err)
 	}
-	resp, err := http.Get("http://" + gw[2] + "/metrics")
+	if resp, err := http.Get("http://" + gw[2] + "/metrics"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("/metrics on the MCP port: %v %v, want 404", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	resp, err := http.Get(gw[4])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -162,7 +162,7 @@ func runLocal(ctx context.Context, root, stateDir string) (retErr error) {
 	if err != nil {
 		return fmt.Errorf("applying the samples: %w", err)
 	}
-	metricsAddr, probeAddr, gatewayAddr := freeAddr(), freeAddr(), freeAddr()
+	metricsAddr, probeAddr, gatewayAddr, gatewayMetricsAddr := freeAddr(), freeAddr(), freeAddr(), freeAddr()
 	tokens, token, err := writeGatewayToken(stateDir)
 	if err != nil {
 		return err
@@ -186,10 +186,11 @@ Search the published catalog:
 Connect any MCP client to the gateway (Streamable HTTP):
   URL     http://%s/mcp/default/assistant
   header  Authorization: Bearer %s
+  metrics http://%s/metrics
 
 Ctrl-C stops everything. Published versions:
 
-`, cfg.Host, redis.Addr, docsURL, strings.Join(applied, ", "), metricsAddr, probeAddr, kubectl, kubeconfig, bin, kubectl, kubeconfig, gatewayAddr, token)
+`, cfg.Host, redis.Addr, docsURL, strings.Join(applied, ", "), metricsAddr, probeAddr, kubectl, kubeconfig, bin, kubectl, kubeconfig, gatewayAddr, token, gatewayMetricsAddr)
 
 	// The docs server listens on loopback, which the egress policy opens
 	// only where it is listed.
@@ -203,7 +204,7 @@ Ctrl-C stops everything. Published versions:
 	defer cancel()
 	gatewayDone := make(chan error, 1)
 	go func() {
-		gatewayDone <- gateway.Run(ctx, cfg, gateway.Config{Addr: gatewayAddr, StaticTokens: tokens, EgressAllow: egressAllow, Version: "local", Log: ctrl.Log.WithName("gateway")})
+		gatewayDone <- gateway.Run(ctx, cfg, gateway.Config{Addr: gatewayAddr, MetricsAddr: gatewayMetricsAddr, Audit: true, StaticTokens: tokens, EgressAllow: egressAllow, Version: "local", Log: ctrl.Log.WithName("gateway")})
 	}()
 	err = manager.Run(ctx, cfg, manager.Config{MetricsAddr: metricsAddr, ProbeAddr: probeAddr, LeaderElectionID: "tool-catalog-operator.toolcatalog.dev", EgressAllow: egressAllow})
 	cancel()

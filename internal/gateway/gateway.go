@@ -75,6 +75,9 @@ type Options struct {
 	Version string
 	// Log receives what goes wrong outside a request.
 	Log logr.Logger
+	// Audit receives one line per tool call (see audit); a zero Logger
+	// discards them.
+	Audit logr.Logger
 }
 
 // Gateway serves catalogs over MCP.

@@ -21,7 +21,7 @@ import (
 
 // ownGateway serves the suite's catalogs with other limits, on a loopback
 // port of its own; it returns the gateway and its base URL.
-func ownGateway(t *testing.T, limits Limits) (*Gateway, string) {
+func ownGateway(t *testing.T, limits Limits, audit ...logr.Logger) (*Gateway, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -31,6 +31,9 @@ func ownGateway(t *testing.T, limits Limits) (*Gateway, string) {
 	}
 	g := New(ctx, Options{Kube: kube, Secrets: kube, Auth: &Authenticator{Static: &StaticTokens{Path: staticTokens}},
 		Metrics: NewMetrics(prometheus.NewRegistry()), Egress: policy, Limits: limits, CallTimeout: 5 * time.Second, Log: logr.Discard()})
+	if len(audit) > 0 {
+		g.opts.Audit = audit[0]
+	}
 	srv := httptest.NewServer(g.Handler())
 	t.Cleanup(srv.Close)
 	return g, srv.URL

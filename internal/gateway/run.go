@@ -30,10 +30,16 @@ const DefaultTokenReviewRate = 50
 
 // Config configures Run.
 type Config struct {
-	// Addr is where MCP, /healthz, /readyz and /metrics are served.
+	// Addr is where MCP, /healthz and /readyz are served.
 	Addr string
-	// Listener, when set, is used instead of listening on Addr (tests).
-	Listener net.Listener
+	// MetricsAddr is where /metrics is served, apart from MCP so that the
+	// Service clients reach does not expose it; "0" disables it.
+	MetricsAddr string
+	// Listener and MetricsListener, when set, are used instead of
+	// listening on Addr and MetricsAddr (tests).
+	Listener, MetricsListener net.Listener
+	// Audit, when true, logs one line per tool call (AuditLog).
+	Audit bool
 	// StaticTokens is the path of the static tokens file; none when empty.
 	StaticTokens string
 	// TokenAudiences are the audiences service-account tokens must have;
@@ -102,6 +108,9 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	defer cancel()
 	g := New(ctx, Options{Kube: watch, Secrets: direct, Auth: auth, Metrics: NewMetrics(reg), Egress: policy,
 		CallTimeout: cfg.CallTimeout, IdleViews: cfg.IdleViews, Limits: cfg.Limits, Version: cfg.Version, Log: cfg.Log})
+	if cfg.Audit {
+		g.opts.Audit = cfg.Log.WithName("audit")
+	}
 
 	var ready atomic.Bool
 	mux := http.NewServeMux()
@@ -114,10 +123,12 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	metricsMux := http.NewServeMux()
+	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	metricsSrv := &http.Server{Handler: metricsMux, ReadHeaderTimeout: 10 * time.Second}
 
-	errs := make(chan error, 2)
+	errs := make(chan error, 3)
 	go func() { errs <- watch.Start(ctx) }()
 	go func() {
 		if watch.WaitForCacheSync(ctx) {
@@ -133,6 +144,15 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	}
 	go func() { errs <- srv.Serve(l) }()
 	cfg.Log.Info("Serving MCP", "address", l.Addr().String(), "path", "/mcp/<namespace>/<catalog>")
+	if ml := cfg.MetricsListener; ml != nil || (cfg.MetricsAddr != "" && cfg.MetricsAddr != "0") {
+		if ml == nil {
+			if ml, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+				return err
+			}
+		}
+		go func() { errs <- metricsSrv.Serve(ml) }()
+		cfg.Log.Info("Serving metrics", "address", ml.Addr().String())
+	}
 	select {
 	case <-ctx.Done():
 	case err = <-errs:
@@ -142,6 +162,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	if serr := srv.Shutdown(shutdown); serr != nil && !errors.Is(serr, context.DeadlineExceeded) {
 		err = errors.Join(err, serr)
 	}
+	_ = metricsSrv.Close()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
@@ -308,5 +310,66 @@ func TestMalformedEntriesAreLeftOut(t *testing.T) {
 	}
 	if out, isErr := callTool(t, cs, "translate", map[string]any{}); !isErr || !strings.Contains(out, "no upstream MCP server") {
 		t.Fatalf("the gateway stopped answering: %q", out)
+	}
+}
+
+// /metrics, which names every namespace's catalogs and tools, is served
+// on its own port, not beside MCP.
+func TestMetricsAreNotOnTheMCPPort(t *testing.T) {
+	for base, want := range map[string]int{gatewayURL: http.StatusNotFound, metricsURL: http.StatusOK} {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s/metrics: %d, want %d", base, resp.StatusCode, want)
+		}
+	}
+}
+
+// Every tool call leaves one audit line: principal, catalog, tool, where
+// it went (the host, never the URL's query), a hash of the arguments
+// (never the arguments) and the outcome.
+func TestEveryCallIsAudited(t *testing.T) {
+	ns := newNamespace(t)
+	srv := mcptest.New(t, mcptest.Options{Name: "echo"})
+	srv.Tool("echo", "Echo the arguments.", nil, nil)
+	create(t, testCatalog(ns, "audited", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOn}),
+		testTool(ns, "audited", "echo", "Echo the arguments.", upstream(srv.URL+"?api_key=sk-audit-1", "echo")))
+	published(t, ns, "audited", 1)
+	var mu sync.Mutex
+	var lines []string
+	sink := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{})
+	_, base := ownGateway(t, Limits{}, sink)
+	cs := connectTo(t, base, ns, "audited", aliceToken)
+	if out, isErr := callTool(t, cs, "tool_call", map[string]any{"name": "echo", "arguments": map[string]any{"secret": "4111-1111"}}); isErr {
+		t.Fatal(out)
+	}
+	if out, isErr := callTool(t, cs, "tool_call", map[string]any{"name": "nope"}); !isErr {
+		t.Fatal(out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lines) != 2 {
+		t.Fatalf("%d audit lines, want 2: %q", len(lines), lines)
+	}
+	host := strings.TrimPrefix(strings.Split(srv.URL, "/mcp")[0], "http://")
+	for _, want := range []string{`"principal"="alice"`, `"catalog"="` + ns + `/audited"`, `"tool"="echo"`, `"upstream"="` + host + `"`, `"outcome"="ok"`, `"argumentsSHA256"="`} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("audit line %s lacks %s", lines[0], want)
+		}
+	}
+	if !strings.Contains(lines[1], `"tool"="nope"`) || !strings.Contains(lines[1], `"outcome"="invalid_arguments"`) {
+		t.Errorf("the refused call's line: %s", lines[1])
+	}
+	for _, secret := range []string{"4111", "sk-audit-1", "api_key"} {
+		if strings.Contains(strings.Join(lines, "\n"), secret) {
+			t.Errorf("the audit lines hold %q", secret)
+		}
 	}
 }

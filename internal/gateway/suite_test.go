@@ -36,8 +36,8 @@ var (
 	restConfig *rest.Config
 	kube       client.Client
 	redisSrv   *redistest.Server
-	// gatewayURL is the gateway's base URL.
-	gatewayURL string
+	// gatewayURL is the gateway's base URL, metricsURL its metrics'.
+	gatewayURL, metricsURL string
 	// staticTokens is the path of the suite's static tokens file.
 	staticTokens string
 )
@@ -96,9 +96,15 @@ func run(m *testing.M) int {
 		return 1
 	}
 	gatewayURL = "http://" + l.Addr().String()
+	ml, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	metricsURL = "http://" + ml.Addr().String()
 	stopped := make(chan error, 1)
 	go func() {
-		stopped <- Run(ctx, cfg, Config{Listener: l, StaticTokens: staticTokens, EgressAllow: egressAllow, CallTimeout: 5 * time.Second,
+		stopped <- Run(ctx, cfg, Config{Listener: l, MetricsListener: ml, StaticTokens: staticTokens, EgressAllow: egressAllow, CallTimeout: 5 * time.Second,
 			// The load test sends hundreds of calls a second as alice;
 			// TestLimits checks the rates on a gateway of its own.
 			Limits: Limits{SearchesPerSecond: 1e6, CallsPerSecond: 1e6}, Version: "test", Log: logr.Discard()})
@@ -371,7 +377,7 @@ func (r searchResult) names() []string {
 // metric returns the gateway's /metrics lines that start with prefix.
 func metric(t *testing.T, prefix string) []string {
 	t.Helper()
-	resp, err := http.Get(gatewayURL + "/metrics")
+	resp, err := http.Get(metricsURL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,8 +99,8 @@ func (v *view) sync(cat *toolcatalog.Catalog) (err error) {
 	v.bridge.Search = toolcatalog.Options{Embedder: v.s.embedder}
 	want := map[string]bool{}
 	for _, t := range plan.Direct {
-		if servable(t) != nil {
-			continue
+		if !toolcatalog.IsBridgeTool(t.Name) && servable(t) != nil {
+			continue // reported by served.resync
 		}
 		want[t.Name] = true
 		tool := mcpTool(t)
@@ -130,7 +130,7 @@ var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // not a tool name (or a bridge tool's), or its parameters are not a JSON
 // Schema object, which MCP requires of an input schema.
 func servable(t contract.Tool) error {
-	if !toolName.MatchString(t.Name) || toolcatalog.IsBridgeTool(t.Name) {
+	if !toolName.MatchString(t.Name) {
 		return fmt.Errorf("%q is not a tool name the gateway serves", t.Name)
 	}
 	var schema struct {
@@ -192,6 +192,14 @@ func (v *view) handler(name string) mcp.ToolHandler {
 		var be *toolcatalog.BridgeError
 		switch {
 		case errors.As(err, &be):
+			if name == toolcatalog.ToolCall {
+				// Refused before it could reach call: audited here.
+				var asked struct {
+					Name string `json:"name"`
+				}
+				_ = json.Unmarshal(args, &asked)
+				v.s.g.audit(v.principal(), v.catalogID(), asked.Name, nil, args, OutcomeInvalid, time.Now())
+			}
 			return toolError(be.Message), nil
 		case err != nil:
 			return nil, err
@@ -211,33 +219,38 @@ func (v *view) handler(name string) mcp.ToolHandler {
 func (v *view) call(ctx context.Context, name string, args json.RawMessage) *mcp.CallToolResult {
 	cat := v.s.follower.Current()
 	p := v.principal()
+	start := time.Now()
 	tool, ok := cat.Tool(name)
 	if !ok || !cat.IsAllowed(name, p.User, p.Groups...) {
 		// Unknown and forbidden look alike.
 		v.metrics().Calls.WithLabelValues(v.catalogID(), "", OutcomeDenied).Inc()
+		v.s.g.audit(p, v.catalogID(), name, nil, args, OutcomeDenied, start)
 		return toolError(fmt.Sprintf("no tool named %q; use tool_search to find one", name))
 	}
 	outcome := OutcomeOK
-	defer func() { v.metrics().Calls.WithLabelValues(v.catalogID(), name, outcome).Inc() }()
+	defer func() {
+		v.metrics().Calls.WithLabelValues(v.catalogID(), name, outcome).Inc()
+		v.s.g.audit(p, v.catalogID(), name, tool.Source, args, outcome, start)
+	}()
 	if err := v.s.g.up.arguments(tool, args); err != nil {
 		outcome = OutcomeInvalid
 		return toolError(err.Error())
 	}
-	start := time.Now()
+	upstart := time.Now()
 	res, err := v.s.g.up.call(ctx, v.s.key.Namespace, tool, args)
 	var ce *callError
 	switch {
 	case errors.As(err, &ce):
 		outcome = ce.outcome
 		if ce.outcome == OutcomeUpstreamError {
-			v.metrics().Upstream.WithLabelValues(v.catalogID()).Observe(time.Since(start).Seconds())
+			v.metrics().Upstream.WithLabelValues(v.catalogID()).Observe(time.Since(upstart).Seconds())
 		}
 		return toolError(ce.message)
 	case err != nil:
 		outcome = OutcomeUpstreamError
 		return toolError(err.Error())
 	}
-	v.metrics().Upstream.WithLabelValues(v.catalogID()).Observe(time.Since(start).Seconds())
+	v.metrics().Upstream.WithLabelValues(v.catalogID()).Observe(time.Since(upstart).Seconds())
 	if res.IsError {
 		outcome = OutcomeToolError
 	}
