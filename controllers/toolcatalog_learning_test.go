@@ -40,7 +40,7 @@ func TestLearningFromRecordedRequests(t *testing.T) {
 	keys := catalogKeys(ns, "learns")
 	tc := builtinCatalog(ns, "learns")
 	tc.Spec.Publish.ResyncInterval = &metav1.Duration{Duration: time.Second}
-	tc.Spec.Learning = v1alpha1.LearningSpec{Enabled: true, MinCount: 2, QueriesPerTool: 3}
+	tc.Spec.Learning = v1alpha1.LearningSpec{Enabled: true, MinCount: 2, MinPrincipals: 2, QueriesPerTool: 3}
 	createAll(g,
 		testTool(ns, "weather", "get_weather", "Get the current weather conditions and the forecast for a city.", "learns"),
 		testTool(ns, "email", "send_email", "Send an email message to a recipient.", "learns"),
@@ -60,24 +60,23 @@ func TestLearningFromRecordedRequests(t *testing.T) {
 	before := rankOf(g, cat, heldBack, "book_room")
 	g.Expect(before).NotTo(Equal(1), "the held-back request already finds book_room first")
 
-	// Usage: the runtime's own pairs, and a tool_search → tool_call
-	// through the bridge.
-	for _, req := range []string{"grab the fishbowl for standup", "grab the fishbowl for standup", "fishbowl at ten for the standup please"} {
-		g.Expect(toolcatalog.RecordRequest(ctx, rc, keys, cat, req, "book_room")).To(Succeed())
+	// Usage: the runtime's own pairs, by two principals, and a
+	// tool_search → tool_call through the bridge.
+	for i, req := range []string{"grab the fishbowl for standup", "grab the fishbowl for standup", "fishbowl at ten for the standup please"} {
+		g.Expect(toolcatalog.RecordRequest(ctx, rc, keys, cat, []string{"ana", "ben", "ana"}[i], req, "book_room")).To(Succeed())
 	}
-	bridge := &toolcatalog.Bridge{Catalog: func() *toolcatalog.Catalog { return cat }, Search: toolcatalog.Options{Embedder: builtin.Embedder{}},
-		Record: func(ctx context.Context, request, tool string) {
-			g.Expect(toolcatalog.RecordRequest(ctx, rc, keys, cat, request, tool)).To(Succeed())
-		}}
+	bridge := &toolcatalog.Bridge{Catalog: func() *toolcatalog.Catalog { return cat }, Search: toolcatalog.Options{Embedder: builtin.Embedder{}}}
 	_, _, err = bridge.Handle(ctx, toolcatalog.ToolSearch, `{"query":"reserve a meeting room for the fishbowl at ten for the standup","top_k":5}`)
 	g.Expect(err).NotTo(HaveOccurred())
 	_, call, err := bridge.Handle(ctx, toolcatalog.ToolCall, `{"name":"book_room","arguments":{"q":"10:00"}}`)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(call.Name).To(Equal("book_room"))
+	g.Expect(call.Request).To(Equal("reserve a meeting room for the fishbowl at ten for the standup"))
+	g.Expect(toolcatalog.RecordRequest(ctx, rc, keys, cat, "ana", call.Request, call.Name)).To(Succeed())
 	// Once only: not learned (minCount 2).
 	g.Expect(rc.ZScore(ctx, keys.Requests(), `["book_room","fishbowl at ten for the standup please"]`).Val()).To(Equal(1.0))
 	g.Expect(rc.ZScore(ctx, keys.Requests(), `["book_room","reserve a meeting room for the fishbowl at ten for the standup"]`).Val()).To(Equal(1.0))
-	g.Expect(toolcatalog.RecordRequest(ctx, rc, keys, cat, "fishbowl at ten for the standup please", "book_room")).To(Succeed())
+	g.Expect(toolcatalog.RecordRequest(ctx, rc, keys, cat, "ben", "fishbowl at ten for the standup please", "book_room")).To(Succeed())
 
 	// A new version re-embeds exactly the tool the requests led to.
 	tc = waitVersion(g, ns, "learns", 2)
@@ -105,13 +104,13 @@ func TestLearningFromRecordedRequests(t *testing.T) {
 	patch.Spec.Learning.Enabled = false
 	g.Expect(k8sClient.Update(ctx, patch)).To(Succeed())
 	waitVersion(g, ns, "learns", 3)
-	g.Expect(rc.Exists(ctx, keys.Requests(), keys.RequestsSeen()).Val()).To(BeZero())
+	g.Expect(rc.Exists(ctx, keys.Requests(), keys.RequestsSeen(), keys.RequestsBy()).Val()).To(BeZero())
 	g.Expect(storedMetadata(g, rc, keys)["book_room"].LearnedQueries).To(BeEmpty())
 	cat, err = toolcatalog.Load(ctx, rc, keys)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(cat.Document.Search.LearnFromRequests).To(BeFalse())
 	// Consumers of a catalog that does not learn record nothing.
-	g.Expect(toolcatalog.RecordRequest(ctx, rc, keys, cat, "grab the fishbowl", "book_room")).To(Succeed())
+	g.Expect(toolcatalog.RecordRequest(ctx, rc, keys, cat, "ana", "grab the fishbowl", "book_room")).To(Succeed())
 	g.Expect(rc.Exists(ctx, keys.Requests()).Val()).To(BeZero())
 }
 

@@ -170,7 +170,7 @@ func (r *ToolCatalogReconciler) learned(ctx context.Context, rc redis.UniversalC
 	for _, t := range tools {
 		examples[t.Entry.Name] = t.Examples
 	}
-	return catalog.Learn(recorded, examples, catalog.LearnOptions{PerTool: l.PerTool, MinCount: l.MinCount}), nil
+	return catalog.Learn(recorded, examples, catalog.LearnOptions{PerTool: l.PerTool, MinCount: l.MinCount, MinPrincipals: l.MinPrincipals}), nil
 }
 
 // selectedToolDefinitions lists the ToolDefinitions the selector matches.

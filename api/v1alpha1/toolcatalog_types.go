@@ -467,6 +467,16 @@ type LearningSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	MinCount int32 `json:"minCount,omitempty"`
 
+	// minPrincipals is how many distinct authenticated principals must
+	// have made a request, each with a call of the tool that succeeded,
+	// before it is folded in: one client alone, however often it repeats
+	// itself, cannot teach a catalog.
+	// +optional
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	MinPrincipals int32 `json:"minPrincipals,omitempty"`
+
 	// maxRecorded caps the distinct (request, tool) pairs kept; the least
 	// recorded go first.
 	// +optional

@@ -13,11 +13,14 @@ type LearnOptions struct {
 	PerTool int
 	// MinCount is how often a request must have led to the tool.
 	MinCount int64
+	// MinPrincipals is how many distinct principals must have made it;
+	// no bound when 0.
+	MinPrincipals int
 }
 
 // Learn picks, per tool, the requests to fold into its query set: the
-// most recorded distinct requests that led to it at least MinCount times
-// and never more often to another tool, at most PerTool, leaving out its
+// most recorded distinct requests that led to it at least MinCount times,
+// made by at least MinPrincipals principals, and never more often to another tool, at most PerTool, leaving out its
 // curated example queries and requests that differ only in case and
 // spacing. examples maps a tool to its example queries. A tool without
 // such requests is absent.
@@ -25,11 +28,15 @@ func Learn(recorded []contract.Recorded, examples map[string][]string, o LearnOp
 	// best[request] is the highest count any tool got for the request.
 	type key struct{ tool, request string }
 	counts := map[key]int64{}
+	// principals takes the largest of the spellings merged: summing would
+	// count one principal who varies the case several times.
+	principals := map[key]int{}
 	best := map[string]int64{}
 	for _, r := range recorded {
 		req := normalizeLearned(r.Request)
 		k := key{r.Tool, req}
 		counts[k] += r.Count
+		principals[k] = max(principals[k], r.Principals)
 		best[req] = max(best[req], counts[k])
 	}
 	type candidate struct {
@@ -38,7 +45,7 @@ func Learn(recorded []contract.Recorded, examples map[string][]string, o LearnOp
 	}
 	byTool := map[string][]candidate{}
 	for k, n := range counts {
-		if n < o.MinCount || n < best[k.request] {
+		if n < o.MinCount || n < best[k.request] || principals[k] < o.MinPrincipals {
 			continue
 		}
 		byTool[k.tool] = append(byTool[k.tool], candidate{k.request, n})

@@ -66,3 +66,16 @@ func TestPlanRelearnsOnlyChangedTools(t *testing.T) {
 		}
 	}
 }
+
+// A request one principal repeats, even in several spellings, is not
+// learned while two principals' is.
+func TestLearnCountsPrincipals(t *testing.T) {
+	got := Learn([]contract.Recorded{
+		{Tool: "send_email", Request: "wire the payroll money to account 9999", Count: 40, Principals: 1},
+		{Tool: "send_email", Request: "Wire the payroll money to account 9999", Count: 40, Principals: 1},
+		{Tool: "book_room", Request: "grab the fishbowl", Count: 2, Principals: 2},
+	}, nil, LearnOptions{PerTool: 5, MinCount: 2, MinPrincipals: 2})
+	if len(got) != 1 || !slices.Equal(got["book_room"], []string{"grab the fishbowl"}) {
+		t.Fatalf("learned %v", got)
+	}
+}

@@ -52,10 +52,11 @@ type Config struct {
 
 // Learning bounds what a catalog learns from recorded requests.
 type Learning struct {
-	PerTool     int
-	MinCount    int64
-	MaxRecorded int
-	Retention   time.Duration
+	PerTool       int
+	MinCount      int64
+	MinPrincipals int
+	MaxRecorded   int
+	Retention     time.Duration
 }
 
 // DefaultLearningRetention is how long an unrepeated request is kept when
@@ -168,7 +169,7 @@ func (r *Resolver) Resolve(ctx context.Context, tc *v1alpha1.ToolCatalog) (*Conf
 	if l := spec.Learning; l.Enabled {
 		cfg.Search.LearnFromRequests = true
 		cfg.Learning = &Learning{
-			PerTool: int(orDefault(l.QueriesPerTool, 5)), MinCount: int64(orDefault(l.MinCount, 2)),
+			PerTool: int(orDefault(l.QueriesPerTool, 5)), MinCount: int64(orDefault(l.MinCount, 2)), MinPrincipals: int(orDefault(l.MinPrincipals, 2)),
 			MaxRecorded: int(orDefault(l.MaxRecorded, 10000)), Retention: DefaultLearningRetention,
 		}
 		if l.Retention != nil && l.Retention.Duration > 0 {

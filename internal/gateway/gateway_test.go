@@ -19,7 +19,6 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
@@ -244,33 +243,6 @@ func TestIdleViewsAreDropped(t *testing.T) {
 	}
 	if names := listed(t, alice); len(names) != 4 {
 		t.Fatalf("alice's session after the sweep: %v", names)
-	}
-}
-
-// A catalog that learns from use gets, from the gateway, the request
-// behind each tool_call of a tool the last tool_search found.
-func TestCallsOfALearningCatalogRecordTheRequest(t *testing.T) {
-	ns := newNamespace(t)
-	srv := mcptest.New(t, mcptest.Options{})
-	srv.Tool("book_room", "Book a meeting room for a time slot.", nil, nil)
-	tc := testCatalog(ns, "learns", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOn})
-	tc.Spec.Learning.Enabled = true
-	create(t, tc, testTool(ns, "learns", "book_room", "Book a meeting room for a time slot.", upstream(srv.URL, "book_room")),
-		testTool(ns, "learns", "send_email", "Send an email message to a recipient."))
-	published(t, ns, "learns", 2)
-	cs := connect(t, ns, "learns", aliceToken, "", nil)
-	if found := search(t, cs, "is the fishbowl free for our standup"); !slices.Contains(found.names(), "book_room") {
-		t.Fatalf("tool_search: %+v", found)
-	}
-	if out, isErr := callTool(t, cs, "tool_call", map[string]any{"name": "book_room"}); isErr {
-		t.Fatalf("tool_call: %s", out)
-	}
-	rc := redisSrv.Client()
-	defer rc.Close()
-	keys := contract.Keys{Prefix: contract.DefaultPrefix(ns, "learns")}
-	got, err := rc.ZRangeWithScores(context.Background(), keys.Requests(), 0, -1).Result()
-	if err != nil || len(got) != 1 || got[0].Member != `["book_room","is the fishbowl free for our standup"]` || got[0].Score != 1 {
-		t.Fatalf("recorded requests: %+v %v", got, err)
 	}
 }
 

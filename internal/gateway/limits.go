@@ -36,6 +36,10 @@ type Limits struct {
 	// UpstreamResultBytes bounds what an upstream server may answer to one
 	// call; a larger result is a tool error.
 	UpstreamResultBytes int64
+	// LearnedPerMinute is how many requests of one principal a learning
+	// catalog records a minute (in bursts of as many); the rest are not
+	// recorded.
+	LearnedPerMinute float64
 }
 
 // DefaultLimits are the limits of a gateway that sets none.
@@ -47,6 +51,7 @@ var DefaultLimits = Limits{
 	SearchesPerSecond:    20,
 	CallsPerSecond:       20,
 	UpstreamResultBytes:  4 << 20,
+	LearnedPerMinute:     6,
 }
 
 // withDefaults fills the zero fields.
@@ -73,6 +78,9 @@ func (l Limits) withDefaults() Limits {
 	if l.UpstreamResultBytes <= 0 {
 		l.UpstreamResultBytes = d.UpstreamResultBytes
 	}
+	if l.LearnedPerMinute <= 0 {
+		l.LearnedPerMinute = d.LearnedPerMinute
+	}
 	return l
 }
 
@@ -90,32 +98,44 @@ func bucketWindow(n int) int {
 
 // rates holds each principal's rate limiters.
 type rates struct {
-	searches, calls rate.Limit
+	searches, calls, learned rate.Limit
+	learnBurst               int
 
 	mu  sync.Mutex
 	per map[string]*principalRates
 }
 
 type principalRates struct {
-	search, call *rate.Limiter
-	used         time.Time
+	search, call, learn *rate.Limiter
+	used                time.Time
 }
 
 func newRates(l Limits) *rates {
-	return &rates{searches: rate.Limit(l.SearchesPerSecond), calls: rate.Limit(l.CallsPerSecond), per: map[string]*principalRates{}}
+	return &rates{searches: rate.Limit(l.SearchesPerSecond), calls: rate.Limit(l.CallsPerSecond),
+		learned: rate.Limit(l.LearnedPerMinute / 60), learnBurst: max(int(l.LearnedPerMinute), 1), per: map[string]*principalRates{}}
 }
+
+// of returns a principal's limiters.
+func (r *rates) of(principal string) *principalRates {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.per[principal]
+	if p == nil {
+		p = &principalRates{search: rate.NewLimiter(r.searches, int(2*r.searches)+1), call: rate.NewLimiter(r.calls, int(2*r.calls)+1),
+			learn: rate.NewLimiter(r.learned, r.learnBurst)}
+		r.per[principal] = p
+	}
+	p.used = time.Now()
+	return p
+}
+
+// learn reports whether a principal's request may be recorded now.
+func (r *rates) learn(principal string) bool { return r.of(principal).learn.Allow() }
 
 // reserve takes one search or call from the principal's budget, or says
 // how long to wait.
 func (r *rates) reserve(principal string, search bool) (time.Duration, bool) {
-	r.mu.Lock()
-	p := r.per[principal]
-	if p == nil {
-		p = &principalRates{search: rate.NewLimiter(r.searches, int(2*r.searches)+1), call: rate.NewLimiter(r.calls, int(2*r.calls)+1)}
-		r.per[principal] = p
-	}
-	p.used = time.Now()
-	r.mu.Unlock()
+	p := r.of(principal)
 	l := p.call
 	if search {
 		l = p.search

@@ -60,14 +60,7 @@ func (s *served) newView(c caller) *view {
 				"find them with tool_search, read their parameters with tool_describe and call them with tool_call.",
 		})
 	v.server.AddReceivingMiddleware(v.countLists)
-	v.bridge = &toolcatalog.Bridge{Catalog: s.follower.Current, Principal: c.principal.User, Groups: c.principal.Groups,
-		// A catalog that learns from use gets the request behind each
-		// tool_call of a tool the last tool_search found.
-		Record: func(ctx context.Context, request, tool string) {
-			if err := toolcatalog.RecordRequest(ctx, s.redis, s.keys, s.follower.Current(), request, tool); err != nil {
-				s.g.opts.Log.Error(err, "Recording a request", "catalog", s.id)
-			}
-		}}
+	v.bridge = &toolcatalog.Bridge{Catalog: s.follower.Current, Principal: c.principal.User, Groups: c.principal.Groups}
 	return v
 }
 
@@ -204,7 +197,11 @@ func (v *view) handler(name string) mcp.ToolHandler {
 		case err != nil:
 			return nil, err
 		case call != nil:
-			return v.call(ctx, call.Name, call.Arguments), nil
+			res := v.call(ctx, call.Name, call.Arguments)
+			if !res.IsError && call.Request != "" {
+				v.learn(ctx, call)
+			}
+			return res, nil
 		}
 		if name == toolcatalog.ToolSearch {
 			v.metrics().Searches.WithLabelValues(v.catalogID()).Inc()
@@ -255,6 +252,19 @@ func (v *view) call(ctx context.Context, name string, args json.RawMessage) *mcp
 		outcome = OutcomeToolError
 	}
 	return res
+}
+
+// learn records the request behind a tool_call that succeeded, for a
+// catalog that learns from use: never for anonymous clients, and at most
+// at the principal's learning rate, so no one client can flood the log.
+func (v *view) learn(ctx context.Context, call *toolcatalog.Call) {
+	p := v.principal()
+	if p.User == Anonymous.User || !v.s.g.rates.learn(p.key()) {
+		return
+	}
+	if err := toolcatalog.RecordRequest(ctx, v.s.redis, v.s.keys, v.s.follower.Current(), p.User, call.Request, call.Name); err != nil {
+		v.s.g.opts.Log.Error(err, "Recording a request", "catalog", v.s.id)
+	}
 }
 
 func toolError(msg string) *mcp.CallToolResult {

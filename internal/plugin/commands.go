@@ -139,9 +139,15 @@ func (o *Options) describeToolCommand() *cobra.Command {
 					fmt.Fprintf(out, "  - %s\n", q)
 				}
 				if len(m.LearnedQueries) > 0 {
-					fmt.Fprintf(out, "Learned requests:\n")
+					// Who taught each: a request one principal made is
+					// never learned (spec.learning.minPrincipals).
+					taught, err := contract.Teachers(ctx, s.redis, s.config.Keys, tool.Name, m.LearnedQueries)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(out, "Learned requests (principals who made them):\n")
 					for _, q := range m.LearnedQueries {
-						fmt.Fprintf(out, "  - %s\n", q)
+						fmt.Fprintf(out, "  - %s (%d)\n", q, taught[q])
 					}
 				}
 			} else {

@@ -256,7 +256,7 @@ func TestPurgeRequestsDeletesTheRecordedText(t *testing.T) {
 	defer rc.Close()
 	keys := contract.Keys{Prefix: contract.DefaultPrefix(ns, "assistant")}
 	for _, req := range []string{"book the fishbowl", "book the fishbowl", "will it rain"} {
-		if err := contract.RecordRequest(ctx, rc, keys, req, "get_weather", time.Now()); err != nil {
+		if err := contract.RecordRequest(ctx, rc, keys, "alice", req, "get_weather", time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}

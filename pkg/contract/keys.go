@@ -75,6 +75,11 @@ func (k Keys) Requests() string { return k.Prefix + ":requests" }
 // was last recorded, by which the operator drops old ones.
 func (k Keys) RequestsSeen() string { return k.Prefix + ":requests:seen" }
 
+// RequestsBy is P:requests:by, the same members → the distinct principals
+// that made each request, as comma-separated hashes (at most
+// MaxTeachers): learning counts people, not calls.
+func (k Keys) RequestsBy() string { return k.Prefix + ":requests:by" }
+
 // EncodeVector encodes a vector as float32 little-endian bytes.
 func EncodeVector(v []float32) []byte {
 	b := make([]byte, 4*len(v))

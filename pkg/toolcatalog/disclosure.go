@@ -234,6 +234,11 @@ func (e *BridgeError) Error() string { return e.Message }
 type Call struct {
 	Name      string
 	Arguments json.RawMessage
+	// Request is the query of the last tool_search when it found the
+	// tool: the request that led to the call. Once the call succeeded,
+	// pass it to RecordRequest to let a learning catalog fold requests
+	// many principals make into its tools' query sets.
+	Request string
 }
 
 // Bridge dispatches bridge tool calls against a catalog.
@@ -250,12 +255,6 @@ type Bridge struct {
 	// DescriptionLength where it cuts descriptions; the package defaults
 	// when zero (a catalog's policy: DisclosurePolicy).
 	TopK, MaxTopK, DescriptionLength int
-	// Record, when set, is called for each tool_call of a tool the last
-	// tool_search returned, with that search's query: the request that led
-	// to the call. Pass it to RecordRequest to let a learning catalog fold
-	// frequent requests into its tools' query sets.
-	Record func(ctx context.Context, request, tool string)
-
 	mu sync.Mutex
 	// lastQuery and lastFound are the last tool_search's query and hits.
 	lastQuery string
@@ -317,13 +316,13 @@ func (b *Bridge) Handle(ctx context.Context, name, arguments string) (json.RawMe
 		if err != nil {
 			return nil, nil, &BridgeError{Message: fmt.Sprintf("tool_call: \"arguments\" for %s %s", tool.Name, err)}
 		}
+		call := &Call{Name: tool.Name, Arguments: raw}
 		b.mu.Lock()
-		query, found := b.lastQuery, slices.Contains(b.lastFound, tool.Name)
-		b.mu.Unlock()
-		if b.Record != nil && found {
-			b.Record(ctx, query, tool.Name)
+		if slices.Contains(b.lastFound, tool.Name) {
+			call.Request = b.lastQuery
 		}
-		return nil, &Call{Name: tool.Name, Arguments: raw}, nil
+		b.mu.Unlock()
+		return nil, call, nil
 	}
 	return nil, nil, &BridgeError{Message: fmt.Sprintf("%s is not a bridge tool", name)}
 }

@@ -265,20 +265,24 @@ func RecordUsage(ctx context.Context, c redis.UniversalClient, keys contract.Key
 	return c.ZIncrBy(ctx, keys.Usage(), 1, tool).Err()
 }
 
-// RecordRequest records that a request led to a call of a tool of cat, in
-// the catalog's capped request log (P:requests), when the catalog learns
-// from requests (spec.learning); for any other catalog, or a tool it does
-// not hold, it records nothing. The request text is stored: see
-// docs/learning.md for retention, privacy and purging. Bridge.Record
-// calls it with the tool_search query behind a tool_call.
-func RecordRequest(ctx context.Context, c redis.UniversalClient, keys contract.Keys, cat *Catalog, request, tool string) error {
+// RecordRequest records that principal's request led to a call of a tool
+// of cat that succeeded, in the catalog's capped request log
+// (P:requests), when the catalog learns from requests (spec.learning);
+// for any other catalog, a tool it does not hold, or a call without a
+// principal, it records nothing. Record only calls whose arguments were
+// valid and that succeeded, and only for authenticated principals: a
+// catalog learns a request when enough distinct principals made it. The
+// request text is stored, the principal only as a hash: see
+// docs/learning.md for retention, privacy and purging. Call.Request is
+// the request behind a bridge tool_call.
+func RecordRequest(ctx context.Context, c redis.UniversalClient, keys contract.Keys, cat *Catalog, principal, request, tool string) error {
 	if cat == nil || !cat.Document.Search.LearnFromRequests {
 		return nil
 	}
 	if _, ok := cat.Tool(tool); !ok {
 		return nil
 	}
-	return contract.RecordRequest(ctx, c, keys, request, tool, time.Now())
+	return contract.RecordRequest(ctx, c, keys, principal, request, tool, time.Now())
 }
 
 // TopUsed returns the n most used tools, most used first.
