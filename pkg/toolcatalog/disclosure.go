@@ -255,7 +255,7 @@ type Bridge struct {
 	// DescriptionLength where it cuts descriptions; the package defaults
 	// when zero (a catalog's policy: DisclosurePolicy).
 	TopK, MaxTopK, DescriptionLength int
-	mu sync.Mutex
+	mu                               sync.Mutex
 	// lastQuery and lastFound are the last tool_search's query and hits.
 	lastQuery string
 	lastFound []string
