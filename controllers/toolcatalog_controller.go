@@ -199,46 +199,10 @@ func (r *ToolCatalogReconciler) ensureFinalizer(ctx context.Context, tc *v1alpha
 	return nil
 }
 
-// checkKeyPrefix refuses to publish where another catalog already does:
-// two catalogs on one Redis address, database and key prefix would
-// overwrite each other's versions. The catalog created first keeps it.
-func (r *ToolCatalogReconciler) checkKeyPrefix(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config) error {
-	list := &v1alpha1.ToolCatalogList{}
-	if err := r.List(ctx, list); err != nil {
-		return &stepError{reason: v1alpha1.ReasonAPIError, message: fmt.Sprintf("listing ToolCatalogs: %v; retrying with backoff", err), err: err}
-	}
-	for i := range list.Items {
-		other := &list.Items[i]
-		if other.UID == tc.UID || !other.DeletionTimestamp.IsZero() || !sameLocation(tc, other) || !createdBefore(other, tc) {
-			continue
-		}
-		return &stepError{reason: v1alpha1.ReasonKeyPrefixConflict, terminal: true, published: true,
-			message: fmt.Sprintf("ToolCatalog %s already publishes under key prefix %s on Redis %s (database %d): nothing was written; set another spec.redis.keyPrefix",
-				catalogID(other), cfg.Keys.Prefix, joinAddresses(tc), tc.Spec.Redis.DB)}
-	}
-	return nil
-}
-
-// sameLocation reports whether two catalogs write the same Redis keys.
-func sameLocation(a, b *v1alpha1.ToolCatalog) bool {
-	if catalogconfig.KeysOf(a).Prefix != catalogconfig.KeysOf(b).Prefix || a.Spec.Redis.DB != b.Spec.Redis.DB {
-		return false
-	}
-	return slices.ContainsFunc(a.Spec.Redis.Addresses, func(addr string) bool { return slices.Contains(b.Spec.Redis.Addresses, addr) })
-}
-
-// createdBefore orders catalogs by creation, then by namespace/name.
-func createdBefore(a, b *v1alpha1.ToolCatalog) bool {
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.Before(&b.CreationTimestamp)
-	}
-	return catalogID(a) < catalogID(b)
-}
-
 // reconcileDelete removes the catalog's keys from Redis and its records
 // from ToolDefinitions, then lets the catalog go. A Redis outage delays the
-// cleanup (the error is retried with backoff); it is not skipped. A catalog
-// refused for its key prefix owns no keys and removes none.
+// cleanup (the error is retried with backoff); it is not skipped. Keys
+// whose head another catalog wrote are left alone.
 func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha1.ToolCatalog) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(tc, v1alpha1.FinalizerCleanup) {
 		return ctrl.Result{}, nil
@@ -275,8 +239,8 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 }
 
 func (r *ToolCatalogReconciler) deleteKeys(ctx context.Context, tc *v1alpha1.ToolCatalog) error {
-	if ready := conditionReason(tc, v1alpha1.ConditionReady); ready == v1alpha1.ReasonKeyPrefixConflict {
-		return nil
+	if catalogconfig.CheckKeyPrefix(tc) != nil {
+		return nil // never published: its prefix was refused
 	}
 	keys := catalogconfig.KeysOf(tc)
 	opts, err := r.resolver().RedisOptions(ctx, tc)
@@ -290,6 +254,13 @@ func (r *ToolCatalogReconciler) deleteKeys(ctx context.Context, tc *v1alpha1.Too
 		return err
 	}
 	rc := r.Redis.Get(catalogID(tc), opts)
+	// Only what this catalog published is deleted: a head with another
+	// catalog's UID (written by someone else under these keys) is not its.
+	if owner, err := contract.HeadOwner(ctx, rc, keys); err == nil && owner != "" && owner != string(tc.UID) {
+		r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonForeignKeys, "Cleanup",
+			"the keys under %s hold a version of catalog UID %s, not this catalog's: left in place", keys.Prefix, owner)
+		return nil
+	}
 	if err := contract.Delete(ctx, rc, keys); err != nil {
 		metrics.RedisErrors.WithLabelValues(catalogID(tc), "delete").Inc()
 		if !isRedisAuthError(err) {
@@ -308,8 +279,7 @@ func isRedisAuthError(err error) bool {
 }
 
 // SetupWithManager registers the controller and its watches: catalogs
-// (spec and annotation changes; a deletion also wakes the catalogs that
-// share its key prefix), the ToolDefinitions they select (spec and label
+// (spec and annotation changes), the ToolDefinitions they select (spec and label
 // changes, before and after), and the Secrets they refer to.
 func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ToolCatalog{}, secretRefIndex, func(o client.Object) []string {
@@ -319,11 +289,6 @@ func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ToolCatalog{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&v1alpha1.ToolCatalog{}, handler.Funcs{
-			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueueLimiter) {
-				r.enqueueSameLocation(ctx, q, e.Object)
-			},
-		}).
 		Watches(&v1alpha1.ToolDefinition{}, handler.Funcs{
 			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueueLimiter) {
 				r.enqueueSelecting(ctx, q, e.Object)
@@ -361,25 +326,6 @@ func (r *ToolCatalogReconciler) enqueueSelecting(ctx context.Context, q workqueu
 				seen[tc] = true
 				q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: tc}})
 			}
-		}
-	}
-}
-
-// enqueueSameLocation queues the catalogs that publish where a deleted one
-// did: one refused for the key prefix may now take it.
-func (r *ToolCatalogReconciler) enqueueSameLocation(ctx context.Context, q workqueueLimiter, obj client.Object) {
-	gone, ok := obj.(*v1alpha1.ToolCatalog)
-	if !ok {
-		return
-	}
-	list := &v1alpha1.ToolCatalogList{}
-	if err := r.List(ctx, list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing ToolCatalogs")
-		return
-	}
-	for i := range list.Items {
-		if list.Items[i].UID != gone.UID && sameLocation(gone, &list.Items[i]) {
-			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 	}
 }

@@ -57,10 +57,6 @@ func (r *ToolCatalogReconciler) runPass(ctx context.Context, tc *v1alpha1.ToolCa
 		return res
 	}
 	res.resync = cfg.Resync
-	if err := r.checkKeyPrefix(ctx, tc, cfg); err != nil {
-		res.err = err
-		return res
-	}
 	providers, err := r.providers().Providers(catalogID(tc), cfg.Providers)
 	if err != nil {
 		res.err = configError(err)

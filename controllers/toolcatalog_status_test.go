@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
@@ -203,14 +204,16 @@ func TestLongCatalogNamesKeepTheirOwnRecords(t *testing.T) {
 	expectBothRecords()
 }
 
-// Two catalogs cannot publish under one Redis prefix: the later one is
-// refused and writes nothing until the first one goes.
-func TestSecondCatalogOnTheSamePrefixIsRefused(t *testing.T) {
+// A custom key prefix must hold the catalog's own {namespace/name} as its
+// first hash tag: a catalog pointed at another's prefix is refused and
+// writes nothing there; with its own tag it publishes. Deleting a catalog
+// whose keys hold another catalog's head leaves them in place.
+func TestKeyPrefixMustBeTheCatalogsOwn(t *testing.T) {
 	g := gomegaFor(t)
 	ns := newNamespace(t)
 	p := newProvider(t, ns)
 	rc := redisClient(t)
-	prefix := "tc:{" + ns + "/shared}"
+	prefix := "tc:{" + ns + "/first}"
 	createAll(g, testTool(ns, "weather", "get_weather", "Get the current weather for a city.", "first"),
 		testTool(ns, "email", "send_email", "Send an email to a recipient.", "second"))
 	first := testCatalog(ns, "first", p)
@@ -226,22 +229,34 @@ func TestSecondCatalogOnTheSamePrefixIsRefused(t *testing.T) {
 	createAll(g, second)
 	g.Eventually(func(g Gomega) {
 		tc := getTC(g, ns, "second")
-		g.Expect(tc.Status.ObservedGeneration).To(Equal(tc.Generation))
-		ready := expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonKeyPrefixConflict)
-		g.Expect(ready.Message).To(ContainSubstring("ToolCatalog " + ns + "/first already publishes under key prefix " + prefix))
-		expectCondition(g, tc, v1alpha1.ConditionPublished, metav1.ConditionFalse, v1alpha1.ReasonKeyPrefixConflict)
+		ready := expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidConfiguration)
+		g.Expect(ready.Message).To(ContainSubstring("must hold the catalog's own hash tag {" + ns + "/second}"))
 	}).Should(Succeed())
 	g.Expect(dumpCatalog(rc, k)).To(Equal(before), "the refused catalog wrote to Redis")
-	g.Expect(hasEvent(eventsFor(g, ns, "second"), "Warning", v1alpha1.ReasonKeyPrefixConflict)).NotTo(BeNil())
 
-	// When the first catalog goes, the second one takes the prefix.
-	g.Expect(k8sClient.Delete(context.Background(), first)).To(Succeed())
+	// Deleting it removes nothing: it never published there.
+	g.Expect(k8sClient.Delete(context.Background(), second)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(second), &v1alpha1.ToolCatalog{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+	}).Should(Succeed())
+	g.Expect(dumpCatalog(rc, k)).To(Equal(before), "the refused catalog's deletion touched Redis")
+
+	// With its own tag it publishes.
+	third := testCatalog(ns, "second", p)
+	third.Spec.Redis.KeyPrefix = "tc:{" + ns + "/second}:v2"
+	createAll(g, third)
 	tc := waitVersion(g, ns, "second", 1)
 	g.Expect(tc.Status.Counts.Tools).To(BeEquivalentTo(1))
-	doc := storedDoc(g, rc, k)
-	g.Expect(doc.Catalog).To(Equal(ns + "/second"))
-	g.Expect(doc.Tools).To(HaveLen(1))
-	g.Expect(doc.Tools[0].Name).To(Equal("send_email"))
+
+	// A head another catalog wrote under first's keys: first's deletion
+	// leaves them.
+	g.Expect(rc.Set(context.Background(), k.Head(), `{"contract":2,"version":9,"catalog":"`+ns+`/first","catalog_uid":"someone-else"}`, 0).Err()).To(Succeed())
+	g.Expect(k8sClient.Delete(context.Background(), first)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(hasEvent(eventsFor(g, ns, "first"), "Warning", v1alpha1.ReasonForeignKeys)).NotTo(BeNil())
+	}).Should(Succeed())
+	g.Expect(rc.Exists(context.Background(), k.Head(), k.Tools()).Val()).To(BeEquivalentTo(2))
 }
 
 // Provider clients (and their HTTP connections) live across passes; a

@@ -188,10 +188,9 @@ const (
 	// ReasonInvalidRefreshRequest means a refresh annotation could not be
 	// understood; it is recorded as handled and ignored.
 	ReasonInvalidRefreshRequest = "InvalidRefreshRequest"
-	// ReasonKeyPrefixConflict means another ToolCatalog, created earlier,
-	// already publishes under the same Redis address and key prefix; this
-	// one writes nothing until one of them moves.
-	ReasonKeyPrefixConflict = "KeyPrefixConflict"
+	// ReasonForeignKeys is the Warning event of a deleted catalog whose
+	// keys hold another catalog's version: they are left in place.
+	ReasonForeignKeys = "ForeignKeys"
 	// ReasonAPIError means reading from the Kubernetes API failed (listing
 	// ToolDefinitions, reading a Secret); the pass is retried with backoff.
 	ReasonAPIError = "KubernetesAPIError"

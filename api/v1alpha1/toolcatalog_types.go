@@ -201,8 +201,9 @@ type RedisSpec struct {
 	// keyPrefix is the prefix of every key of this catalog. It defaults to
 	// `toolcatalog:{<namespace>/<name>}`; the braces are a Redis Cluster
 	// hash tag that keeps all keys of a catalog in one slot so they can be
-	// written in one transaction. A custom prefix must keep a hash tag in
-	// cluster mode.
+	// written in one transaction. A custom prefix must hold the catalog's
+	// own `{<namespace>/<name>}` as its first hash tag, so no two catalogs
+	// share a key.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,6 +92,27 @@ func KeysOf(tc *v1alpha1.ToolCatalog) contract.Keys {
 	return contract.Keys{Prefix: contract.DefaultPrefix(tc.Namespace, tc.Name)}
 }
 
+// CheckKeyPrefix refuses a custom spec.redis.keyPrefix whose first hash
+// tag is not the catalog's own {namespace/name}. Every key of a catalog
+// then starts with a tag no other catalog can claim, so no catalog can
+// write, read as its own, or delete another's keys, whatever prefixes
+// namespace users choose, and all keys stay in one Redis Cluster slot.
+func CheckKeyPrefix(tc *v1alpha1.ToolCatalog) error {
+	p := tc.Spec.Redis.KeyPrefix
+	if p == "" {
+		return nil
+	}
+	own := "{" + tc.Namespace + "/" + tc.Name + "}"
+	open := strings.IndexByte(p, '{')
+	if open >= 0 {
+		if end := strings.IndexByte(p[open:], '}'); end > 0 && p[open:open+end+1] == own {
+			return nil
+		}
+	}
+	return &Error{Reason: v1alpha1.ReasonInvalidConfiguration,
+		Message: fmt.Sprintf("spec.redis.keyPrefix %q must hold the catalog's own hash tag %s as its first {...}, as the default toolcatalog:%s does: a prefix without it could reach another catalog's keys", p, own, own)}
+}
+
 // SecretNames lists the Secrets a catalog refers to, for the field index
 // that maps a changed Secret to its catalogs.
 func SecretNames(tc *v1alpha1.ToolCatalog) []string {
@@ -140,6 +162,9 @@ func DisclosureOf(d v1alpha1.DisclosureSpec) *contract.Disclosure {
 // options and providers.
 func (r *Resolver) Resolve(ctx context.Context, tc *v1alpha1.ToolCatalog) (*Config, error) {
 	spec := tc.Spec
+	if err := CheckKeyPrefix(tc); err != nil {
+		return nil, err
+	}
 	cfg := &Config{
 		Keys:           KeysOf(tc),
 		QueriesPerTool: int(orDefault(spec.QueryGeneration.QueriesPerTool, 5)),

@@ -3,6 +3,8 @@ package catalogconfig
 import (
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
@@ -26,6 +28,28 @@ func TestDisclosureOf(t *testing.T) {
 	} {
 		if got := *DisclosureOf(tt.spec); got != tt.want {
 			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// A custom prefix is the catalog's only when its first hash tag is its
+// own: anything else could reach another catalog's keys.
+func TestCheckKeyPrefix(t *testing.T) {
+	for prefix, ok := range map[string]bool{
+		"":                                true,
+		"tc:{team-a/search}":              true,
+		"{team-a/search}:v2":              true,
+		"tc:{team-b/prod}":                false,
+		"tc:{team-b/prod}{team-a/search}": false,
+		"tc:team-a/search":                false,
+		"tc:{team-a/search":               false,
+		"tc:{team-a/searc}h}":             false,
+		"toolcatalog:{team-a/search-2}":   false,
+	} {
+		tc := &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "search"}}
+		tc.Spec.Redis.KeyPrefix = prefix
+		if err := CheckKeyPrefix(tc); (err == nil) != ok {
+			t.Errorf("%q: %v, want allowed=%v", prefix, err, ok)
 		}
 	}
 }

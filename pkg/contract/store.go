@@ -349,6 +349,23 @@ func Notify(ctx context.Context, c redis.UniversalClient, channel string, notice
 	return nil
 }
 
+// HeadOwner returns the catalog UID in the head under k; empty when there
+// is no head or it names none.
+func HeadOwner(ctx context.Context, c redis.UniversalClient, k Keys) (string, error) {
+	raw, err := c.Get(ctx, k.Head()).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", k.Head(), err)
+	}
+	h, err := ParseHead(raw)
+	if err != nil {
+		return "", err
+	}
+	return h.CatalogUID, nil
+}
+
 // Delete removes every key of a catalog; deleting an absent catalog is not
 // an error.
 func Delete(ctx context.Context, c redis.UniversalClient, k Keys) error {
