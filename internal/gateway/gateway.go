@@ -21,7 +21,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +35,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
+	"github.com/toolcatalog/tool-catalog-operator/internal/gateway/request"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
@@ -45,8 +45,6 @@ import (
 const (
 	DefaultCallTimeout = 30 * time.Second
 	DefaultIdleViews   = 10 * time.Minute
-	// MinContextWindow is the smallest ?contextWindow a client may give.
-	MinContextWindow = 1000
 )
 
 // Options configure a Gateway.
@@ -156,32 +154,28 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	key := client.ObjectKey{Namespace: r.PathValue("namespace"), Name: r.PathValue("catalog")}
 	c := caller{}
-	if raw := r.URL.Query().Get("contextWindow"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < MinContextWindow {
-			g.reject(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("contextWindow must be a number of tokens, at least %d", MinContextWindow))
-			return
-		}
-		c.window = bucketWindow(n)
+	var err error
+	if c.window, err = request.ContextWindow(r.URL.Query().Get("contextWindow")); err != nil {
+		g.reject(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
 	}
 	// Who asks comes first: a client learns nothing of a catalog before
 	// it has authenticated, and then only of the catalogs it may open.
 	var tc *v1alpha1.ToolCatalog
-	header := r.Header.Get("Authorization")
-	scheme, token, _ := strings.Cut(header, " ")
+	token, err := request.Bearer(r.Header.Get("Authorization"))
 	switch {
-	case header == "":
+	case errors.Is(err, request.ErrNoToken):
 		tc = &v1alpha1.ToolCatalog{}
 		if err := g.opts.Kube.Get(ctx, key, tc); err != nil || !tc.Spec.Gateway.AllowAnonymous {
-			g.reject(w, http.StatusUnauthorized, "unauthenticated", "a bearer token is required (Authorization: Bearer TOKEN)")
+			g.reject(w, http.StatusUnauthorized, "unauthenticated", request.ErrNoToken.Error())
 			return
 		}
 		c.principal = Anonymous
-	case !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "":
-		g.reject(w, http.StatusUnauthorized, "unauthenticated", "only bearer tokens are accepted (Authorization: Bearer TOKEN)")
+	case err != nil:
+		g.reject(w, http.StatusUnauthorized, "unauthenticated", err.Error())
 		return
 	default:
-		p, err := g.opts.Auth.Authenticate(ctx, strings.TrimSpace(token))
+		p, err := g.opts.Auth.Authenticate(ctx, token)
 		switch {
 		case errors.Is(err, ErrUnauthenticated):
 			g.reject(w, http.StatusUnauthorized, "unauthenticated", "the bearer token is not valid")
@@ -249,9 +243,9 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, s *served, c cal
 	if r.Method != http.MethodPost {
 		return true
 	}
-	body, err := readBody(r, limits.RequestBytes)
+	body, err := request.ReadBody(r, limits.RequestBytes)
 	switch {
-	case errors.Is(err, errTooLarge):
+	case errors.Is(err, request.ErrTooLarge):
 		g.reject(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("a request body may hold at most %d bytes", limits.RequestBytes))
 		return false
 	case err != nil:
@@ -262,7 +256,7 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, s *served, c cal
 		g.reject(w, http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("at most %d open sessions per principal: close one (HTTP DELETE) or let it expire", limits.SessionsPerPrincipal))
 		return false
 	}
-	searches, calls := toolCalls(body)
+	searches, calls := request.ToolCalls(body, toolcatalog.ToolSearch)
 	for i := range searches + calls {
 		if wait, ok := g.rates.reserve(c.principal.key(), i < searches); !ok {
 			w.Header().Set("Retry-After", retryAfter(wait))
@@ -546,8 +540,9 @@ func (s *served) resync(cat *toolcatalog.Catalog) {
 }
 
 // dropIdleViews forgets views that have had no session for IdleViews,
-// the session owners of closed sessions and the rate limiters of idle
-// principals, and closes sessions past their lifetime.
+// the session owners of closed sessions, the rate limiters of idle
+// principals and the upstream sessions and caches no call used, and closes
+// sessions past their lifetime.
 func (g *Gateway) dropIdleViews(ctx context.Context) {
 	tick := time.NewTicker(max(g.opts.IdleViews/4, 10*time.Millisecond))
 	defer tick.Stop()
@@ -564,6 +559,7 @@ func (g *Gateway) dropIdleViews(ctx context.Context) {
 			s.dropIdle(g.opts.IdleViews, g.opts.Limits.SessionLifetime)
 		}
 		g.rates.forget(g.opts.IdleViews)
+		g.up.sweep(g.opts.IdleViews)
 	}
 }
 

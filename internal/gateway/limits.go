@@ -1,19 +1,12 @@
 package gateway
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"io"
 	"math"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
-
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
 // Limits bound what one client can make the gateway do. Every field has
@@ -84,18 +77,6 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// MaxContextWindow is the largest ?contextWindow a client may give.
-const MaxContextWindow = 10_000_000
-
-// bucketWindow rounds a client's context window down to MinContextWindow
-// times a power of two, so one principal has a handful of views, not one
-// per number it sends. Rounding down only ever discloses more tools
-// progressively, never fewer.
-func bucketWindow(n int) int {
-	n = min(n, MaxContextWindow)
-	return MinContextWindow << int(math.Log2(float64(n)/MinContextWindow))
-}
-
 // rates holds each principal's rate limiters.
 type rates struct {
 	searches, calls, learned rate.Limit
@@ -158,60 +139,6 @@ func (r *rates) forget(idle time.Duration) {
 			delete(r.per, k)
 		}
 	}
-}
-
-// errTooLarge is a body over Limits.RequestBytes.
-var errTooLarge = errors.New("request body too large")
-
-// readBody reads a request's body, at most limit bytes, and puts it back
-// for the MCP handler.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
-	if r.Body == nil {
-		return nil, nil
-	}
-	if r.ContentLength > limit {
-		return nil, errTooLarge
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(body)) > limit {
-		return nil, errTooLarge
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	return body, nil
-}
-
-// toolCalls reports the tool calls a JSON-RPC body holds: how many call
-// tool_search and how many call anything else. A body the gateway cannot
-// read is left to the MCP handler, which answers it.
-func toolCalls(body []byte) (searches, calls int) {
-	type message struct {
-		Method string `json:"method"`
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
-	}
-	var msgs []message
-	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '[' {
-		_ = json.Unmarshal(trimmed, &msgs)
-	} else {
-		var m message
-		if json.Unmarshal(trimmed, &m) == nil {
-			msgs = []message{m}
-		}
-	}
-	for _, m := range msgs {
-		switch {
-		case m.Method != "tools/call":
-		case m.Params.Name == toolcatalog.ToolSearch:
-			searches++
-		default:
-			calls++
-		}
-	}
-	return searches, calls
 }
 
 // retryAfter is a Retry-After value: whole seconds, at least one.

@@ -21,7 +21,7 @@ import (
 
 // ownGateway serves the suite's catalogs with other limits, on a loopback
 // port of its own; it returns the gateway and its base URL.
-func ownGateway(t *testing.T, limits Limits, audit ...logr.Logger) (*Gateway, string) {
+func ownGateway(t *testing.T, limits Limits, edits ...func(*Options)) (*Gateway, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -29,11 +29,12 @@ func ownGateway(t *testing.T, limits Limits, audit ...logr.Logger) (*Gateway, st
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := New(ctx, Options{Kube: kube, Secrets: kube, Auth: &Authenticator{Static: &StaticTokens{Path: staticTokens}},
-		Metrics: NewMetrics(prometheus.NewRegistry()), Egress: policy, Limits: limits, CallTimeout: 5 * time.Second, Log: logr.Discard()})
-	if len(audit) > 0 {
-		g.opts.Audit = audit[0]
+	opts := Options{Kube: kube, Secrets: kube, Auth: &Authenticator{Static: &StaticTokens{Path: staticTokens}},
+		Metrics: NewMetrics(prometheus.NewRegistry()), Egress: policy, Limits: limits, CallTimeout: 5 * time.Second, Log: logr.Discard()}
+	for _, edit := range edits {
+		edit(&opts)
 	}
+	g := New(ctx, opts)
 	srv := httptest.NewServer(g.Handler())
 	t.Cleanup(srv.Close)
 	return g, srv.URL
@@ -173,8 +174,7 @@ func TestSessionsExpire(t *testing.T) {
 		{"lifetime", Limits{SessionLifetime: time.Second}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			g, base := ownGateway(t, tt.limits)
-			g.opts.IdleViews = 40 * time.Millisecond // sweeps every 10 ms
+			g, base := ownGateway(t, tt.limits, func(o *Options) { o.IdleViews = 40 * time.Millisecond }) // sweeps every 10 ms
 			cs := connectTo(t, base, ns, "expiring", aliceToken)
 			key := client.ObjectKey{Namespace: ns, Name: "expiring"}
 			waitFor(t, "the session to close", func() bool {
@@ -193,10 +193,29 @@ func TestSessionsExpire(t *testing.T) {
 	}
 }
 
-func TestBucketWindow(t *testing.T) {
-	for in, want := range map[int]int{1000: 1000, 1999: 1000, 2000: 2000, 128_000: 128_000, 130_000: 128_000, 200_000: 128_000, 50_000_000: 8_192_000} {
-		if got := bucketWindow(in); got != want {
-			t.Errorf("bucketWindow(%d) = %d, want %d", in, got, want)
-		}
+// Upstream sessions, compiled schemas and resolved settings no call used
+// for a while are dropped: what the gateway holds follows use.
+func TestUpstreamCachesAreSwept(t *testing.T) {
+	ns := newNamespace(t)
+	srv := mcptest.New(t, mcptest.Options{Name: "echo"})
+	srv.Tool("echo", "Echo the arguments.", nil, nil)
+	create(t, testCatalog(ns, "swept", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}),
+		testTool(ns, "swept", "echo", "Echo the arguments.", upstream(srv.URL, "echo")))
+	published(t, ns, "swept", 1)
+	g, base := ownGateway(t, Limits{}, func(o *Options) { o.IdleViews = 200 * time.Millisecond })
+	cs := connectTo(t, base, ns, "swept", aliceToken)
+	if out, isErr := callTool(t, cs, "echo", map[string]any{}); isErr {
+		t.Fatal(out)
+	}
+	if sessions, schemas, _ := g.up.sizes(); sessions != 1 || schemas != 1 {
+		t.Fatalf("after a call: %d sessions, %d schemas", sessions, schemas)
+	}
+	waitFor(t, "the idle upstream session and schema to go", func() bool {
+		sessions, schemas, _ := g.up.sizes()
+		return sessions == 0 && schemas == 0
+	})
+	// A later call connects again.
+	if out, isErr := callTool(t, cs, "echo", map[string]any{}); isErr || srv.Calls() != 2 {
+		t.Fatalf("a call after the sweep: %q, upstream calls %d", out, srv.Calls())
 	}
 }

@@ -346,7 +346,7 @@ func TestEveryCallIsAudited(t *testing.T) {
 		defer mu.Unlock()
 		lines = append(lines, args)
 	}, funcr.Options{})
-	_, base := ownGateway(t, Limits{}, sink)
+	_, base := ownGateway(t, Limits{}, func(o *Options) { o.Audit = sink })
 	cs := connectTo(t, base, ns, "audited", aliceToken)
 	if out, isErr := callTool(t, cs, "tool_call", map[string]any{"name": "echo", "arguments": map[string]any{"secret": "4111-1111"}}); isErr {
 		t.Fatal(out)

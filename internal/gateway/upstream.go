@@ -39,12 +39,18 @@ type upstreams struct {
 	mu       sync.Mutex
 	pool     map[string]*pooled // by settings fingerprint
 	resolved map[client.ObjectKey]resolvedSource
-	schemas  map[string]*catalog.Arguments // by spec hash
+	schemas  map[string]*compiled // by spec hash
 }
 
 type pooled struct {
 	mu      sync.Mutex // one connection attempt at a time
 	session *mcpsource.Session
+	used    time.Time // under upstreams.mu
+}
+
+type compiled struct {
+	args *catalog.Arguments
+	used time.Time
 }
 
 type resolvedSource struct {
@@ -56,7 +62,7 @@ type resolvedSource struct {
 
 func newUpstreams(kube, secrets client.Reader, policy *egress.Policy, timeout time.Duration, maxResult int64, log logr.Logger) *upstreams {
 	return &upstreams{kube: kube, secrets: secrets, egress: policy, timeout: timeout, maxResult: maxResult, log: log, resolveTTL: 30 * time.Second,
-		pool: map[string]*pooled{}, resolved: map[client.ObjectKey]resolvedSource{}, schemas: map[string]*catalog.Arguments{}}
+		pool: map[string]*pooled{}, resolved: map[client.ObjectKey]resolvedSource{}, schemas: map[string]*compiled{}}
 }
 
 // callError is a call's failure as the model sees it, with its outcome
@@ -71,18 +77,22 @@ func (e *callError) Error() string { return e.message }
 // once per spec hash.
 func (u *upstreams) arguments(tool contract.Tool, args json.RawMessage) error {
 	u.mu.Lock()
-	a := u.schemas[tool.SpecHash]
+	c := u.schemas[tool.SpecHash]
+	if c != nil {
+		c.used = time.Now()
+	}
 	u.mu.Unlock()
-	if a == nil {
-		var err error
-		if a, err = catalog.CompileArguments(tool.Parameters); err != nil {
+	if c == nil {
+		a, err := catalog.CompileArguments(tool.Parameters)
+		if err != nil {
 			return &callError{OutcomeInvalid, fmt.Sprintf("the parameters schema of %s cannot be used: %v", tool.Name, err)}
 		}
+		c = &compiled{args: a, used: time.Now()}
 		u.mu.Lock()
-		u.schemas[tool.SpecHash] = a
+		u.schemas[tool.SpecHash] = c
 		u.mu.Unlock()
 	}
-	if err := a.Validate(args); err != nil {
+	if err := c.args.Validate(args); err != nil {
 		return &callError{OutcomeInvalid, fmt.Sprintf("the arguments of %s do not match its parameters: %v; use tool_describe for its schema", tool.Name, err)}
 	}
 	return nil
@@ -149,6 +159,7 @@ func (u *upstreams) call(ctx context.Context, namespace string, tool contract.To
 		p = &pooled{}
 		u.pool[fp] = p
 	}
+	p.used = time.Now()
 	u.mu.Unlock()
 	var res *mcp.CallToolResult
 	connected, oversized := false, false
@@ -216,6 +227,46 @@ func (p *pooled) drop(s *mcpsource.Session) {
 		_ = s.Close()
 		p.session = nil
 	}
+}
+
+// sweep forgets what has not been used for idle: upstream sessions (closed),
+// compiled schemas and resolved ToolSource settings, so what the gateway
+// holds follows what its clients use, not everything they ever used.
+func (u *upstreams) sweep(idle time.Duration) {
+	u.mu.Lock()
+	var stale []*pooled
+	for fp, p := range u.pool {
+		if time.Since(p.used) > idle {
+			stale = append(stale, p)
+			delete(u.pool, fp)
+		}
+	}
+	for h, c := range u.schemas {
+		if time.Since(c.used) > idle {
+			delete(u.schemas, h)
+		}
+	}
+	for k, r := range u.resolved {
+		if time.Since(r.at) > u.resolveTTL {
+			delete(u.resolved, k)
+		}
+	}
+	u.mu.Unlock()
+	for _, p := range stale {
+		p.mu.Lock()
+		if p.session != nil {
+			_ = p.session.Close()
+			p.session = nil
+		}
+		p.mu.Unlock()
+	}
+}
+
+// sizes reports how many sessions, schemas and settings are held.
+func (u *upstreams) sizes() (sessions, schemas, resolved int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.pool), len(u.schemas), len(u.resolved)
 }
 
 // close ends every pooled session.

@@ -258,11 +258,11 @@ func (v *view) call(ctx context.Context, name string, args json.RawMessage) *mcp
 // catalog that learns from use: never for anonymous clients, and at most
 // at the principal's learning rate, so no one client can flood the log.
 func (v *view) learn(ctx context.Context, call *toolcatalog.Call) {
-	p := v.principal()
-	if p.User == Anonymous.User || !v.s.g.rates.learn(p.key()) {
+	p, cat := v.principal(), v.s.follower.Current()
+	if cat == nil || !cat.Document.Search.LearnFromRequests || p.User == Anonymous.User || !v.s.g.rates.learn(p.key()) {
 		return
 	}
-	if err := toolcatalog.RecordRequest(ctx, v.s.redis, v.s.keys, v.s.follower.Current(), p.User, call.Request, call.Name); err != nil {
+	if err := toolcatalog.RecordRequest(ctx, v.s.redis, v.s.keys, cat, p.User, call.Request, call.Name); err != nil {
 		v.s.g.opts.Log.Error(err, "Recording a request", "catalog", v.s.id)
 	}
 }
