@@ -309,19 +309,19 @@ func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsou
 	if len(newlyPending) > 0 {
 		var parts []string
 		for _, p := range newlyPending {
-			parts = append(parts, fmt.Sprintf("%s: %s (spec hash %s)", p.Tool, text.Truncate(p.Summary, 300), p.SpecHash[:mcpsource.MinApprovalHash]))
+			parts = append(parts, fmt.Sprintf("%s: %s (spec hash %s)", p.Tool, text.Truncate(p.Summary, 300), p.SpecHash[:mcpsource.ShortHash]))
 		}
 		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, ReasonChangePending, "Sync", "%s",
 			text.Truncate(fmt.Sprintf("approve with kubectl toolcatalog approve %s TOOL: %s", ts.Name, strings.Join(parts, "; ")), 1024))
 	}
 	for _, a := range res.approved {
 		r.Recorder.Eventf(ts, nil, corev1.EventTypeNormal, ReasonChangeApproved, "Approve", "%s",
-			text.Truncate(fmt.Sprintf("applied the approved %s change of %s (spec hash %s): %s", strings.ToLower(string(a.Change)), a.Tool, a.SpecHash[:mcpsource.MinApprovalHash], a.Summary), 1024))
+			text.Truncate(fmt.Sprintf("applied the approved %s change of %s (spec hash %s): %s", strings.ToLower(string(a.Change)), a.Tool, a.SpecHash[:mcpsource.ShortHash], a.Summary), 1024))
 	}
 	if len(res.malformedApprovals) > 0 {
 		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, ReasonApprovalIgnored, "Approve",
-			"annotation %s: entries %s are not TOOL=SPECHASH (a hash of at least %d hex digits) and approve nothing",
-			v1alpha1.AnnotationApprove, strings.Join(res.malformedApprovals, ", "), mcpsource.MinApprovalHash)
+			"annotation %s: entries %s are not TOOL=SPECHASH (the whole spec hash, 64 hex digits) and approve nothing",
+			v1alpha1.AnnotationApprove, strings.Join(res.malformedApprovals, ", "))
 	}
 }
 

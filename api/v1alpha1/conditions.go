@@ -60,8 +60,9 @@ const (
 	// AnnotationApprove approves upstream changes. On a ToolSource its
 	// value is a comma-separated list of TOOL=SPECHASH (tool as published,
 	// prefix included); on a ToolDefinition a ToolSource owns, a SPECHASH.
-	// A hash prefix of at least 12 hex digits is enough. An approval names
-	// one version of a tool: a later change needs a new one.
+	// Each SPECHASH is the whole 64-digit hash; a prefix approves nothing.
+	// An approval names one version of a tool: a later change needs a new
+	// one.
 	AnnotationApprove = "toolcatalog.dev/approve"
 
 	// AnnotationPendingChange is set by a ToolSource on a ToolDefinition

@@ -63,8 +63,9 @@ func KeepSurface(upstream, approved v1alpha1.ToolDefinitionSpec) v1alpha1.ToolDe
 	return out
 }
 
-// MinApprovalHash is the shortest hash prefix an approval may give.
-const MinApprovalHash = 12
+// ShortHash is how many hex digits of a spec hash are shown to people; an
+// approval names the whole hash.
+const ShortHash = 12
 
 var hexDigits = regexp.MustCompile(`^[0-9a-f]+$`)
 
@@ -99,16 +100,23 @@ func FormatApprovals(approved map[string]string) string {
 	return strings.Join(parts, ",")
 }
 
-// ValidApprovalHash says whether s can name a spec hash: hex, at least
-// MinApprovalHash digits, at most a whole sha256.
+// ValidApprovalHash says whether s is a whole spec hash: 64 hex digits. A
+// prefix is not enough: a server that can choose its tool's text could
+// make another version whose hash starts the same.
 func ValidApprovalHash(s string) bool {
-	return len(s) >= MinApprovalHash && len(s) <= sha256.Size*2 && hexDigits.MatchString(s)
+	return len(s) == sha256.Size*2 && hexDigits.MatchString(s)
 }
 
-// Approves says whether an approval (a hash or a prefix of one) names
-// hash.
+// Approves says whether an approval names hash.
 func Approves(approval, hash string) bool {
-	return ValidApprovalHash(approval) && strings.HasPrefix(hash, approval)
+	return ValidApprovalHash(approval) && approval == hash
+}
+
+// Reviewed says whether a hash a person noted while reviewing (at least
+// ShortHash digits of it) is the start of hash: the version they reviewed
+// is the one pending.
+func Reviewed(noted, hash string) bool {
+	return len(noted) >= ShortHash && hexDigits.MatchString(noted) && strings.HasPrefix(hash, noted)
 }
 
 // Diff says readably what changed from one version of a tool to the next:

@@ -82,21 +82,25 @@ func TestDiffSaysWhatChanged(t *testing.T) {
 
 func TestApprovals(t *testing.T) {
 	const hash = "d9d71e5ebc234e7e6b9bf6a90f4a44adb4f571dd3b59926f7add6b64f52089c4"
-	approved, malformed := ParseApprovals(" crm_find=" + hash + ", crm_new=702BC31947E5 ,bad,crm_x=abc,=123456789012,crm y=123456789012,")
-	if len(approved) != 2 || approved["crm_find"] != hash || approved["crm_new"] != "702bc31947e5" {
+	upper := strings.ToUpper(hash)
+	approved, malformed := ParseApprovals(" crm_find=" + hash + ", crm_new=" + upper + " ,bad,crm_x=abc,crm_short=702bc31947e5,=" + hash + ",crm y=" + hash + ",")
+	if len(approved) != 2 || approved["crm_find"] != hash || approved["crm_new"] != hash {
 		t.Errorf("approved %v", approved)
 	}
-	if strings.Join(malformed, "|") != "bad|crm_x=abc|=123456789012|crm y=123456789012" {
+	if strings.Join(malformed, "|") != "bad|crm_x=abc|crm_short=702bc31947e5|="+hash+"|crm y="+hash {
 		t.Errorf("malformed %q", malformed)
 	}
-	if got := FormatApprovals(approved); got != "crm_find="+hash+",crm_new=702bc31947e5" {
+	if got := FormatApprovals(approved); got != "crm_find="+hash+",crm_new="+hash {
 		t.Errorf("formatted %s", got)
 	}
 	for approval, want := range map[string]bool{
-		hash: true, hash[:12]: true, hash[:11]: false, "702bc31947e5": false, "": false, hash + "0": false,
+		hash: true, hash[:12]: false, hash[:63]: false, "702bc31947e5": false, "": false, hash + "0": false,
 	} {
 		if got := Approves(approval, hash); got != want {
 			t.Errorf("Approves(%q) = %v, want %v", approval, got, want)
+		}
+		if got := Reviewed(approval, hash); got != (approval != "" && len(approval) >= ShortHash && strings.HasPrefix(hash, approval)) {
+			t.Errorf("Reviewed(%q) = %v", approval, got)
 		}
 	}
 }

@@ -66,7 +66,7 @@ pending change is no longer the one you reviewed.`,
 				return fmt.Errorf("approving: %w", err)
 			}
 			for _, p := range chosen {
-				fmt.Fprintf(out, "approved %s (%s, spec hash %s): %s\n", p.Tool, strings.ToLower(string(p.Change)), p.SpecHash[:mcpsource.MinApprovalHash], p.Summary)
+				fmt.Fprintf(out, "approved %s (%s, spec hash %s): %s\n", p.Tool, strings.ToLower(string(p.Change)), p.SpecHash[:mcpsource.ShortHash], p.Summary)
 			}
 			if waitFor <= 0 {
 				return nil
@@ -101,7 +101,7 @@ func listPending(out io.Writer, ts *v1alpha1.ToolSource) error {
 		if p.Since != nil {
 			since = p.Since.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Tool, p.Change, p.SpecHash[:mcpsource.MinApprovalHash], since, text.Truncate(p.Summary, 100))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Tool, p.Change, p.SpecHash[:mcpsource.ShortHash], since, text.Truncate(p.Summary, 100))
 	}
 	return tw.Flush()
 }
@@ -114,8 +114,8 @@ func choosePending(pending []v1alpha1.PendingChange, tools []string, all bool, h
 		return nil, fmt.Errorf("give tools or --all, not both")
 	case hash != "" && len(tools) != 1:
 		return nil, fmt.Errorf("--hash needs exactly one tool")
-	case hash != "" && !mcpsource.ValidApprovalHash(strings.ToLower(hash)):
-		return nil, fmt.Errorf("--hash %q is not a spec hash: give at least %d hex digits", hash, mcpsource.MinApprovalHash)
+	case hash != "" && !mcpsource.Reviewed(strings.ToLower(hash), strings.ToLower(hash)):
+		return nil, fmt.Errorf("--hash %q is not a spec hash: give at least %d hex digits", hash, mcpsource.ShortHash)
 	case all && len(pending) == 0:
 		return nil, fmt.Errorf("no change is pending")
 	case all:
@@ -128,8 +128,8 @@ func choosePending(pending []v1alpha1.PendingChange, tools []string, all bool, h
 			return nil, fmt.Errorf("no change of %s is pending (list them with kubectl toolcatalog approve SOURCE)", tool)
 		}
 		p := pending[i]
-		if hash != "" && !mcpsource.Approves(strings.ToLower(hash), p.SpecHash) {
-			return nil, fmt.Errorf("the pending change of %s now has spec hash %s, not %s: the server changed it again since you reviewed it; review it again", tool, p.SpecHash[:mcpsource.MinApprovalHash], hash)
+		if hash != "" && !mcpsource.Reviewed(strings.ToLower(hash), p.SpecHash) {
+			return nil, fmt.Errorf("the pending change of %s now has spec hash %s, not %s: the server changed it again since you reviewed it; review it again", tool, p.SpecHash[:mcpsource.ShortHash], hash)
 		}
 		out = append(out, p)
 	}
