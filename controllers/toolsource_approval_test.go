@@ -221,3 +221,51 @@ func published(g Gomega, rc *redis.Client, keys contract.Keys) map[string]contra
 	}
 	return out
 }
+
+// Under RequireApproval a tool the server adds is held however the source
+// is edited, unless the edit changes what it selects: a new label or sync
+// interval lets nothing in, a new include pattern (the user's own choice)
+// imports what it takes.
+func TestToolSourceApprovalGateOpensOnlyOnANewSelection(t *testing.T) {
+	g := gomegaFor(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	srv := mcptest.New(t, mcptest.Options{Name: "crm"})
+	srv.Tool("find_contact", "Find a contact by name.", nil, nil)
+	ts := toolSource(ns, "crm", srv.URL)
+	ts.Spec.ChangePolicy = v1alpha1.ChangePolicyRequireApproval
+	ts.Spec.SyncInterval = &metav1.Duration{Duration: time.Hour}
+	createAll(g, ts)
+	g.Eventually(func(g Gomega) {
+		g.Expect(sourceTools(g, ns, "crm")).To(HaveKey("find_contact"))
+		g.Expect(getTS(g, ns, "crm").Status.SelectionHash).NotTo(BeEmpty())
+	}).Should(Succeed())
+
+	srv.Tool("export_contacts", "Export every contact with their private notes.", nil, nil)
+	g.Eventually(func(g Gomega) {
+		g.Expect(getTS(g, ns, "crm").Status.PendingChanges).To(HaveLen(1))
+	}).Should(Succeed())
+
+	edit := func(change func(*v1alpha1.ToolSource)) int64 {
+		ts := getTS(g, ns, "crm")
+		patch := client.MergeFrom(ts.DeepCopy())
+		change(ts)
+		g.Expect(k8sClient.Patch(ctx, ts, patch)).To(Succeed())
+		return ts.Generation
+	}
+	gen := edit(func(ts *v1alpha1.ToolSource) {
+		ts.Spec.Labels["team"] = "sales"
+		ts.Spec.SyncInterval = &metav1.Duration{Duration: 2 * time.Hour}
+	})
+	g.Eventually(func(g Gomega) {
+		g.Expect(getTS(g, ns, "crm").Status.ObservedGeneration).To(Equal(gen))
+	}).Should(Succeed())
+	g.Expect(sourceTools(g, ns, "crm")).NotTo(HaveKey("export_contacts"), "a label edit let a held tool in")
+	g.Expect(getTS(g, ns, "crm").Status.PendingChanges).To(HaveLen(1))
+
+	edit(func(ts *v1alpha1.ToolSource) { ts.Spec.Include = []string{"*_contact*"} })
+	g.Eventually(func(g Gomega) {
+		g.Expect(sourceTools(g, ns, "crm")).To(HaveKey("export_contacts"))
+		g.Expect(getTS(g, ns, "crm").Status.PendingChanges).To(BeEmpty())
+	}).Should(Succeed())
+}

@@ -117,6 +117,7 @@ func (r *ToolSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		// tools a changed spec selects are the user's own choice and are
 		// imported without approval.
 		ts.Status.ObservedGeneration = ts.Generation
+		ts.Status.SelectionHash = mcpsource.SelectionHash(ts.Spec)
 	}
 	if perr := patchStatus(ctx, r.Client, base, ts); perr != nil {
 		return ctrl.Result{}, perr

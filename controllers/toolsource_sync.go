@@ -65,9 +65,10 @@ func (r *ToolSourceReconciler) inventory(ctx context.Context, ts *v1alpha1.ToolS
 // applies under its change policy.
 type approvalGate struct {
 	requireApproval bool
-	// open is true when the source's spec changed since its last
-	// successful sync (or it never synced): the tools the new spec selects
-	// are the user's own choice, not an upstream change.
+	// open is true when the source's selection (URL, prefix, include,
+	// exclude) changed since its last successful sync, or it never
+	// synced: the tools the new selection takes are the user's own
+	// choice, not an upstream change. No other edit opens it.
 	open bool
 	// approvals are the source's approval annotation: tool → hash.
 	approvals map[string]string
@@ -79,7 +80,7 @@ type approvalGate struct {
 func newApprovalGate(ts *v1alpha1.ToolSource, now metav1.Time) (*approvalGate, []string) {
 	g := &approvalGate{
 		requireApproval: ts.Spec.ChangePolicy == v1alpha1.ChangePolicyRequireApproval,
-		open:            ts.Status.ObservedGeneration != ts.Generation,
+		open:            selectionChanged(ts),
 		previous:        map[string]v1alpha1.PendingChange{},
 		now:             now,
 	}
@@ -89,6 +90,16 @@ func newApprovalGate(ts *v1alpha1.ToolSource, now metav1.Time) (*approvalGate, [
 		g.previous[p.Tool] = p
 	}
 	return g, malformed
+}
+
+// selectionChanged reports whether the source selects anew. A source last
+// synced before selections were recorded counts as unchanged: what it
+// changed since is unknown, so nothing gets in without approval.
+func selectionChanged(ts *v1alpha1.ToolSource) bool {
+	if ts.Status.SelectionHash == "" {
+		return ts.Status.ObservedGeneration == 0
+	}
+	return ts.Status.SelectionHash != mcpsource.SelectionHash(ts.Spec)
 }
 
 // decision is what the gate decided for one tool.

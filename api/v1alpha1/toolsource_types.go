@@ -176,6 +176,13 @@ type ToolSourceStatus struct {
 	// observedGeneration is the generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// selectionHash identifies the selection (spec.mcp.url,
+	// toolNamePrefix, include and exclude) of the last successful sync.
+	// Under RequireApproval, a tool is imported without approval only by
+	// the first sync of a new selection: editing labels, syncInterval or
+	// anything else does not let new upstream tools in.
+	// +optional
+	SelectionHash string `json:"selectionHash,omitempty"`
 	// server is what the server said of itself.
 	// +optional
 	Server *MCPServerInfo `json:"server,omitempty"`

@@ -63,6 +63,14 @@ func KeepSurface(upstream, approved v1alpha1.ToolDefinitionSpec) v1alpha1.ToolDe
 	return out
 }
 
+// SelectionHash identifies what a ToolSource selects: its server's URL,
+// its prefix and its include and exclude patterns (in any order).
+func SelectionHash(spec v1alpha1.ToolSourceSpec) string {
+	raw, _ := json.Marshal([]any{spec.MCP.URL, spec.ToolNamePrefix, slices.Sorted(slices.Values(spec.Include)), slices.Sorted(slices.Values(spec.Exclude))})
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:])
+}
+
 // ShortHash is how many hex digits of a spec hash are shown to people; an
 // approval names the whole hash.
 const ShortHash = 12
