@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -263,6 +264,9 @@ func specOf(t *mcp.Tool, o Options) (v1alpha1.ToolDefinitionSpec, string) {
 	case reservedNames[name]:
 		return v1alpha1.ToolDefinitionSpec{}, fmt.Sprintf("name %q is reserved for progressive disclosure: set a prefix", name)
 	}
+	if reason := hiddenText(t); reason != "" {
+		return v1alpha1.ToolDefinitionSpec{}, reason
+	}
 	desc := strings.TrimSpace(t.Description)
 	if desc == "" {
 		desc = strings.TrimSpace(t.Title)
@@ -304,6 +308,83 @@ func specOf(t *mcp.Tool, o Options) (v1alpha1.ToolDefinitionSpec, string) {
 		}
 	}
 	return spec, ""
+}
+
+// Hidden reports the first character of s a person reviewing it would not
+// see, or see other than a model reads it: control characters (but tab and
+// newlines) and format characters (bidirectional overrides, zero-width and
+// invisible characters, tag characters), with its byte offset; ok is false
+// when there is none.
+func Hidden(s string) (r rune, at int, ok bool) {
+	for i, r := range s {
+		if hidden(r) {
+			return r, i, true
+		}
+	}
+	return 0, 0, false
+}
+
+func hidden(r rune) bool {
+	return (unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r') || unicode.Is(unicode.Cf, r)
+}
+
+// Visible writes the characters Hidden finds as \u escapes, so what is
+// printed is what is there.
+func Visible(s string) string {
+	if _, _, ok := Hidden(s); !ok {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if hidden(r) {
+			fmt.Fprintf(&b, "\\u%04X", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// hiddenText says why a tool whose name, title, description or schema
+// holds hidden characters is refused: they can carry instructions a model
+// follows and a reviewer never sees.
+func hiddenText(t *mcp.Tool) string {
+	fields := []struct{ what, text string }{{"name", t.Name}, {"title", t.Title}, {"description", t.Description}}
+	if t.Annotations != nil {
+		fields = append(fields, struct{ what, text string }{"annotations title", t.Annotations.Title})
+	}
+	if t.InputSchema != nil {
+		raw, _ := json.Marshal(t.InputSchema)
+		var schema any
+		_ = json.Unmarshal(raw, &schema)
+		for _, str := range schemaStrings(schema, nil) {
+			fields = append(fields, struct{ what, text string }{"input schema", str})
+		}
+	}
+	for _, f := range fields {
+		if r, at, ok := Hidden(f.text); ok {
+			return fmt.Sprintf("its %s holds the invisible or control character U+%04X (at byte %d), which can hide text from the people who review it", f.what, r, at)
+		}
+	}
+	return ""
+}
+
+// schemaStrings collects every string of a decoded JSON value, keys
+// included.
+func schemaStrings(v any, out []string) []string {
+	switch v := v.(type) {
+	case string:
+		out = append(out, v)
+	case []any:
+		for _, e := range v {
+			out = schemaStrings(e, out)
+		}
+	case map[string]any:
+		for k, e := range v {
+			out = schemaStrings(e, append(out, k))
+		}
+	}
+	return out
 }
 
 // headerTransport adds headers to every request for the configured host

@@ -66,7 +66,7 @@ pending change is no longer the one you reviewed.`,
 				return fmt.Errorf("approving: %w", err)
 			}
 			for _, p := range chosen {
-				fmt.Fprintf(out, "approved %s (%s, spec hash %s): %s\n", p.Tool, strings.ToLower(string(p.Change)), p.SpecHash[:mcpsource.ShortHash], p.Summary)
+				fmt.Fprintf(out, "approved %s (%s, spec hash %s): %s\n", p.Tool, strings.ToLower(string(p.Change)), p.SpecHash[:mcpsource.ShortHash], mcpsource.Visible(p.Summary))
 			}
 			if waitFor <= 0 {
 				return nil
@@ -101,7 +101,7 @@ func listPending(out io.Writer, ts *v1alpha1.ToolSource) error {
 		if p.Since != nil {
 			since = p.Since.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Tool, p.Change, p.SpecHash[:mcpsource.ShortHash], since, text.Truncate(p.Summary, 100))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Tool, p.Change, p.SpecHash[:mcpsource.ShortHash], since, mcpsource.Visible(text.Truncate(p.Summary, 100)))
 	}
 	return tw.Flush()
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
@@ -118,7 +119,9 @@ func (o *Options) describeToolCommand() *cobra.Command {
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "Tool:             %s\n", tool.Name)
 			fmt.Fprintf(out, "Catalog:          %s (version %d)\n", cat.Document.Catalog, cat.Version())
-			fmt.Fprintf(out, "Description:      %s\n", tool.Description)
+			// What Redis holds is printed as it is: hidden characters
+			// show as \u escapes.
+			fmt.Fprintf(out, "Description:      %s\n", mcpsource.Visible(tool.Description))
 			if tool.Toolset != "" {
 				fmt.Fprintf(out, "Toolset:          %s\n", tool.Toolset)
 			}
@@ -136,7 +139,7 @@ func (o *Options) describeToolCommand() *cobra.Command {
 				fmt.Fprintf(out, "Embedded spec:    %s\n", m.SpecHash)
 				fmt.Fprintf(out, "Synthetic queries:\n")
 				for _, q := range m.SyntheticQueries {
-					fmt.Fprintf(out, "  - %s\n", q)
+					fmt.Fprintf(out, "  - %s\n", mcpsource.Visible(q))
 				}
 				if len(m.LearnedQueries) > 0 {
 					// Who taught each: a request one principal made is
@@ -147,7 +150,7 @@ func (o *Options) describeToolCommand() *cobra.Command {
 					}
 					fmt.Fprintf(out, "Learned requests (principals who made them):\n")
 					for _, q := range m.LearnedQueries {
-						fmt.Fprintf(out, "  - %s (%d)\n", q, taught[q])
+						fmt.Fprintf(out, "  - %s (%d)\n", mcpsource.Visible(q), taught[q])
 					}
 				}
 			} else {
