@@ -332,7 +332,8 @@ func (r *ToolCatalogReconciler) enqueueSelecting(ctx context.Context, q workqueu
 
 // catalogsSelecting returns the names of the catalogs in the object's
 // namespace whose selector matches its labels. A catalog whose selector
-// does not parse selects nothing; it reports that itself.
+// does not parse selects nothing (it reports that itself), and neither
+// does one being deleted.
 func catalogsSelecting(ctx context.Context, c client.Client, obj client.Object) ([]string, error) {
 	list := &v1alpha1.ToolCatalogList{}
 	if err := c.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
@@ -340,6 +341,9 @@ func catalogsSelecting(ctx context.Context, c client.Client, obj client.Object) 
 	}
 	var out []string
 	for i := range list.Items {
+		if !list.Items[i].DeletionTimestamp.IsZero() {
+			continue // going: it selects nothing, as its cleanup records
+		}
 		sel, err := metav1.LabelSelectorAsSelector(&list.Items[i].Spec.Selector)
 		if err == nil && sel.Matches(labels.Set(obj.GetLabels())) {
 			out = append(out, list.Items[i].Name)

@@ -245,6 +245,9 @@ func (r *ToolCatalogReconciler) selectingCatalogs(ctx context.Context, namespace
 	}
 	var sels []sel
 	for i := range list.Items {
+		if !list.Items[i].DeletionTimestamp.IsZero() {
+			continue // going: it selects nothing
+		}
 		if s, err := metav1.LabelSelectorAsSelector(&list.Items[i].Spec.Selector); err == nil {
 			sels = append(sels, sel{list.Items[i].Name, s})
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -137,22 +136,7 @@ func TestMissingOrBadTokenIsUnauthorized(t *testing.T) {
 	published(t, ns, "closed", 5)
 	published(t, ns, "open", 5)
 
-	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`
-	post := func(path, auth string) (int, http.Header, string) {
-		req, _ := http.NewRequest(http.MethodPost, gatewayURL+path, strings.NewReader(initialize))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, string(body)
-	}
+	post := func(path, auth string) (int, http.Header, string) { return initialize(t, path, auth) }
 	closed, openPath := fmt.Sprintf("/mcp/%s/closed", ns), fmt.Sprintf("/mcp/%s/open", ns)
 	for _, tt := range []struct {
 		path, auth string

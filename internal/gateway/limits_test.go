@@ -40,18 +40,6 @@ func ownGateway(t *testing.T, limits Limits, edits ...func(*Options)) (*Gateway,
 	return g, srv.URL
 }
 
-func connectTo(t *testing.T, base, ns, catalog, token string) *mcp.ClientSession {
-	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("%s/mcp/%s/%s", base, ns, catalog),
-		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1}, nil)
-	if err != nil {
-		t.Fatalf("connecting: %v", err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs
-}
-
 // What one client can make the gateway do is bounded: the body of a
 // request, the query a search reads, the result an upstream may send
 // back, the sessions a principal may hold and how long they live, the
@@ -84,7 +72,7 @@ func TestLimits(t *testing.T) {
 		}
 	})
 
-	cs := connectTo(t, base, ns, "bounded", aliceToken)
+	cs := connectAt(t, base, ns, "bounded", aliceToken, "", nil)
 	t.Run("search query", func(t *testing.T) {
 		// Fits the 64 KiB body; only the first 2 KiB are searched.
 		query := "weather forecast for a city " + strings.Repeat("and more words ", 60<<10/15)
@@ -118,7 +106,7 @@ func TestLimits(t *testing.T) {
 	})
 
 	t.Run("sessions per principal", func(t *testing.T) {
-		second := connectTo(t, base, ns, "bounded", aliceToken)
+		second := connectAt(t, base, ns, "bounded", aliceToken, "", nil)
 		c := mcp.NewClient(&mcp.Implementation{Name: "third", Version: "1"}, nil)
 		_, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp/" + ns + "/bounded",
 			HTTPClient: &http.Client{Transport: bearer{aliceToken, http.DefaultTransport}}, MaxRetries: -1}, nil)
@@ -127,11 +115,11 @@ func TestLimits(t *testing.T) {
 		}
 		// Another principal has its own share, and a closed session
 		// frees a place.
-		connectTo(t, base, ns, "bounded", finToken)
+		connectAt(t, base, ns, "bounded", finToken, "", nil)
 		if err := second.Close(); err != nil {
 			t.Fatal(err)
 		}
-		connectTo(t, base, ns, "bounded", aliceToken)
+		connectAt(t, base, ns, "bounded", aliceToken, "", nil)
 	})
 
 	t.Run("windows", func(t *testing.T) {
@@ -175,7 +163,7 @@ func TestSessionsExpire(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g, base := ownGateway(t, tt.limits, func(o *Options) { o.IdleViews = 40 * time.Millisecond }) // sweeps every 10 ms
-			cs := connectTo(t, base, ns, "expiring", aliceToken)
+			cs := connectAt(t, base, ns, "expiring", aliceToken, "", nil)
 			key := client.ObjectKey{Namespace: ns, Name: "expiring"}
 			waitFor(t, "the session to close", func() bool {
 				if tt.busy {
@@ -203,7 +191,7 @@ func TestUpstreamCachesAreSwept(t *testing.T) {
 		testTool(ns, "swept", "echo", "Echo the arguments.", upstream(srv.URL, "echo")))
 	published(t, ns, "swept", 1)
 	g, base := ownGateway(t, Limits{}, func(o *Options) { o.IdleViews = 200 * time.Millisecond })
-	cs := connectTo(t, base, ns, "swept", aliceToken)
+	cs := connectAt(t, base, ns, "swept", aliceToken, "", nil)
 	if out, isErr := callTool(t, cs, "echo", map[string]any{}); isErr {
 		t.Fatal(out)
 	}

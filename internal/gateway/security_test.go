@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -197,7 +196,7 @@ func TestCatalogsAreClosedByDefault(t *testing.T) {
 
 	path := "/mcp/" + ns + "/private"
 	missing := "/mcp/" + ns + "/missing"
-	_, notFound := initialize(t, missing, "Bearer "+own)
+	_, _, notFound := initialize(t, missing, "Bearer "+own)
 	notFound = strings.ReplaceAll(notFound, "/missing", "/private") // the same answer, but for the name
 	for _, tt := range []struct {
 		name, path, token string
@@ -214,7 +213,7 @@ func TestCatalogsAreClosedByDefault(t *testing.T) {
 		if tt.token != "" {
 			auth = "Bearer " + tt.token
 		}
-		code, body := initialize(t, tt.path, auth)
+		code, _, body := initialize(t, tt.path, auth)
 		if code != tt.want {
 			t.Errorf("%s: %d %s, want %d", tt.name, code, body, tt.want)
 		}
@@ -227,8 +226,8 @@ func TestCatalogsAreClosedByDefault(t *testing.T) {
 	if err := kube.Patch(t.Context(), tc, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "alice to be let in", func() bool { code, _ := initialize(t, path, "Bearer "+aliceToken); return code == http.StatusOK })
-	if code, _ := initialize(t, path, "Bearer "+own); code != http.StatusNotFound {
+	waitFor(t, "alice to be let in", func() bool { code, _, _ := initialize(t, path, "Bearer "+aliceToken); return code == http.StatusOK })
+	if code, _, _ := initialize(t, path, "Bearer "+own); code != http.StatusNotFound {
 		t.Errorf("the namespace's service account once alice alone is listed: %d", code)
 	}
 }
@@ -268,24 +267,6 @@ func (c *countingCreates) Create(ctx context.Context, obj client.Object, opts ..
 	return c.Client.Create(ctx, obj, opts...)
 }
 
-// initialize posts an MCP initialize request and returns the status and
-// body.
-func initialize(t *testing.T, path, auth string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, gatewayURL+path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
-}
 
 // Entries in Redis that cannot be served (parameters that are not an
 // object schema, a name no model can call) are left out of a version that
@@ -347,7 +328,7 @@ func TestEveryCallIsAudited(t *testing.T) {
 		lines = append(lines, args)
 	}, funcr.Options{})
 	_, base := ownGateway(t, Limits{}, func(o *Options) { o.Audit = sink })
-	cs := connectTo(t, base, ns, "audited", aliceToken)
+	cs := connectAt(t, base, ns, "audited", aliceToken, "", nil)
 	if out, isErr := callTool(t, cs, "tool_call", map[string]any{"name": "echo", "arguments": map[string]any{"secret": "4111-1111"}}); isErr {
 		t.Fatal(out)
 	}

@@ -308,7 +308,14 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // connect opens an MCP session with the gateway's endpoint of a catalog.
 func connect(t *testing.T, ns, catalog, token, query string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
-	endpoint := fmt.Sprintf("%s/mcp/%s/%s%s", gatewayURL, ns, catalog, query)
+	return connectAt(t, gatewayURL, ns, catalog, token, query, opts)
+}
+
+// connectAt opens an MCP session with the endpoint of a catalog at the
+// gateway of base.
+func connectAt(t *testing.T, base, ns, catalog, token, query string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	endpoint := fmt.Sprintf("%s/mcp/%s/%s%s", base, ns, catalog, query)
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, opts)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1}, nil)
 	if err != nil {
@@ -316,6 +323,25 @@ func connect(t *testing.T, ns, catalog, token, query string, opts *mcp.ClientOpt
 	}
 	t.Cleanup(func() { _ = cs.Close() })
 	return cs
+}
+
+// initialize posts an MCP initialize request to the suite's gateway and
+// returns the status, headers and body.
+func initialize(t *testing.T, path, auth string) (int, http.Header, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, gatewayURL+path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(body)
 }
 
 func listed(t *testing.T, cs *mcp.ClientSession) []string {
