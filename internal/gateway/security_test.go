@@ -267,7 +267,6 @@ func (c *countingCreates) Create(ctx context.Context, obj client.Object, opts ..
 	return c.Client.Create(ctx, obj, opts...)
 }
 
-
 // Entries in Redis that cannot be served (parameters that are not an
 // object schema, a name no model can call) are left out of a version that
 // is otherwise served, and counted; the gateway keeps answering.
