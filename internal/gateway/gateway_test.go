@@ -148,9 +148,7 @@ func TestSearchDescribeCallProxiedUpstream(t *testing.T) {
 // notifications/tools/list_changed, and the new tool is listed.
 func TestNewVersionNotifiesClients(t *testing.T) {
 	ns := newNamespace(t)
-	create(t, testCatalog(ns, "live", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}))
-	create(t, standardTools(ns, "live")...)
-	published(t, ns, "live", 5)
+	standardCatalog(t, ns, "live", v1alpha1.DisclosureOff)
 	changed := make(chan struct{}, 10)
 	cs := connect(t, ns, "live", aliceToken, "", &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
@@ -207,9 +205,7 @@ func TestTokensSavedByDisclosure(t *testing.T) {
 // is kept.
 func TestIdleViewsAreDropped(t *testing.T) {
 	ns := newNamespace(t)
-	create(t, testCatalog(ns, "idle", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}))
-	create(t, standardTools(ns, "idle")...)
-	published(t, ns, "idle", 5)
+	standardCatalog(t, ns, "idle", v1alpha1.DisclosureOff)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	g := New(ctx, Options{Kube: kube, Secrets: kube, Auth: &Authenticator{Static: &StaticTokens{Path: staticTokens}},

@@ -47,34 +47,25 @@ var DefaultLimits = Limits{
 	LearnedPerMinute:     6,
 }
 
-// withDefaults fills the zero fields.
+// withDefaults takes DefaultLimits for the fields that are not positive.
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits
-	if l.RequestBytes <= 0 {
-		l.RequestBytes = d.RequestBytes
-	}
-	if l.SessionIdle <= 0 {
-		l.SessionIdle = d.SessionIdle
-	}
-	if l.SessionLifetime <= 0 {
-		l.SessionLifetime = d.SessionLifetime
-	}
-	if l.SessionsPerPrincipal <= 0 {
-		l.SessionsPerPrincipal = d.SessionsPerPrincipal
-	}
-	if l.SearchesPerSecond <= 0 {
-		l.SearchesPerSecond = d.SearchesPerSecond
-	}
-	if l.CallsPerSecond <= 0 {
-		l.CallsPerSecond = d.CallsPerSecond
-	}
-	if l.UpstreamResultBytes <= 0 {
-		l.UpstreamResultBytes = d.UpstreamResultBytes
-	}
-	if l.LearnedPerMinute <= 0 {
-		l.LearnedPerMinute = d.LearnedPerMinute
-	}
+	positive(&l.RequestBytes, d.RequestBytes)
+	positive(&l.SessionIdle, d.SessionIdle)
+	positive(&l.SessionLifetime, d.SessionLifetime)
+	positive(&l.SessionsPerPrincipal, d.SessionsPerPrincipal)
+	positive(&l.SearchesPerSecond, d.SearchesPerSecond)
+	positive(&l.CallsPerSecond, d.CallsPerSecond)
+	positive(&l.UpstreamResultBytes, d.UpstreamResultBytes)
+	positive(&l.LearnedPerMinute, d.LearnedPerMinute)
 	return l
+}
+
+// positive sets *v to def unless it is above zero.
+func positive[T int | int64 | float64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // rates holds each principal's rate limiters.

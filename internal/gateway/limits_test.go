@@ -150,9 +150,7 @@ func TestLimits(t *testing.T) {
 // busy one at SessionLifetime; their IDs are then refused.
 func TestSessionsExpire(t *testing.T) {
 	ns := newNamespace(t)
-	create(t, testCatalog(ns, "expiring", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}))
-	create(t, standardTools(ns, "expiring")...)
-	published(t, ns, "expiring", 5)
+	standardCatalog(t, ns, "expiring", v1alpha1.DisclosureOff)
 	for _, tt := range []struct {
 		name   string
 		limits Limits

@@ -149,9 +149,7 @@ func TestUpstreamEgressIsBounded(t *testing.T) {
 // version, and the catalog's own next version is served again.
 func TestForeignVersionIsNotServed(t *testing.T) {
 	ns := newNamespace(t)
-	create(t, testCatalog(ns, "prod", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}))
-	create(t, standardTools(ns, "prod")...)
-	published(t, ns, "prod", 5)
+	standardCatalog(t, ns, "prod", v1alpha1.DisclosureOff)
 	cs := connect(t, ns, "prod", aliceToken, "", nil)
 	before := listed(t, cs)
 	id := ns + "/prod"
@@ -272,9 +270,7 @@ func (c *countingCreates) Create(ctx context.Context, obj client.Object, opts ..
 // is otherwise served, and counted; the gateway keeps answering.
 func TestMalformedEntriesAreLeftOut(t *testing.T) {
 	ns := newNamespace(t)
-	create(t, testCatalog(ns, "messy", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}))
-	create(t, standardTools(ns, "messy")...)
-	published(t, ns, "messy", 5)
+	standardCatalog(t, ns, "messy", v1alpha1.DisclosureOff)
 	cs := connect(t, ns, "messy", aliceToken, "", nil)
 	inject(t, ns, "messy", contract.Tool{Name: "translate", Description: "Translate text."}, func(d *contract.Document) {
 		d.Tools = append(d.Tools,

@@ -206,6 +206,15 @@ func standardTools(ns, catalog string) []client.Object {
 	}
 }
 
+// standardCatalog creates a catalog of the standard tools with a
+// disclosure mode and waits until it is published.
+func standardCatalog(t *testing.T, ns, name string, mode v1alpha1.DisclosureMode) {
+	t.Helper()
+	create(t, testCatalog(ns, name, v1alpha1.DisclosureSpec{Mode: mode}))
+	create(t, standardTools(ns, name)...)
+	published(t, ns, name, 5)
+}
+
 func create(t *testing.T, objs ...client.Object) {
 	t.Helper()
 	for _, o := range objs {
