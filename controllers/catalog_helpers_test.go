@@ -396,8 +396,10 @@ func manyTools(g *WithT, ns string, n int, description string, tc *v1alpha1.Tool
 	}).WithTimeout(90 * time.Second).Should(Succeed())
 }
 
+// secret is a Secret that opted in to being used by catalogs and sources.
 func secret(ns, name string, data map[string]string) *corev1.Secret {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{}}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{v1alpha1.LabelSecret: v1alpha1.LabelSecretValue}},
+		Data: map[string][]byte{}}
 	for k, v := range data {
 		s.Data[k] = []byte(v)
 	}

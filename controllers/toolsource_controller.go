@@ -28,6 +28,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
+	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
 )
 
 // LabelToolSource marks the ToolDefinitions a ToolSource created with its
@@ -141,6 +142,9 @@ func (r *ToolSourceReconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource
 		return err
 	}
 	cfg, err := r.connection(ctx, ts)
+	if unusable := (*secrets.UnusableError)(nil); errors.As(err, &unusable) {
+		return fail(v1alpha1.ReasonSecretNotFound, unusable.Message+"; the ToolDefinitions already imported are kept", err)
+	}
 	if err != nil {
 		return fail(v1alpha1.ReasonInvalidConfiguration, err.Error(), err)
 	}

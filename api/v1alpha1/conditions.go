@@ -74,6 +74,19 @@ const (
 	LabelToolSource = "toolcatalog.dev/tool-source"
 )
 
+// Secrets opt in to being read by the operator and the gateway.
+const (
+	// LabelSecret must be set to LabelSecretValue on a Secret before a
+	// ToolCatalog or ToolSource of its namespace may use it. A Secret
+	// without it is treated as missing: whoever may create catalogs and
+	// sources in a namespace cannot make the operator read, or send
+	// upstream, a Secret its owner never offered.
+	LabelSecret = "toolcatalog.dev/secret"
+
+	// LabelSecretValue is the value of LabelSecret that opts a Secret in.
+	LabelSecretValue = "true"
+)
+
 // Condition reasons of ToolDefinition.
 const (
 	// ReasonSpecValid means the spec passed validation.

@@ -7,43 +7,28 @@ package main
 import (
 	"flag"
 	"os"
-	"strings"
-	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
+	"github.com/toolcatalog/tool-catalog-operator/internal/envflag"
 	"github.com/toolcatalog/tool-catalog-operator/internal/gateway"
 )
 
-func env(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
-		return v
-	}
-	return def
-}
-
-func envDuration(name string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
-		return v
-	}
-	return def
-}
-
 func main() {
 	var cfg gateway.Config
-	var audiences, egressAllow string
-	flag.StringVar(&cfg.Addr, "bind-address", env("BIND_ADDRESS", ":8080"), "Address of MCP (/mcp/<namespace>/<catalog>), /healthz and /readyz.")
-	flag.StringVar(&cfg.MetricsAddr, "metrics-bind-address", env("METRICS_BIND_ADDRESS", ":9090"), "Address of /metrics, apart from MCP so the Service clients reach does not expose it; 0 disables it.")
-	flag.BoolVar(&cfg.Audit, "audit", env("AUDIT", "true") == "true", "Log one line per tool call (logger gateway.audit): principal, catalog, tool, upstream, SHA-256 of the arguments, outcome, latency.")
-	flag.StringVar(&cfg.StaticTokens, "static-tokens", env("STATIC_TOKENS", ""), "Path of a token file (token,user,uid,\"group1,group2\" per line), usually a mounted Secret; read again when it changes; optional.")
-	flag.StringVar(&audiences, "token-audiences", env("TOKEN_AUDIENCES", ""), "Comma-separated audiences service-account tokens must be issued for, one of them (default: "+gateway.DefaultTokenAudience+"; mount a projected token with that audience).")
+	var audiences, namespaces, egressAllow string
+	flag.StringVar(&cfg.Addr, "bind-address", envflag.String("BIND_ADDRESS", ":8080"), "Address of MCP (/mcp/<namespace>/<catalog>), /healthz and /readyz.")
+	flag.StringVar(&cfg.MetricsAddr, "metrics-bind-address", envflag.String("METRICS_BIND_ADDRESS", ":9090"), "Address of /metrics, apart from MCP so the Service clients reach does not expose it; 0 disables it.")
+	flag.BoolVar(&cfg.Audit, "audit", envflag.String("AUDIT", "true") == "true", "Log one line per tool call (logger gateway.audit): principal, catalog, tool, upstream, SHA-256 of the arguments, outcome, latency.")
+	flag.StringVar(&cfg.StaticTokens, "static-tokens", envflag.String("STATIC_TOKENS", ""), "Path of a token file (token,user,uid,\"group1,group2\" per line), usually a mounted Secret; read again when it changes; optional.")
+	flag.StringVar(&audiences, "token-audiences", envflag.String("TOKEN_AUDIENCES", ""), "Comma-separated audiences service-account tokens must be issued for, one of them (default: "+gateway.DefaultTokenAudience+"; mount a projected token with that audience).")
 	flag.Float64Var(&cfg.TokenReviewRate, "token-review-rate", gateway.DefaultTokenReviewRate, "TokenReviews per second of tokens the gateway has not seen; past it, clients get 429. Answers, accepted or refused, are kept 30s.")
-	flag.StringVar(&cfg.Namespace, "namespace", env("WATCH_NAMESPACE", ""), "Serve only this namespace's catalogs (default: all).")
-	flag.DurationVar(&cfg.CallTimeout, "call-timeout", envDuration("CALL_TIMEOUT", gateway.DefaultCallTimeout), "Timeout of each call to an upstream MCP server.")
-	flag.DurationVar(&cfg.IdleViews, "idle-views", envDuration("IDLE_VIEWS", gateway.DefaultIdleViews), "How long a principal's view of a catalog is kept without a session.")
-	flag.StringVar(&egressAllow, "egress-allow", env("EGRESS_ALLOW", ""), egress.FlagHelp)
+	flag.StringVar(&namespaces, "watch-namespaces", envflag.String("WATCH_NAMESPACES", ""), "Comma-separated namespaces whose catalogs the gateway serves (default: all); a namespaced install grants it Roles in just these.")
+	flag.DurationVar(&cfg.CallTimeout, "call-timeout", envflag.Duration("CALL_TIMEOUT", gateway.DefaultCallTimeout), "Timeout of each call to an upstream MCP server.")
+	flag.DurationVar(&cfg.IdleViews, "idle-views", envflag.Duration("IDLE_VIEWS", gateway.DefaultIdleViews), "How long a principal's view of a catalog is kept without a session.")
+	flag.StringVar(&egressAllow, "egress-allow", envflag.String("EGRESS_ALLOW", ""), egress.FlagHelp)
 	d := gateway.DefaultLimits
 	flag.Int64Var(&cfg.Limits.RequestBytes, "max-request-bytes", d.RequestBytes, "Largest HTTP request body; larger ones get 413.")
 	flag.DurationVar(&cfg.Limits.SessionIdle, "session-idle", d.SessionIdle, "An MCP session that sends nothing for this long is closed.")
@@ -56,12 +41,9 @@ func main() {
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-	for a := range strings.SplitSeq(audiences, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			cfg.TokenAudiences = append(cfg.TokenAudiences, a)
-		}
-	}
-	cfg.EgressAllow = egress.Entries(egressAllow)
+	cfg.TokenAudiences = envflag.List(audiences)
+	cfg.Namespaces = envflag.List(namespaces)
+	cfg.EgressAllow = envflag.List(egressAllow)
 	cfg.Log = ctrl.Log.WithName("gateway")
 	cfg.Version = version
 	if err := gateway.Run(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), cfg); err != nil {

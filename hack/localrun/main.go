@@ -37,6 +37,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
+	"github.com/toolcatalog/tool-catalog-operator/internal/envflag"
 	"github.com/toolcatalog/tool-catalog-operator/internal/gateway"
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpdemo"
@@ -83,7 +84,7 @@ func run() error {
 		cfg, where, err := clusterAnswers(ctx)
 		if err == nil {
 			fmt.Printf("Using the cluster at %s (current kubeconfig). Install the CRDs first with `make install`.\n\n", where)
-			return manager.Run(ctx, cfg, manager.Config{MetricsAddr: ":8080", ProbeAddr: ":8081", LeaderElectionID: "tool-catalog-operator.toolcatalog.dev", EgressAllow: egress.Entries(os.Getenv("EGRESS_ALLOW"))})
+			return manager.Run(ctx, cfg, manager.Config{MetricsAddr: ":8080", ProbeAddr: ":8081", LeaderElectionID: "tool-catalog-operator.toolcatalog.dev", EgressAllow: envflag.List(os.Getenv("EGRESS_ALLOW"))})
 		}
 		if *embedded == "never" {
 			return fmt.Errorf("no cluster answers (%v) and -embedded=never", err)
@@ -194,7 +195,7 @@ Ctrl-C stops everything. Published versions:
 
 	// The docs server listens on loopback, which the egress policy opens
 	// only where it is listed.
-	egressAllow := egress.Entries(os.Getenv("EGRESS_ALLOW"))
+	egressAllow := envflag.List(os.Getenv("EGRESS_ALLOW"))
 	if len(egressAllow) == 0 {
 		egressAllow = egress.Everywhere
 	}

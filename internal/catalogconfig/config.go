@@ -9,17 +9,17 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
+	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
@@ -323,23 +323,14 @@ func (r *Resolver) openAIConfig(ctx context.Context, namespace, baseURL string, 
 	return c, nil
 }
 
-// SecretValue reads one key of a Secret with the uncached reader, so
-// Secret data is never held in the informer cache.
+// SecretValue reads one key of an opted-in Secret with the uncached
+// reader, so Secret data is never held in the informer cache.
 func (r *Resolver) SecretValue(ctx context.Context, namespace string, ref *v1alpha1.SecretKeySelector, field string) (string, error) {
-	s := &corev1.Secret{}
-	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, s); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", &Error{Reason: v1alpha1.ReasonSecretNotFound,
-				Message: fmt.Sprintf("Secret %s/%s named in %s does not exist: create it or fix the reference", namespace, ref.Name, field)}
-		}
-		return "", fmt.Errorf("reading Secret %s/%s: %w", namespace, ref.Name, err)
+	v, err := secrets.Value(ctx, r.Reader, namespace, ref, field)
+	if unusable := (*secrets.UnusableError)(nil); errors.As(err, &unusable) {
+		return "", &Error{Reason: v1alpha1.ReasonSecretNotFound, Message: unusable.Message}
 	}
-	v, ok := s.Data[ref.Key]
-	if !ok {
-		return "", &Error{Reason: v1alpha1.ReasonSecretNotFound,
-			Message: fmt.Sprintf("Secret %s/%s has no key %q named in %s", namespace, ref.Name, ref.Key, field)}
-	}
-	return string(v), nil
+	return string(v), err
 }
 
 // orDefaultFloat returns v, or d when v is unset; always a fresh pointer,

@@ -103,17 +103,6 @@ func New(allow []string, deny ...string) (*Policy, error) {
 // FlagHelp describes the --egress-allow flag of the binaries.
 const FlagHelp = "Comma-separated URL prefixes (https://mcp.example.com/) and address ranges (10.0.0.0/8) that MCP servers may be at (env EGRESS_ALLOW). Default: every address except loopback, link-local, cloud metadata, multicast and the API server, which are reached only when a range inside them is listed."
 
-// Entries splits a comma-separated list of allow entries.
-func Entries(list string) []string {
-	var out []string
-	for e := range strings.SplitSeq(list, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // Unrestricted allows every destination: for a person's own command line,
 // never for what serves other users.
 func Unrestricted() *Policy { return &Policy{open: true} }

@@ -13,7 +13,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -78,7 +77,7 @@ func TestSearchDescribeCallProxiedUpstream(t *testing.T) {
 		map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []string{"city"}},
 		&mcp.ToolAnnotations{ReadOnlyHint: true})
 	create(t,
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weather-token"}, StringData: map[string]string{"token": "upstream-secret"}},
+		testSecret(ns, "weather-token", "token", "upstream-secret"),
 		&v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weather"}, Spec: v1alpha1.ToolSourceSpec{
 			MCP:    v1alpha1.MCPServerSpec{URL: srv.URL, BearerTokenSecretRef: &v1alpha1.SecretKeySelector{Name: "weather-token", Key: "token"}},
 			Labels: map[string]string{"catalog": "calls"},

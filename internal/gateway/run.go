@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -14,7 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/time/rate"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -49,8 +52,10 @@ type Config struct {
 	// gateway has not seen (DefaultTokenReviewRate when zero); past it,
 	// clients are answered 429.
 	TokenReviewRate float64
-	// Namespace, when set, limits the gateway to one namespace's catalogs.
-	Namespace string
+	// Namespaces, when set, limits the gateway to these namespaces'
+	// catalogs (a namespaced install, with Roles in each); a catalog
+	// elsewhere is answered as one that does not exist.
+	Namespaces []string
 	// EgressAllow lists the URL prefixes and address ranges upstream MCP
 	// servers may be at (egress.New); the API server is always denied.
 	EgressAllow []string
@@ -70,12 +75,19 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 	opts := cache.Options{Scheme: scheme}
-	if cfg.Namespace != "" {
-		opts.DefaultNamespaces = map[string]cache.Config{cfg.Namespace: {}}
+	if len(cfg.Namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range cfg.Namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
 	}
 	watch, err := cache.New(restConfig, opts)
 	if err != nil {
 		return fmt.Errorf("creating the watch cache: %w", err)
+	}
+	var kube client.Reader = watch
+	if len(cfg.Namespaces) > 0 {
+		kube = inNamespaces{Reader: watch, namespaces: cfg.Namespaces}
 	}
 	for _, obj := range []client.Object{&v1alpha1.ToolCatalog{}, &v1alpha1.ToolSource{}} {
 		if _, err := watch.GetInformer(ctx, obj); err != nil {
@@ -106,7 +118,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	g := New(ctx, Options{Kube: watch, Secrets: direct, Auth: auth, Metrics: NewMetrics(reg), Egress: policy,
+	g := New(ctx, Options{Kube: kube, Secrets: direct, Auth: auth, Metrics: NewMetrics(reg), Egress: policy,
 		CallTimeout: cfg.CallTimeout, IdleViews: cfg.IdleViews, Limits: cfg.Limits, Version: cfg.Version, Log: cfg.Log})
 	if cfg.Audit {
 		g.opts.Audit = cfg.Log.WithName("audit")
@@ -167,4 +179,18 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 		err = nil
 	}
 	return err
+}
+
+// inNamespaces answers for objects outside its namespaces as for objects
+// that do not exist, as a client of a namespaced install is answered.
+type inNamespaces struct {
+	client.Reader
+	namespaces []string
+}
+
+func (r inNamespaces) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if !slices.Contains(r.namespaces, key.Namespace) {
+		return apierrors.NewNotFound(schema.GroupResource{Group: v1alpha1.GroupVersion.Group}, key.Name)
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,7 +43,7 @@ func TestBorrowedToolSourceCredentialsAreRefused(t *testing.T) {
 		Labels:  map[string]string{"catalog": "crm"},
 	}}
 	create(t,
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crm-token"}, StringData: map[string]string{"token": "crm-secret"}},
+		testSecret(ns, "crm-token", "token", "crm-secret"),
 		ts, testCatalog(ns, "crm", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}),
 		testTool(ns, "crm", "web_search", "Search the web for recent information."))
 	published(t, ns, "crm", 2) // web_search and the imported find_contact
@@ -94,6 +93,45 @@ func TestBorrowedToolSourceCredentialsAreRefused(t *testing.T) {
 	out, isErr = callTool(t, cs, "export_contacts", map[string]any{})
 	if !isErr || out != "export_contacts cannot be called: ToolSource crm does not import export_contacts (spec.include and spec.exclude)" || srv.Calls() != 1 {
 		t.Fatalf("the injected excluded tool: %q (error %v), upstream calls %d", out, isErr, srv.Calls())
+	}
+}
+
+// The gateway, like the manager, reads only Secrets that opted in: once
+// the label is taken off a source's Secret, calls through the source are
+// refused and its server sees no more requests; the call that worked
+// before shows the token did reach it while the Secret was offered.
+func TestGatewayUsesOnlySecretsThatOptIn(t *testing.T) {
+	ns := newNamespace(t)
+	srv := mcptest.New(t, mcptest.Options{Name: "crm", Token: "crm-secret"})
+	srv.Tool("find_contact", "Find a contact by name.", nil, nil)
+	create(t, testSecret(ns, "crm-token", "token", "crm-secret"),
+		&v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crm"}, Spec: v1alpha1.ToolSourceSpec{
+			MCP:    v1alpha1.MCPServerSpec{URL: srv.URL, BearerTokenSecretRef: &v1alpha1.SecretKeySelector{Name: "crm-token", Key: "token"}},
+			Labels: map[string]string{"catalog": "optin"},
+		}},
+		testCatalog(ns, "optin", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}))
+	published(t, ns, "optin", 1)
+	cs := connect(t, ns, "optin", aliceToken, "", nil)
+	if out, isErr := callTool(t, cs, "find_contact", map[string]any{"name": "Ana"}); isErr || srv.Calls() != 1 {
+		t.Fatalf("with the Secret offered: %q (error %v), upstream calls %d", out, isErr, srv.Calls())
+	}
+
+	s := testSecret(ns, "crm-token", "", "")
+	if err := kube.Get(t.Context(), client.ObjectKeyFromObject(s), s); err != nil {
+		t.Fatal(err)
+	}
+	s.Labels = nil
+	if err := kube.Update(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	const refused = "find_contact cannot be called: the settings of its ToolSource crm cannot be resolved"
+	waitFor(t, "the gateway to refuse calls through the withdrawn Secret", func() bool {
+		out, isErr := callTool(t, cs, "find_contact", map[string]any{"name": "Ana"})
+		return isErr && out == refused
+	})
+	before := srv.Calls()
+	if out, isErr := callTool(t, cs, "find_contact", map[string]any{"name": "Ana"}); !isErr || out != refused || srv.Calls() != before {
+		t.Fatalf("with the Secret withdrawn: %q (error %v), upstream calls %d, were %d", out, isErr, srv.Calls(), before)
 	}
 }
 

@@ -149,6 +149,13 @@ func newNamespace(t *testing.T) string {
 	return ns.Name
 }
 
+// testSecret is a Secret of one key that opted in to being used by
+// catalogs and sources.
+func testSecret(ns, name, key, value string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{v1alpha1.LabelSecret: v1alpha1.LabelSecretValue}},
+		StringData: map[string]string{key: value}}
+}
+
 // testCatalog is a catalog of the tools labelled for it, published with
 // the builtin providers to the suite's Redis, open to the group staff
 // (alice and fin).

@@ -9,15 +9,16 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -26,7 +27,9 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/envflag"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
+	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
 	_ "github.com/toolcatalog/tool-catalog-operator/internal/metrics" // registers the operator's metrics
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 )
@@ -54,6 +57,10 @@ type Config struct {
 	// SourceMaxTools and SourceSyncTimeout bound one ToolSource sync.
 	SourceMaxTools    int
 	SourceSyncTimeout time.Duration
+	// WatchNamespaces limits the manager to these namespaces' objects
+	// (a namespaced install, with Roles in each); every namespace when
+	// empty.
+	WatchNamespaces []string
 	// EgressAllow lists the URL prefixes and address ranges ToolSources
 	// may reach (egress.New); every address outside the denied ranges
 	// when empty. The API server is always denied.
@@ -65,35 +72,26 @@ type Config struct {
 // LEADER_ELECT, LEADER_ELECTION_NAMESPACE, KUBE_API_QPS, KUBE_API_BURST).
 func BindFlags(fs *flag.FlagSet) *Config {
 	c := &Config{LeaderElectionID: "tool-catalog-operator.toolcatalog.dev"}
-	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", env("METRICS_BIND_ADDRESS", ":8080"), "Address of the Prometheus /metrics endpoint; 0 disables it.")
-	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", env("HEALTH_PROBE_BIND_ADDRESS", ":8081"), "Address of the /healthz and /readyz probes; 0 disables them.")
-	fs.BoolVar(&c.LeaderElection, "leader-elect", env("LEADER_ELECT", "false") == "true", "Elect a leader, so that of several replicas only one reconciles.")
-	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", env("LEADER_ELECTION_NAMESPACE", ""), "Namespace of the leader election Lease (default: the manager's own).")
-	fs.Float64Var(&c.QPS, "kube-api-qps", envFloat("KUBE_API_QPS", 50), "Queries per second to the Kubernetes API; status writes for many tools need more than client-go's default of 5.")
-	fs.IntVar(&c.Burst, "kube-api-burst", int(envFloat("KUBE_API_BURST", 100)), "Burst of queries to the Kubernetes API.")
+	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", envflag.String("METRICS_BIND_ADDRESS", ":8080"), "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", envflag.String("HEALTH_PROBE_BIND_ADDRESS", ":8081"), "Address of the /healthz and /readyz probes; 0 disables them.")
+	fs.BoolVar(&c.LeaderElection, "leader-elect", envflag.String("LEADER_ELECT", "false") == "true", "Elect a leader, so that of several replicas only one reconciles.")
+	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", envflag.String("LEADER_ELECTION_NAMESPACE", ""), "Namespace of the leader election Lease (default: the manager's own).")
+	fs.Float64Var(&c.QPS, "kube-api-qps", envflag.Float("KUBE_API_QPS", 50), "Queries per second to the Kubernetes API; status writes for many tools need more than client-go's default of 5.")
+	fs.IntVar(&c.Burst, "kube-api-burst", int(envflag.Float("KUBE_API_BURST", 100)), "Burst of queries to the Kubernetes API.")
 	fs.IntVar(&c.SourceMaxTools, "source-max-tools", mcpsource.DefaultMaxTools, "Most tools one ToolSource may list; a server listing more is SyncLimitExceeded and nothing changes.")
 	fs.DurationVar(&c.SourceSyncTimeout, "source-sync-timeout", controllers.DefaultSyncTimeout, "How long one ToolSource sync may talk to its MCP server.")
-	c.EgressAllow = egress.Entries(os.Getenv("EGRESS_ALLOW"))
+	c.WatchNamespaces = envflag.List(os.Getenv("WATCH_NAMESPACES"))
+	fs.Func("watch-namespaces", "Comma-separated namespaces whose catalogs, tools and sources the manager reconciles (default: all); a namespaced install grants it Roles in just these.", func(v string) error {
+		c.WatchNamespaces = envflag.List(v)
+		return nil
+	})
+	c.EgressAllow = envflag.List(os.Getenv("EGRESS_ALLOW"))
 	fs.Func("egress-allow", egress.FlagHelp, func(v string) error {
-		c.EgressAllow = egress.Entries(v)
+		c.EgressAllow = envflag.List(v)
 		return nil
 	})
 	fs.DurationVar(&c.PassBudget, "pass-budget", catalog.DefaultPassBudget, "How long one pass of a catalog starts new chunks of query generation and embedding before it publishes what it did; a large refresh is published this often.")
 	return c
-}
-
-func env(key, def string) string {
-	if v, ok := os.LookupEnv(key); ok {
-		return v
-	}
-	return def
-}
-
-func envFloat(key string, def float64) float64 {
-	if v, err := strconv.ParseFloat(os.Getenv(key), 64); err == nil {
-		return v
-	}
-	return def
 }
 
 // Scheme is the scheme of the manager's objects.
@@ -122,6 +120,15 @@ func New(restCfg *rest.Config, c Config) (ctrl.Manager, error) {
 	// Nothing reads managedFields from the cache; at thousands of
 	// ToolDefinitions they would be a large part of it.
 	opts.Cache.DefaultTransform = cache.TransformStripManagedFields()
+	// Secrets are watched (metadata only) just when they opted in; their
+	// data is read, uncached, when a pass needs it.
+	opts.Cache.ByObject = map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: secrets.Selector()}}
+	if len(c.WatchNamespaces) > 0 {
+		opts.Cache.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range c.WatchNamespaces {
+			opts.Cache.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
 	opts.Controller.SkipNameValidation = &c.SkipNameValidation
 	if c.LeaseDuration > 0 {
 		opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = &c.LeaseDuration, &c.RenewDeadline, &c.RetryPeriod

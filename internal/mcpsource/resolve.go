@@ -11,28 +11,22 @@ import (
 	"sort"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
 )
 
 // Resolve builds the connection settings of a ToolSource: its URL, its
 // headers and bearer token, and its CA, read from the Secrets it names in
-// its namespace.
-func Resolve(ctx context.Context, secrets client.Reader, ts *v1alpha1.ToolSource) (Config, error) {
+// its namespace; a Secret that cannot be used is a
+// *secrets.UnusableError.
+func Resolve(ctx context.Context, reader client.Reader, ts *v1alpha1.ToolSource) (Config, error) {
 	m := ts.Spec.MCP
 	cfg := Config{URL: m.URL, Header: http.Header{}}
 	secret := func(sel *v1alpha1.SecretKeySelector, field string) (string, error) {
-		s := &corev1.Secret{}
-		if err := secrets.Get(ctx, client.ObjectKey{Namespace: ts.Namespace, Name: sel.Name}, s); err != nil {
-			return "", fmt.Errorf("%s: reading Secret %s: %w", field, sel.Name, err)
-		}
-		v, ok := s.Data[sel.Key]
-		if !ok {
-			return "", fmt.Errorf("%s: Secret %s has no key %s", field, sel.Name, sel.Key)
-		}
-		return strings.TrimSpace(string(v)), nil
+		v, err := secrets.Value(ctx, reader, ts.Namespace, sel, field)
+		return strings.TrimSpace(string(v)), err
 	}
 	for i, h := range m.Headers {
 		v := h.Value
