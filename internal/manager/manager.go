@@ -29,8 +29,8 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/envflag"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
-	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
 	_ "github.com/toolcatalog/tool-catalog-operator/internal/metrics" // registers the operator's metrics
+	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 )
 
