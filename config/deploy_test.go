@@ -26,19 +26,19 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
 )
 
-// render runs `kubectl kustomize default` with the kubectl built beside the
+// render runs `kubectl kustomize dir` with the kubectl built beside the
 // test API server and decodes every object strictly (unknown fields fail).
-func render(t *testing.T) []runtime.Object {
+func render(t *testing.T, dir string) []runtime.Object {
 	t.Helper()
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		t.Fatal(testenv.AssetsHint)
 	}
-	out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", "default").Output()
+	out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", dir).Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			t.Fatalf("kubectl kustomize default: %v\n%s", err, ee.Stderr)
+			t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, ee.Stderr)
 		}
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func render(t *testing.T) []runtime.Object {
 }
 
 func TestDefaultKustomizationRenders(t *testing.T) {
-	objs := render(t)
+	objs := render(t, "default")
 	count := map[string]int{}
 	deploys := map[string]*appsv1.Deployment{}
 	roles := map[string]*rbacv1.ClusterRole{}
@@ -92,7 +92,7 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 3, "ServiceAccount": 2, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1, "Deployment": 2, "Service": 2}
+	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 3, "ServiceAccount": 2, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1, "Deployment": 2, "Service": 2}
 	for k, n := range want {
 		if count[k] != n {
 			t.Errorf("%d %s, want %d", count[k], k, n)
@@ -124,11 +124,13 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 	// The gateway reads catalogs, sources and Secrets and reviews tokens;
 	// it writes nothing.
 	allowedGateway := map[string][]string{"toolcatalogs": {"get", "list", "watch"}, "toolsources": {"get", "list", "watch"}, "secrets": {"get"}, "tokenreviews": {"create"}}
-	for _, r := range roles["tool-catalog-gateway-role"].Rules {
-		for _, res := range r.Resources {
-			for _, v := range r.Verbs {
-				if !slices.Contains(allowedGateway[res], v) {
-					t.Errorf("the gateway may %s %s", v, res)
+	for _, name := range []string{"tool-catalog-gateway-role", "tool-catalog-gateway-tokenreview-role"} {
+		for _, r := range roles[name].Rules {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					if !slices.Contains(allowedGateway[res], v) {
+						t.Errorf("the gateway may %s %s", v, res)
+					}
 				}
 			}
 		}
