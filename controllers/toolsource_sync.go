@@ -30,6 +30,9 @@ const (
 const (
 	maxSkippedTools   = 20
 	maxPendingChanges = 50
+	// maxPendingDiffBytes bounds the diffs of all pending changes
+	// together, well below what an object may hold.
+	maxPendingDiffBytes = 192 << 10
 )
 
 // inventory is what a source finds in its namespace before it applies.
@@ -127,6 +130,7 @@ func (g *approvalGate) check(t mcpsource.Imported, have *v1alpha1.ToolDefinition
 	if have == nil {
 		change.Change = v1alpha1.ChangeAdded
 		change.Summary = "new tool: " + text.Truncate(upstream.Description, 200)
+		change.Diff = mcpsource.Review(nil, upstream)
 	} else {
 		current, err := mcpsource.SurfaceHash(have.Spec)
 		if err != nil {
@@ -138,6 +142,7 @@ func (g *approvalGate) check(t mcpsource.Imported, have *v1alpha1.ToolDefinition
 		change.Change = v1alpha1.ChangeModified
 		change.ToolDefinition = have.Name
 		change.Summary = mcpsource.Diff(have.Spec, upstream)
+		change.Diff = mcpsource.Review(&have.Spec, upstream)
 	}
 	if g.approved(upstream.Name, hash, have) {
 		return decision{spec: &upstream, approved: &change}, nil
@@ -279,7 +284,7 @@ func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsou
 	st.ToolCount = int32(res.kept)
 	st.LastSyncTime = &now
 	st.SkippedTools = skipped
-	st.PendingChanges = pending[:min(len(pending), maxPendingChanges)]
+	st.PendingChanges = boundDiffs(pending[:min(len(pending), maxPendingChanges)], maxPendingDiffBytes)
 
 	msg := fmt.Sprintf("%d tools from %s %s", res.kept, server.Name, server.Version)
 	if len(skipped) > 0 {
@@ -334,6 +339,20 @@ func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsou
 			"annotation %s: entries %s are not TOOL=SPECHASH (the whole spec hash, 64 hex digits) and approve nothing",
 			v1alpha1.AnnotationApprove, strings.Join(res.malformedApprovals, ", "))
 	}
+}
+
+// boundDiffs keeps the changes' diffs, in order, while they fit in budget
+// bytes together; the diffs of the changes after that say why they are
+// left out.
+func boundDiffs(pending []v1alpha1.PendingChange, budget int) []v1alpha1.PendingChange {
+	used := 0
+	for i := range pending {
+		used += len(pending[i].Diff)
+		if used > budget {
+			pending[i].Diff = fmt.Sprintf("(not shown: the pending changes of this source have more than %d KiB of diffs; review and approve the ones listed before this one, and this one is shown)\n", budget>>10)
+		}
+	}
+	return pending
 }
 
 // newPendingChanges are the changes of now not pending, with that hash,

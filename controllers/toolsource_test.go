@@ -229,9 +229,9 @@ func TestToolSourceBearerTokenFromASecret(t *testing.T) {
 	ts := toolSource(ns, "private", srv.URL)
 	ts.Spec.MCP.BearerTokenSecretRef = &v1alpha1.SecretKeySelector{Name: "mcp-token", Key: "token"}
 	createAll(g, ts)
-	// Without the Secret: a configuration error that names it.
+	// Without the Secret: SecretNotFound, naming it.
 	g.Eventually(func(g Gomega) {
-		c := expectCondition(g, getTS(g, ns, "private"), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidConfiguration)
+		c := expectCondition(g, getTS(g, ns, "private"), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound)
 		g.Expect(c.Message).To(ContainSubstring("mcp-token"))
 	}).Should(Succeed())
 	createAll(g, secret(ns, "mcp-token", map[string]string{"token": token}))

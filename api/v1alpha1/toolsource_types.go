@@ -105,6 +105,12 @@ type PendingChange struct {
 	// summary says what changed, readably.
 	// +optional
 	Summary string `json:"summary,omitempty"`
+	// diff is the whole change for a reviewer: a unified diff of the
+	// approved version and the pending one (description, parameters
+	// schema, annotations) with every line of both, at most 12 KiB; a
+	// longer one is cut and says so.
+	// +optional
+	Diff string `json:"diff,omitempty"`
 	// since is when the change was first seen.
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`

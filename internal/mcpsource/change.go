@@ -293,21 +293,24 @@ func annotationsDiff(from, to *v1alpha1.ToolAnnotations) []string {
 	if from.Title != to.Title {
 		out = append(out, fmt.Sprintf("title %q → %q", from.Title, to.Title))
 	}
-	for _, h := range []struct {
-		name   string
-		before *bool
-		after  *bool
-	}{
-		{"readOnlyHint", from.ReadOnlyHint, to.ReadOnlyHint},
-		{"destructiveHint", from.DestructiveHint, to.DestructiveHint},
-		{"idempotentHint", from.IdempotentHint, to.IdempotentHint},
-		{"openWorldHint", from.OpenWorldHint, to.OpenWorldHint},
-	} {
-		if b, a := hint(h.before), hint(h.after); b != a {
+	after := hints(to)
+	for i, h := range hints(from) {
+		if b, a := hint(h.value), hint(after[i].value); b != a {
 			out = append(out, fmt.Sprintf("%s %s → %s", h.name, b, a))
 		}
 	}
 	return out
+}
+
+// namedHint is one of MCP's tool hints.
+type namedHint struct {
+	name  string
+	value *bool
+}
+
+// hints are an annotation's hints, always in the same order.
+func hints(a *v1alpha1.ToolAnnotations) []namedHint {
+	return []namedHint{{"readOnlyHint", a.ReadOnlyHint}, {"destructiveHint", a.DestructiveHint}, {"idempotentHint", a.IdempotentHint}, {"openWorldHint", a.OpenWorldHint}}
 }
 
 func hint(b *bool) string {

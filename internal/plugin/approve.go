@@ -103,7 +103,19 @@ func listPending(out io.Writer, ts *v1alpha1.ToolSource) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Tool, p.Change, p.SpecHash[:mcpsource.ShortHash], since, mcpsource.Visible(text.Truncate(p.Summary, 100)))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Then each change whole, as a reviewer must read it.
+	for _, p := range ts.Status.PendingChanges {
+		fmt.Fprintf(out, "\n%s (%s, spec hash %s):\n", p.Tool, strings.ToLower(string(p.Change)), p.SpecHash)
+		diff := p.Diff
+		if diff == "" {
+			diff = "(no diff recorded: the source has not synced since it began recording them)\n"
+		}
+		fmt.Fprint(out, mcpsource.Visible(diff))
+	}
+	return nil
 }
 
 // choosePending picks the pending changes to approve: the named tools, or

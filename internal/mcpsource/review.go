@@ -1,0 +1,89 @@
+package mcpsource
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	udiff "github.com/aymanbagabas/go-udiff"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+// MaxReviewBytes bounds one change's review text, so that a source's
+// status stays small whatever its server sends; a longer one is cut on a
+// line and says so.
+const MaxReviewBytes = 12 << 10
+
+// Review is what a person approving a change reads: a unified diff of the
+// approved version of a tool (nil for a tool not imported yet) and the
+// pending one, with every line of both in it: the whole description, the
+// parameters schema (canonical JSON, indented) and the annotations, the
+// changed lines marked - and +.
+func Review(approved *v1alpha1.ToolDefinitionSpec, pending v1alpha1.ToolDefinitionSpec) string {
+	before := ""
+	if approved != nil {
+		before = reviewText(*approved)
+	}
+	after := reviewText(pending)
+	edits := udiff.Lines(before, after)
+	whole := strings.Count(before, "\n") + strings.Count(after, "\n") + 1
+	out, err := udiff.ToUnified("approved", "pending", before, edits, whole)
+	if err != nil {
+		// The edits come from the same texts: this does not happen.
+		out = fmt.Sprintf("the change cannot be shown: %v\n", err)
+	}
+	if len(out) <= MaxReviewBytes {
+		return out
+	}
+	const note = "… cut at %d KiB, %d more lines not shown: review the server's tool itself before approving\n"
+	cut := strings.LastIndexByte(out[:MaxReviewBytes-len(note)-8], '\n') + 1
+	return out[:cut] + fmt.Sprintf(note, MaxReviewBytes>>10, strings.Count(out[cut:], "\n"))
+}
+
+// reviewText writes the parts of a tool's spec a person reviews, one
+// section each, every line indented.
+func reviewText(spec v1alpha1.ToolDefinitionSpec) string {
+	var b strings.Builder
+	section := func(name, body string) {
+		b.WriteString(name + ":\n")
+		for line := range strings.Lines(body) {
+			b.WriteString("    " + strings.TrimRight(line, "\n") + "\n")
+		}
+	}
+	section("description", spec.Description)
+	if spec.Parameters != nil {
+		section("parameters", indented(spec.Parameters.Raw))
+	}
+	if a := spec.Annotations; a != nil {
+		var lines []string
+		if a.Title != "" {
+			lines = append(lines, fmt.Sprintf("title: %q", a.Title))
+		}
+		for _, h := range hints(a) {
+			if h.value != nil {
+				lines = append(lines, fmt.Sprintf("%s: %v", h.name, *h.value))
+			}
+		}
+		if len(lines) > 0 {
+			section("annotations", strings.Join(lines, "\n"))
+		}
+	}
+	return b.String()
+}
+
+// indented is a JSON document canonical and indented, or as it is when it
+// does not parse.
+func indented(raw []byte) string {
+	c, err := contract.CanonicalJSON(raw)
+	if err != nil {
+		return string(raw)
+	}
+	var b bytes.Buffer
+	if json.Indent(&b, c, "", "  ") != nil {
+		return string(raw)
+	}
+	return b.String()
+}
