@@ -85,6 +85,8 @@ func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *
 		if errors.As(err, &pe) && pe.NotObject {
 			reason = v1alpha1.ReasonParametersNotObject
 		}
+	} else if err := catalog.ValidateOutputSchema(catalog.OutputSchema(td)); err != nil {
+		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonInvalidOutputSchema, err.Error()
 	} else if err := catalog.ValidateSource(td); err != nil {
 		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonSourceNotOwned, err.Error()
 	}

@@ -96,13 +96,17 @@ func TestToolDefinitionInvalidSchemaIsRejectedWithEvent(t *testing.T) {
 	tests := []struct {
 		name        string
 		parameters  string
+		output      string
 		wantReason  string
 		wantMessage []string
 	}{
-		{"type is a number", `{"type":12}`, v1alpha1.ReasonInvalidParametersSchema, []string{"not a valid JSON Schema", "at /type"}},
-		{"required is not a list", `{"type":"object","properties":{"city":{"type":"string"}},"required":"city"}`, v1alpha1.ReasonInvalidParametersSchema, []string{"at /required", "want array"}},
-		{"dangling reference", `{"type":"object","properties":{"city":{"$ref":"#/$defs/missing"}}}`, v1alpha1.ReasonInvalidParametersSchema, []string{"#/$defs/missing", "not found"}},
-		{"not an object schema", `{"type":"string"}`, v1alpha1.ReasonParametersNotObject, []string{"must describe an object", "type string"}},
+		{"type is a number", `{"type":12}`, "", v1alpha1.ReasonInvalidParametersSchema, []string{"not a valid JSON Schema", "at /type"}},
+		{"required is not a list", `{"type":"object","properties":{"city":{"type":"string"}},"required":"city"}`, "", v1alpha1.ReasonInvalidParametersSchema, []string{"at /required", "want array"}},
+		{"dangling reference", `{"type":"object","properties":{"city":{"$ref":"#/$defs/missing"}}}`, "", v1alpha1.ReasonInvalidParametersSchema, []string{"#/$defs/missing", "not found"}},
+		{"not an object schema", `{"type":"string"}`, "", v1alpha1.ReasonParametersNotObject, []string{"must describe an object", "type string"}},
+		{"output schema invalid", "", `{"type":"object","required":"temperature"}`, v1alpha1.ReasonInvalidOutputSchema, []string{"outputSchema is not a valid JSON Schema", "at /required"}},
+		{"output schema of an array", "", `{"type":"array","items":{"type":"number"}}`, v1alpha1.ReasonInvalidOutputSchema, []string{"outputSchema must describe an object", "type array"}},
+		{"output schema reaching out", "", `{"type":"object","$ref":"https://schemas.example/w.json"}`, v1alpha1.ReasonInvalidOutputSchema, []string{"outputSchema must be self-contained"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,7 +114,12 @@ func TestToolDefinitionInvalidSchemaIsRejectedWithEvent(t *testing.T) {
 			ctx := context.Background()
 			ns := newNamespace(t)
 			td := weatherTool(ns, "bad")
-			td.Spec.Parameters = rawJSON(tt.parameters)
+			if tt.parameters != "" {
+				td.Spec.Parameters = rawJSON(tt.parameters)
+			}
+			if tt.output != "" {
+				td.Spec.OutputSchema = rawJSON(tt.output)
+			}
 			g.Expect(k8sClient.Create(ctx, td)).To(Succeed())
 
 			g.Eventually(func(g Gomega) {

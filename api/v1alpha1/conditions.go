@@ -101,6 +101,10 @@ const (
 	// calling requires.
 	ReasonParametersNotObject = "ParametersNotObject"
 
+	// ReasonInvalidOutputSchema means spec.outputSchema is not a valid JSON
+	// Schema or does not describe an object.
+	ReasonInvalidOutputSchema = "InvalidOutputSchema"
+
 	// ReasonSourceNotOwned means spec.source.toolSource names a ToolSource
 	// that does not control this ToolDefinition: its credentials are not
 	// lent to it, and catalogs leave it out.

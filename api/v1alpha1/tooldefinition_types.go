@@ -38,6 +38,16 @@ type ToolDefinitionSpec struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	Parameters *apiextensionsv1.JSON `json:"parameters,omitempty"`
 
+	// outputSchema is the JSON Schema of the tool's structured result
+	// (MCP's outputSchema); it must describe an object. It is checked like
+	// parameters, published with the tool and listed to MCP clients, which
+	// check results against it; it is not embedded.
+	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	OutputSchema *apiextensionsv1.JSON `json:"outputSchema,omitempty"`
+
 	// toolset groups related tools, for example the tools of one MCP server
 	// (`mcp-github`).
 	// +optional

@@ -98,8 +98,8 @@ type PendingChange struct {
 	// +required
 	Change ChangeKind `json:"change"`
 	// specHash is the sha256 of the new version (name, description,
-	// parameters and annotations); approving it applies that version and
-	// no other.
+	// parameters, annotations and output schema); approving it applies
+	// that version and no other.
 	// +required
 	SpecHash string `json:"specHash"`
 	// summary says what changed, readably.

@@ -759,6 +759,11 @@ func (in *ToolDefinitionSpec) DeepCopyInto(out *ToolDefinitionSpec) {
 		*out = new(apiextensionsv1.JSON)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.OutputSchema != nil {
+		in, out := &in.OutputSchema, &out.OutputSchema
+		*out = new(apiextensionsv1.JSON)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.Permissions != nil {
 		in, out := &in.Permissions, &out.Permissions
 		*out = new(ToolPermissions)

@@ -14,7 +14,8 @@ import (
 // printer renders the validator's messages in English.
 var printer = message.NewPrinter(language.English)
 
-// ParametersError explains why a tool's parameters schema is rejected.
+// ParametersError explains why a tool's parameters or output schema is
+// rejected.
 type ParametersError struct {
 	// NotObject is true when the schema is valid JSON Schema but does not
 	// describe an object.
@@ -25,34 +26,43 @@ type ParametersError struct {
 
 func (e *ParametersError) Error() string { return e.Detail }
 
-// parametersURL names the schema in error messages.
-const parametersURL = "urn:toolcatalog:parameters"
+// schemaURL names a schema in error messages: urn:toolcatalog: and the
+// field.
+const schemaURL = "urn:toolcatalog:"
 
 // ValidateParameters checks that a tool's parameters value is a valid JSON
 // Schema (against the metaschema of its $schema, draft 2020-12 by default)
 // that describes an object. Empty input means "no parameters" and is valid.
 // External references are refused: the schema must be self-contained, and
 // validating it never reads a file or the network.
-func ValidateParameters(doc []byte) error {
+func ValidateParameters(doc []byte) error { return validateObjectSchema("parameters", doc) }
+
+// ValidateOutputSchema checks a tool's output schema as ValidateParameters
+// checks its parameters; empty means the tool declares none.
+func ValidateOutputSchema(doc []byte) error { return validateObjectSchema("outputSchema", doc) }
+
+// validateObjectSchema checks that doc, the spec field named field, is a
+// self-contained JSON Schema of an object.
+func validateObjectSchema(field string, doc []byte) error {
 	if len(bytes.TrimSpace(doc)) == 0 {
 		return nil
 	}
 	value, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
-		return &ParametersError{Detail: fmt.Sprintf("parameters is not valid JSON: %v", err)}
+		return &ParametersError{Detail: fmt.Sprintf("%s is not valid JSON: %v", field, err)}
 	}
 	obj, ok := value.(map[string]any)
 	if !ok {
-		return &ParametersError{Detail: "parameters must be a JSON object (a JSON Schema with type: object)"}
+		return &ParametersError{Detail: field + " must be a JSON object (a JSON Schema with type: object)"}
 	}
 
 	c := jsonschema.NewCompiler()
-	c.UseLoader(refusingLoader{})
-	if err := c.AddResource(parametersURL, value); err != nil {
-		return &ParametersError{Detail: fmt.Sprintf("parameters is not a valid JSON Schema: %v", err)}
+	c.UseLoader(refusingLoader{field})
+	if err := c.AddResource(schemaURL+field, value); err != nil {
+		return &ParametersError{Detail: fmt.Sprintf("%s is not a valid JSON Schema: %v", field, err)}
 	}
-	if _, err := c.Compile(parametersURL); err != nil {
-		return &ParametersError{Detail: "parameters is not a valid JSON Schema: " + describeCompileError(err)}
+	if _, err := c.Compile(schemaURL + field); err != nil {
+		return &ParametersError{Detail: field + " is not a valid JSON Schema: " + describeCompileError(field, err)}
 	}
 
 	if t, ok := obj["type"]; !ok || t != "object" {
@@ -60,14 +70,14 @@ func ValidateParameters(doc []byte) error {
 		if ok {
 			got = fmt.Sprintf("type %v", t)
 		}
-		return &ParametersError{NotObject: true, Detail: fmt.Sprintf("parameters must describe an object (type: object), found %s", got)}
+		return &ParametersError{NotObject: true, Detail: fmt.Sprintf("%s must describe an object (type: object), found %s", field, got)}
 	}
 	return nil
 }
 
 // describeCompileError turns a compiler error into one line naming each
 // offending location and keyword.
-func describeCompileError(err error) string {
+func describeCompileError(field string, err error) string {
 	var sve *jsonschema.SchemaValidationError
 	if errors.As(err, &sve) {
 		var ve *jsonschema.ValidationError
@@ -82,7 +92,7 @@ func describeCompileError(err error) string {
 		return sve.Err.Error()
 	}
 	msg := strings.ReplaceAll(err.Error(), "\n", " ")
-	return strings.ReplaceAll(msg, parametersURL, "parameters")
+	return strings.ReplaceAll(msg, schemaURL+field, field)
 }
 
 // leafErrors collects the innermost causes, which name the actual problem
@@ -104,11 +114,11 @@ func instanceLocation(loc []string) string {
 	return "/" + strings.Join(loc, "/")
 }
 
-// refusingLoader makes every external $ref an error.
-type refusingLoader struct{}
+// refusingLoader makes every external $ref of a field's schema an error.
+type refusingLoader struct{ field string }
 
-func (refusingLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("external reference %q is not allowed: parameters must be self-contained (use $defs and local $ref)", url)
+func (l refusingLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("external reference %q is not allowed: %s must be self-contained (use $defs and local $ref)", url, l.field)
 }
 
 // Arguments checks a tool call's arguments against the tool's parameters
@@ -131,11 +141,11 @@ func CompileArguments(parameters []byte) (*Arguments, error) {
 		return nil, err
 	}
 	c := jsonschema.NewCompiler()
-	c.UseLoader(refusingLoader{})
-	if err := c.AddResource(parametersURL, value); err != nil {
+	c.UseLoader(refusingLoader{"parameters"})
+	if err := c.AddResource(schemaURL+"parameters", value); err != nil {
 		return nil, err
 	}
-	s, err := c.Compile(parametersURL)
+	s, err := c.Compile(schemaURL + "parameters")
 	if err != nil {
 		return nil, err
 	}

@@ -58,6 +58,24 @@ func Parameters(td *v1alpha1.ToolDefinition) []byte {
 	return td.Spec.Parameters.Raw
 }
 
+// OutputSchema returns a ToolDefinition's output schema as JSON, nil when
+// unset.
+func OutputSchema(td *v1alpha1.ToolDefinition) []byte {
+	if td.Spec.OutputSchema == nil {
+		return nil
+	}
+	return td.Spec.OutputSchema.Raw
+}
+
+// validSchemas checks a ToolDefinition's parameters, then its output
+// schema.
+func validSchemas(td *v1alpha1.ToolDefinition) error {
+	if err := ValidateParameters(Parameters(td)); err != nil {
+		return err
+	}
+	return ValidateOutputSchema(OutputSchema(td))
+}
+
 // Select keeps the valid ToolDefinitions (a parameters schema that does
 // not compile, or a ToolSource named by a ToolDefinition it does not
 // control, is rejected) and rejects every ToolDefinition of a tool name
@@ -97,7 +115,7 @@ func (s *Selector) Select(tds []v1alpha1.ToolDefinition) (Selection, error) {
 		}
 		got, ok := s.memo[td.UID]
 		if !ok || td.UID == "" || got.generation != td.Generation || got.tool.Object != td.Name {
-			got = selected{generation: td.Generation, invalid: ValidateParameters(Parameters(td))}
+			got = selected{generation: td.Generation, invalid: validSchemas(td)}
 			if got.invalid == nil {
 				t, err := toolOf(td)
 				if err != nil {
@@ -157,6 +175,11 @@ func toolOf(td *v1alpha1.ToolDefinition) (Tool, error) {
 	}
 	if a := td.Spec.Annotations; a != nil {
 		entry.Annotations = &contract.Annotations{Title: a.Title, ReadOnlyHint: a.ReadOnlyHint, DestructiveHint: a.DestructiveHint, IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint}
+	}
+	if out := OutputSchema(td); out != nil {
+		if entry.OutputSchema, err = contract.CanonicalJSON(out); err != nil {
+			return Tool{}, fmt.Errorf("ToolDefinition %s: output schema: %w", td.Name, err)
+		}
 	}
 	if src := td.Spec.Source; src != nil {
 		entry.Source = &contract.Source{ToolSource: src.ToolSource, MCPURL: src.MCPURL, Tool: src.Tool}

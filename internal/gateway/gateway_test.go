@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -140,6 +141,48 @@ func TestSearchDescribeCallProxiedUpstream(t *testing.T) {
 	}
 	if got := metric(t, `toolcatalog_gateway_upstream_seconds_count{catalog="`+id+`"}`); len(got) != 1 || !strings.HasSuffix(got[0], " 2") {
 		t.Errorf("upstream latency: %v", got)
+	}
+}
+
+// A tool's output schema reaches the client: tools/list and tool_describe
+// show it, and the server's structured content comes back unchanged from a
+// direct call and from tool_call.
+func TestOutputSchemaAndStructuredContentReachTheClient(t *testing.T) {
+	ns := newNamespace(t)
+	srv := mcptest.New(t, mcptest.Options{Name: "orders"})
+	output := map[string]any{"type": "object", "properties": map[string]any{"count": map[string]any{"type": "integer"}}, "required": []string{"count"}}
+	srv.StructuredTool("count_orders", "Count today's orders.", output, map[string]any{"count": 3})
+	bridged := testCatalog(ns, "bridged", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOn})
+	bridged.Spec.Selector.MatchLabels = map[string]string{"catalog": "direct"}
+	create(t,
+		&v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"}, Spec: v1alpha1.ToolSourceSpec{
+			MCP: v1alpha1.MCPServerSpec{URL: srv.URL}, Labels: map[string]string{"catalog": "direct"}}},
+		testCatalog(ns, "direct", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}), bridged)
+	published(t, ns, "direct", 1)
+	published(t, ns, "bridged", 1)
+	const wantSchema = `{"properties":{"count":{"type":"integer"}},"required":["count"],"type":"object"}`
+
+	cs := connect(t, ns, "direct", aliceToken, "", nil)
+	list, err := cs.ListTools(t.Context(), nil)
+	if err != nil || len(list.Tools) != 1 {
+		t.Fatalf("tools/list: %v %+v", err, list)
+	}
+	if got, _ := json.Marshal(list.Tools[0].OutputSchema); string(got) != wantSchema {
+		t.Errorf("listed output schema %s, want %s", got, wantSchema)
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "count_orders", Arguments: map[string]any{}})
+	if got, _ := json.Marshal(res.StructuredContent); err != nil || res.IsError || string(got) != `{"count":3}` {
+		t.Fatalf("direct call: %v, error %v, structured content %s", err, res.IsError, got)
+	}
+
+	cs = connect(t, ns, "bridged", aliceToken, "", nil)
+	described, isErr := callTool(t, cs, "tool_describe", map[string]any{"name": "count_orders"})
+	if isErr || !strings.Contains(described, `"outputSchema":`+wantSchema) {
+		t.Fatalf("tool_describe: %s", described)
+	}
+	res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "tool_call", Arguments: map[string]any{"name": "count_orders"}})
+	if got, _ := json.Marshal(res.StructuredContent); err != nil || res.IsError || string(got) != `{"count":3}` {
+		t.Fatalf("tool_call: %v, error %v, structured content %s", err, res.IsError, got)
 	}
 }
 

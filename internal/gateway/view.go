@@ -120,24 +120,35 @@ func (v *view) sync(cat *toolcatalog.Catalog) (err error) {
 var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // servable says why a tool read from Redis cannot be listed: its name is
-// not a tool name (or a bridge tool's), or its parameters are not a JSON
-// Schema object, which MCP requires of an input schema.
+// not a tool name (or a bridge tool's), or its parameters or output schema
+// are not a JSON Schema object, which MCP requires of both.
 func servable(t contract.Tool) error {
 	if !toolName.MatchString(t.Name) {
 		return fmt.Errorf("%q is not a tool name the gateway serves", t.Name)
 	}
+	if !objectSchema(t.Parameters) {
+		return fmt.Errorf("the parameters of %s are not a JSON Schema of type object", t.Name)
+	}
+	if len(t.OutputSchema) > 0 && !objectSchema(t.OutputSchema) {
+		return fmt.Errorf("the output schema of %s is not a JSON Schema of type object", t.Name)
+	}
+	return nil
+}
+
+// objectSchema says whether raw is a JSON object whose type is "object".
+func objectSchema(raw json.RawMessage) bool {
 	var schema struct {
 		Type any `json:"type"`
 	}
-	if err := json.Unmarshal(t.Parameters, &schema); err != nil || schema.Type != "object" {
-		return fmt.Errorf("the parameters of %s are not a JSON Schema of type object", t.Name)
-	}
-	return nil
+	return json.Unmarshal(raw, &schema) == nil && schema.Type == "object"
 }
 
 // mcpTool is a catalog tool as MCP lists it.
 func mcpTool(t contract.Tool) *mcp.Tool {
 	tool := &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(t.Parameters)}
+	if len(t.OutputSchema) > 0 {
+		tool.OutputSchema = json.RawMessage(t.OutputSchema)
+	}
 	if a := t.Annotations; a != nil {
 		tool.Title = a.Title
 		tool.Annotations = &mcp.ToolAnnotations{Title: a.Title, DestructiveHint: a.DestructiveHint, OpenWorldHint: a.OpenWorldHint}

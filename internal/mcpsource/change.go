@@ -23,9 +23,9 @@ import (
 const surfaceHashDomain = "toolcatalog.dev/surface-hash/v1"
 
 // SurfaceHash is the sha256 of what a model reads of a tool and what its
-// provider claims of it: name, description, parameters (canonical JSON)
-// and annotations. Approvals name this hash, so an approval holds for one
-// version of a tool and no other.
+// provider claims of it: name, description, parameters (canonical JSON),
+// annotations and output schema (canonical JSON). Approvals name this
+// hash, so an approval holds for one version of a tool and no other.
 func SurfaceHash(spec v1alpha1.ToolDefinitionSpec) (string, error) {
 	var params []byte
 	if spec.Parameters != nil {
@@ -42,8 +42,18 @@ func SurfaceHash(spec v1alpha1.ToolDefinitionSpec) (string, error) {
 			return "", fmt.Errorf("encoding annotations: %w", err)
 		}
 	}
+	parts := [][]byte{[]byte(surfaceHashDomain), []byte(spec.Name), []byte(spec.Description), params, annotations}
+	// Added later: counted only when set, so the hashes of tools without
+	// one, and the approvals naming them, stay as they were.
+	if spec.OutputSchema != nil {
+		out, err := contract.CanonicalJSON(spec.OutputSchema.Raw)
+		if err != nil {
+			return "", fmt.Errorf("canonicalising the output schema: %w", err)
+		}
+		parts = append(parts, []byte("outputSchema"), out)
+	}
 	h := sha256.New()
-	for _, part := range [][]byte{[]byte(surfaceHashDomain), []byte(spec.Name), []byte(spec.Description), params, annotations} {
+	for _, part := range parts {
 		var n [8]byte
 		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
 		h.Write(n[:])
@@ -53,13 +63,15 @@ func SurfaceHash(spec v1alpha1.ToolDefinitionSpec) (string, error) {
 }
 
 // KeepSurface is the upstream spec with the approved description,
-// parameters and annotations: what a source applies while a change waits
-// for approval, so everything else (the source reference) stays current.
+// parameters, annotations and output schema: what a source applies while
+// a change waits for approval, so everything else (the source reference)
+// stays current.
 func KeepSurface(upstream, approved v1alpha1.ToolDefinitionSpec) v1alpha1.ToolDefinitionSpec {
 	out := upstream
 	out.Description = approved.Description
 	out.Parameters = approved.Parameters
 	out.Annotations = approved.Annotations
+	out.OutputSchema = approved.OutputSchema
 	return out
 }
 
@@ -138,6 +150,9 @@ func Diff(from, to v1alpha1.ToolDefinitionSpec) string {
 	}
 	parts = append(parts, paramsDiff(from.Parameters, to.Parameters)...)
 	parts = append(parts, annotationsDiff(from.Annotations, to.Annotations)...)
+	if !sameJSON(from.OutputSchema, to.OutputSchema) {
+		parts = append(parts, "output schema changed")
+	}
 	if len(parts) == 0 {
 		return "no visible change"
 	}
@@ -232,14 +247,22 @@ func schemaOf(p *apiextensionsv1.JSON) (schema, []byte) {
 	return s, p.Raw
 }
 
-func paramsDiff(from, to *apiextensionsv1.JSON) []string {
-	a, rawA := schemaOf(from)
-	b, rawB := schemaOf(to)
+// sameJSON says whether two optional JSON values are equal as canonical
+// JSON.
+func sameJSON(a, b *apiextensionsv1.JSON) bool {
+	_, rawA := schemaOf(a)
+	_, rawB := schemaOf(b)
 	ca, _ := contract.CanonicalJSON(rawA)
 	cb, _ := contract.CanonicalJSON(rawB)
-	if string(ca) == string(cb) {
+	return string(ca) == string(cb)
+}
+
+func paramsDiff(from, to *apiextensionsv1.JSON) []string {
+	if sameJSON(from, to) {
 		return nil
 	}
+	a, _ := schemaOf(from)
+	b, _ := schemaOf(to)
 	var added, removed, changed []string
 	for name, pb := range b.Properties {
 		pa, ok := a.Properties[name]

@@ -30,7 +30,9 @@ func TestSurfaceHashCoversWhatTheModelReads(t *testing.T) {
 	yes := true
 	base := spec("Find a contact.", `{"type":"object","properties":{"q":{"type":"string"}}}`, nil)
 	h := mustHash(t, base)
-	if len(h) != 64 {
+	// The hash of a tool without an output schema is what it was before
+	// output schemas were hashed: approvals already given still hold.
+	if h != "0e9a9501d47ddb7ce1092d3720576fa495c2c15b716faa379ee39d3f666919c1" {
 		t.Fatalf("hash %q", h)
 	}
 	// Key order, the toolset and the source are not what the model reads.
@@ -45,6 +47,11 @@ func TestSurfaceHashCoversWhatTheModelReads(t *testing.T) {
 		"parameters":  spec("Find a contact.", `{"type":"object","properties":{"q":{"type":"integer"}}}`, nil),
 		"annotations": spec("Find a contact.", `{"type":"object","properties":{"q":{"type":"string"}}}`, &v1alpha1.ToolAnnotations{DestructiveHint: &yes}),
 		"name":        func() v1alpha1.ToolDefinitionSpec { s := base; s.Name = "crm_lookup"; return s }(),
+		"output schema": func() v1alpha1.ToolDefinitionSpec {
+			s := base
+			s.OutputSchema = &apiextensionsv1.JSON{Raw: []byte(`{"type":"object"}`)}
+			return s
+		}(),
 	} {
 		if mustHash(t, s) == h {
 			t.Errorf("a change of the %s left the hash as it was", name)
@@ -72,6 +79,11 @@ func TestDiffSaysWhatChanged(t *testing.T) {
 			`title "" → "Find"; readOnlyHint true → false`},
 		{"annotations dropped", spec("d", "", &v1alpha1.ToolAnnotations{DestructiveHint: &yes}), spec("d", "", nil), "destructiveHint true → unset"},
 		{"nothing", spec("d", `{"type":"object"}`, nil), spec("d", `{ "type": "object" }`, nil), "no visible change"},
+		{"output schema", spec("d", "", nil), func() v1alpha1.ToolDefinitionSpec {
+			s := spec("d", "", nil)
+			s.OutputSchema = &apiextensionsv1.JSON{Raw: []byte(`{"type":"object"}`)}
+			return s
+		}(), "output schema changed"},
 	}
 	for _, tt := range tests {
 		if got := Diff(tt.from, tt.to); got != tt.want {

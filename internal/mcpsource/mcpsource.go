@@ -289,6 +289,16 @@ func specOf(t *mcp.Tool, o Options) (v1alpha1.ToolDefinitionSpec, string) {
 		}
 		spec.Parameters = &apiextensionsv1.JSON{Raw: raw}
 	}
+	if t.OutputSchema != nil {
+		raw, err := json.Marshal(t.OutputSchema)
+		if err != nil {
+			return v1alpha1.ToolDefinitionSpec{}, fmt.Sprintf("its output schema cannot be encoded: %v", err)
+		}
+		if err := catalog.ValidateOutputSchema(raw); err != nil {
+			return v1alpha1.ToolDefinitionSpec{}, "its output schema is rejected: " + err.Error()
+		}
+		spec.OutputSchema = &apiextensionsv1.JSON{Raw: raw}
+	}
 	if a := t.Annotations; a != nil || t.Title != "" {
 		spec.Annotations = &v1alpha1.ToolAnnotations{Title: t.Title}
 		if a != nil {
@@ -353,12 +363,18 @@ func hiddenText(t *mcp.Tool) string {
 	if t.Annotations != nil {
 		fields = append(fields, struct{ what, text string }{"annotations title", t.Annotations.Title})
 	}
-	if t.InputSchema != nil {
-		raw, _ := json.Marshal(t.InputSchema)
+	for _, s := range []struct {
+		what   string
+		schema any
+	}{{"input schema", t.InputSchema}, {"output schema", t.OutputSchema}} {
+		if s.schema == nil {
+			continue
+		}
+		raw, _ := json.Marshal(s.schema)
 		var schema any
 		_ = json.Unmarshal(raw, &schema)
 		for _, str := range schemaStrings(schema, nil) {
-			fields = append(fields, struct{ what, text string }{"input schema", str})
+			fields = append(fields, struct{ what, text string }{s.what, str})
 		}
 	}
 	for _, f := range fields {

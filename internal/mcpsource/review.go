@@ -20,8 +20,8 @@ const MaxReviewBytes = 12 << 10
 // Review is what a person approving a change reads: a unified diff of the
 // approved version of a tool (nil for a tool not imported yet) and the
 // pending one, with every line of both in it: the whole description, the
-// parameters schema (canonical JSON, indented) and the annotations, the
-// changed lines marked - and +.
+// parameters and output schemas (canonical JSON, indented) and the
+// annotations, the changed lines marked - and +.
 func Review(approved *v1alpha1.ToolDefinitionSpec, pending v1alpha1.ToolDefinitionSpec) string {
 	before := ""
 	if approved != nil {
@@ -56,6 +56,9 @@ func reviewText(spec v1alpha1.ToolDefinitionSpec) string {
 	section("description", spec.Description)
 	if spec.Parameters != nil {
 		section("parameters", indented(spec.Parameters.Raw))
+	}
+	if spec.OutputSchema != nil {
+		section("outputSchema", indented(spec.OutputSchema.Raw))
 	}
 	if a := spec.Annotations; a != nil {
 		var lines []string

@@ -93,6 +93,23 @@ func (s *Server) Tool(name, description string, schema any, annotations *mcp.Too
 		})
 }
 
+// StructuredTool adds (or replaces) a tool that declares the output
+// schema output and answers every call with result as its structured
+// content (and as JSON text).
+func (s *Server) StructuredTool(name, description string, output, result any) {
+	text, err := json.Marshal(result)
+	if err != nil {
+		panic(err)
+	}
+	s.AddTool(&mcp.Tool{Name: name, Description: description, InputSchema: map[string]any{"type": "object"}, OutputSchema: output},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			s.mu.Lock()
+			s.calls++
+			s.mu.Unlock()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}, StructuredContent: result}, nil
+		})
+}
+
 // Calls returns how many tool calls the server answered.
 func (s *Server) Calls() int {
 	s.mu.Lock()

@@ -104,6 +104,9 @@ type Tool struct {
 	SpecHash      string          `json:"spec_hash"`
 	// Annotations are MCP's hints about the tool's behaviour.
 	Annotations *Annotations `json:"annotations,omitempty"`
+	// OutputSchema is the JSON Schema (canonical JSON) of the tool's
+	// structured result, MCP's outputSchema; absent when it declares none.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 	// Source says where the tool is served.
 	Source *Source `json:"source,omitempty"`
 }
@@ -361,6 +364,10 @@ func (e Entry) Digest() (string, error) {
 	if err := optional("source", e.Source != nil, e.Source); err != nil {
 		return "", err
 	}
+	if len(e.OutputSchema) > 0 {
+		field("output_schema")
+		field(string(e.OutputSchema))
+	}
 	flag(e.AllowedPrincipals != nil)
 	if e.AllowedPrincipals != nil {
 		field(strconv.Itoa(len(*e.AllowedPrincipals)))
@@ -373,7 +380,7 @@ func (e Entry) Digest() (string, error) {
 
 // Equal reports whether two entries say the same.
 func (e Entry) Equal(o Entry) bool {
-	if e.Name != o.Name || e.Description != o.Description || string(e.Parameters) != string(o.Parameters) || e.Toolset != o.Toolset ||
+	if e.Name != o.Name || e.Description != o.Description || string(e.Parameters) != string(o.Parameters) || string(e.OutputSchema) != string(o.OutputSchema) || e.Toolset != o.Toolset ||
 		e.AlwaysInclude != o.AlwaysInclude || e.AllowRepeat != o.AllowRepeat || e.NoBackground != o.NoBackground || e.SpecHash != o.SpecHash {
 		return false
 	}

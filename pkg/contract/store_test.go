@@ -194,10 +194,18 @@ func TestEntryEqual(t *testing.T) {
 		{"source", base, with(func(e *Entry) { e.Source = &Source{Tool: "a"} }), false},
 		{"source url", with(func(e *Entry) { e.Source = &Source{Tool: "a", MCPURL: "http://x"} }),
 			with(func(e *Entry) { e.Source = &Source{Tool: "a", MCPURL: "http://y"} }), false},
+		{"output schema", base, with(func(e *Entry) { e.OutputSchema = json.RawMessage(`{"type":"object"}`) }), false},
+		{"output schema changed", with(func(e *Entry) { e.OutputSchema = json.RawMessage(`{"type":"object"}`) }),
+			with(func(e *Entry) { e.OutputSchema = json.RawMessage(`{"required":["n"],"type":"object"}`) }), false},
 	}
 	for _, tt := range tests {
 		if got := tt.a.Equal(tt.b); got != tt.want {
 			t.Errorf("%s: Equal = %v, want %v", tt.name, got, tt.want)
+		}
+		da, _ := tt.a.Digest()
+		db, _ := tt.b.Digest()
+		if (da == db) != tt.want {
+			t.Errorf("%s: digests %s and %s, want equal %v", tt.name, da, db, tt.want)
 		}
 	}
 }

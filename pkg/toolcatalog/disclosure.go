@@ -205,7 +205,7 @@ func BridgeTools() []contract.Tool {
 	return []contract.Tool{
 		{Name: ToolSearch, Description: "Search the tools that are not listed directly by what you want to do. Returns the names, toolsets and descriptions of the most relevant ones and how many there are in all; use tool_describe for a tool's parameters.",
 			Parameters: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"What you want to do, in plain words."},"top_k":{"type":"integer","minimum":1,"maximum":20,"description":"How many tools to return (default 5)."}},"required":["query"],"additionalProperties":false}`)},
-		{Name: ToolDescribe, Description: "Return the full definition of a tool, including its parameters' JSON Schema.",
+		{Name: ToolDescribe, Description: "Return the full definition of a tool, including its parameters' JSON Schema and, when it declares one, the JSON Schema of its structured result (outputSchema).",
 			Parameters: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string","description":"The tool's name, as tool_search returned it."}},"required":["name"],"additionalProperties":false}`)},
 		{Name: ToolCall, Description: "Call a tool found with tool_search, with arguments matching its parameters.",
 			Parameters: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string","description":"The tool to call."},"arguments":{"type":"object","description":"The tool's arguments (default {})."}},"required":["name"],"additionalProperties":false}`)},
@@ -305,7 +305,11 @@ func (b *Bridge) Handle(ctx context.Context, name, arguments string) (json.RawMe
 		if err != nil {
 			return nil, nil, err
 		}
-		out, err := json.Marshal(functionDefinition(tool)["function"])
+		def := functionDefinition(tool)["function"].(map[string]any)
+		if len(tool.OutputSchema) > 0 {
+			def["outputSchema"] = tool.OutputSchema
+		}
+		out, err := json.Marshal(def)
 		return out, nil, err
 	case ToolCall:
 		tool, err := b.resolve(c, name, args)
