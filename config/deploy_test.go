@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -164,6 +165,63 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The namespaced install agrees with itself: each binary watches exactly
+// the namespaces where it is granted rights, and nothing but TokenReviews
+// is granted cluster-wide.
+func TestNamespacedInstallRenders(t *testing.T) {
+	watched, bound := namespacedInstall(t, render(t, "namespaced"))
+	for _, sa := range []string{managerSA, gatewaySA} {
+		if len(watched[sa]) == 0 || !slices.Equal(watched[sa], bound[sa]) {
+			t.Errorf("%s watches %v but is bound in %v", sa, watched[sa], bound[sa])
+		}
+	}
+}
+
+// namespacedInstall returns, per service account, the namespaces of its
+// Deployment's --watch-namespaces and those where a RoleBinding grants it
+// its ClusterRole, each sorted; it fails the test on a ClusterRoleBinding
+// that grants more than TokenReviews.
+func namespacedInstall(t *testing.T, objs []runtime.Object) (watched, bound map[string][]string) {
+	t.Helper()
+	watched, bound = map[string][]string{}, map[string][]string{}
+	roles := map[string]*rbacv1.ClusterRole{}
+	for _, o := range objs {
+		if r, ok := o.(*rbacv1.ClusterRole); ok {
+			roles[r.Name] = r
+		}
+	}
+	for _, o := range objs {
+		switch v := o.(type) {
+		case *appsv1.Deployment:
+			spec := v.Spec.Template.Spec
+			for _, a := range spec.Containers[0].Args {
+				if list, ok := strings.CutPrefix(a, watchNSPrefix); ok {
+					watched[spec.ServiceAccountName] = strings.Split(list, ",")
+				}
+			}
+		case *rbacv1.RoleBinding:
+			if v.RoleRef.Kind != "ClusterRole" {
+				continue
+			}
+			for _, s := range v.Subjects {
+				bound[s.Name] = append(bound[s.Name], v.Namespace)
+			}
+		case *rbacv1.ClusterRoleBinding:
+			for _, r := range roles[v.RoleRef.Name].Rules {
+				if !slices.Equal(r.Resources, []string{"tokenreviews"}) {
+					t.Errorf("ClusterRoleBinding %s grants %v cluster-wide", v.Name, r.Resources)
+				}
+			}
+		}
+	}
+	for _, m := range []map[string][]string{watched, bound} {
+		for k := range m {
+			slices.Sort(m[k])
+		}
+	}
+	return watched, bound
 }
 
 // checkHardened holds a Deployment to the restricted pod security

@@ -6,19 +6,16 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,63 +32,6 @@ const (
 	gatewaySA     = "tool-catalog-gateway"
 	watchNSPrefix = "--watch-namespaces="
 )
-
-// The namespaced install agrees with itself: each binary watches exactly
-// the namespaces where it is granted rights, and nothing but TokenReviews
-// is granted cluster-wide.
-func TestNamespacedInstallRenders(t *testing.T) {
-	watched, bound := namespacedInstall(t, render(t, "namespaced"))
-	for _, sa := range []string{managerSA, gatewaySA} {
-		if len(watched[sa]) == 0 || !slices.Equal(watched[sa], bound[sa]) {
-			t.Errorf("%s watches %v but is bound in %v", sa, watched[sa], bound[sa])
-		}
-	}
-}
-
-// namespacedInstall returns, per service account, the namespaces of its
-// Deployment's --watch-namespaces and those where a RoleBinding grants it
-// its ClusterRole, each sorted; it fails the test on a ClusterRoleBinding
-// that grants more than TokenReviews.
-func namespacedInstall(t *testing.T, objs []runtime.Object) (watched, bound map[string][]string) {
-	t.Helper()
-	watched, bound = map[string][]string{}, map[string][]string{}
-	roles := map[string]*rbacv1.ClusterRole{}
-	for _, o := range objs {
-		if r, ok := o.(*rbacv1.ClusterRole); ok {
-			roles[r.Name] = r
-		}
-	}
-	for _, o := range objs {
-		switch v := o.(type) {
-		case *appsv1.Deployment:
-			spec := v.Spec.Template.Spec
-			for _, a := range spec.Containers[0].Args {
-				if list, ok := strings.CutPrefix(a, watchNSPrefix); ok {
-					watched[spec.ServiceAccountName] = strings.Split(list, ",")
-				}
-			}
-		case *rbacv1.RoleBinding:
-			if v.RoleRef.Kind != "ClusterRole" {
-				continue
-			}
-			for _, s := range v.Subjects {
-				bound[s.Name] = append(bound[s.Name], v.Namespace)
-			}
-		case *rbacv1.ClusterRoleBinding:
-			for _, r := range roles[v.RoleRef.Name].Rules {
-				if !slices.Equal(r.Resources, []string{"tokenreviews"}) {
-					t.Errorf("ClusterRoleBinding %s grants %v cluster-wide", v.Name, r.Resources)
-				}
-			}
-		}
-	}
-	for _, m := range []map[string][]string{watched, bound} {
-		for k := range m {
-			slices.Sort(m[k])
-		}
-	}
-	return watched, bound
-}
 
 // The namespaced install applied to a real API server (with RBAC): the
 // manager and the gateway, each running with only the rights it grants,
@@ -189,7 +129,7 @@ func TestNamespacedInstallGrantsOnlyItsNamespaces(t *testing.T) {
 		managerDone <- manager.Run(runCtx, as(cfg, managerSA), manager.Config{MetricsAddr: "0", ProbeAddr: "0",
 			WatchNamespaces: watched[managerSA], EgressAllow: []string{"127.0.0.1/32"}})
 	}()
-	eventually(t, "the manager to import team-a's tools", func() bool {
+	testenv.WaitFor(t, "the manager to import team-a's tools", time.Minute, func() bool {
 		ts := &v1alpha1.ToolSource{}
 		return admin.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "ping"}, ts) == nil &&
 			meta.IsStatusConditionTrue(ts.Status.Conditions, v1alpha1.ConditionReady) && ts.Status.ToolCount == 1
@@ -214,7 +154,7 @@ func TestNamespacedInstallGrantsOnlyItsNamespaces(t *testing.T) {
 			Namespaces: watched[gatewaySA], Log: logr.Discard()})
 	}()
 	base := "http://" + l.Addr().String()
-	eventually(t, "the gateway to be ready", func() bool { return status(t, base+"/readyz", "") == http.StatusOK })
+	testenv.WaitFor(t, "the gateway to be ready", time.Minute, func() bool { return status(t, base+"/readyz", "") == http.StatusOK })
 	for _, path := range []string{"/mcp/team-c/tools", "/mcp/team-a/missing"} {
 		if code := status(t, base+path, "ops-token"); code != http.StatusNotFound {
 			t.Errorf("%s: %d, want 404", path, code)
@@ -251,15 +191,4 @@ func status(t *testing.T, url, token string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

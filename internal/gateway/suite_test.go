@@ -298,13 +298,7 @@ func inject(t *testing.T, ns, catalog string, tool contract.Tool, edits ...func(
 // waitFor polls cond until it holds, failing the test after 60s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.WaitFor(t, what, 60*time.Second, cond)
 }
 
 // bearer adds a bearer token to every request.

@@ -61,16 +61,7 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+var waitFor = testenv.WaitFor
 
 // countingReconciler counts the ConfigMaps of one namespace it reconciles.
 type countingReconciler struct{ n atomic.Int64 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -46,4 +48,17 @@ func Start(root, assets string) (*envtest.Environment, *rest.Config, error) {
 		return nil, nil, errors.Join(fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err), stopErr)
 	}
 	return env, cfg, nil
+}
+
+// WaitFor polls cond until it holds, and fails the test saying what it
+// waited for when timeout passes first.
+func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

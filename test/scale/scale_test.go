@@ -922,16 +922,7 @@ func (a *runtimeAlloc) read() {
 	a.total = int64(m.TotalAlloc)
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+var waitFor = testenv.WaitFor
 
 func median(xs []int64) int64 {
 	s := slices.Clone(xs)
