@@ -279,25 +279,12 @@ func specOf(t *mcp.Tool, o Options) (v1alpha1.ToolDefinitionSpec, string) {
 	}
 	spec := v1alpha1.ToolDefinitionSpec{Name: name, Description: desc,
 		Source: &v1alpha1.ToolSourceReference{ToolSource: o.ToolSource, MCPURL: o.URL, Tool: t.Name}}
-	if t.InputSchema != nil {
-		raw, err := json.Marshal(t.InputSchema)
-		if err != nil {
-			return v1alpha1.ToolDefinitionSpec{}, fmt.Sprintf("its input schema cannot be encoded: %v", err)
-		}
-		if err := catalog.ValidateParameters(raw); err != nil {
-			return v1alpha1.ToolDefinitionSpec{}, "its input schema is rejected: " + err.Error()
-		}
-		spec.Parameters = &apiextensionsv1.JSON{Raw: raw}
+	var reason string
+	if spec.Parameters, reason = importSchema(t.InputSchema, "input schema", catalog.ValidateParameters); reason != "" {
+		return v1alpha1.ToolDefinitionSpec{}, reason
 	}
-	if t.OutputSchema != nil {
-		raw, err := json.Marshal(t.OutputSchema)
-		if err != nil {
-			return v1alpha1.ToolDefinitionSpec{}, fmt.Sprintf("its output schema cannot be encoded: %v", err)
-		}
-		if err := catalog.ValidateOutputSchema(raw); err != nil {
-			return v1alpha1.ToolDefinitionSpec{}, "its output schema is rejected: " + err.Error()
-		}
-		spec.OutputSchema = &apiextensionsv1.JSON{Raw: raw}
+	if spec.OutputSchema, reason = importSchema(t.OutputSchema, "output schema", catalog.ValidateOutputSchema); reason != "" {
+		return v1alpha1.ToolDefinitionSpec{}, reason
 	}
 	if a := t.Annotations; a != nil || t.Title != "" {
 		spec.Annotations = &v1alpha1.ToolAnnotations{Title: t.Title}
@@ -318,6 +305,22 @@ func specOf(t *mcp.Tool, o Options) (v1alpha1.ToolDefinitionSpec, string) {
 		}
 	}
 	return spec, ""
+}
+
+// importSchema encodes and checks one of a tool's schemas, named what in
+// the reason it is rejected for; nil when the tool declares none.
+func importSchema(schema any, what string, validate func([]byte) error) (*apiextensionsv1.JSON, string) {
+	if schema == nil {
+		return nil, ""
+	}
+	raw, err := json.Marshal(schema)
+	if err != nil {
+		return nil, fmt.Sprintf("its %s cannot be encoded: %v", what, err)
+	}
+	if err := validate(raw); err != nil {
+		return nil, "its " + what + " is rejected: " + err.Error()
+	}
+	return &apiextensionsv1.JSON{Raw: raw}, ""
 }
 
 // Hidden reports the first character of s a person reviewing it would not
