@@ -69,7 +69,7 @@ func TestToolSourceRequireApprovalHoldsUpstreamChanges(t *testing.T) {
 	// The first import is applied.
 	g.Eventually(func(g Gomega) {
 		ts := getTS(g, ns, "crm")
-		expectCondition(g, ts, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonSynced)
+		expectCondition(g, ts, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSynced)
 		expectCondition(g, ts, v1alpha1.ConditionChangePending, metav1.ConditionFalse, v1alpha1.ReasonNoPendingChanges)
 		g.Expect(storedDoc(g, rc, keys).Tools).To(HaveLen(2))
 	}).Should(Succeed())
@@ -114,7 +114,7 @@ func TestToolSourceRequireApprovalHoldsUpstreamChanges(t *testing.T) {
 	g.Expect(pending["crm_find_contact"].Diff).To(ContainSubstring(wholeChange))
 	g.Expect(pending["crm_delete_contact"].Diff).To(HaveSuffix("+annotations:\n+    destructiveHint: true\n"))
 	g.Expect(pending["crm_export_contacts"].Diff).To(ContainSubstring("+    Export every contact with their private notes.\n+parameters:\n"))
-	ev := hasEvent(eventsFor(g, ns, "crm"), corev1.EventTypeWarning, ReasonChangePending)
+	ev := hasEvent(eventsFor(g, ns, "crm"), corev1.EventTypeWarning, v1alpha1.ReasonChangePending)
 	g.Expect(ev).NotTo(BeNil())
 	g.Expect(ev.Note).To(ContainSubstring(want["crm_find_contact"].SpecHash[:12]))
 
@@ -180,7 +180,7 @@ func TestToolSourceRequireApprovalHoldsUpstreamChanges(t *testing.T) {
 	g.Expect(updated).To(Equal([]string{"crm_find_contact"}))
 	g.Eventually(func(g Gomega) {
 		g.Expect(conditionOf(getTD(g, ns, "crm-find-contact"), v1alpha1.ConditionChangePending)).To(BeNil())
-		g.Expect(hasEvent(eventsFor(g, ns, "crm"), corev1.EventTypeNormal, ReasonChangeApproved)).NotTo(BeNil())
+		g.Expect(hasEvent(eventsFor(g, ns, "crm"), corev1.EventTypeNormal, v1alpha1.ReasonChangeApproved)).NotTo(BeNil())
 	}).Should(Succeed())
 
 	// A malformed approval approves nothing and is reported.
@@ -193,7 +193,7 @@ func TestToolSourceRequireApprovalHoldsUpstreamChanges(t *testing.T) {
 	approvals := src.Annotations[v1alpha1.AnnotationApprove]
 	annotate(src, approvals+",crm_export_contacts=abc")
 	g.Eventually(func(g Gomega) {
-		ev := hasEvent(eventsFor(g, ns, "crm"), corev1.EventTypeWarning, ReasonApprovalIgnored)
+		ev := hasEvent(eventsFor(g, ns, "crm"), corev1.EventTypeWarning, v1alpha1.ReasonApprovalIgnored)
 		g.Expect(ev).NotTo(BeNil())
 		g.Expect(ev.Note).To(ContainSubstring("crm_export_contacts=abc"))
 	}).Should(Succeed())

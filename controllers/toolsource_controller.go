@@ -35,15 +35,6 @@ import (
 // name.
 const LabelToolSource = v1alpha1.LabelToolSource
 
-// Reasons of ToolSource conditions and events.
-const (
-	ReasonSynced            = "Synced"
-	ReasonServerUnreachable = "ServerUnreachable"
-	ReasonAuthFailed        = "AuthFailed"
-	ReasonToolsSkipped      = "ToolsSkipped"
-	ConditionSynced         = "Synced"
-)
-
 // sourceFieldOwner is the field manager of the ToolDefinitions a source
 // applies.
 const sourceFieldOwner = "toolcatalog.dev/tool-source"
@@ -123,6 +114,10 @@ func (r *ToolSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if perr := patchStatus(ctx, r.Client, base, ts); perr != nil {
 		return ctrl.Result{}, perr
 	}
+	if ae := (*sourceApplyError)(nil); errors.As(err, &ae) {
+		// The API server refused or failed: the queue backs off.
+		return ctrl.Result{}, err
+	}
 	if err != nil {
 		// The server is down or refused us: try again sooner than the
 		// interval, never later.
@@ -136,9 +131,7 @@ func (r *ToolSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 func (r *ToolSourceReconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource) error {
 	url := ts.Spec.MCP.URL
 	fail := func(reason, message string, err error) error {
-		setCondition(ts, ConditionSynced, metav1.ConditionFalse, reason, message)
-		setCondition(ts, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
-		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, reason, "Sync", "%s", message)
+		r.failSync(ts, reason, message)
 		return err
 	}
 	cfg, err := r.connection(ctx, ts)
@@ -163,15 +156,15 @@ func (r *ToolSourceReconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource
 		return fail(v1alpha1.ReasonSyncLimitExceeded, fmt.Sprintf("MCP server %s: %v (--source-max-tools %d): select fewer with spec.include or spec.exclude; the ToolDefinitions already imported are kept", url, err, cmp.Or(r.MaxTools, mcpsource.DefaultMaxTools)), err)
 	}
 	if talk.Err() != nil && ctx.Err() == nil {
-		return fail(ReasonServerUnreachable, fmt.Sprintf("MCP server %s did not finish listing its tools within %s; the ToolDefinitions already imported are kept, retrying", url, timeout), err)
+		return fail(v1alpha1.ReasonServerUnreachable, fmt.Sprintf("MCP server %s did not finish listing its tools within %s; the ToolDefinitions already imported are kept, retrying", url, timeout), err)
 	}
 	if errors.Is(err, egress.ErrDenied) {
 		return fail(v1alpha1.ReasonEgressDenied, fmt.Sprintf("MCP server %s may not be reached: %v; ask the platform operators to allow it (--egress-allow) or use another URL; the ToolDefinitions already imported are kept", url, errors.Unwrap(err)), err)
 	}
 	if errors.Is(err, mcpsource.ErrUnauthorized) {
-		return fail(ReasonAuthFailed, fmt.Sprintf("MCP server %s refused the credentials: check spec.mcp.bearerTokenSecretRef and headers; the ToolDefinitions already imported are kept", url), err)
+		return fail(v1alpha1.ReasonAuthFailed, fmt.Sprintf("MCP server %s refused the credentials: check spec.mcp.bearerTokenSecretRef and headers; the ToolDefinitions already imported are kept", url), err)
 	}
-	return fail(ReasonServerUnreachable, fmt.Sprintf("cannot list the tools of MCP server %s: %v; the ToolDefinitions already imported are kept, retrying", url, cfg.Redact(err)), err)
+	return fail(v1alpha1.ReasonServerUnreachable, fmt.Sprintf("cannot list the tools of MCP server %s: %v; the ToolDefinitions already imported are kept, retrying", url, cfg.Redact(err)), err)
 }
 
 // importTools converts the listed tools, applies what the change policy
@@ -180,16 +173,32 @@ func (r *ToolSourceReconciler) importTools(ctx context.Context, ts *v1alpha1.Too
 	imported, rejected, err := mcpsource.Convert(tools, mcpsource.Options{Prefix: ts.Spec.ToolNamePrefix, Include: ts.Spec.Include, Exclude: ts.Spec.Exclude,
 		ToolSource: ts.Name, URL: ts.Spec.MCP.URL})
 	if err != nil {
-		setCondition(ts, ConditionSynced, metav1.ConditionFalse, v1alpha1.ReasonInvalidConfiguration, err.Error())
-		setCondition(ts, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidConfiguration, err.Error())
+		r.failSync(ts, v1alpha1.ReasonInvalidConfiguration, err.Error())
 		return err
 	}
 	res, err := r.apply(ctx, ts, imported, rejected)
 	if err != nil {
-		return err
+		ctrl.LoggerFrom(ctx).Error(err, "Applying the tools of a source")
+		r.failSync(ts, v1alpha1.ReasonApplyFailed, fmt.Sprintf("listed %d tools of MCP server %s but could not apply them: %v; the ToolDefinitions already imported are kept, retrying",
+			len(tools), ts.Spec.MCP.URL, err))
+		return &sourceApplyError{err}
 	}
 	r.recordSync(ts, s.Server, res)
 	return nil
+}
+
+// sourceApplyError is a sync that failed at the API server, not at the MCP
+// server: it is retried with the queue's backoff.
+type sourceApplyError struct{ error }
+
+func (e *sourceApplyError) Unwrap() error { return e.error }
+
+// failSync records a failed sync: Synced and Ready False with the reason,
+// and a Warning event.
+func (r *ToolSourceReconciler) failSync(ts *v1alpha1.ToolSource, reason, message string) {
+	setCondition(ts, v1alpha1.ConditionSynced, metav1.ConditionFalse, reason, message)
+	setCondition(ts, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
+	r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, reason, "Sync", "%s", message)
 }
 
 // desired is the ToolDefinition the source applies for a tool.

@@ -39,7 +39,7 @@ func TestToolSourceRedirectIsNotFollowed(t *testing.T) {
 	ts.Spec.MCP.BearerTokenSecretRef = &v1alpha1.SecretKeySelector{Name: "mcp-token", Key: "token"}
 	createAll(g, secret(ns, "mcp-token", map[string]string{"token": "tok-redirected"}), ts)
 	g.Eventually(func(g Gomega) {
-		c := expectCondition(g, getTS(g, ns, "redirecting"), v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonServerUnreachable)
+		c := expectCondition(g, getTS(g, ns, "redirecting"), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonServerUnreachable)
 		g.Expect(c.Message).To(ContainSubstring("redirect"))
 	}).Should(Succeed())
 	// The configured host got the token; the target got nothing.

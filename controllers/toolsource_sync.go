@@ -19,13 +19,6 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
-// Reasons of ToolSource events about change approval.
-const (
-	ReasonChangePending   = "ChangePending"
-	ReasonChangeApproved  = "ChangeApproved"
-	ReasonApprovalIgnored = "ApprovalIgnored"
-)
-
 // Bounds of what a source's status lists.
 const (
 	maxSkippedTools   = 20
@@ -293,8 +286,8 @@ func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsou
 	if len(pending) > 0 {
 		msg += fmt.Sprintf("; %d upstream changes await approval (see status.pendingChanges)", len(pending))
 	}
-	setCondition(ts, ConditionSynced, metav1.ConditionTrue, ReasonSynced, msg)
-	setCondition(ts, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonSynced, msg)
+	setCondition(ts, v1alpha1.ConditionSynced, metav1.ConditionTrue, v1alpha1.ReasonSynced, msg)
+	setCondition(ts, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSynced, msg)
 	switch {
 	case ts.Spec.ChangePolicy != v1alpha1.ChangePolicyRequireApproval && len(pending) == 0:
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionChangePending)
@@ -311,14 +304,14 @@ func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsou
 	}
 
 	if res.created+res.updated+res.removed > 0 {
-		r.Recorder.Eventf(ts, nil, corev1.EventTypeNormal, ReasonSynced, "Sync", "%d ToolDefinitions created, %d updated, %d deleted; %s", res.created, res.updated, res.removed, msg)
+		r.Recorder.Eventf(ts, nil, corev1.EventTypeNormal, v1alpha1.ReasonSynced, "Sync", "%d ToolDefinitions created, %d updated, %d deleted; %s", res.created, res.updated, res.removed, msg)
 	}
 	if newlySkipped {
 		var parts []string
 		for _, s := range skipped {
 			parts = append(parts, s.Tool+": "+s.Reason)
 		}
-		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, ReasonToolsSkipped, "Sync", "%d tools skipped: %s", len(skipped), strings.Join(parts, "; "))
+		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, v1alpha1.ReasonToolsSkipped, "Sync", "%d tools skipped: %s", len(skipped), strings.Join(parts, "; "))
 	}
 	// One event per sync lists every new change: events of one object,
 	// reason and action merge into a series that keeps the first note.
@@ -327,15 +320,15 @@ func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsou
 		for _, p := range newlyPending {
 			parts = append(parts, fmt.Sprintf("%s: %s (spec hash %s)", p.Tool, text.Truncate(p.Summary, 300), p.SpecHash[:mcpsource.ShortHash]))
 		}
-		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, ReasonChangePending, "Sync", "%s",
+		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, v1alpha1.ReasonChangePending, "Sync", "%s",
 			text.Truncate(fmt.Sprintf("approve with kubectl toolcatalog approve %s TOOL: %s", ts.Name, strings.Join(parts, "; ")), 1024))
 	}
 	for _, a := range res.approved {
-		r.Recorder.Eventf(ts, nil, corev1.EventTypeNormal, ReasonChangeApproved, "Approve", "%s",
+		r.Recorder.Eventf(ts, nil, corev1.EventTypeNormal, v1alpha1.ReasonChangeApproved, "Approve", "%s",
 			text.Truncate(fmt.Sprintf("applied the approved %s change of %s (spec hash %s): %s", strings.ToLower(string(a.Change)), a.Tool, a.SpecHash[:mcpsource.ShortHash], a.Summary), 1024))
 	}
 	if len(res.malformedApprovals) > 0 {
-		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, ReasonApprovalIgnored, "Approve",
+		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, v1alpha1.ReasonApprovalIgnored, "Approve",
 			"annotation %s: entries %s are not TOOL=SPECHASH (the whole spec hash, 64 hex digits) and approve nothing",
 			v1alpha1.AnnotationApprove, strings.Join(res.malformedApprovals, ", "))
 	}

@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -69,7 +70,7 @@ func TestToolSourceImportsAndFollowsAnMCPServer(t *testing.T) {
 
 	g.Eventually(func(g Gomega) {
 		ts := getTS(g, ns, "docs")
-		expectCondition(g, ts, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonSynced)
+		expectCondition(g, ts, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSynced)
 		g.Expect(ts.Status.ToolCount).To(Equal(int32(4)))
 		g.Expect(ts.Status.Server).To(Equal(&v1alpha1.MCPServerInfo{Name: "docs", Version: "2.1.0", ProtocolVersion: ts.Status.Server.ProtocolVersion}))
 		g.Expect(ts.Status.SkippedTools).To(HaveLen(2))
@@ -86,7 +87,7 @@ func TestToolSourceImportsAndFollowsAnMCPServer(t *testing.T) {
 	g.Expect(search.Labels[catalogLabel]).To(Equal("imported"))
 	g.Expect(search.Spec.Source).To(Equal(&v1alpha1.ToolSourceReference{ToolSource: "docs", MCPURL: srv.URL, Tool: "search"}))
 	g.Expect(search.Spec.Annotations.Title).To(Equal("Search docs"))
-	g.Expect(hasEvent(eventsFor(g, ns, "docs"), corev1.EventTypeWarning, ReasonToolsSkipped)).NotTo(BeNil())
+	g.Expect(hasEvent(eventsFor(g, ns, "docs"), corev1.EventTypeWarning, v1alpha1.ReasonToolsSkipped)).NotTo(BeNil())
 
 	// The catalog publishes them, annotations and source included.
 	rc := redisClient(t)
@@ -163,7 +164,7 @@ func TestToolSourceImportsAndFollowsAnMCPServer(t *testing.T) {
 		ts := getTS(g, ns, "docs")
 		g.Expect(ts.Status.ObservedGeneration).To(Equal(ts.Generation))
 		g.Expect(ts.Generation).To(BeNumerically(">", nudge.Generation-1))
-		expectCondition(g, ts, ConditionSynced, metav1.ConditionTrue, ReasonSynced)
+		expectCondition(g, ts, v1alpha1.ConditionSynced, metav1.ConditionTrue, v1alpha1.ReasonSynced)
 	}).Should(Succeed())
 	for name, td := range sourceTools(g, ns, "docs") {
 		g.Expect(td.ResourceVersion).To(Equal(versions[name]), "%s was written by a sync that changed nothing", name)
@@ -209,7 +210,7 @@ func TestToolSourceServerDownKeepsWhatWasImported(t *testing.T) {
 	}).Should(Succeed())
 	srv.Close()
 	g.Eventually(func(g Gomega) {
-		c := expectCondition(g, getTS(g, ns, "flaky"), v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonServerUnreachable)
+		c := expectCondition(g, getTS(g, ns, "flaky"), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonServerUnreachable)
 		g.Expect(c.Message).To(ContainSubstring(srv.URL))
 	}).WithTimeout(20 * time.Second).Should(Succeed())
 	g.Expect(sourceTools(g, ns, "flaky")).To(HaveKey("ping"))
@@ -296,7 +297,7 @@ func TestToolSourceAuthFailureAndTokenRotation(t *testing.T) {
 	ts.Spec.SyncInterval = &metav1.Duration{Duration: time.Hour}
 	createAll(g, secret(ns, "mcp-token", map[string]string{"token": "wrong-token"}), ts)
 	g.Eventually(func(g Gomega) {
-		c := expectCondition(g, getTS(g, ns, "rotated"), v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonAuthFailed)
+		c := expectCondition(g, getTS(g, ns, "rotated"), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonAuthFailed)
 		g.Expect(c.Message).To(ContainSubstring(srv.URL))
 		g.Expect(c.Message).NotTo(ContainSubstring("wrong-token"))
 	}).Should(Succeed())
@@ -307,7 +308,49 @@ func TestToolSourceAuthFailureAndTokenRotation(t *testing.T) {
 	s.Data["token"] = []byte("right-token")
 	g.Expect(k8sClient.Update(context.Background(), s)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		expectCondition(g, getTS(g, ns, "rotated"), v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonSynced)
+		expectCondition(g, getTS(g, ns, "rotated"), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSynced)
 		g.Expect(sourceTools(g, ns, "rotated")).To(HaveKey("ping"))
 	}).Should(Succeed())
+}
+
+// Tools listed but not applied (here a ResourceQuota admits no more
+// ToolDefinitions) are a failed sync the source reports: Ready and Synced
+// False with ApplyFailed and a Warning event, what was imported kept.
+// Once the quota is lifted, a retry imports the new tool.
+func TestToolSourceApplyFailureIsReported(t *testing.T) {
+	g := gomegaFor(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	srv := mcptest.New(t, mcptest.Options{})
+	srv.Tool("ping", "Answer pong.", nil, nil)
+	createAll(g, toolSource(ns, "quota", srv.URL))
+	g.Eventually(func(g Gomega) {
+		expectCondition(g, getTS(g, ns, "quota"), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSynced)
+		g.Expect(sourceTools(g, ns, "quota")).To(HaveKey("ping"))
+	}).Should(Succeed())
+
+	// A cluster's quota controller computes the status; here the test does.
+	counted := corev1.ResourceName("count/tooldefinitions.toolcatalog.dev")
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-more-tools"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{counted: resource.MustParse("1")}}}
+	g.Expect(k8sClient.Create(ctx, quota)).To(Succeed())
+	quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{counted: resource.MustParse("1")}}
+	g.Expect(k8sClient.Status().Update(ctx, quota)).To(Succeed())
+
+	srv.Tool("echo", "Echo the arguments.", nil, nil)
+	g.Eventually(func(g Gomega) {
+		ts := getTS(g, ns, "quota")
+		c := expectCondition(g, ts, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonApplyFailed)
+		g.Expect(c.Message).To(ContainSubstring("exceeded quota"))
+		g.Expect(c.Message).To(ContainSubstring("the ToolDefinitions already imported are kept"))
+		expectCondition(g, ts, v1alpha1.ConditionSynced, metav1.ConditionFalse, v1alpha1.ReasonApplyFailed)
+		g.Expect(hasEvent(eventsFor(g, ns, "quota"), corev1.EventTypeWarning, v1alpha1.ReasonApplyFailed)).NotTo(BeNil())
+	}).Should(Succeed())
+	g.Expect(sourceTools(g, ns, "quota")).To(HaveKey("ping"))
+
+	g.Expect(k8sClient.Delete(ctx, quota)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		expectCondition(g, getTS(g, ns, "quota"), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSynced)
+		g.Expect(sourceTools(g, ns, "quota")).To(HaveKey("echo"))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
 }

@@ -55,6 +55,38 @@ const (
 	ReasonNoPendingChanges = "NoPendingChanges"
 )
 
+// Conditions and reasons of ToolSource.
+const (
+	// ConditionSynced (ToolSource) is True when the last sync listed the
+	// server's tools and applied them as ToolDefinitions.
+	ConditionSynced = "Synced"
+
+	// ReasonSynced means the last sync listed and applied the tools.
+	ReasonSynced = "Synced"
+	// ReasonServerUnreachable means the MCP server could not be reached,
+	// did not answer in time or did not speak MCP; the ToolDefinitions
+	// already imported are kept.
+	ReasonServerUnreachable = "ServerUnreachable"
+	// ReasonAuthFailed means the MCP server refused the credentials (401
+	// or 403).
+	ReasonAuthFailed = "AuthFailed"
+	// ReasonApplyFailed means the tools were listed but creating, updating
+	// or deleting their ToolDefinitions failed (the API server refused or
+	// was unreachable); the sync is retried with backoff.
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonToolsSkipped is the Warning event of a sync that skipped tools
+	// it could not import (status.skippedTools says why).
+	ReasonToolsSkipped = "ToolsSkipped"
+	// ReasonChangePending is the Warning event of a sync that found
+	// upstream changes to hold for approval.
+	ReasonChangePending = "ChangePending"
+	// ReasonChangeApproved is the event of an approved change applied.
+	ReasonChangeApproved = "ChangeApproved"
+	// ReasonApprovalIgnored is the Warning event of an approval annotation
+	// entry that approves nothing (not TOOL=SPECHASH with a whole hash).
+	ReasonApprovalIgnored = "ApprovalIgnored"
+)
+
 // Annotations of change approval (ToolSource changePolicy RequireApproval).
 const (
 	// AnnotationApprove approves upstream changes. On a ToolSource its
