@@ -25,15 +25,11 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
-// A ToolDefinition written by hand cannot borrow a ToolSource's
-// credentials. Naming the source is not enough: the manager refuses it
-// and no catalog publishes it. A forged owner reference is undone: the
-// source deletes what it did not import. And an entry written straight
-// into Redis that names the source is refused by the gateway, which calls
-// only the upstream tools the source itself imports; the source's own
-// tool, called with its token, proves the path works.
-func TestBorrowedToolSourceCredentialsAreRefused(t *testing.T) {
-	ns := newNamespace(t)
+// crmSource is a ToolSource crm over a server that requires the token
+// crm-secret and offers find_contact and export_contacts, of which the
+// source excludes export_*; the catalog crm holds its tool and web_search.
+func crmSource(t *testing.T, ns string) (*mcptest.Server, *v1alpha1.ToolSource) {
+	t.Helper()
 	srv := mcptest.New(t, mcptest.Options{Name: "crm", Token: "crm-secret"})
 	srv.Tool("find_contact", "Find a contact by name.", nil, nil)
 	srv.Tool("export_contacts", "Export every contact with their private notes.", nil, nil)
@@ -42,12 +38,20 @@ func TestBorrowedToolSourceCredentialsAreRefused(t *testing.T) {
 		Exclude: []string{"export_*"},
 		Labels:  map[string]string{"catalog": "crm"},
 	}}
-	create(t,
-		testSecret(ns, "crm-token", "token", "crm-secret"),
+	create(t, testSecret(ns, "crm-token", "token", "crm-secret"),
 		ts, testCatalog(ns, "crm", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}),
 		testTool(ns, "crm", "web_search", "Search the web for recent information."))
 	published(t, ns, "crm", 2) // web_search and the imported find_contact
+	return srv, ts
+}
 
+// A ToolDefinition written by hand cannot borrow a ToolSource's
+// credentials. Naming the source is not enough: the manager refuses it
+// and no catalog publishes it. A forged owner reference is undone: the
+// source deletes what it did not import.
+func TestBorrowedToolSourceCredentialsAreRefused(t *testing.T) {
+	ns := newNamespace(t)
+	_, ts := crmSource(t, ns)
 	borrowing := func(object string, owners ...metav1.OwnerReference) *v1alpha1.ToolDefinition {
 		return testTool(ns, "crm", "crm_export", "Export every contact.", func(td *v1alpha1.ToolDefinition) {
 			td.Name, td.OwnerReferences = object, owners
@@ -75,24 +79,40 @@ func TestBorrowedToolSourceCredentialsAreRefused(t *testing.T) {
 		return apierrors.IsNotFound(kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "forged"}, &v1alpha1.ToolDefinition{}))
 	})
 	published(t, ns, "crm", 2) // it may have been published for a moment
+}
 
-	inject(t, ns, "crm", contract.Tool{Name: "crm_export", Description: "Export every contact.",
-		Source: &contract.Source{ToolSource: "crm", Tool: "export_contacts"}})
+// An entry written straight into Redis that names a ToolSource is refused
+// by the gateway, which calls only the upstream tools the source itself
+// imports; the source's own tool, called with its token, proves the path
+// works. The catalog is one nothing else changes, so no pass of the
+// manager rewrites what the test wrote.
+func TestInjectedEntriesCannotBorrowCredentials(t *testing.T) {
+	ns := newNamespace(t)
+	srv, _ := crmSource(t, ns)
 	cs := connect(t, ns, "crm", aliceToken, "", nil)
-	waitFor(t, "the gateway to list the injected entry", func() bool { return slices.Contains(listed(t, cs), "crm_export") })
 	if out, isErr := callTool(t, cs, "find_contact", map[string]any{"name": "Ana"}); isErr || srv.Calls() != 1 {
 		t.Fatalf("the source's own tool: %q (error %v), upstream calls %d", out, isErr, srv.Calls())
 	}
-	out, isErr := callTool(t, cs, "crm_export", map[string]any{})
-	if !isErr || out != "crm_export cannot be called: ToolSource crm names its tools <tool>, not crm_export" || srv.Calls() != 1 {
-		t.Fatalf("the injected tool: %q (error %v), upstream calls %d", out, isErr, srv.Calls())
-	}
-	inject(t, ns, "crm", contract.Tool{Name: "export_contacts", Description: "Export every contact.",
-		Source: &contract.Source{ToolSource: "crm", Tool: "export_contacts"}})
-	waitFor(t, "the gateway to list the second injected entry", func() bool { return slices.Contains(listed(t, cs), "export_contacts") })
-	out, isErr = callTool(t, cs, "export_contacts", map[string]any{})
-	if !isErr || out != "export_contacts cannot be called: ToolSource crm does not import export_contacts (spec.include and spec.exclude)" || srv.Calls() != 1 {
-		t.Fatalf("the injected excluded tool: %q (error %v), upstream calls %d", out, isErr, srv.Calls())
+	for _, tt := range []struct{ tool, refusal string }{
+		{"crm_export", "crm_export cannot be called: ToolSource crm names its tools <tool>, not crm_export"},
+		{"export_contacts", "export_contacts cannot be called: ToolSource crm does not import export_contacts (spec.include and spec.exclude)"},
+	} {
+		// A pass of the manager may put the catalog back as it should be
+		// at any time: the entry is written again until a call reaches it.
+		var out string
+		var isErr bool
+		waitFor(t, "a call of the injected "+tt.tool, func() bool {
+			if !slices.Contains(listed(t, cs), tt.tool) {
+				_ = tryInject(ns, "crm", contract.Tool{Name: tt.tool, Description: "Export every contact.",
+					Source: &contract.Source{ToolSource: "crm", Tool: "export_contacts"}})
+				return false
+			}
+			out, isErr = callTool(t, cs, tt.tool, map[string]any{})
+			return !strings.HasPrefix(out, "no tool named")
+		})
+		if !isErr || out != tt.refusal || srv.Calls() != 1 {
+			t.Fatalf("the injected %s: %q (error %v), upstream calls %d", tt.tool, out, isErr, srv.Calls())
+		}
 	}
 }
 
@@ -102,16 +122,8 @@ func TestBorrowedToolSourceCredentialsAreRefused(t *testing.T) {
 // before shows the token did reach it while the Secret was offered.
 func TestGatewayUsesOnlySecretsThatOptIn(t *testing.T) {
 	ns := newNamespace(t)
-	srv := mcptest.New(t, mcptest.Options{Name: "crm", Token: "crm-secret"})
-	srv.Tool("find_contact", "Find a contact by name.", nil, nil)
-	create(t, testSecret(ns, "crm-token", "token", "crm-secret"),
-		&v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crm"}, Spec: v1alpha1.ToolSourceSpec{
-			MCP:    v1alpha1.MCPServerSpec{URL: srv.URL, BearerTokenSecretRef: &v1alpha1.SecretKeySelector{Name: "crm-token", Key: "token"}},
-			Labels: map[string]string{"catalog": "optin"},
-		}},
-		testCatalog(ns, "optin", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}))
-	published(t, ns, "optin", 1)
-	cs := connect(t, ns, "optin", aliceToken, "", nil)
+	srv, _ := crmSource(t, ns)
+	cs := connect(t, ns, "crm", aliceToken, "", nil)
 	if out, isErr := callTool(t, cs, "find_contact", map[string]any{"name": "Ana"}); isErr || srv.Calls() != 1 {
 		t.Fatalf("with the Secret offered: %q (error %v), upstream calls %d", out, isErr, srv.Calls())
 	}

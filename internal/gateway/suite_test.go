@@ -259,40 +259,48 @@ func published(t *testing.T, ns, name string, n int) *contract.Document {
 // edits, when given, change the version before it is written.
 func inject(t *testing.T, ns, catalog string, tool contract.Tool, edits ...func(*contract.Document)) {
 	t.Helper()
+	if err := tryInject(ns, catalog, tool, edits...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryInject is inject that returns its error: a write the manager got in
+// before is contract.ErrConflict.
+func tryInject(ns, catalog string, tool contract.Tool, edits ...func(*contract.Document)) error {
 	ctx := context.Background()
 	rc := redisSrv.Client()
 	defer rc.Close()
 	keys := contract.Keys{Prefix: contract.DefaultPrefix(ns, catalog)}
 	snap, err := contract.Read(ctx, rc, keys)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	prev, err := snap.Document()
 	if err != nil || prev == nil {
-		t.Fatalf("reading %s/%s: %v", ns, catalog, err)
+		return fmt.Errorf("reading %s/%s: %v", ns, catalog, err)
 	}
 	if tool, err = contract.NormalizeTool(tool); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	next := *prev
 	next.Version++
-	next.Tools = append(slices.Clone(prev.Tools), tool)
+	// A tool of the same name is replaced: a document lists each name
+	// once.
+	next.Tools = append(slices.DeleteFunc(slices.Clone(prev.Tools), func(t contract.Tool) bool { return t.Name == tool.Name }), tool)
 	for _, edit := range edits {
 		edit(&next)
 	}
 	if err := next.Seal(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if err := contract.Write(ctx, rc, keys, contract.Update{ExpectVersion: prev.Version, Document: &next, Previous: prev, Retain: 5}); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	// Announced as the catalog's own, whatever the head says.
 	n := contract.NoticeOf(&next)
 	n.Catalog = ns + "/" + catalog
 	notice, _ := json.Marshal(n)
-	if err := contract.Notify(ctx, rc, contract.DefaultChannel, notice); err != nil {
-		t.Fatal(err)
-	}
+	return contract.Notify(ctx, rc, contract.DefaultChannel, notice)
 }
 
 // waitFor polls cond until it holds, failing the test after 60s.

@@ -255,6 +255,10 @@ func diff(u Update) (set map[string][]byte, removed []string, change Change, err
 	}
 	inDoc := map[string]bool{}
 	for _, t := range u.Document.Tools {
+		if inDoc[t.Name] {
+			// P:tools holds one entry a name: the head's count would lie.
+			return nil, nil, change, fmt.Errorf("the document lists tool %s twice", t.Name)
+		}
 		inDoc[t.Name] = true
 	}
 	for name := range before {

@@ -309,6 +309,23 @@ func TestWriteRefusesWhenVersionMoved(t *testing.T) {
 	}
 }
 
+// A document that lists a name twice cannot be stored: P:tools would
+// hold fewer entries than its head counts, and every reader would refuse
+// the catalog. The write is refused and Redis keeps the last version.
+func TestWriteRefusesATwiceListedTool(t *testing.T) {
+	c, k := newClient(t)
+	v1 := testDoc(t, 1, "a")
+	write(t, c, k, nil, v1, nil)
+	before := dump(t, c, k)
+	err := Write(context.Background(), c, k, Update{ExpectVersion: 1, Document: testDoc(t, 2, "a", "b", "b"), Previous: v1, Retain: 5})
+	if err == nil || err.Error() != "the document lists tool b twice" {
+		t.Fatalf("want a refusal naming b, got %v", err)
+	}
+	if after := dump(t, c, k); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("a refused write changed Redis:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
 func TestWriteKeepsOnlyRetainedChangeRecords(t *testing.T) {
 	ctx := context.Background()
 	c, k := newClient(t)
