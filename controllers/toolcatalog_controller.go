@@ -79,7 +79,7 @@ type ToolCatalogReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
 func (r *ToolCatalogReconciler) resolver() *catalogconfig.Resolver {
-	return &catalogconfig.Resolver{Reader: r.APIReader, RetryPolicy: r.RetryPolicy}
+	return &catalogconfig.Resolver{Reader: r.APIReader, RetryPolicy: r.RetryPolicy, Observe: metrics.ObserveProviderRequest}
 }
 
 func (r *ToolCatalogReconciler) providers() catalogconfig.ProviderFactory {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/toolschema"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
@@ -78,14 +79,14 @@ func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *
 
 	reason, message := v1alpha1.ReasonSpecValid, "tool spec is valid"
 	status := metav1.ConditionTrue
-	if err := catalog.ValidateParameters(params); err != nil {
+	if err := toolschema.ValidateParameters(params); err != nil {
 		status, message = metav1.ConditionFalse, err.Error()
 		reason = v1alpha1.ReasonInvalidParametersSchema
-		var pe *catalog.ParametersError
+		var pe *toolschema.Error
 		if errors.As(err, &pe) && pe.NotObject {
 			reason = v1alpha1.ReasonParametersNotObject
 		}
-	} else if err := catalog.ValidateOutputSchema(catalog.OutputSchema(td)); err != nil {
+	} else if err := toolschema.ValidateOutputSchema(catalog.OutputSchema(td)); err != nil {
 		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonInvalidOutputSchema, err.Error()
 	} else if err := catalog.ValidateSource(td); err != nil {
 		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonSourceNotOwned, err.Error()

@@ -2,6 +2,8 @@ package catalog
 
 import (
 	"testing"
+
+	"github.com/toolcatalog/tool-catalog-operator/internal/toolschema"
 )
 
 // Parameters schemas come from users and MCP servers: validating and
@@ -23,7 +25,7 @@ func FuzzParameters(f *testing.F) {
 		if len(schema) > 1<<14 {
 			return
 		}
-		_ = ValidateParameters(schema)
+		_ = toolschema.ValidateParameters(schema)
 		h1, err := SpecHash("tool", "does things", schema)
 		if err != nil {
 			return

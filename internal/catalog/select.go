@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/toolschema"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -70,10 +71,10 @@ func OutputSchema(td *v1alpha1.ToolDefinition) []byte {
 // validSchemas checks a ToolDefinition's parameters, then its output
 // schema.
 func validSchemas(td *v1alpha1.ToolDefinition) error {
-	if err := ValidateParameters(Parameters(td)); err != nil {
+	if err := toolschema.ValidateParameters(Parameters(td)); err != nil {
 		return err
 	}
-	return ValidateOutputSchema(OutputSchema(td))
+	return toolschema.ValidateOutputSchema(OutputSchema(td))
 }
 
 // Select keeps the valid ToolDefinitions (a parameters schema that does

@@ -18,7 +18,6 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
-	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
 	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
 	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -82,6 +81,9 @@ type Resolver struct {
 	Reader client.Reader
 	// RetryPolicy overrides the providers' retry policy.
 	RetryPolicy *embedding.RetryPolicy
+	// Observe, when set, is told of every provider request (the manager
+	// counts them in its metrics).
+	Observe func(provider, model, outcome string, d time.Duration)
 }
 
 // KeysOf returns a catalog's Redis keys.
@@ -309,7 +311,7 @@ func (r *Resolver) buildGenerator(ctx context.Context, tc *v1alpha1.ToolCatalog,
 }
 
 func (r *Resolver) openAIConfig(ctx context.Context, namespace, baseURL string, keyRef *v1alpha1.SecretKeySelector, field string) (embedding.OpenAIConfig, error) {
-	c := embedding.OpenAIConfig{BaseURL: baseURL, Retry: embedding.DefaultRetryPolicy(), Observe: metrics.ObserveProviderRequest}
+	c := embedding.OpenAIConfig{BaseURL: baseURL, Retry: embedding.DefaultRetryPolicy(), Observe: r.Observe}
 	if r.RetryPolicy != nil {
 		c.Retry = *r.RetryPolicy
 	}

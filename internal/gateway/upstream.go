@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
-	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
+	"github.com/toolcatalog/tool-catalog-operator/internal/toolschema"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
@@ -49,7 +49,7 @@ type pooled struct {
 }
 
 type compiled struct {
-	args *catalog.Arguments
+	args *toolschema.Arguments
 	used time.Time
 }
 
@@ -83,7 +83,7 @@ func (u *upstreams) arguments(tool contract.Tool, args json.RawMessage) error {
 	}
 	u.mu.Unlock()
 	if c == nil {
-		a, err := catalog.CompileArguments(tool.Parameters)
+		a, err := toolschema.CompileArguments(tool.Parameters)
 		if err != nil {
 			return &callError{OutcomeInvalid, fmt.Sprintf("the parameters schema of %s cannot be used: %v", tool.Name, err)}
 		}

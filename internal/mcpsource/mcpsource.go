@@ -26,8 +26,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
-	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
+	"github.com/toolcatalog/tool-catalog-operator/internal/toolschema"
 )
 
 // ClientName is how the operator introduces itself to MCP servers.
@@ -280,10 +280,10 @@ func specOf(t *mcp.Tool, o Options) (v1alpha1.ToolDefinitionSpec, string) {
 	spec := v1alpha1.ToolDefinitionSpec{Name: name, Description: desc,
 		Source: &v1alpha1.ToolSourceReference{ToolSource: o.ToolSource, MCPURL: o.URL, Tool: t.Name}}
 	var reason string
-	if spec.Parameters, reason = importSchema(t.InputSchema, "input schema", catalog.ValidateParameters); reason != "" {
+	if spec.Parameters, reason = importSchema(t.InputSchema, "input schema", toolschema.ValidateParameters); reason != "" {
 		return v1alpha1.ToolDefinitionSpec{}, reason
 	}
-	if spec.OutputSchema, reason = importSchema(t.OutputSchema, "output schema", catalog.ValidateOutputSchema); reason != "" {
+	if spec.OutputSchema, reason = importSchema(t.OutputSchema, "output schema", toolschema.ValidateOutputSchema); reason != "" {
 		return v1alpha1.ToolDefinitionSpec{}, reason
 	}
 	if a := t.Annotations; a != nil || t.Title != "" {

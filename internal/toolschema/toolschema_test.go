@@ -1,4 +1,4 @@
-package catalog
+package toolschema
 
 import (
 	"errors"
@@ -38,9 +38,9 @@ func TestValidateParameters(t *testing.T) {
 				}
 				return
 			}
-			var pe *ParametersError
+			var pe *Error
 			if !errors.As(err, &pe) {
-				t.Fatalf("want *ParametersError, got %T: %v", err, err)
+				t.Fatalf("want *Error, got %T: %v", err, err)
 			}
 			if pe.NotObject != tt.wantNotObject {
 				t.Errorf("NotObject = %v, want %v", pe.NotObject, tt.wantNotObject)

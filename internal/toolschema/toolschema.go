@@ -1,4 +1,8 @@
-package catalog
+// Package toolschema checks the JSON Schemas of tools: a ToolDefinition's
+// parameters and output schema (valid, self-contained, of an object) and a
+// call's arguments against its parameters. The manager, the gateway and
+// the ToolSource import share it; it needs no cluster and no Redis.
+package toolschema
 
 import (
 	"bytes"
@@ -14,9 +18,8 @@ import (
 // printer renders the validator's messages in English.
 var printer = message.NewPrinter(language.English)
 
-// ParametersError explains why a tool's parameters or output schema is
-// rejected.
-type ParametersError struct {
+// Error explains why a tool's parameters or output schema is rejected.
+type Error struct {
 	// NotObject is true when the schema is valid JSON Schema but does not
 	// describe an object.
 	NotObject bool
@@ -24,7 +27,7 @@ type ParametersError struct {
 	Detail string
 }
 
-func (e *ParametersError) Error() string { return e.Detail }
+func (e *Error) Error() string { return e.Detail }
 
 // schemaURL names a schema in error messages: urn:toolcatalog: and the
 // field.
@@ -49,20 +52,20 @@ func validateObjectSchema(field string, doc []byte) error {
 	}
 	value, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
-		return &ParametersError{Detail: fmt.Sprintf("%s is not valid JSON: %v", field, err)}
+		return &Error{Detail: fmt.Sprintf("%s is not valid JSON: %v", field, err)}
 	}
 	obj, ok := value.(map[string]any)
 	if !ok {
-		return &ParametersError{Detail: field + " must be a JSON object (a JSON Schema with type: object)"}
+		return &Error{Detail: field + " must be a JSON object (a JSON Schema with type: object)"}
 	}
 
 	c := jsonschema.NewCompiler()
 	c.UseLoader(refusingLoader{field})
 	if err := c.AddResource(schemaURL+field, value); err != nil {
-		return &ParametersError{Detail: fmt.Sprintf("%s is not a valid JSON Schema: %v", field, err)}
+		return &Error{Detail: fmt.Sprintf("%s is not a valid JSON Schema: %v", field, err)}
 	}
 	if _, err := c.Compile(schemaURL + field); err != nil {
-		return &ParametersError{Detail: field + " is not a valid JSON Schema: " + describeCompileError(field, err)}
+		return &Error{Detail: field + " is not a valid JSON Schema: " + describeCompileError(field, err)}
 	}
 
 	if t, ok := obj["type"]; !ok || t != "object" {
@@ -70,7 +73,7 @@ func validateObjectSchema(field string, doc []byte) error {
 		if ok {
 			got = fmt.Sprintf("type %v", t)
 		}
-		return &ParametersError{NotObject: true, Detail: fmt.Sprintf("%s must describe an object (type: object), found %s", field, got)}
+		return &Error{NotObject: true, Detail: fmt.Sprintf("%s must describe an object (type: object), found %s", field, got)}
 	}
 	return nil
 }
