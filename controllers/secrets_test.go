@@ -62,11 +62,7 @@ func TestToolSourceUsesOnlySecretsThatOptIn(t *testing.T) {
 func TestCatalogUsesOnlySecretsThatOptIn(t *testing.T) {
 	g := gomegaFor(t)
 	ns := newNamespace(t)
-	p := newWireProvider(t)
-	p.APIKeys = []string{"sk-good"}
-	tc := testCatalog(ns, "tools", p)
-	tc.Spec.Embedding.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "openai", Key: "apiKey"}
-	tc.Spec.QueryGeneration.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "openai", Key: "apiKey"}
+	p, tc := keyedCatalog(t, ns)
 	createAll(g, unlabelled(secret(ns, "openai", map[string]string{"apiKey": "sk-good"})), tc, testTool(ns, "weather", "get_weather", "Get the weather.", "tools"))
 	g.Eventually(func(g Gomega) {
 		c := expectCondition(g, getTC(g, ns, "tools"), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound)

@@ -150,14 +150,21 @@ func TestCatalogDeletionRemovesItsKeys(t *testing.T) {
 	}).Should(Succeed())
 }
 
-func TestCatalogWaitsForItsSecret(t *testing.T) {
-	g := gomegaFor(t)
-	ns := newNamespace(t)
+// keyedCatalog is a catalog "tools" of a provider that accepts only the
+// API key sk-good, which both providers read from the Secret openai.
+func keyedCatalog(t *testing.T, ns string) (*provider, *v1alpha1.ToolCatalog) {
 	p := newWireProvider(t)
 	p.APIKeys = []string{"sk-good"}
 	tc := testCatalog(ns, "tools", p)
 	tc.Spec.Embedding.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "openai", Key: "apiKey"}
 	tc.Spec.QueryGeneration.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "openai", Key: "apiKey"}
+	return p, tc
+}
+
+func TestCatalogWaitsForItsSecret(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	p, tc := keyedCatalog(t, ns)
 	createAll(g, tc, testTool(ns, "weather", "get_weather", "Get the weather.", "tools"))
 
 	g.Eventually(func(g Gomega) {

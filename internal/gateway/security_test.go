@@ -45,6 +45,19 @@ func crmSource(t *testing.T, ns string) (*mcptest.Server, *v1alpha1.ToolSource) 
 	return srv, ts
 }
 
+// crmSession is crmSource in a namespace of its own, with alice's session
+// on the catalog, whose call of find_contact reached the server.
+func crmSession(t *testing.T) (ns string, srv *mcptest.Server, cs *mcp.ClientSession) {
+	t.Helper()
+	ns = newNamespace(t)
+	srv, _ = crmSource(t, ns)
+	cs = connect(t, ns, "crm", aliceToken, "", nil)
+	if out, isErr := callTool(t, cs, "find_contact", map[string]any{"name": "Ana"}); isErr || srv.Calls() != 1 {
+		t.Fatalf("the source's own tool: %q (error %v), upstream calls %d", out, isErr, srv.Calls())
+	}
+	return ns, srv, cs
+}
+
 // A ToolDefinition written by hand cannot borrow a ToolSource's
 // credentials. Naming the source is not enough: the manager refuses it
 // and no catalog publishes it. A forged owner reference is undone: the
@@ -87,12 +100,7 @@ func TestBorrowedToolSourceCredentialsAreRefused(t *testing.T) {
 // works. The catalog is one nothing else changes, so no pass of the
 // manager rewrites what the test wrote.
 func TestInjectedEntriesCannotBorrowCredentials(t *testing.T) {
-	ns := newNamespace(t)
-	srv, _ := crmSource(t, ns)
-	cs := connect(t, ns, "crm", aliceToken, "", nil)
-	if out, isErr := callTool(t, cs, "find_contact", map[string]any{"name": "Ana"}); isErr || srv.Calls() != 1 {
-		t.Fatalf("the source's own tool: %q (error %v), upstream calls %d", out, isErr, srv.Calls())
-	}
+	ns, srv, cs := crmSession(t)
 	for _, tt := range []struct{ tool, refusal string }{
 		{"crm_export", "crm_export cannot be called: ToolSource crm names its tools <tool>, not crm_export"},
 		{"export_contacts", "export_contacts cannot be called: ToolSource crm does not import export_contacts (spec.include and spec.exclude)"},
@@ -121,12 +129,7 @@ func TestInjectedEntriesCannotBorrowCredentials(t *testing.T) {
 // refused and its server sees no more requests; the call that worked
 // before shows the token did reach it while the Secret was offered.
 func TestGatewayUsesOnlySecretsThatOptIn(t *testing.T) {
-	ns := newNamespace(t)
-	srv, _ := crmSource(t, ns)
-	cs := connect(t, ns, "crm", aliceToken, "", nil)
-	if out, isErr := callTool(t, cs, "find_contact", map[string]any{"name": "Ana"}); isErr || srv.Calls() != 1 {
-		t.Fatalf("with the Secret offered: %q (error %v), upstream calls %d", out, isErr, srv.Calls())
-	}
+	ns, srv, cs := crmSession(t)
 
 	s := testSecret(ns, "crm-token", "", "")
 	if err := kube.Get(t.Context(), client.ObjectKeyFromObject(s), s); err != nil {
