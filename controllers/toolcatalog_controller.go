@@ -214,7 +214,7 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 	if err := r.List(ctx, list, client.InNamespace(tc.Namespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing ToolDefinitions: %w", err)
 	}
-	selecting, err := r.selectingCatalogs(ctx, tc.Namespace)
+	selecting, err := selectingCatalogs(ctx, r.Client, tc.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -331,25 +331,47 @@ func (r *ToolCatalogReconciler) enqueueSelecting(ctx context.Context, q workqueu
 }
 
 // catalogsSelecting returns the names of the catalogs in the object's
-// namespace whose selector matches its labels. A catalog whose selector
-// does not parse selects nothing (it reports that itself), and neither
-// does one being deleted.
-func catalogsSelecting(ctx context.Context, c client.Client, obj client.Object) ([]string, error) {
+// namespace that select it (selectingCatalogs).
+func catalogsSelecting(ctx context.Context, c client.Reader, obj client.Object) ([]string, error) {
+	selecting, err := selectingCatalogs(ctx, c, obj.GetNamespace())
+	if err != nil {
+		return nil, err
+	}
+	return selecting(obj), nil
+}
+
+// selectingCatalogs lists a namespace's catalogs once and returns what
+// selects an object there: the names of the catalogs whose selector
+// matches its labels. A catalog whose selector does not parse selects
+// nothing (it reports that itself), and neither does one being deleted,
+// as its cleanup records.
+func selectingCatalogs(ctx context.Context, c client.Reader, namespace string) (func(client.Object) []string, error) {
 	list := &v1alpha1.ToolCatalogList{}
-	if err := c.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
+	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("listing ToolCatalogs: %w", err)
 	}
-	var out []string
+	type sel struct {
+		name     string
+		selector labels.Selector
+	}
+	var sels []sel
 	for i := range list.Items {
 		if !list.Items[i].DeletionTimestamp.IsZero() {
-			continue // going: it selects nothing, as its cleanup records
+			continue
 		}
-		sel, err := metav1.LabelSelectorAsSelector(&list.Items[i].Spec.Selector)
-		if err == nil && sel.Matches(labels.Set(obj.GetLabels())) {
-			out = append(out, list.Items[i].Name)
+		if s, err := metav1.LabelSelectorAsSelector(&list.Items[i].Spec.Selector); err == nil {
+			sels = append(sels, sel{list.Items[i].Name, s})
 		}
 	}
-	return out, nil
+	return func(obj client.Object) []string {
+		names := []string{}
+		for _, s := range sels {
+			if s.selector.Matches(labels.Set(obj.GetLabels())) {
+				names = append(names, s.name)
+			}
+		}
+		return names
+	}, nil
 }
 
 func (r *ToolCatalogReconciler) catalogsForSecret(ctx context.Context, obj client.Object) []reconcile.Request {

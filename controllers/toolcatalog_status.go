@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -180,7 +179,7 @@ func recordFieldOwner(tc *v1alpha1.ToolCatalog) string {
 // so a pass stays short when thousands change; more says some are left
 // for the next pass.
 func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.ToolCatalog, o *catalog.Outcome) (more bool, err error) {
-	selecting, err := r.selectingCatalogs(ctx, tc.Namespace)
+	selecting, err := selectingCatalogs(ctx, r.Client, tc.Namespace)
 	if err != nil {
 		return false, err
 	}
@@ -231,37 +230,6 @@ func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.To
 // maxRecordsPerPass bounds the ToolDefinition records one pass writes:
 // about five seconds at the manager's default 50 requests per second.
 const maxRecordsPerPass = 250
-
-// selectingCatalogs lists the namespace's catalogs once and returns which
-// of them select a ToolDefinition.
-func (r *ToolCatalogReconciler) selectingCatalogs(ctx context.Context, namespace string) (func(*v1alpha1.ToolDefinition) []string, error) {
-	list := &v1alpha1.ToolCatalogList{}
-	if err := r.List(ctx, list, client.InNamespace(namespace)); err != nil {
-		return nil, fmt.Errorf("listing ToolCatalogs: %w", err)
-	}
-	type sel struct {
-		name     string
-		selector labels.Selector
-	}
-	var sels []sel
-	for i := range list.Items {
-		if !list.Items[i].DeletionTimestamp.IsZero() {
-			continue // going: it selects nothing
-		}
-		if s, err := metav1.LabelSelectorAsSelector(&list.Items[i].Spec.Selector); err == nil {
-			sels = append(sels, sel{list.Items[i].Name, s})
-		}
-	}
-	return func(td *v1alpha1.ToolDefinition) []string {
-		names := []string{}
-		for _, s := range sels {
-			if s.selector.Matches(labels.Set(td.Labels)) {
-				names = append(names, s.name)
-			}
-		}
-		return names
-	}, nil
-}
 
 // applyRecord sets (or, with nil, removes) this catalog's record on a
 // ToolDefinition, with the Embedded and Ready conditions the records then
