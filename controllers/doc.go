@@ -1,3 +1,4 @@
-// Package controllers holds the reconcilers of ToolDefinition and
-// ToolCatalog. They orchestrate; the domain logic lives in internal/.
+// Package controllers holds the reconcilers of ToolDefinition,
+// ToolCatalog and ToolSource. They orchestrate; the domain logic lives in
+// internal/.
 package controllers

@@ -1,6 +1,7 @@
 // Package manager builds and runs the operator's controller-runtime
-// manager: flags, leader election, probes, metrics and both controllers.
-// cmd/manager and the local runner of `make run` share it.
+// manager: flags, leader election, probes, metrics and the three
+// controllers (ToolDefinition, ToolCatalog, ToolSource). cmd/manager and
+// the local runner of `make run` share it.
 package manager
 
 import (
