@@ -141,12 +141,7 @@ func run(m *testing.M) int {
 
 func newNamespace(t *testing.T) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-"}}
-	if err := kube.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.Delete(context.Background(), ns) })
-	return ns.Name
+	return testenv.Namespace(t, kube, "gw-")
 }
 
 // testSecret is a Secret of one key that opted in to being used by
