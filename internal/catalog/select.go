@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -52,20 +53,17 @@ type Selection struct {
 }
 
 // Parameters returns a ToolDefinition's parameters as JSON, nil when unset.
-func Parameters(td *v1alpha1.ToolDefinition) []byte {
-	if td.Spec.Parameters == nil {
-		return nil
-	}
-	return td.Spec.Parameters.Raw
-}
+func Parameters(td *v1alpha1.ToolDefinition) []byte { return raw(td.Spec.Parameters) }
 
 // OutputSchema returns a ToolDefinition's output schema as JSON, nil when
 // unset.
-func OutputSchema(td *v1alpha1.ToolDefinition) []byte {
-	if td.Spec.OutputSchema == nil {
+func OutputSchema(td *v1alpha1.ToolDefinition) []byte { return raw(td.Spec.OutputSchema) }
+
+func raw(j *apiextensionsv1.JSON) []byte {
+	if j == nil {
 		return nil
 	}
-	return td.Spec.OutputSchema.Raw
+	return j.Raw
 }
 
 // validSchemas checks a ToolDefinition's parameters, then its output
@@ -170,17 +168,13 @@ func toolOf(td *v1alpha1.ToolDefinition) (Tool, error) {
 	entry, err := contract.NormalizeTool(contract.Tool{
 		Name: td.Spec.Name, Description: td.Spec.Description, Parameters: params, Toolset: td.Spec.Toolset,
 		AlwaysInclude: td.Spec.AlwaysInclude, AllowRepeat: td.Spec.AllowRepeat, NoBackground: td.Spec.NoBackground, SpecHash: hash,
+		OutputSchema: OutputSchema(td),
 	})
 	if err != nil {
 		return Tool{}, fmt.Errorf("ToolDefinition %s: %w", td.Name, err)
 	}
 	if a := td.Spec.Annotations; a != nil {
 		entry.Annotations = &contract.Annotations{Title: a.Title, ReadOnlyHint: a.ReadOnlyHint, DestructiveHint: a.DestructiveHint, IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint}
-	}
-	if out := OutputSchema(td); out != nil {
-		if entry.OutputSchema, err = contract.CanonicalJSON(out); err != nil {
-			return Tool{}, fmt.Errorf("ToolDefinition %s: output schema: %w", td.Name, err)
-		}
 	}
 	if src := td.Spec.Source; src != nil {
 		entry.Source = &contract.Source{ToolSource: src.ToolSource, MCPURL: src.MCPURL, Tool: src.Tool}

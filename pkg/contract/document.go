@@ -133,7 +133,8 @@ type Source struct {
 var emptyParameters = json.RawMessage(`{"properties":{},"type":"object"}`)
 
 // NormalizeTool canonicalises a tool's parameters (empty becomes an empty
-// object schema) so equal tools encode to equal bytes.
+// object schema) and output schema (empty stays absent) so equal tools
+// encode to equal bytes.
 func NormalizeTool(t Tool) (Tool, error) {
 	params, err := CanonicalJSON(t.Parameters)
 	if err != nil {
@@ -143,6 +144,9 @@ func NormalizeTool(t Tool) (Tool, error) {
 		params = emptyParameters
 	}
 	t.Parameters = params
+	if t.OutputSchema, err = CanonicalJSON(t.OutputSchema); err != nil {
+		return t, fmt.Errorf("tool %s: output schema: %w", t.Name, err)
+	}
 	return t, nil
 }
 
