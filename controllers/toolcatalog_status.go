@@ -140,8 +140,21 @@ func observeCounts(tc *v1alpha1.ToolCatalog, c v1alpha1.ToolCounts) {
 
 // patchStatus writes the status changes of obj since base, if any.
 func patchStatus(ctx context.Context, c client.Client, base, obj client.Object) error {
-	patch := client.MergeFrom(base)
-	data, err := patch.Data(obj)
+	return writeStatus(ctx, c, base, obj, client.MergeFrom(base))
+}
+
+// patchStatusGuarded is patchStatus that fails with a conflict when the
+// object changed since base was read, for status another writer shares: a
+// merge patch replaces whole lists, so one made from a stale read would
+// drop the conditions the other writer set meanwhile. The queue retries
+// with a fresh read.
+func patchStatusGuarded(ctx context.Context, c client.Client, base, obj client.Object) error {
+	return writeStatus(ctx, c, base, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+}
+
+// writeStatus sends patch unless obj's status equals base's.
+func writeStatus(ctx context.Context, c client.Client, base, obj client.Object, patch client.Patch) error {
+	data, err := client.MergeFrom(base).Data(obj)
 	if err != nil {
 		return fmt.Errorf("computing status patch: %w", err)
 	}

@@ -52,7 +52,8 @@ func (r *ToolDefinitionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 
 	base := td.DeepCopy()
 	defer func() {
-		retErr = errors.Join(retErr, patchStatus(ctx, r.Client, base, td))
+		// Catalogs write Embedded, Ready and Confusable here too.
+		retErr = errors.Join(retErr, patchStatusGuarded(ctx, r.Client, base, td))
 	}()
 
 	if err := r.reconcileSpec(ctx, base, td); err != nil {
