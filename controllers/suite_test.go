@@ -27,8 +27,8 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
-	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
 )
 
@@ -42,7 +42,7 @@ var (
 	kubeconfig string
 	// redisServer is the real redis-server the catalogs of the suite use.
 	redisServer *redistest.Server
-	redisPool   *store.Pool
+	redisPool   *redisconn.Pool
 	// suiteProviders is the reconciler's provider factory.
 	suiteProviders = &injectedProviders{
 		generators: map[string]embedding.QueryGenerator{}, last: map[string]embedding.Embedder{}, builds: map[string]int{},
@@ -71,7 +71,7 @@ func runSuite(m *testing.M) int {
 	keep := zapcore.NewCore(zapcore.NewJSONEncoder(uberzap.NewDevelopmentEncoderConfig()), zapcore.AddSync(managerLogs), zapcore.DebugLevel)
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr), zap.Level(zapLevel()),
 		zap.RawZapOpts(uberzap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, keep) }))))
-	store.RouteLogs(ctrl.Log)
+	redisconn.RouteLogs(ctrl.Log)
 
 	var err error
 	if testEnv, cfg, err = testenv.Start("..", ""); err != nil {
@@ -139,7 +139,7 @@ func runSuite(m *testing.M) int {
 	fast := embedding.DefaultRetryPolicy()
 	fast.MaxRetries = 1
 	fast.Backoff.Duration = 10 * time.Millisecond
-	redisPool = store.NewPool()
+	redisPool = redisconn.NewPool()
 	defer redisPool.Close()
 	if err := (&ToolCatalogReconciler{
 		Client:      mgr.GetClient(),

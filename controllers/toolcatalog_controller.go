@@ -30,8 +30,8 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
-	"github.com/toolcatalog/tool-catalog-operator/internal/store"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/internal/published"
+	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 )
 
 const (
@@ -52,7 +52,7 @@ type ToolCatalogReconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	// Redis holds one client per catalog.
-	Redis *store.Pool
+	Redis *redisconn.Pool
 	// RetryPolicy overrides the providers' retry policy (tests shorten it).
 	RetryPolicy *embedding.RetryPolicy
 	// Providers gives each catalog its provider clients; a
@@ -70,7 +70,8 @@ type ToolCatalogReconciler struct {
 	Now func() time.Time
 
 	providersOnce sync.Once
-	snapshots     snapshots
+	publishedOnce sync.Once
+	state         *published.Catalogs
 }
 
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolcatalogs,verbs=get;list;watch;update;patch
@@ -89,6 +90,15 @@ func (r *ToolCatalogReconciler) providers() catalogconfig.ProviderFactory {
 		}
 	})
 	return r.Providers
+}
+
+// catalogs keeps every catalog's published state and does the passes'
+// Redis work.
+func (r *ToolCatalogReconciler) catalogs() *published.Catalogs {
+	r.publishedOnce.Do(func() {
+		r.state = &published.Catalogs{Pool: r.Redis, Now: r.Now}
+	})
+	return r.state
 }
 
 func (r *ToolCatalogReconciler) now() time.Time {
@@ -110,6 +120,9 @@ func (r *ToolCatalogReconciler) budget() catalog.Budget {
 	if b.Time == 0 {
 		b.Time = catalog.DefaultPassBudget
 	}
+	if b.Clock == nil {
+		b.Clock = r.now
+	}
 	return b
 }
 
@@ -128,8 +141,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	tc := &v1alpha1.ToolCatalog{}
 	if err := r.Get(ctx, req.NamespacedName, tc); err != nil {
 		if client.IgnoreNotFound(err) == nil {
-			r.Redis.Forget(req.String())
-			r.snapshots.forgetCatalog(req.String())
+			r.catalogs().Forget(req.String())
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -226,8 +238,7 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 			}
 		}
 	}
-	r.Redis.Forget(catalogID(tc))
-	r.snapshots.forgetCatalog(catalogID(tc))
+	r.catalogs().Forget(catalogID(tc))
 	r.providers().Forget(catalogID(tc))
 	metrics.ForgetCatalog(catalogID(tc))
 	patch := client.MergeFrom(tc.DeepCopy())
@@ -253,16 +264,15 @@ func (r *ToolCatalogReconciler) deleteKeys(ctx context.Context, tc *v1alpha1.Too
 	case err != nil:
 		return err
 	}
-	rc := r.Redis.Get(catalogID(tc), opts)
 	// Only what this catalog published is deleted: a head with another
 	// catalog's UID (written by someone else under these keys) is not its.
-	if owner, err := contract.HeadOwner(ctx, rc, keys); err == nil && owner != "" && owner != string(tc.UID) {
+	owner, err := r.catalogs().Remove(ctx, catalogID(tc), string(tc.UID), keys, opts)
+	if owner != "" {
 		r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonForeignKeys, "Cleanup",
 			"the keys under %s hold a version of catalog UID %s, not this catalog's: left in place", keys.Prefix, owner)
 		return nil
 	}
-	if err := contract.Delete(ctx, rc, keys); err != nil {
-		metrics.RedisErrors.WithLabelValues(catalogID(tc), "delete").Inc()
+	if err != nil {
 		if !isRedisAuthError(err) {
 			r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonRedisUnavailable, "Cleanup", "cannot reach Redis to remove the catalog's keys: %v; retrying", err)
 			return fmt.Errorf("removing catalog keys: %w", err)

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"sync"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -20,109 +19,31 @@ import (
 )
 
 // Self-grading bounds: at most maxGradedTools tools are graded per version
-// (changed tools first, then a sample stable across versions), and at most
-// maxKeptQueryVectors query vectors are kept per catalog between versions.
+// (changed tools first, then a sample stable across versions; the query
+// vectors kept between versions are bounded by published.QueryVectors),
+// and at most maxListed outranked tools and confusable pairs are listed.
 const (
-	maxGradedTools      = 200
-	maxKeptQueryVectors = 4096
-	maxListed           = 10
+	maxGradedTools = 200
+	maxListed      = 10
 )
-
-// queryVectors keeps a catalog's query vectors by text, for one model, so
-// grading a new version embeds only the queries it has not seen.
-type queryVectors struct {
-	mu     sync.Mutex
-	model  string
-	byText map[string][]float32
-}
-
-// add keeps vectors of model while there is room.
-func (q *queryVectors) add(model string, texts []string, vecs [][]float32) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.model != model {
-		q.model, q.byText = model, map[string][]float32{}
-	}
-	for i, t := range texts {
-		if len(q.byText) >= maxKeptQueryVectors {
-			return
-		}
-		q.byText[t] = vecs[i]
-	}
-}
-
-// lookup returns the kept vectors of model for texts, and the texts it
-// lacks.
-func (q *queryVectors) lookup(model string, texts []string) (map[string][]float32, []string) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	found := map[string][]float32{}
-	var missing []string
-	asked := map[string]bool{}
-	for _, t := range texts {
-		if v, ok := q.byText[t]; ok && q.model == model {
-			found[t] = v
-		} else if !asked[t] {
-			asked[t] = true
-			missing = append(missing, t)
-		}
-	}
-	return found, missing
-}
-
-// retain keeps only the vectors of texts.
-func (q *queryVectors) retain(texts []string) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	keep := make(map[string][]float32, len(texts))
-	for _, t := range texts {
-		if v, ok := q.byText[t]; ok {
-			keep[t] = v
-		}
-	}
-	q.byText = keep
-}
-
-// recordingEmbedder is the catalog's embedder keeping the query vectors a
-// pass computes, so grading the version they go into embeds nothing again.
-type recordingEmbedder struct {
-	embedding.Embedder
-	keep *queryVectors
-}
-
-func (e recordingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
-	vecs, err := e.Embedder.Embed(ctx, texts)
-	if err == nil {
-		e.keep.add(e.Model(), texts, vecs)
-	}
-	return vecs, err
-}
-
-// queryVectorsOf returns the catalog's kept query vectors.
-func (r *ToolCatalogReconciler) queryVectorsOf(id string) *queryVectors {
-	r.snapshots.mu.Lock()
-	defer r.snapshots.mu.Unlock()
-	return perCatalog(&r.snapshots.queryVectors, id)
-}
 
 // grade evaluates the version the pass left published, once per version
 // and only when no work remains (a catalog being built is graded when it
 // is complete). It never fails the pass: a grading that cannot be done is
 // logged and tried again with the next version.
-func (r *ToolCatalogReconciler) grade(ctx context.Context, tc *v1alpha1.ToolCatalog, emb embedding.Embedder, out *catalog.Outcome) *v1alpha1.CatalogQuality {
+func (r *ToolCatalogReconciler) grade(ctx context.Context, tc *v1alpha1.ToolCatalog, emb embedding.Embedder, st publishedState, out *catalog.Outcome) *v1alpha1.CatalogQuality {
 	if out == nil || out.Version == 0 || len(out.Remaining()) > 0 || len(out.Pending()) > 0 {
 		return nil
 	}
 	if q := tc.Status.Quality; q != nil && q.Version == out.Version {
 		return nil
 	}
-	id := catalogID(tc)
-	kept := r.snapshots.get(id)
-	if kept == nil || kept.stored.Doc == nil || kept.stored.Doc.Version != out.Version {
+	stored, ok := st.Kept(out.Version)
+	if !ok {
 		return nil
 	}
+	id := catalogID(tc)
 	log := ctrl.LoggerFrom(ctx)
-	stored := kept.stored
 	cat, err := toolcatalog.New(stored.Doc, stored.Vectors, nil)
 	if err != nil {
 		log.Error(err, "Cannot grade the catalog", "version", out.Version)
@@ -133,20 +54,20 @@ func (r *ToolCatalogReconciler) grade(ctx context.Context, tc *v1alpha1.ToolCata
 	for _, name := range sample {
 		texts = append(texts, ownQueries(stored.Tools[name].Metadata)...)
 	}
-	vectors := r.queryVectorsOf(id)
-	found, missing := vectors.lookup(emb.Model(), texts)
+	vectors := st.QueryVectors()
+	found, missing := vectors.Lookup(emb.Model(), texts)
 	if len(missing) > 0 {
 		vecs, err := emb.Embed(ctx, missing)
 		if err != nil {
 			log.Error(err, "Cannot embed the queries to grade the catalog; grading the next version", "version", out.Version)
 			return nil
 		}
-		vectors.add(emb.Model(), missing, vecs)
+		vectors.Add(emb.Model(), missing, vecs)
 		for i, t := range missing {
 			found[t] = vecs[i]
 		}
 	}
-	vectors.retain(texts)
+	vectors.Retain(texts)
 	sets := make(map[string]toolcatalog.QuerySet, len(sample))
 	for _, name := range sample {
 		qs := ownQueries(stored.Tools[name].Metadata)

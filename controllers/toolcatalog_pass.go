@@ -2,20 +2,17 @@ package controllers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
-	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
+	"github.com/toolcatalog/tool-catalog-operator/internal/published"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -62,9 +59,10 @@ func (r *ToolCatalogReconciler) runPass(ctx context.Context, tc *v1alpha1.ToolCa
 		res.err = configError(err)
 		return res
 	}
-	res.outcome, res.err = r.refresh(ctx, tc, cfg, providers, res.request)
+	st := r.catalogs().Open(catalogID(tc), string(tc.UID), cfg)
+	res.outcome, res.err = r.refresh(ctx, tc, cfg, providers, st, res.request)
 	if res.err == nil {
-		res.quality = r.grade(ctx, tc, providers.Embedder, res.outcome)
+		res.quality = r.grade(ctx, tc, providers.Embedder, st, res.outcome)
 	}
 	return res
 }
@@ -78,26 +76,38 @@ func configError(err error) error {
 	return &stepError{reason: v1alpha1.ReasonAPIError, message: fmt.Sprintf("resolving the configuration: %v; retrying with backoff", err), err: err}
 }
 
+// publishedState is the pass's Redis work for one catalog, one call per
+// step (published.Catalog); the pass itself does no Redis I/O.
+type publishedState interface {
+	// Selector, Generated and QueryVectors are kept across passes.
+	Selector() *catalog.Selector
+	Generated() *catalog.Generated
+	QueryVectors() *published.QueryVectors
+	Read(ctx context.Context, fresh bool) (catalog.Stored, error)
+	Learned(ctx context.Context, stored catalog.Stored, tools []catalog.Tool) (map[string][]string, error)
+	Stage(ctx context.Context, stored catalog.Stored, b catalog.Build) error
+	Publish(ctx context.Context, stored catalog.Stored, b catalog.Build, floor int64) (int64, error)
+	// Kept is the stored state of a version read or published.
+	Kept(version int64) (catalog.Stored, bool)
+}
+
 // refresh runs the pipeline of internal/catalog: select, read, plan,
 // generate and embed, build, publish.
-func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, prov catalogconfig.Providers, req catalog.Request) (*catalog.Outcome, error) {
+func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, prov catalogconfig.Providers, st publishedState, req catalog.Request) (*catalog.Outcome, error) {
 	tds, err := r.selectedToolDefinitions(ctx, tc)
 	if err != nil {
 		return nil, err
 	}
-	sel, err := r.selector(catalogID(tc)).Select(tds)
+	sel, err := st.Selector().Select(tds)
 	if err != nil {
 		return nil, err
 	}
-	rc := r.Redis.Get(catalogID(tc), cfg.Redis)
-	stored, err := r.readStored(ctx, rc, tc, cfg, req.Token != "")
+	stored, err := st.Read(ctx, req.Token != "")
 	if err != nil {
-		metrics.RedisErrors.WithLabelValues(catalogID(tc), "read").Inc()
 		return nil, redisError(tc, err)
 	}
-	learned, err := r.learned(ctx, rc, cfg, stored, sel.Tools)
+	learned, err := st.Learned(ctx, stored, sel.Tools)
 	if err != nil {
-		metrics.RedisErrors.WithLabelValues(catalogID(tc), "read").Inc()
 		return nil, redisError(tc, err)
 	}
 	plans := catalog.Plan(catalog.PlanInput{
@@ -111,8 +121,8 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 	// refreshed before a timeout are still published.
 	workCtx, cancel := context.WithTimeout(ctx, r.passTimeout())
 	// The query vectors embedded are kept to grade the version.
-	emb := recordingEmbedder{Embedder: prov.Embedder, keep: r.queryVectorsOf(catalogID(tc))}
-	refreshed := catalog.Refresh(workCtx, catalog.Providers{Generator: prov.Generator, Embedder: emb, Concurrency: cfg.Concurrency, Generated: r.generated(catalogID(tc))}, plans, now, r.budget())
+	emb := st.QueryVectors().Recording(prov.Embedder)
+	refreshed := catalog.Refresh(workCtx, catalog.Providers{Generator: prov.Generator, Embedder: emb, Concurrency: cfg.Concurrency, Generated: st.Generated()}, plans, now, r.budget())
 	cancel()
 	build, err := catalog.BuildDocument(catalog.BuildInput{
 		Catalog: catalogID(tc), CatalogUID: string(tc.UID), DocumentKey: cfg.Keys.Head(), Provider: cfg.Provider, Model: prov.Embedder.Model(), Dimensions: cfg.Dimensions, Search: cfg.Search,
@@ -127,46 +137,17 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 	}
 	if build.Blocked != "" && len(build.Vectors) > 0 {
 		// Keep the work of this pass for the version that may carry it.
-		if err := contract.Stage(ctx, rc, cfg.Keys, stored.Version, build.Vectors, build.Metadata); err != nil {
-			if errors.Is(err, contract.ErrConflict) {
-				return nil, err
-			}
-			metrics.RedisErrors.WithLabelValues(catalogID(tc), "write").Inc()
-			return nil, redisError(tc, err)
+		if err := st.Stage(ctx, stored, build); err != nil {
+			return nil, writeError(tc, err)
 		}
 	}
 	if build.Changed {
-		if out.Version, err = r.publish(ctx, rc, tc, cfg, stored, build); err != nil {
-			r.snapshots.forget(catalogID(tc))
-			return nil, err
+		if out.Version, err = st.Publish(ctx, stored, build, tc.Status.Version); err != nil {
+			return nil, writeError(tc, err)
 		}
-		r.keepPublished(ctx, rc, tc, cfg, stored, build, out.Version)
 		out.Published = true
 	}
 	return out, nil
-}
-
-// learned reads the recorded requests of a learning catalog, dropping
-// those past retention or beyond the cap, and picks each tool's learned
-// queries. A catalog that stopped learning has its recorded requests
-// deleted (its tools are then re-embedded without them).
-func (r *ToolCatalogReconciler) learned(ctx context.Context, rc redis.UniversalClient, cfg *catalogconfig.Config, stored catalog.Stored, tools []catalog.Tool) (map[string][]string, error) {
-	l := cfg.Learning
-	if l == nil {
-		if stored.Doc != nil && stored.Doc.Search.LearnFromRequests {
-			return nil, contract.PurgeRequests(ctx, rc, cfg.Keys)
-		}
-		return nil, nil
-	}
-	recorded, err := contract.TrimRequests(ctx, rc, cfg.Keys, r.now().Add(-l.Retention), l.MaxRecorded)
-	if err != nil {
-		return nil, err
-	}
-	examples := make(map[string][]string, len(tools))
-	for _, t := range tools {
-		examples[t.Entry.Name] = t.Examples
-	}
-	return catalog.Learn(recorded, examples, catalog.LearnOptions{PerTool: l.PerTool, MinCount: l.MinCount, MinPrincipals: l.MinPrincipals}), nil
 }
 
 // selectedToolDefinitions lists the ToolDefinitions the selector matches.
@@ -190,36 +171,11 @@ func redisError(tc *v1alpha1.ToolCatalog, err error) error {
 		message: fmt.Sprintf("cannot reach Redis at %s: %v; retrying with backoff, nothing was written", joinAddresses(tc), err)}
 }
 
-// publish writes the build as the version after the one read, in one
-// MULTI/EXEC, then announces it. After Redis lost the catalog, versions
-// continue from the last one the status recorded, so consumers see a newer
-// version, not an older one.
-func (r *ToolCatalogReconciler) publish(ctx context.Context, rc redis.UniversalClient, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, stored catalog.Stored, b catalog.Build) (int64, error) {
-	read := stored.Version
-	version := max(read, tc.Status.Version) + 1
-	b.Document.Version = version
-	id := catalogID(tc)
-	start := time.Now()
-	err := contract.Write(ctx, rc, cfg.Keys, contract.Update{
-		ExpectVersion: read, Document: b.Document, Previous: stored.Doc, Rewrite: !stored.Contract2,
-		Vectors: b.Vectors, Metadata: b.Metadata, Remove: b.Removed, Retain: cfg.Retain,
-	})
+// writeError classifies a failure to write Redis: a conflict (another
+// writer published meanwhile) is retried as is.
+func writeError(tc *v1alpha1.ToolCatalog, err error) error {
 	if errors.Is(err, contract.ErrConflict) {
-		return 0, err
+		return err
 	}
-	if err != nil {
-		metrics.RedisErrors.WithLabelValues(id, "write").Inc()
-		return 0, redisError(tc, err)
-	}
-	metrics.PublishDuration.WithLabelValues(id).Observe(time.Since(start).Seconds())
-	metrics.ToolsEmbedded.WithLabelValues(id).Add(float64(len(b.Vectors)))
-
-	notice, _ := json.Marshal(contract.NoticeOf(b.Document))
-	if err := contract.Notify(ctx, rc, cfg.Channel, notice); err != nil {
-		// The version is written; consumers that missed the notice find
-		// it when they next check P:version.
-		metrics.RedisErrors.WithLabelValues(id, "notify").Inc()
-		ctrl.LoggerFrom(ctx).Error(err, "Published version but could not announce it", "version", version)
-	}
-	return version, nil
+	return redisError(tc, err)
 }

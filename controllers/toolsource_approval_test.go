@@ -206,7 +206,7 @@ func TestToolSourceRequireApprovalHoldsUpstreamChanges(t *testing.T) {
 	annotate(getTS(g, ns, "crm"), approvals+",crm_export_contacts="+want["crm_export_contacts"].SpecHash[:12])
 	annotate(getTD(g, ns, "crm-delete-contact"), want["crm_delete_contact"].SpecHash)
 	g.Eventually(func(g Gomega) {
-		tools := published(g, rc, keys)
+		tools := publishedTools(g, rc, keys)
 		g.Expect(tools["crm_delete_contact"].Annotations).NotTo(BeNil())
 		g.Expect(*tools["crm_delete_contact"].Annotations.DestructiveHint).To(BeTrue())
 	}).WithTimeout(20 * time.Second).Should(Succeed())
@@ -216,7 +216,7 @@ func TestToolSourceRequireApprovalHoldsUpstreamChanges(t *testing.T) {
 	// and published.
 	annotate(getTS(g, ns, "crm"), approvals+",crm_export_contacts="+want["crm_export_contacts"].SpecHash)
 	g.Eventually(func(g Gomega) {
-		tools := published(g, rc, keys)
+		tools := publishedTools(g, rc, keys)
 		g.Expect(tools).To(HaveKey("crm_export_contacts"))
 		ts := getTS(g, ns, "crm")
 		g.Expect(ts.Status.PendingChanges).To(BeEmpty())
@@ -225,7 +225,7 @@ func TestToolSourceRequireApprovalHoldsUpstreamChanges(t *testing.T) {
 }
 
 // published are a catalog's published tools by name.
-func published(g Gomega, rc *redis.Client, keys contract.Keys) map[string]contract.Tool {
+func publishedTools(g Gomega, rc *redis.Client, keys contract.Keys) map[string]contract.Tool {
 	out := map[string]contract.Tool{}
 	for _, tool := range storedDoc(g, rc, keys).Tools {
 		out[tool.Name] = tool

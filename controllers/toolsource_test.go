@@ -92,7 +92,7 @@ func TestToolSourceImportsAndFollowsAnMCPServer(t *testing.T) {
 	// The catalog publishes them, annotations and source included.
 	rc := redisClient(t)
 	g.Eventually(func(g Gomega) {
-		tools := published(g, rc, catalogKeys(ns, "imported"))
+		tools := publishedTools(g, rc, catalogKeys(ns, "imported"))
 		g.Expect(tools).To(HaveLen(4))
 		g.Expect(tools["docs_search"].Source.MCPURL).To(Equal(srv.URL))
 		g.Expect(*tools["docs_search"].Annotations.ReadOnlyHint).To(BeTrue())
@@ -108,7 +108,7 @@ func TestToolSourceImportsAndFollowsAnMCPServer(t *testing.T) {
 	}).WithTimeout(10 * time.Second).Should(Succeed())
 	t.Logf("list_changed → ToolDefinition in %s", time.Since(start).Round(time.Millisecond))
 	g.Eventually(func(g Gomega) {
-		g.Expect(published(g, rc, catalogKeys(ns, "imported"))).To(HaveKey("docs_changelog"))
+		g.Expect(publishedTools(g, rc, catalogKeys(ns, "imported"))).To(HaveKey("docs_changelog"))
 	}).Should(Succeed())
 	t.Logf("list_changed → catalog version %d (from %d) with the new tool in %s", getTC(g, ns, "imported").Status.Version, before, time.Since(start).Round(time.Millisecond))
 
@@ -176,7 +176,7 @@ func TestToolSourceImportsAndFollowsAnMCPServer(t *testing.T) {
 		g.Expect(sourceTools(g, ns, "docs")).NotTo(HaveKey("docs_page_0"))
 	}).WithTimeout(10 * time.Second).Should(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(published(g, rc, catalogKeys(ns, "imported"))).NotTo(HaveKey("docs_page_0"))
+		g.Expect(publishedTools(g, rc, catalogKeys(ns, "imported"))).NotTo(HaveKey("docs_page_0"))
 	}).Should(Succeed())
 
 	// Deleting the source deletes its ToolDefinitions; the catalog drops them.
@@ -187,7 +187,7 @@ func TestToolSourceImportsAndFollowsAnMCPServer(t *testing.T) {
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
 	}).Should(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(published(g, rc, catalogKeys(ns, "imported"))).To(BeEmpty())
+		g.Expect(publishedTools(g, rc, catalogKeys(ns, "imported"))).To(BeEmpty())
 	}).Should(Succeed())
 }
 

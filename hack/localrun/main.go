@@ -41,9 +41,9 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/gateway"
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpdemo"
+	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/samples"
-	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
 )
 
@@ -67,7 +67,7 @@ func run() error {
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-	store.RouteLogs(ctrl.Log)
+	redisconn.RouteLogs(ctrl.Log)
 
 	// Shutting down must not depend on stdout: with `make run | tee log`,
 	// Ctrl-C ends tee first, and a write to the closed pipe would otherwise

@@ -86,6 +86,8 @@ type Budget struct {
 	// Batch is how many query texts are embedded together;
 	// DefaultEmbedBatch when zero.
 	Batch int
+	// Clock measures the time spent; time.Now when nil.
+	Clock func() time.Time
 }
 
 // DefaultPassBudget is how long a pass starts new work by default: a
@@ -125,8 +127,12 @@ func (r Refreshed) Done() int { return len(r.Results) + len(r.Failures) }
 // failure does not fail the others: it is reported and the tool keeps what
 // it had. A tool cut off by the end of ctx is unreached, not failed.
 func Refresh(ctx context.Context, p Providers, plans []ToolPlan, now time.Time, budget Budget) Refreshed {
-	start := time.Now()
-	spent := func() bool { return ctx.Err() != nil || (budget.Time > 0 && time.Since(start) >= budget.Time) }
+	clock := budget.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	start := clock()
+	spent := func() bool { return ctx.Err() != nil || (budget.Time > 0 && clock().Sub(start) >= budget.Time) }
 	batch := budget.Batch
 	if batch <= 0 {
 		batch = DefaultEmbedBatch
@@ -191,7 +197,7 @@ func Refresh(ctx context.Context, p Providers, plans []ToolPlan, now time.Time, 
 		flush()
 	}
 	out.TimedOut = ctx.Err() != nil
-	out.Elapsed = time.Since(start)
+	out.Elapsed = clock().Sub(start)
 	return out
 }
 

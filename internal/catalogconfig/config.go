@@ -18,8 +18,8 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
-	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
@@ -32,7 +32,7 @@ const DefaultResync = 10 * time.Minute
 // Config is a ToolCatalog's spec resolved against its Secrets.
 type Config struct {
 	Keys  contract.Keys
-	Redis store.Options
+	Redis redisconn.Options
 	// Providers are the provider settings; build them with BuildProviders
 	// or, to reuse clients across passes, a ProviderCache.
 	Providers ProviderSettings
@@ -218,9 +218,9 @@ func (r *Resolver) Resolve(ctx context.Context, tc *v1alpha1.ToolCatalog) (*Conf
 }
 
 // RedisOptions builds the connection settings of a catalog's Redis.
-func (r *Resolver) RedisOptions(ctx context.Context, tc *v1alpha1.ToolCatalog) (store.Options, error) {
+func (r *Resolver) RedisOptions(ctx context.Context, tc *v1alpha1.ToolCatalog) (redisconn.Options, error) {
 	rs := tc.Spec.Redis
-	o := store.Options{Addresses: rs.Addresses, Mode: string(rs.Mode), MasterName: rs.MasterName, DB: int(rs.DB), Username: rs.Username}
+	o := redisconn.Options{Addresses: rs.Addresses, Mode: string(rs.Mode), MasterName: rs.MasterName, DB: int(rs.DB), Username: rs.Username}
 	if o.Mode == "" {
 		o.Mode = string(v1alpha1.RedisModeStandalone)
 	}

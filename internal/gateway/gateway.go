@@ -36,7 +36,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/gateway/request"
-	"github.com/toolcatalog/tool-catalog-operator/internal/store"
+	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
@@ -413,7 +413,7 @@ func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error
 	if err != nil {
 		return nil, fmt.Errorf("catalog %s cannot be served: %v", key, err)
 	}
-	s := &served{g: g, key: key, id: key.String(), uid: tc.UID, where: where, redis: store.NewClient(cfg.Redis), keys: cfg.Keys,
+	s := &served{g: g, key: key, id: key.String(), uid: tc.UID, where: where, redis: redisconn.NewClient(cfg.Redis), keys: cfg.Keys,
 		views: map[string]*view{}, sessions: map[string]sessionOwner{}}
 	if p, err := catalogconfig.BuildProviders(cfg.Providers); err == nil {
 		s.embedder = p.Embedder

@@ -31,8 +31,8 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/envflag"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 	_ "github.com/toolcatalog/tool-catalog-operator/internal/metrics" // registers the operator's metrics
+	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
-	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 )
 
 // Config is how the manager runs.
@@ -158,7 +158,7 @@ func New(restCfg *rest.Config, c Config) (ctrl.Manager, error) {
 
 // Setup adds the controllers to a manager; the pool holds the catalogs'
 // Redis clients.
-func Setup(ctx context.Context, mgr ctrl.Manager, pool *store.Pool, c Config) error {
+func Setup(ctx context.Context, mgr ctrl.Manager, pool *redisconn.Pool, c Config) error {
 	policy, err := egress.New(c.EgressAllow, mgr.GetConfig().Host)
 	if err != nil {
 		return fmt.Errorf("--egress-allow: %w", err)
@@ -195,12 +195,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *store.Pool, c Config) er
 // Run creates, sets up and runs a manager until ctx ends (a graceful
 // shutdown: in-flight passes finish, the leader lease is released).
 func Run(ctx context.Context, restCfg *rest.Config, c Config) error {
-	store.RouteLogs(ctrl.Log)
+	redisconn.RouteLogs(ctrl.Log)
 	mgr, err := New(restCfg, c)
 	if err != nil {
 		return err
 	}
-	pool := store.NewPool()
+	pool := redisconn.NewPool()
 	defer pool.Close()
 	if err := Setup(ctx, mgr, pool, c); err != nil {
 		return err

@@ -24,7 +24,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
-	"github.com/toolcatalog/tool-catalog-operator/internal/store"
+	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
@@ -137,12 +137,12 @@ func (o *Options) open(ctx context.Context, name string, withRedis bool) (*sessi
 	}
 	opts := s.config.Redis
 	if o.RedisAddr != "" {
-		opts = store.Options{Addresses: []string{o.RedisAddr}, Mode: string(v1alpha1.RedisModeStandalone)}
+		opts = redisconn.Options{Addresses: []string{o.RedisAddr}, Mode: string(v1alpha1.RedisModeStandalone)}
 		if o.RedisPasswordEnv != "" {
 			opts.Password = os.Getenv(o.RedisPasswordEnv)
 		}
 	}
-	s.redis = store.NewClient(opts)
+	s.redis = redisconn.NewClient(opts)
 	return s, nil
 }
 

@@ -25,8 +25,8 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/controllers"
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
-	"github.com/toolcatalog/tool-catalog-operator/internal/store"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
@@ -69,7 +69,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	pool := store.NewPool()
+	pool := redisconn.NewPool()
 	defer pool.Close()
 	if err := (&controllers.ToolCatalogReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("toolcatalog-controller"), Redis: pool}).SetupWithManager(ctx, mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -1,4 +1,6 @@
-package store
+// Package redisconn makes Redis clients from a catalog's connection
+// settings and keeps one per catalog, so passes reuse connections.
+package redisconn
 
 import (
 	"crypto/sha256"

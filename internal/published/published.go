@@ -1,0 +1,286 @@
+// Package published does a catalog pass's Redis work and keeps what the
+// manager knows of each catalog's published state between passes.
+//
+// One Catalog, opened per pass, reads the stored state (from a kept
+// snapshot while Redis's stamp confirms it holds exactly that), trims and
+// learns from recorded requests, stages the work of a blocked pass, and
+// publishes and announces a version. Between passes, Catalogs keeps per
+// catalog the snapshot, the selector, the queries generated but not yet
+// embedded, and the query vectors that grade a version. The ToolCatalog
+// controller orchestrates; it does no Redis I/O of its own.
+package published
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
+	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
+	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+// Catalogs keeps every catalog's published state. The zero value is not
+// usable: set Pool.
+type Catalogs struct {
+	// Pool holds one Redis client per catalog.
+	Pool *redisconn.Pool
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+
+	mu   sync.Mutex
+	byID map[string]*memory
+}
+
+// memory is what is kept of one catalog between passes.
+type memory struct {
+	// snapshot is the stored state last read or written, nil when the
+	// next pass must read everything.
+	snapshot  *snapshot
+	selector  catalog.Selector
+	generated catalog.Generated
+	queries   QueryVectors
+}
+
+// snapshot is a stored state and the stamp Redis had when it was read.
+type snapshot struct {
+	// uid and where identify the catalog object and its keys.
+	uid, where string
+	stamp      contract.Stamp
+	stored     catalog.Stored
+	readAt     time.Time
+}
+
+func (cs *Catalogs) now() time.Time {
+	if cs.Now != nil {
+		return cs.Now()
+	}
+	return time.Now()
+}
+
+// Open returns the catalog's published state for one pass. id names the
+// catalog (namespace/name), uid is its object's UID.
+func (cs *Catalogs) Open(id, uid string, cfg *catalogconfig.Config) *Catalog {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.byID == nil {
+		cs.byID = map[string]*memory{}
+	}
+	m := cs.byID[id]
+	if m == nil {
+		m = &memory{}
+		cs.byID[id] = m
+	}
+	return &Catalog{cs: cs, mem: m, id: id, uid: uid, cfg: cfg, rc: cs.Pool.Get(id, cfg.Redis)}
+}
+
+// Forget drops everything kept for a catalog that is gone, its Redis
+// client included.
+func (cs *Catalogs) Forget(id string) {
+	cs.mu.Lock()
+	delete(cs.byID, id)
+	cs.mu.Unlock()
+	cs.Pool.Forget(id)
+}
+
+// Remove deletes the catalog's keys, unless the head there belongs to
+// another catalog: then it returns that catalog's UID and deletes nothing.
+func (cs *Catalogs) Remove(ctx context.Context, id, uid string, keys contract.Keys, opts redisconn.Options) (foreign string, err error) {
+	rc := cs.Pool.Get(id, opts)
+	if owner, err := contract.HeadOwner(ctx, rc, keys); err == nil && owner != "" && owner != uid {
+		return owner, nil
+	}
+	if err := contract.Delete(ctx, rc, keys); err != nil {
+		metrics.RedisErrors.WithLabelValues(id, "delete").Inc()
+		return "", err
+	}
+	return "", nil
+}
+
+// Catalog is one catalog's published state during one pass.
+type Catalog struct {
+	cs       *Catalogs
+	mem      *memory
+	id, uid  string
+	cfg      *catalogconfig.Config
+	rc       redis.UniversalClient
+}
+
+// Selector is the catalog's selector, kept across passes.
+func (c *Catalog) Selector() *catalog.Selector { return &c.mem.selector }
+
+// Generated keeps the catalog's queries generated but not embedded yet.
+func (c *Catalog) Generated() *catalog.Generated { return &c.mem.generated }
+
+// QueryVectors keeps the catalog's query vectors for grading.
+func (c *Catalog) QueryVectors() *QueryVectors { return &c.mem.queries }
+
+func (c *Catalog) where() string {
+	return fmt.Sprintf("%s@%v/%d", c.cfg.Keys.Prefix, c.cfg.Redis.Addresses, c.cfg.Redis.DB)
+}
+
+func (c *Catalog) kept() *snapshot {
+	c.cs.mu.Lock()
+	defer c.cs.mu.Unlock()
+	return c.mem.snapshot
+}
+
+func (c *Catalog) keep(s *snapshot) {
+	c.cs.mu.Lock()
+	defer c.cs.mu.Unlock()
+	c.mem.snapshot = s
+}
+
+// Read returns the catalog's stored state: the kept one when Redis still
+// holds it (same stamp), else read whole. fresh, a refresh request, a
+// change of keys and the resync interval read everything again.
+func (c *Catalog) Read(ctx context.Context, fresh bool) (catalog.Stored, error) {
+	stored, err := c.read(ctx, fresh)
+	if err != nil {
+		metrics.RedisErrors.WithLabelValues(c.id, "read").Inc()
+	}
+	return stored, err
+}
+
+func (c *Catalog) read(ctx context.Context, fresh bool) (catalog.Stored, error) {
+	if kept := c.kept(); kept != nil && !fresh && kept.uid == c.uid && kept.where == c.where() && c.cs.now().Sub(kept.readAt) < c.cfg.Resync {
+		stamp, staged, err := contract.ReadStamp(ctx, c.rc, c.cfg.Keys)
+		if err != nil {
+			return catalog.Stored{}, err
+		}
+		if stamp == kept.stamp {
+			return kept.stored.WithStaged(staged.StagedMetadata, staged.StagedVectors), nil
+		}
+	}
+	snap, err := contract.ReadWithStaged(ctx, c.rc, c.cfg.Keys)
+	if err != nil {
+		return catalog.Stored{}, err
+	}
+	published := *snap
+	published.StagedMetadata, published.StagedVectors = nil, nil
+	stored := catalog.ReadStored(&published)
+	if snap.Head != nil && stored.DocErr == nil {
+		c.keep(&snapshot{uid: c.uid, where: c.where(), stamp: snap.Stamp(), stored: stored, readAt: c.cs.now()})
+	} else {
+		c.keep(nil)
+	}
+	return stored.WithStaged(snap.StagedMetadata, snap.StagedVectors), nil
+}
+
+// Learned reads the recorded requests of a learning catalog, dropping
+// those past retention or beyond the cap, and picks each tool's learned
+// queries. A catalog that stopped learning has its recorded requests
+// deleted (its tools are then re-embedded without them).
+func (c *Catalog) Learned(ctx context.Context, stored catalog.Stored, tools []catalog.Tool) (map[string][]string, error) {
+	learned, err := c.learned(ctx, stored, tools)
+	if err != nil {
+		metrics.RedisErrors.WithLabelValues(c.id, "read").Inc()
+	}
+	return learned, err
+}
+
+func (c *Catalog) learned(ctx context.Context, stored catalog.Stored, tools []catalog.Tool) (map[string][]string, error) {
+	l := c.cfg.Learning
+	if l == nil {
+		if stored.Doc != nil && stored.Doc.Search.LearnFromRequests {
+			return nil, contract.PurgeRequests(ctx, c.rc, c.cfg.Keys)
+		}
+		return nil, nil
+	}
+	recorded, err := contract.TrimRequests(ctx, c.rc, c.cfg.Keys, c.cs.now().Add(-l.Retention), l.MaxRecorded)
+	if err != nil {
+		return nil, err
+	}
+	examples := make(map[string][]string, len(tools))
+	for _, t := range tools {
+		examples[t.Entry.Name] = t.Examples
+	}
+	return catalog.Learn(recorded, examples, catalog.LearnOptions{PerTool: l.PerTool, MinCount: l.MinCount, MinPrincipals: l.MinPrincipals}), nil
+}
+
+// Stage keeps the vectors and metadata of a build that may not be
+// published yet for the version that may carry them. It returns
+// contract.ErrConflict when the version read is no longer current.
+func (c *Catalog) Stage(ctx context.Context, stored catalog.Stored, b catalog.Build) error {
+	err := contract.Stage(ctx, c.rc, c.cfg.Keys, stored.Version, b.Vectors, b.Metadata)
+	if err != nil && !errors.Is(err, contract.ErrConflict) {
+		metrics.RedisErrors.WithLabelValues(c.id, "write").Inc()
+	}
+	return err
+}
+
+// Publish writes the build as the version after both the one read and
+// floor, in one MULTI/EXEC, then announces it and keeps what it wrote as
+// the stored state. floor is the last version recorded elsewhere (the
+// catalog's status), so that after Redis lost the catalog consumers see a
+// newer version, not an older one. It returns contract.ErrConflict when
+// the version read is no longer current; then the next pass reads
+// everything.
+func (c *Catalog) Publish(ctx context.Context, stored catalog.Stored, b catalog.Build, floor int64) (int64, error) {
+	read := stored.Version
+	version := max(read, floor) + 1
+	b.Document.Version = version
+	start := c.cs.now()
+	err := contract.Write(ctx, c.rc, c.cfg.Keys, contract.Update{
+		ExpectVersion: read, Document: b.Document, Previous: stored.Doc, Rewrite: !stored.Contract2,
+		Vectors: b.Vectors, Metadata: b.Metadata, Remove: b.Removed, Retain: c.cfg.Retain,
+	})
+	if err != nil {
+		c.keep(nil)
+		if !errors.Is(err, contract.ErrConflict) {
+			metrics.RedisErrors.WithLabelValues(c.id, "write").Inc()
+		}
+		return 0, err
+	}
+	metrics.PublishDuration.WithLabelValues(c.id).Observe(c.cs.now().Sub(start).Seconds())
+	metrics.ToolsEmbedded.WithLabelValues(c.id).Add(float64(len(b.Vectors)))
+
+	notice, _ := json.Marshal(contract.NoticeOf(b.Document))
+	if err := contract.Notify(ctx, c.rc, c.cfg.Channel, notice); err != nil {
+		// The version is written; consumers that missed the notice find
+		// it when they next check P:version.
+		metrics.RedisErrors.WithLabelValues(c.id, "notify").Inc()
+		ctrl.LoggerFrom(ctx).Error(err, "Published version but could not announce it", "version", version)
+	}
+	c.keepPublished(ctx, stored, b, version)
+	return version, nil
+}
+
+// keepPublished keeps what a publish wrote as the catalog's stored state,
+// once Redis's stamp confirms that it holds that version; otherwise the
+// next pass reads everything.
+func (c *Catalog) keepPublished(ctx context.Context, stored catalog.Stored, b catalog.Build, version int64) {
+	next, err := stored.Published(b, version)
+	if err != nil {
+		c.keep(nil)
+		return
+	}
+	stamp, _, err := contract.ReadStamp(ctx, c.rc, c.cfg.Keys)
+	if err != nil || stamp.Version != version {
+		c.keep(nil)
+		return
+	}
+	readAt := c.cs.now()
+	if kept := c.kept(); kept != nil {
+		readAt = kept.readAt
+	}
+	c.keep(&snapshot{uid: c.uid, where: c.where(), stamp: stamp, stored: next, readAt: readAt})
+}
+
+// Kept returns the stored state kept for version, the one a pass read or
+// published, if that is what is kept.
+func (c *Catalog) Kept(version int64) (catalog.Stored, bool) {
+	kept := c.kept()
+	if kept == nil || kept.stored.Doc == nil || kept.stored.Doc.Version != version {
+		return catalog.Stored{}, false
+	}
+	return kept.stored, true
+}

@@ -1,0 +1,201 @@
+package published_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
+	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/published"
+	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
+	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+// fixture is one catalog's published state on a real redis-server, with a
+// clock the test moves.
+type fixture struct {
+	t     *testing.T
+	srv   *redistest.Server
+	cs    *published.Catalogs
+	cfg   *catalogconfig.Config
+	clock time.Time
+}
+
+func newFixture(t *testing.T) *fixture {
+	f := &fixture{t: t, srv: redistest.New(t), clock: time.Unix(1700000000, 0)}
+	f.cs = &published.Catalogs{Pool: redisconn.NewPool(), Now: func() time.Time { return f.clock }}
+	f.cfg = &catalogconfig.Config{
+		Keys:  contract.Keys{Prefix: "toolcatalog:ns:c"},
+		Redis: redisconn.Options{Addresses: []string{f.srv.Addr}}, Channel: "toolcatalog:ns:c:events",
+		Retain: 3, Resync: time.Hour, QueriesPerTool: 2,
+	}
+	t.Cleanup(func() { f.cs.Forget("ns/c") })
+	return f
+}
+
+func (f *fixture) open() *published.Catalog { return f.cs.Open("ns/c", "uid-1", f.cfg) }
+
+// build runs the pipeline's pure and provider steps over tools named
+// names, on top of stored, with the builtin offline providers.
+func (f *fixture) build(st *published.Catalog, stored catalog.Stored, names ...string) catalog.Build {
+	f.t.Helper()
+	var tds []v1alpha1.ToolDefinition
+	for _, n := range names {
+		tds = append(tds, v1alpha1.ToolDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: n},
+			Spec: v1alpha1.ToolDefinitionSpec{Name: n, Description: "does " + n,
+				Parameters: &apiextensionsv1.JSON{Raw: []byte(`{"type":"object"}`)}},
+		})
+	}
+	sel, err := st.Selector().Select(tds)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	emb := embedding.LexicalEmbedder{}
+	plans := catalog.Plan(catalog.PlanInput{Tools: sel.Tools, Stored: stored.Tools, Model: emb.Model(), QueriesPerTool: 2})
+	refreshed := catalog.Refresh(context.Background(), catalog.Providers{Generator: embedding.TemplateQueryGenerator{}, Embedder: emb, Concurrency: 1}, plans, f.clock, catalog.Budget{Clock: f.cs.Now})
+	b, err := catalog.BuildDocument(catalog.BuildInput{Catalog: "ns/c", CatalogUID: "uid-1", DocumentKey: f.cfg.Keys.Head(), Provider: "builtin", Model: emb.Model(),
+		Plans: plans, Refreshed: refreshed, Stored: stored, Now: f.clock})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return b
+}
+
+func (f *fixture) read(st *published.Catalog, fresh bool) catalog.Stored {
+	f.t.Helper()
+	stored, err := st.Read(context.Background(), fresh)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return stored
+}
+
+// corrupt overwrites a tool's stored vector behind the operator's back;
+// the stamp (sizes, version, head) stays the same.
+func (f *fixture) corrupt(tool string) {
+	f.t.Helper()
+	if err := f.srv.Client().HSet(context.Background(), f.cfg.Keys.Embeddings(), tool, "garbage").Err(); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func TestPublishKeepsWhatItWroteUntilTheStampOrTheClockSaysOtherwise(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	st := f.open()
+	empty := f.read(st, false)
+	if empty.Version != 0 || empty.Doc != nil {
+		t.Fatalf("a new catalog reads version %d, doc %v", empty.Version, empty.Doc)
+	}
+	v, err := st.Publish(ctx, empty, f.build(st, empty, "alpha", "beta"), 0)
+	if err != nil || v != 1 {
+		t.Fatalf("publish = %d, %v; want version 1", v, err)
+	}
+	if kept, ok := st.Kept(1); !ok || kept.Doc.Version != 1 || len(kept.Doc.Tools) != 2 {
+		t.Fatalf("Kept(1) = %v, %v; want the version just published", kept.Doc, ok)
+	}
+	good := string(f.read(st, true).Vectors["alpha"])
+
+	// While the stamp matches, a pass uses what was kept: the corrupted
+	// vector is not seen. A fresh read (a refresh request) reads it.
+	f.corrupt("alpha")
+	if got := string(f.read(f.open(), false).Vectors["alpha"]); got != good {
+		t.Fatalf("a pass under the same stamp read the vector again: %.24q", got)
+	}
+	if got := string(f.read(f.open(), true).Vectors["alpha"]); got != "garbage" {
+		t.Fatalf("a fresh read returned %.24q; want what Redis holds", got)
+	}
+
+	// The resync interval, on the injected clock, reads everything again.
+	f.corrupt("beta")
+	f.clock = f.clock.Add(f.cfg.Resync)
+	if got := string(f.read(f.open(), false).Vectors["beta"]); got != "garbage" {
+		t.Fatalf("a pass past the resync interval returned %.24q; want what Redis holds", got)
+	}
+}
+
+func TestPublishFromAStaleReadConflictsAndForgetsTheSnapshot(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	st := f.open()
+	stale := f.read(st, false)
+	if _, err := st.Publish(ctx, stale, f.build(st, stale, "alpha"), 0); err != nil {
+		t.Fatal(err)
+	}
+	// A second writer from the same (now stale) read must not overwrite.
+	_, err := st.Publish(ctx, stale, f.build(st, stale, "other"), 0)
+	if !errors.Is(err, contract.ErrConflict) {
+		t.Fatalf("publish from a stale read = %v; want contract.ErrConflict", err)
+	}
+	if _, ok := st.Kept(1); ok {
+		t.Fatal("the snapshot is still kept after a conflict; the next pass must read everything")
+	}
+	now := f.read(st, false)
+	if now.Version != 1 || len(now.Doc.Tools) != 1 || now.Doc.Tools[0].Name != "alpha" {
+		t.Fatalf("Redis holds %d %v; want version 1 with alpha only", now.Version, now.Doc)
+	}
+}
+
+func TestVersionsContinueFromTheFloorAfterRedisLostTheCatalog(t *testing.T) {
+	f := newFixture(t)
+	st := f.open()
+	empty := f.read(st, false)
+	v, err := st.Publish(context.Background(), empty, f.build(st, empty, "alpha"), 7)
+	if err != nil || v != 8 {
+		t.Fatalf("publish with floor 7 = %d, %v; want version 8", v, err)
+	}
+}
+
+func TestRemoveLeavesAnotherCatalogsKeys(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	st := f.open()
+	empty := f.read(st, false)
+	if _, err := st.Publish(ctx, empty, f.build(st, empty, "alpha"), 0); err != nil {
+		t.Fatal(err)
+	}
+	owner, err := f.cs.Remove(ctx, "ns/other", "uid-2", f.cfg.Keys, f.cfg.Redis)
+	if err != nil || owner != "uid-1" {
+		t.Fatalf("Remove by another catalog = %q, %v; want the owner uid-1 and nothing deleted", owner, err)
+	}
+	if n := f.srv.Client().Exists(ctx, f.cfg.Keys.Head()).Val(); n != 1 {
+		t.Fatal("another catalog's Remove deleted the head")
+	}
+	if owner, err := f.cs.Remove(ctx, "ns/c", "uid-1", f.cfg.Keys, f.cfg.Redis); err != nil || owner != "" {
+		t.Fatalf("Remove by the owner = %q, %v", owner, err)
+	}
+	if n := f.srv.Client().Exists(ctx, f.cfg.Keys.Head(), f.cfg.Keys.Version(), f.cfg.Keys.Embeddings()).Val(); n != 0 {
+		t.Fatalf("%d keys left after the owner removed the catalog", n)
+	}
+}
+
+func TestQueryVectorsAreBoundedAndPerModel(t *testing.T) {
+	var q published.QueryVectors
+	texts := make([]string, published.MaxKeptQueryVectors+10)
+	vecs := make([][]float32, len(texts))
+	for i := range texts {
+		texts[i] = time.Duration(i).String()
+		vecs[i] = []float32{float32(i)}
+	}
+	q.Add("m1", texts, vecs)
+	found, missing := q.Lookup("m1", texts)
+	if len(found) != published.MaxKeptQueryVectors || len(missing) != 10 {
+		t.Fatalf("kept %d, missing %d; want %d kept", len(found), len(missing), published.MaxKeptQueryVectors)
+	}
+	if found, _ := q.Lookup("m2", texts[:3]); len(found) != 0 {
+		t.Fatal("vectors of one model were returned for another")
+	}
+	q.Retain(texts[:2])
+	if found, missing := q.Lookup("m1", append(texts[:3:3], texts[0])); len(found) != 2 || len(missing) != 1 {
+		t.Fatalf("after Retain: found %d, missing %v", len(found), missing)
+	}
+}
