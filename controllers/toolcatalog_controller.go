@@ -182,13 +182,8 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 // triggers a pass), even when the status could not be written either;
 // other errors go back to the rate-limited queue.
 func (res passResult) requeue(patchErr error) (ctrl.Result, error) {
-	err := errors.Join(res.err, patchErr)
-	var se *stepError
-	if errors.As(err, &se) && se.terminal {
-		return ctrl.Result{RequeueAfter: res.resync}, nil
-	}
-	if err != nil {
-		return ctrl.Result{}, err
+	if err := errors.Join(res.err, patchErr); err != nil {
+		return requeueFor(err, res.resync, res.resync)
 	}
 	if n := res.outcome.RetryableFailures(); n > 0 {
 		return ctrl.Result{}, fmt.Errorf("%d tools failed to refresh with transient errors; retrying with backoff", n)

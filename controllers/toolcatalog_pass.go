@@ -30,21 +30,6 @@ type passResult struct {
 	quality *v1alpha1.CatalogQuality
 }
 
-// stepError is a step's failure, classified for status: the condition
-// reason, a message that says what happened and what to do, and whether
-// retrying can help before something changes.
-type stepError struct {
-	reason, message string
-	// terminal means the user must change the catalog or a Secret.
-	terminal bool
-	// published means the step failed to reach Redis (Published=False).
-	published bool
-	err       error
-}
-
-func (e *stepError) Error() string { return e.message }
-func (e *stepError) Unwrap() error { return e.err }
-
 // runPass resolves the catalog's configuration and runs one refresh.
 func (r *ToolCatalogReconciler) runPass(ctx context.Context, tc *v1alpha1.ToolCatalog) passResult {
 	res := passResult{resync: catalogconfig.DefaultResync, request: catalog.ReadRequest(tc.Annotations, tc.Status.LastHandledRefreshAt)}
@@ -71,7 +56,7 @@ func (r *ToolCatalogReconciler) runPass(ctx context.Context, tc *v1alpha1.ToolCa
 func configError(err error) error {
 	var cerr *catalogconfig.Error
 	if errors.As(err, &cerr) {
-		return &stepError{reason: cerr.Reason, message: cerr.Message, terminal: true, published: true, err: err}
+		return &stepError{reason: cerr.Reason, message: cerr.Message, kind: stalled, published: true, err: err}
 	}
 	return &stepError{reason: v1alpha1.ReasonAPIError, message: fmt.Sprintf("resolving the configuration: %v; retrying with backoff", err), err: err}
 }
@@ -154,7 +139,7 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 func (r *ToolCatalogReconciler) selectedToolDefinitions(ctx context.Context, tc *v1alpha1.ToolCatalog) ([]v1alpha1.ToolDefinition, error) {
 	sel, err := metav1.LabelSelectorAsSelector(&tc.Spec.Selector)
 	if err != nil {
-		return nil, &stepError{reason: v1alpha1.ReasonInvalidConfiguration, message: fmt.Sprintf("spec.selector: %v", err), terminal: true, published: true, err: err}
+		return nil, &stepError{reason: v1alpha1.ReasonInvalidConfiguration, message: fmt.Sprintf("spec.selector: %v", err), kind: stalled, published: true, err: err}
 	}
 	list := &v1alpha1.ToolDefinitionList{}
 	// Read-only: the pass never changes the objects, so the cache's own

@@ -99,35 +99,18 @@ func applyError(tc *v1alpha1.ToolCatalog, err error) {
 			setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, "first pass in progress")
 		}
 	case errors.As(err, &se):
-		if se.terminal {
+		if se.kind == stalled {
+			// Only a change can fix it: this generation has its answer.
 			tc.Status.ObservedGeneration = tc.Generation
 		}
 		if se.published {
-			setCondition(tc, v1alpha1.ConditionPublished, metav1.ConditionFalse, se.reason, se.message)
+			setFailed(tc, se, v1alpha1.ConditionPublished)
+		} else {
+			setFailed(tc, se)
 		}
-		setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionFalse, se.reason, se.message)
 	default:
 		setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonAPIError, fmt.Sprintf("the pass failed: %v; retrying with backoff", err))
 	}
-}
-
-func condition(status metav1.ConditionStatus, reason, message string) metav1.Condition {
-	return metav1.Condition{Status: status, Reason: reason, Message: message}
-}
-
-func setConditions(tc *v1alpha1.ToolCatalog, conds map[string]metav1.Condition) {
-	for _, t := range []string{v1alpha1.ConditionPublished, v1alpha1.ConditionEmbeddingsSynced, v1alpha1.ConditionReady} {
-		if c, ok := conds[t]; ok {
-			setCondition(tc, t, c.Status, c.Reason, c.Message)
-		}
-	}
-}
-
-func conditionReason(obj interface{ GetConditions() *[]metav1.Condition }, t string) string {
-	if c := meta.FindStatusCondition(*obj.GetConditions(), t); c != nil {
-		return c.Reason
-	}
-	return ""
 }
 
 func observeCounts(tc *v1alpha1.ToolCatalog, c v1alpha1.ToolCounts) {
@@ -136,36 +119,6 @@ func observeCounts(tc *v1alpha1.ToolCatalog, c v1alpha1.ToolCounts) {
 		metrics.Tools.WithLabelValues(id, state).Set(float64(n))
 	}
 	metrics.Version.WithLabelValues(id).Set(float64(tc.Status.Version))
-}
-
-// patchStatus writes the status changes of obj since base, if any.
-func patchStatus(ctx context.Context, c client.Client, base, obj client.Object) error {
-	return writeStatus(ctx, c, base, obj, client.MergeFrom(base))
-}
-
-// patchStatusGuarded is patchStatus that fails with a conflict when the
-// object changed since base was read, for status another writer shares: a
-// merge patch replaces whole lists, so one made from a stale read would
-// drop the conditions the other writer set meanwhile. The queue retries
-// with a fresh read.
-func patchStatusGuarded(ctx context.Context, c client.Client, base, obj client.Object) error {
-	return writeStatus(ctx, c, base, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-}
-
-// writeStatus sends patch unless obj's status equals base's.
-func writeStatus(ctx context.Context, c client.Client, base, obj client.Object, patch client.Patch) error {
-	data, err := client.MergeFrom(base).Data(obj)
-	if err != nil {
-		return fmt.Errorf("computing status patch: %w", err)
-	}
-	if string(data) == "{}" {
-		return nil
-	}
-	// An object deleted meanwhile has no status to write.
-	if err := client.IgnoreNotFound(c.Status().Patch(ctx, obj, patch)); err != nil {
-		return fmt.Errorf("patching status: %w", err)
-	}
-	return nil
 }
 
 // recordFieldOwner is the server-side apply field manager with which a
@@ -343,17 +296,8 @@ func (r *ToolCatalogReconciler) recordEvents(base, tc *v1alpha1.ToolCatalog, res
 			r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalidRefreshRequest, "Refresh", "%s", lr.Message)
 		}
 	}
-	before := meta.FindStatusCondition(base.Status.Conditions, v1alpha1.ConditionReady)
-	after := meta.FindStatusCondition(tc.Status.Conditions, v1alpha1.ConditionReady)
-	if after == nil || (before != nil && before.Status == after.Status && before.Reason == after.Reason) {
-		return
-	}
-	switch {
-	case after.Status == metav1.ConditionTrue && before != nil && before.Status == metav1.ConditionFalse:
-		r.Recorder.Eventf(tc, nil, corev1.EventTypeNormal, "Recovered", "Reconcile", "catalog recovered: %s", after.Message)
-	case after.Status == metav1.ConditionFalse && after.Reason != v1alpha1.ReasonToolsFailed:
-		r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, after.Reason, "Reconcile", "%s", after.Message)
-	}
+	// Failing tools have the event above.
+	recordReady(r.Recorder, base, tc, "Reconcile", v1alpha1.ReasonToolsFailed)
 }
 
 // recordConfusable warns of each confusable pair a grading found that the
@@ -385,4 +329,14 @@ func failuresChanged(a, b []v1alpha1.ToolFailure) bool {
 		}
 	}
 	return false
+}
+
+// setConditions sets the catalog's Published, EmbeddingsSynced and Ready
+// conditions, in that order, from conds.
+func setConditions(tc *v1alpha1.ToolCatalog, conds map[string]metav1.Condition) {
+	for _, t := range []string{v1alpha1.ConditionPublished, v1alpha1.ConditionEmbeddingsSynced, v1alpha1.ConditionReady} {
+		if c, ok := conds[t]; ok {
+			setCondition(tc, t, c.Status, c.Reason, c.Message)
+		}
+	}
 }

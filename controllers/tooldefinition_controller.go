@@ -262,17 +262,3 @@ func (catalogRecordsChanged) Update(e event.UpdateEvent) bool {
 var ownersChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	return !equality.Semantic.DeepEqual(e.ObjectOld.GetOwnerReferences(), e.ObjectNew.GetOwnerReferences())
 }}
-
-// setCondition sets a condition stamped with the object's generation.
-func setCondition(obj interface {
-	client.Object
-	GetConditions() *[]metav1.Condition
-}, condType string, status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(obj.GetConditions(), metav1.Condition{
-		Type:               condType,
-		Status:             status,
-		Reason:             reason,
-		Message:            message,
-		ObservedGeneration: obj.GetGeneration(),
-	})
-}

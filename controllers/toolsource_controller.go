@@ -104,42 +104,38 @@ func (r *ToolSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	base := ts.DeepCopy()
 	err := r.sync(ctx, ts)
-	if err == nil {
+	if se := (*stepError)(nil); errors.As(err, &se) {
+		setFailed(ts, se, v1alpha1.ConditionSynced)
+	} else if err == nil {
 		// Only a successful sync observes a generation: until then, the
 		// tools a changed spec selects are the user's own choice and are
 		// imported without approval.
 		ts.Status.ObservedGeneration = ts.Generation
 		ts.Status.SelectionHash = mcpsource.SelectionHash(ts.Spec)
 	}
+	recordReady(r.Recorder, base, ts, "Sync")
 	if perr := patchStatus(ctx, r.Client, base, ts); perr != nil {
 		return ctrl.Result{}, perr
 	}
-	if ae := (*sourceApplyError)(nil); errors.As(err, &ae) {
-		// The API server refused or failed: the queue backs off.
-		return ctrl.Result{}, err
-	}
-	if err != nil {
-		// The server is down or refused us: try again sooner than the
-		// interval, never later.
-		return ctrl.Result{RequeueAfter: min(interval, 30*time.Second)}, nil
-	}
-	return ctrl.Result{RequeueAfter: interval}, nil
+	// A server that is down or refused us is tried again sooner than the
+	// interval, never later.
+	return requeueFor(err, interval, min(interval, 30*time.Second))
 }
 
-// sync lists the tools and applies the ToolDefinitions; its error is
-// already in the status.
+// sync lists the tools and applies the ToolDefinitions. A failure is a
+// stepError: the spec or a Secret to fix (stalled), the MCP server
+// (waiting), or the API server (transient).
 func (r *ToolSourceReconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource) error {
 	url := ts.Spec.MCP.URL
 	fail := func(reason, message string, err error) error {
-		r.failSync(ts, reason, message)
-		return err
+		return &stepError{kind: waiting, reason: reason, message: message, err: err}
 	}
 	cfg, err := r.connection(ctx, ts)
 	if unusable := (*secrets.UnusableError)(nil); errors.As(err, &unusable) {
-		return fail(v1alpha1.ReasonSecretNotFound, unusable.Message+"; the ToolDefinitions already imported are kept", err)
+		return &stepError{kind: stalled, reason: v1alpha1.ReasonSecretNotFound, message: unusable.Message + "; the ToolDefinitions already imported are kept", err: err}
 	}
 	if err != nil {
-		return fail(v1alpha1.ReasonInvalidConfiguration, err.Error(), err)
+		return &stepError{kind: stalled, reason: v1alpha1.ReasonInvalidConfiguration, message: err.Error(), err: err}
 	}
 	timeout := cmp.Or(r.SyncTimeout, DefaultSyncTimeout)
 	talk, cancel := context.WithTimeout(ctx, timeout)
@@ -173,32 +169,16 @@ func (r *ToolSourceReconciler) importTools(ctx context.Context, ts *v1alpha1.Too
 	imported, rejected, err := mcpsource.Convert(tools, mcpsource.Options{Prefix: ts.Spec.ToolNamePrefix, Include: ts.Spec.Include, Exclude: ts.Spec.Exclude,
 		ToolSource: ts.Name, URL: ts.Spec.MCP.URL})
 	if err != nil {
-		r.failSync(ts, v1alpha1.ReasonInvalidConfiguration, err.Error())
-		return err
+		return &stepError{kind: stalled, reason: v1alpha1.ReasonInvalidConfiguration, message: err.Error(), err: err}
 	}
 	res, err := r.apply(ctx, ts, imported, rejected)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Applying the tools of a source")
-		r.failSync(ts, v1alpha1.ReasonApplyFailed, fmt.Sprintf("listed %d tools of MCP server %s but could not apply them: %v; the ToolDefinitions already imported are kept, retrying",
-			len(tools), ts.Spec.MCP.URL, err))
-		return &sourceApplyError{err}
+		return &stepError{kind: transient, reason: v1alpha1.ReasonApplyFailed, err: err,
+			message: fmt.Sprintf("listed %d tools of MCP server %s but could not apply them: %v; the ToolDefinitions already imported are kept, retrying with backoff", len(tools), ts.Spec.MCP.URL, err)}
 	}
 	r.recordSync(ts, s.Server, res)
 	return nil
-}
-
-// sourceApplyError is a sync that failed at the API server, not at the MCP
-// server: it is retried with the queue's backoff.
-type sourceApplyError struct{ error }
-
-func (e *sourceApplyError) Unwrap() error { return e.error }
-
-// failSync records a failed sync: Synced and Ready False with the reason,
-// and a Warning event.
-func (r *ToolSourceReconciler) failSync(ts *v1alpha1.ToolSource, reason, message string) {
-	setCondition(ts, v1alpha1.ConditionSynced, metav1.ConditionFalse, reason, message)
-	setCondition(ts, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
-	r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, reason, "Sync", "%s", message)
 }
 
 // desired is the ToolDefinition the source applies for a tool.

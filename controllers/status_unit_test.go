@@ -1,0 +1,237 @@
+package controllers
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+// The status model's pure parts, as plain table tests: no API server.
+
+func TestRequeueFor(t *testing.T) {
+	const resync, wait = time.Hour, 30 * time.Second
+	apiErr := errors.New("the server is currently unable to handle the request")
+	tests := []struct {
+		name    string
+		err     error
+		after   time.Duration
+		retried bool
+	}{
+		{"success waits for the resync", nil, resync, false},
+		{"stalled waits for a change or the resync", &stepError{kind: stalled, reason: "InvalidConfiguration"}, resync, false},
+		{"stalled stays stalled when the status write failed too", errors.Join(&stepError{kind: stalled}, apiErr), resync, false},
+		{"waiting is tried again after the delay", &stepError{kind: waiting, reason: "ServerUnreachable"}, wait, false},
+		{"transient backs off", &stepError{kind: transient, reason: "ApplyFailed", err: apiErr}, 0, true},
+		{"an unclassified error backs off", apiErr, 0, true},
+		{"a wrapped stalled error is still stalled", fmt.Errorf("pass: %w", &stepError{kind: stalled}), resync, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := requeueFor(tt.err, resync, wait)
+			if res.RequeueAfter != tt.after || (err != nil) != tt.retried {
+				t.Fatalf("requeueFor = %+v, %v; want RequeueAfter %s, error returned %t", res, err, tt.after, tt.retried)
+			}
+		})
+	}
+}
+
+func TestReadyTransition(t *testing.T) {
+	c := func(s metav1.ConditionStatus, reason string) *metav1.Condition {
+		return &metav1.Condition{Type: v1alpha1.ConditionReady, Status: s, Reason: reason}
+	}
+	tests := []struct {
+		name           string
+		before, after  *metav1.Condition
+		eventType, why string
+	}{
+		{"first failure", nil, c(metav1.ConditionFalse, "RedisUnavailable"), corev1.EventTypeWarning, "RedisUnavailable"},
+		{"the same failure again is no event", c(metav1.ConditionFalse, "RedisUnavailable"), c(metav1.ConditionFalse, "RedisUnavailable"), "", ""},
+		{"a new reason is an event", c(metav1.ConditionFalse, "RedisUnavailable"), c(metav1.ConditionFalse, "SecretNotFound"), corev1.EventTypeWarning, "SecretNotFound"},
+		{"recovery", c(metav1.ConditionFalse, "RedisUnavailable"), c(metav1.ConditionTrue, "Succeeded"), corev1.EventTypeNormal, "Recovered"},
+		{"first success is no event", nil, c(metav1.ConditionTrue, "Succeeded"), "", ""},
+		{"from unknown to true is no event", c(metav1.ConditionUnknown, "Reconciling"), c(metav1.ConditionTrue, "Succeeded"), "", ""},
+		{"no condition", c(metav1.ConditionFalse, "X"), nil, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			eventType, why, ok := readyTransition(tt.before, tt.after)
+			if ok != (tt.eventType != "") || eventType != tt.eventType || why != tt.why {
+				t.Fatalf("readyTransition = %q %q %t; want %q %q", eventType, why, ok, tt.eventType, tt.why)
+			}
+		})
+	}
+}
+
+// outcome is a pass that selected tools and came to what the options set.
+func outcome(version int64, published bool, opts ...func(*catalog.Outcome)) *catalog.Outcome {
+	o := &catalog.Outcome{Catalog: "c", Version: version, Published: published,
+		Build:     catalog.Build{Document: &contract.Document{SchemaHash: "s" + strconv.FormatInt(version, 10), Tools: []contract.Tool{{Name: "a"}, {Name: "b"}}}},
+		Refreshed: catalog.Refreshed{Results: map[string]catalog.Result{}},
+		Plans:     []catalog.ToolPlan{{Name: "a"}, {Name: "b"}},
+	}
+	for _, opt := range opts {
+		opt(o)
+	}
+	return o
+}
+
+func TestApplyStatus(t *testing.T) {
+	cond := func(tc *v1alpha1.ToolCatalog, t string) string {
+		if c := meta.FindStatusCondition(tc.Status.Conditions, t); c != nil {
+			return string(c.Status) + "/" + c.Reason
+		}
+		return "-"
+	}
+	tests := []struct {
+		name                      string
+		res                       passResult
+		published, synced, ready  string
+		observed, version         int64
+		reconciling, handledToken bool
+	}{
+		{name: "a version published", res: passResult{outcome: outcome(3, true)},
+			published: "True/VersionPublished", synced: "True/" + v1alpha1.ReasonAllEmbedded, ready: "True/Succeeded", observed: 2, version: 3},
+		{name: "nothing to publish", res: passResult{outcome: outcome(3, false)},
+			published: "True/UpToDate", synced: "True/" + v1alpha1.ReasonAllEmbedded, ready: "True/Succeeded", observed: 2, version: 3},
+		{name: "publishing blocked", res: passResult{outcome: outcome(3, false, func(o *catalog.Outcome) { o.Build.Blocked = "model change staged" })},
+			published: "False/PublishBlocked", synced: "False/PublishBlocked", ready: "False/PublishBlocked", observed: 2, version: 3},
+		{name: "work left for the next pass", res: passResult{outcome: outcome(3, true, func(o *catalog.Outcome) { o.Refreshed.Unreached = []string{"b"} })},
+			published: "True/VersionPublished", ready: "-", observed: 2, version: 3, reconciling: true},
+		{name: "a refresh request handled", res: passResult{outcome: outcome(3, true), request: catalog.Request{Token: "t1"}},
+			published: "True/VersionPublished", synced: "True/" + v1alpha1.ReasonAllEmbedded, ready: "True/Succeeded", observed: 2, version: 3, handledToken: true},
+		{name: "a stalled configuration moves observedGeneration", res: passResult{err: &stepError{kind: stalled, published: true, reason: v1alpha1.ReasonSecretNotFound, message: "secret x"}},
+			published: "False/SecretNotFound", synced: "-", ready: "False/SecretNotFound", observed: 2, version: 1},
+		{name: "Redis down keeps observedGeneration", res: passResult{err: &stepError{kind: transient, published: true, reason: v1alpha1.ReasonRedisUnavailable, message: "down"}},
+			published: "False/RedisUnavailable", synced: "-", ready: "False/RedisUnavailable", observed: 1, version: 1},
+		{name: "an API error touches only Ready", res: passResult{err: &stepError{kind: transient, reason: v1alpha1.ReasonAPIError, message: "listing"}},
+			published: "-", synced: "-", ready: "False/" + v1alpha1.ReasonAPIError, observed: 1, version: 1},
+		{name: "a write conflict changes nothing", res: passResult{err: fmt.Errorf("publish: %w", contract.ErrConflict)},
+			published: "-", synced: "-", ready: "Unknown/Reconciling", observed: 1, version: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tc := &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", Generation: 2}}
+			tc.Status.ObservedGeneration, tc.Status.Version = 1, 1
+			applyStatus(tc, tt.res)
+			got := []string{cond(tc, v1alpha1.ConditionPublished), cond(tc, v1alpha1.ConditionEmbeddingsSynced), cond(tc, v1alpha1.ConditionReady)}
+			want := []string{tt.published, tt.synced, tt.ready}
+			if tt.reconciling {
+				want[1], want[2] = got[1], got[2] // Refreshing; checked below
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("Published, EmbeddingsSynced, Ready = %v; want %v", got, want)
+			}
+			if tc.Status.ObservedGeneration != tt.observed || tc.Status.Version != tt.version {
+				t.Errorf("observedGeneration %d, version %d; want %d, %d", tc.Status.ObservedGeneration, tc.Status.Version, tt.observed, tt.version)
+			}
+			if r := meta.FindStatusCondition(tc.Status.Conditions, v1alpha1.ConditionReconciling); (r != nil) != tt.reconciling {
+				t.Errorf("Reconciling = %v; want present %t", r, tt.reconciling)
+			}
+			if handled := tc.Status.LastHandledRefreshAt == "t1"; handled != tt.handledToken {
+				t.Errorf("lastHandledRefreshAt = %q", tc.Status.LastHandledRefreshAt)
+			}
+		})
+	}
+}
+
+func TestPassResultRequeue(t *testing.T) {
+	const resync = 5 * time.Minute
+	apiErr := errors.New("patching status: conflict")
+	tests := []struct {
+		name     string
+		res      passResult
+		patchErr error
+		after    time.Duration
+		retried  bool
+	}{
+		{"done waits for the resync", passResult{outcome: outcome(1, true), resync: resync}, nil, resync, false},
+		{"pending work follows at once", passResult{outcome: outcome(1, true, func(o *catalog.Outcome) { o.Refreshed.Unreached = []string{"b"} }), resync: resync}, nil, pendingRequeue, false},
+		{"transient tool failures back off", passResult{outcome: outcome(1, true, func(o *catalog.Outcome) {
+			o.Refreshed.Failures = []catalog.Failure{{Object: "b", Tool: "b", Reason: "ProviderUnavailable", Kind: embedding.KindUnavailable}}
+		}), resync: resync}, nil, 0, true},
+		{"a user's failure waits even when the status write failed", passResult{err: &stepError{kind: stalled}, resync: resync}, apiErr, resync, false},
+		{"a failed status write backs off", passResult{outcome: outcome(1, true), resync: resync}, apiErr, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := tt.res.requeue(tt.patchErr)
+			if res.RequeueAfter != tt.after || (err != nil) != tt.retried {
+				t.Fatalf("requeue = %+v, %v; want RequeueAfter %s, error returned %t", res, err, tt.after, tt.retried)
+			}
+		})
+	}
+}
+
+func TestGradingSample(t *testing.T) {
+	stored := func(n int) catalog.Stored {
+		s := catalog.Stored{Doc: &contract.Document{}, Tools: map[string]catalog.StoredTool{}}
+		for i := range n {
+			name := fmt.Sprintf("tool_%04d", i)
+			s.Doc.Tools = append(s.Doc.Tools, contract.Tool{Name: name})
+			queries := []string{"q1 " + name, "q2 " + name}
+			if i%10 == 9 {
+				queries = queries[:1] // too few queries to grade
+			}
+			s.Tools[name] = catalog.StoredTool{Metadata: &contract.Metadata{SyntheticQueries: queries}}
+		}
+		return s
+	}
+	t.Run("all gradable tools when they fit", func(t *testing.T) {
+		got := gradingSample(stored(50), catalog.Build{})
+		if len(got) != 45 || slices.Contains(got, "tool_0009") {
+			t.Fatalf("sample of 50 tools (5 with one query) = %d tools, %v", len(got), got)
+		}
+	})
+	t.Run("changed tools first, then a stable sample", func(t *testing.T) {
+		s := stored(1000)
+		changed := catalog.Build{Vectors: map[string][]byte{"tool_0777": nil, "tool_0003": nil}}
+		first := gradingSample(s, changed)
+		if len(first) != maxGradedTools {
+			t.Fatalf("sample of %d tools; want %d", len(first), maxGradedTools)
+		}
+		if !slices.Contains(first[:2], "tool_0777") || !slices.Contains(first[:2], "tool_0003") {
+			t.Fatalf("changed tools are not graded first: %v", first[:2])
+		}
+		again := gradingSample(s, catalog.Build{})
+		if common := len(intersect(first[2:], again)); common < maxGradedTools-2-2 {
+			t.Fatalf("consecutive versions share %d sampled tools; the sample must be stable", common)
+		}
+	})
+}
+
+func intersect(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func TestConfusableTools(t *testing.T) {
+	q := &v1alpha1.CatalogQuality{ConfusablePairs: []v1alpha1.ConfusablePair{
+		{Tools: []string{"a", "b"}, Similarity: "0.97"},
+		{Tools: []string{"a", "c"}, Similarity: "0.91"},
+		{Tools: []string{"broken"}, Similarity: "0.90"},
+	}}
+	got := confusableTools(q)
+	if got["a"].Name != "b" || got["b"].Name != "a" || got["c"].Name != "a" || got["c"].Similarity != "0.91" || len(got) != 3 {
+		t.Fatalf("confusableTools = %v; a tool names its most similar other tool", got)
+	}
+	if len(confusableTools(nil)) != 0 {
+		t.Fatal("no grading, no confusable tools")
+	}
+}
