@@ -16,12 +16,12 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
@@ -99,19 +99,16 @@ func TestManagerKilledMidPass(t *testing.T) {
 		openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON(qs...))
 	}
 
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "crash-"}}
-	if err := kube.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	channel := "crash:" + ns.Name
+	ns := testenv.Namespace(t, kube, "crash-")
+	channel := "crash:" + ns
 	for i := range tools {
-		td := &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: fmt.Sprintf("tool-%02d", i), Labels: map[string]string{"c": "crash"}},
+		td := &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("tool-%02d", i), Labels: map[string]string{"c": "crash"}},
 			Spec: v1alpha1.ToolDefinitionSpec{Name: fmt.Sprintf("tool_%02d", i), Description: fmt.Sprintf("Tool number %d.", i)}}
 		if err := kube.Create(ctx, td); err != nil {
 			t.Fatal(err)
 		}
 	}
-	tc := &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "tools"}, Spec: v1alpha1.ToolCatalogSpec{
+	tc := &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tools"}, Spec: v1alpha1.ToolCatalogSpec{
 		Selector:        metav1.LabelSelector{MatchLabels: map[string]string{"c": "crash"}},
 		Redis:           v1alpha1.RedisSpec{Addresses: []string{redisSrv.Addr}},
 		Embedding:       v1alpha1.EmbeddingSpec{Provider: v1alpha1.ProviderOpenAI, Model: "text-embedding-3-small", BaseURL: p.BaseURL()},
@@ -123,7 +120,7 @@ func TestManagerKilledMidPass(t *testing.T) {
 	}
 	rc := redisSrv.Client()
 	defer rc.Close()
-	k := toolcatalog.Keys(ns.Name, "tools")
+	k := toolcatalog.Keys(ns, "tools")
 	getTC := func() *v1alpha1.ToolCatalog {
 		got := &v1alpha1.ToolCatalog{}
 		if err := kube.Get(ctx, client.ObjectKeyFromObject(tc), got); err != nil {
@@ -190,7 +187,7 @@ func TestManagerKilledMidPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	tdObj := &v1alpha1.ToolDefinition{}
-	if err := kube.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "tool-00"}, tdObj); err != nil {
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "tool-00"}, tdObj); err != nil {
 		t.Fatal(err)
 	}
 	edit := client.MergeFrom(tdObj.DeepCopy())

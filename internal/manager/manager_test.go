@@ -72,11 +72,8 @@ func (c *countingReconciler) Reconcile(context.Context, reconcile.Request) (reco
 }
 
 func TestLeaderElectionLetsExactlyOneManagerReconcile(t *testing.T) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "leader-"}}
-	if err := kube.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	c := Config{MetricsAddr: "0", ProbeAddr: "0", LeaderElection: true, LeaderElectionID: "leader-test", LeaderElectionNamespace: ns.Name,
+	ns := testenv.Namespace(t, kube, "leader-")
+	c := Config{MetricsAddr: "0", ProbeAddr: "0", LeaderElection: true, LeaderElectionID: "leader-test", LeaderElectionNamespace: ns,
 		LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond, SkipNameValidation: true}
 
 	type replica struct {
@@ -115,7 +112,7 @@ func TestLeaderElectionLetsExactlyOneManagerReconcile(t *testing.T) {
 		return true
 	})
 	for i := range 5 {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: fmt.Sprintf("cm-%d", i)}}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("cm-%d", i)}}
 		if err := kube.Create(context.Background(), cm); err != nil {
 			t.Fatal(err)
 		}
@@ -178,20 +175,17 @@ func TestMetricsAndProbesOfARunningManager(t *testing.T) {
 	// A catalog whose embeddings come from an OpenAI-compatible server,
 	// so provider metrics have something to count.
 	p := openaitest.New(t)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "metrics-"}}
-	if err := kube.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
+	ns := testenv.Namespace(t, kube, "metrics-")
 	objs := []client.Object{
-		&v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "weather", Labels: map[string]string{"c": "m"}},
+		&v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weather", Labels: map[string]string{"c": "m"}},
 			Spec: v1alpha1.ToolDefinitionSpec{Name: "get_weather", Description: "Get the weather for a city."}},
-		&v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "m"}, Spec: v1alpha1.ToolCatalogSpec{
+		&v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m"}, Spec: v1alpha1.ToolCatalogSpec{
 			Selector:  metav1.LabelSelector{MatchLabels: map[string]string{"c": "m"}},
 			Redis:     v1alpha1.RedisSpec{Addresses: []string{redisSrv.Addr}},
 			Embedding: v1alpha1.EmbeddingSpec{Provider: v1alpha1.ProviderOpenAI, Model: "text-embedding-3-small", BaseURL: p.BaseURL()},
 		}},
 		// Nothing listens on this address: a Redis error to count.
-		&v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "dead"}, Spec: v1alpha1.ToolCatalogSpec{
+		&v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dead"}, Spec: v1alpha1.ToolCatalogSpec{
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"c": "dead"}},
 			Redis:    v1alpha1.RedisSpec{Addresses: []string{freeAddr(t)}},
 		}},
@@ -201,7 +195,7 @@ func TestMetricsAndProbesOfARunningManager(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	catalog := ns.Name + "/m"
+	catalog := ns + "/m"
 	want := []string{
 		`toolcatalog_catalog_version{catalog="` + catalog + `"} 1`,
 		`toolcatalog_tools{catalog="` + catalog + `",state="embedded"} 1`,
@@ -210,7 +204,7 @@ func TestMetricsAndProbesOfARunningManager(t *testing.T) {
 		`toolcatalog_publish_duration_seconds_count{catalog="` + catalog + `"} 1`,
 		`toolcatalog_provider_requests_total{model="text-embedding-3-small",outcome="success",provider="openai-embeddings"} 1`,
 		`toolcatalog_provider_request_duration_seconds_count{model="text-embedding-3-small",provider="openai-embeddings"} 1`,
-		`toolcatalog_redis_errors_total{catalog="` + ns.Name + `/dead",operation="read"}`,
+		`toolcatalog_redis_errors_total{catalog="` + ns + `/dead",operation="read"}`,
 	}
 	var body string
 	var mu sync.Mutex

@@ -107,11 +107,11 @@ func (cs *Catalogs) Remove(ctx context.Context, id, uid string, keys contract.Ke
 
 // Catalog is one catalog's published state during one pass.
 type Catalog struct {
-	cs       *Catalogs
-	mem      *memory
-	id, uid  string
-	cfg      *catalogconfig.Config
-	rc       redis.UniversalClient
+	cs      *Catalogs
+	mem     *memory
+	id, uid string
+	cfg     *catalogconfig.Config
+	rc      redis.UniversalClient
 }
 
 // Selector is the catalog's selector, kept across passes.

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -257,6 +258,31 @@ func (s *Server) assignAllSlots() error {
 // Client returns a new client connected to the server.
 func (s *Server) Client() *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: s.Addr})
+}
+
+// CountingClient returns a new client connected to the server and the
+// count of bytes it has read from it, for tests that measure traffic.
+func (s *Server) CountingClient() (*redis.Client, *atomic.Int64) {
+	n := &atomic.Int64{}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{Conn: conn, n: n}, nil
+	}})
+	return c, n
+}
+
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countingConn) Read(b []byte) (int, error) {
+	k, err := c.Conn.Read(b)
+	c.n.Add(int64(k))
+	return k, err
 }
 
 // Stop terminates the server and waits for it to exit; it is safe to call

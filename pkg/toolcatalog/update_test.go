@@ -2,41 +2,13 @@ package toolcatalog
 
 import (
 	"context"
-	"net"
 	"reflect"
-	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
-
-// countingClient is a client of the test server that counts the bytes it
-// reads.
-func countingClient(t *testing.T) (*redis.Client, *atomic.Int64) {
-	var n atomic.Int64
-	c := redis.NewClient(&redis.Options{Addr: server.Addr, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return countingConn{Conn: conn, n: &n}, nil
-	}})
-	t.Cleanup(func() { _ = c.Close() })
-	return c, &n
-}
-
-type countingConn struct {
-	net.Conn
-	n *atomic.Int64
-}
-
-func (c countingConn) Read(b []byte) (int, error) {
-	k, err := c.Conn.Read(b)
-	c.n.Add(int64(k))
-	return k, err
-}
 
 // writeVersion publishes doc after prev (nil for a first version) with the
 // given vectors, as the operator does.
@@ -89,7 +61,8 @@ func TestUpdateReadsOnlyWhatChanged(t *testing.T) {
 	}
 	writeVersion(t, c, k, nil, &v1, all)
 
-	reader, read := countingClient(t)
+	reader, read := server.CountingClient()
+	t.Cleanup(func() { _ = reader.Close() })
 	held, err := Load(ctx, reader, k)
 	if err != nil {
 		t.Fatal(err)

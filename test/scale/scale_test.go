@@ -318,7 +318,7 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 	tab.set("stored catalog: tools / change records or version documents", col, storedSize(t, keys))
 
 	// A consumer's full load.
-	cc, counted := countingClient()
+	cc, counted := redisSrv.CountingClient()
 	var before, after runtimeAlloc
 	before.read()
 	loadStart := time.Now()
@@ -331,7 +331,7 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 	tab.set("consumer Load: time / allocated / read", col, fmt.Sprintf("%v / %s / %s", loadTime.Round(time.Millisecond), mib(after.total-before.total), mib(counted.Swap(0))))
 
 	// A follower, to measure what a reload after one edit transfers.
-	fc, followed := countingClient()
+	fc, followed := redisSrv.CountingClient()
 	updates := make(chan int64, 16)
 	followCtx, stopFollowing := context.WithCancel(ctx)
 	defer stopFollowing()
@@ -838,30 +838,6 @@ func (s *statusWrites) wait(t *testing.T) int64 {
 }
 
 // ---- Redis ----
-
-// countingClient is a Redis client that counts the bytes it reads.
-func countingClient() (*redis.Client, *atomic.Int64) {
-	var n atomic.Int64
-	c := redis.NewClient(&redis.Options{Addr: redisSrv.Addr, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &countingConn{Conn: conn, n: &n}, nil
-	}})
-	return c, &n
-}
-
-type countingConn struct {
-	net.Conn
-	n *atomic.Int64
-}
-
-func (c *countingConn) Read(b []byte) (int, error) {
-	k, err := c.Conn.Read(b)
-	c.n.Add(int64(k))
-	return k, err
-}
 
 // netBytes is what Redis has received and sent in total.
 func netBytes(t *testing.T) (in, out int64) {
