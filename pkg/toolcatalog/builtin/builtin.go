@@ -15,19 +15,19 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/builtin/use"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/builtin/sentenceencoder"
 )
 
 // Model identifies the builtin model's vectors in a catalog document.
-const Model = use.ModelID
+const Model = sentenceencoder.ModelID
 
 // Dimensions is the builtin model's vector length.
-const Dimensions = use.Dimensions
+const Dimensions = sentenceencoder.Dimensions
 
 // ErrEmptyText is returned for a blank text: it has no meaning to embed.
 var ErrEmptyText = errors.New("text is empty")
 
-var load = sync.OnceValues(use.Load)
+var load = sync.OnceValues(sentenceencoder.Load)
 
 // Embedder is the builtin sentence model. It relates paraphrases ("is it
 // going to rain tomorrow" and "weather forecast") with no network, no key

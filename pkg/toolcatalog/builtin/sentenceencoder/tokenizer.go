@@ -1,7 +1,7 @@
-// Package use holds Universal Sentence Encoder lite: its SentencePiece
+// Package sentenceencoder holds Universal Sentence Encoder lite: its SentencePiece
 // tokenizer (this file) and vocabulary, ported so that token ids equal the
 // reference implementation's, quirks included.
-package use
+package sentenceencoder
 
 import (
 	_ "embed"
