@@ -22,8 +22,8 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/clip"
 	"github.com/toolcatalog/tool-catalog-operator/internal/toolschema"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 // ToolDefinitionReconciler validates ToolDefinitions and records their spec
@@ -143,7 +143,7 @@ func deriveEmbedded(td *v1alpha1.ToolDefinition, catalogs []string) {
 	case len(pending) > 0:
 		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonEmbeddingPending, strings.Join(pending, "; ")
 	}
-	setCondition(td, v1alpha1.ConditionEmbedded, status, reason, text.Truncate(message, 1024))
+	setCondition(td, v1alpha1.ConditionEmbedded, status, reason, clip.Truncate(message, 1024))
 
 	if valid := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid); valid == nil || valid.Status != metav1.ConditionTrue {
 		return
@@ -155,7 +155,7 @@ func deriveEmbedded(td *v1alpha1.ToolDefinition, catalogs []string) {
 		// Nothing to wait for: a valid tool no catalog selects is ready.
 		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSpecValid, "tool spec is valid; no catalog selects it")
 	default:
-		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, text.Truncate(message, 1024))
+		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, clip.Truncate(message, 1024))
 	}
 }
 
@@ -174,11 +174,11 @@ func (r *ToolDefinitionReconciler) reconcilePendingChange(base, td *v1alpha1.Too
 	if td.Spec.Source != nil {
 		source = td.Spec.Source.ToolSource
 	}
-	message := text.Truncate(fmt.Sprintf("ToolSource %s holds an upstream change to this tool for approval (spec hash %s): %s; catalogs serve the approved version until kubectl toolcatalog approve %s %s",
+	message := clip.Truncate(fmt.Sprintf("ToolSource %s holds an upstream change to this tool for approval (spec hash %s): %s; catalogs serve the approved version until kubectl toolcatalog approve %s %s",
 		source, hash, summary, source, td.Spec.Name), 2048)
 	setCondition(td, v1alpha1.ConditionChangePending, metav1.ConditionTrue, v1alpha1.ReasonAwaitingApproval, message)
 	if before := meta.FindStatusCondition(base.Status.Conditions, v1alpha1.ConditionChangePending); before == nil || before.Message != message {
-		r.Recorder.Eventf(td, nil, corev1.EventTypeWarning, v1alpha1.ReasonAwaitingApproval, "HoldChange", "%s", text.Truncate(message, 1024))
+		r.Recorder.Eventf(td, nil, corev1.EventTypeWarning, v1alpha1.ReasonAwaitingApproval, "HoldChange", "%s", clip.Truncate(message, 1024))
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/clip"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 // Bounds of what a source's status lists.
@@ -122,7 +122,7 @@ func (g *approvalGate) check(t mcpsource.Imported, have *v1alpha1.ToolDefinition
 	change := v1alpha1.PendingChange{Tool: upstream.Name, UpstreamTool: t.Upstream, SpecHash: hash}
 	if have == nil {
 		change.Change = v1alpha1.ChangeAdded
-		change.Summary = "new tool: " + text.Truncate(upstream.Description, 200)
+		change.Summary = "new tool: " + clip.Truncate(upstream.Description, 200)
 		change.Diff = mcpsource.Review(nil, upstream)
 	} else {
 		current, err := mcpsource.SurfaceHash(have.Spec)
@@ -298,7 +298,7 @@ func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsou
 		for _, p := range pending {
 			parts = append(parts, fmt.Sprintf("%s (%s)", p.Tool, strings.ToLower(string(p.Change))))
 		}
-		setCondition(ts, v1alpha1.ConditionChangePending, metav1.ConditionTrue, v1alpha1.ReasonAwaitingApproval, text.Truncate(fmt.Sprintf(
+		setCondition(ts, v1alpha1.ConditionChangePending, metav1.ConditionTrue, v1alpha1.ReasonAwaitingApproval, clip.Truncate(fmt.Sprintf(
 			"%d upstream changes wait for approval: %s; the approved versions are served meanwhile; review status.pendingChanges, then kubectl toolcatalog approve %s TOOL",
 			len(pending), strings.Join(parts, ", "), ts.Name), 2048))
 	}
@@ -318,14 +318,14 @@ func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsou
 	if len(newlyPending) > 0 {
 		var parts []string
 		for _, p := range newlyPending {
-			parts = append(parts, fmt.Sprintf("%s: %s (spec hash %s)", p.Tool, text.Truncate(p.Summary, 300), p.SpecHash[:mcpsource.ShortHash]))
+			parts = append(parts, fmt.Sprintf("%s: %s (spec hash %s)", p.Tool, clip.Truncate(p.Summary, 300), p.SpecHash[:mcpsource.ShortHash]))
 		}
 		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, v1alpha1.ReasonChangePending, "Sync", "%s",
-			text.Truncate(fmt.Sprintf("approve with kubectl toolcatalog approve %s TOOL: %s", ts.Name, strings.Join(parts, "; ")), 1024))
+			clip.Truncate(fmt.Sprintf("approve with kubectl toolcatalog approve %s TOOL: %s", ts.Name, strings.Join(parts, "; ")), 1024))
 	}
 	for _, a := range res.approved {
 		r.Recorder.Eventf(ts, nil, corev1.EventTypeNormal, v1alpha1.ReasonChangeApproved, "Approve", "%s",
-			text.Truncate(fmt.Sprintf("applied the approved %s change of %s (spec hash %s): %s", strings.ToLower(string(a.Change)), a.Tool, a.SpecHash[:mcpsource.ShortHash], a.Summary), 1024))
+			clip.Truncate(fmt.Sprintf("applied the approved %s change of %s (spec hash %s): %s", strings.ToLower(string(a.Change)), a.Tool, a.SpecHash[:mcpsource.ShortHash], a.Summary), 1024))
 	}
 	if len(res.malformedApprovals) > 0 {
 		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, v1alpha1.ReasonApprovalIgnored, "Approve",

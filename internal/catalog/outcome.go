@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/clip"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 // MaxFailingTools bounds status.failingTools; counts give the totals.
@@ -80,7 +80,7 @@ func (o *Outcome) FailingTools() []v1alpha1.ToolFailure {
 	sort.SliceStable(failures, func(i, j int) bool { return failures[i].Object < failures[j].Object })
 	var out []v1alpha1.ToolFailure
 	for _, f := range failures[:min(len(failures), MaxFailingTools)] {
-		out = append(out, v1alpha1.ToolFailure{ToolDefinition: f.Object, Tool: f.Tool, Reason: f.Reason, Message: text.Truncate(f.Message, 512)})
+		out = append(out, v1alpha1.ToolFailure{ToolDefinition: f.Object, Tool: f.Tool, Reason: f.Reason, Message: clip.Truncate(f.Message, 512)})
 	}
 	return out
 }
@@ -254,7 +254,7 @@ func (o *Outcome) Records(existing map[string]*v1alpha1.CatalogEmbeddingStatus) 
 				rec = *old
 			}
 		}
-		rec.Reason, rec.Message = f.Reason, text.Truncate(f.Message, 1024)
+		rec.Reason, rec.Message = f.Reason, clip.Truncate(f.Message, 1024)
 		out[f.Object] = rec
 	}
 	return out

@@ -7,8 +7,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/toolcatalog/tool-catalog-operator/internal/clip"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 // audit writes one line for a tool call: who called which tool of which
@@ -31,6 +31,6 @@ func (g *Gateway) audit(p Principal, catalog, tool string, src *contract.Source,
 		}
 	}
 	sum := sha256.Sum256(args)
-	g.opts.Audit.Info("Tool call", "principal", p.User, "groups", p.Groups, "catalog", catalog, "tool", text.Cut(tool, 128),
+	g.opts.Audit.Info("Tool call", "principal", p.User, "groups", p.Groups, "catalog", catalog, "tool", clip.Cut(tool, 128),
 		"upstream", upstream, "argumentsSHA256", hex.EncodeToString(sum[:]), "outcome", outcome, "latencyMs", time.Since(start).Milliseconds())
 }

@@ -15,11 +15,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/clip"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 	"github.com/toolcatalog/tool-catalog-operator/internal/toolschema"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 // upstreams holds one client session per upstream server and settings,
@@ -191,7 +191,7 @@ func (u *upstreams) call(ctx context.Context, namespace string, tool contract.To
 		// Refused, slow, redirecting and non-MCP servers look alike.
 		return nil, &callError{OutcomeUpstreamError, fmt.Sprintf("the upstream MCP server of %s could not be reached", tool.Name)}
 	case errors.As(err, &rpcErr) && rpcErr.Code != codeRejectedByTransport:
-		return nil, &callError{OutcomeUpstreamError, fmt.Sprintf("the upstream MCP server of %s answered with error %d: %s", tool.Name, rpcErr.Code, text.Truncate(cfg.Redact(errors.New(rpcErr.Message)), 300))}
+		return nil, &callError{OutcomeUpstreamError, fmt.Sprintf("the upstream MCP server of %s answered with error %d: %s", tool.Name, rpcErr.Code, clip.Truncate(cfg.Redact(errors.New(rpcErr.Message)), 300))}
 	case ctx.Err() != nil:
 		return nil, &callError{OutcomeUpstreamError, fmt.Sprintf("the upstream MCP server of %s did not answer within %s", tool.Name, u.timeout)}
 	default:

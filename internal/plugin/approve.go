@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/clip"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 func (o *Options) approveCommand() *cobra.Command {
@@ -101,7 +101,7 @@ func listPending(out io.Writer, ts *v1alpha1.ToolSource) error {
 		if p.Since != nil {
 			since = p.Since.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Tool, p.Change, p.SpecHash[:mcpsource.ShortHash], since, mcpsource.Visible(text.Truncate(p.Summary, 100)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Tool, p.Change, p.SpecHash[:mcpsource.ShortHash], since, mcpsource.Visible(clip.Truncate(p.Summary, 100)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

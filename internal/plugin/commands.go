@@ -14,10 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/clip"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 func (o *Options) searchCommand() *cobra.Command {
@@ -67,7 +67,7 @@ func (o *Options) searchCommand() *cobra.Command {
 				if explain {
 					fmt.Fprintf(tw, "%d\t%s\t%s\t%.4f\t%s\t%s\n", i+1, r.Tool.Name, r.Why, r.Score, arm(r.Semantic), arm(r.BM25))
 				} else {
-					fmt.Fprintf(tw, "%d\t%s\t%.4f\t%s\n", i+1, r.Tool.Name, r.Score, text.Truncate(r.Tool.Description, 70))
+					fmt.Fprintf(tw, "%d\t%s\t%.4f\t%s\n", i+1, r.Tool.Name, r.Score, clip.Truncate(r.Tool.Description, 70))
 				}
 			}
 			return tw.Flush()

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
+	"github.com/toolcatalog/tool-catalog-operator/internal/clip"
 )
 
 // MaxRequestLength is the longest request text recorded, in characters;
@@ -43,7 +43,7 @@ func member(tool, request string) string {
 // NormalizeRequest is the form a request is recorded in: spaces collapsed,
 // trimmed, at most MaxRequestLength characters.
 func NormalizeRequest(request string) string {
-	return text.Truncate(strings.Join(strings.Fields(request), " "), MaxRequestLength)
+	return clip.Truncate(strings.Join(strings.Fields(request), " "), MaxRequestLength)
 }
 
 // recordScript counts a call and its principal in one step: the count in

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/toolcatalog/tool-catalog-operator/internal/clip"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 // Progressive disclosure: when the schemas of all tools would take too much
@@ -377,13 +377,13 @@ func (b *Bridge) search(ctx context.Context, c *Catalog, query string, topK int)
 		if core[r.Tool.Name] || len(hits) == topK {
 			continue
 		}
-		hits = append(hits, hit{r.Tool.Name, r.Tool.Toolset, text.Truncate(r.Tool.Description, orDefault(b.DescriptionLength, BridgeDescriptionLength))})
+		hits = append(hits, hit{r.Tool.Name, r.Tool.Toolset, clip.Truncate(r.Tool.Description, orDefault(b.DescriptionLength, BridgeDescriptionLength))})
 		found = append(found, r.Tool.Name)
 	}
 	result := map[string]any{"tools": hits, "total_available": total}
 	if len(hits) == 0 {
 		// A short answer the model can act on, rather than weak hits.
-		result["message"] = fmt.Sprintf("No tool matches %q well enough; try other words, or describe the task more plainly.", text.Truncate(query, 100))
+		result["message"] = fmt.Sprintf("No tool matches %q well enough; try other words, or describe the task more plainly.", clip.Truncate(query, 100))
 	}
 	out, err := json.Marshal(result)
 	return out, found, err

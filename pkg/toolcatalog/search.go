@@ -12,8 +12,8 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 
+	"github.com/toolcatalog/tool-catalog-operator/internal/clip"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 // Method is a search method.
@@ -137,7 +137,7 @@ type Response struct {
 func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Response, error) {
 	// A request is a sentence or a paragraph; whatever follows is cut
 	// before it is tokenized or embedded, so its size bounds the work.
-	query = text.Cut(query, MaxQueryBytes)
+	query = clip.Cut(query, MaxQueryBytes)
 	opts = c.withDefaults(opts)
 	if !slices.Contains(Methods, opts.Method) {
 		return nil, fmt.Errorf("unknown search method %q: use semantic, bm25, hybrid or rrf", opts.Method)

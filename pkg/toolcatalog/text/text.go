@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/kljensen/snowball/english"
 	"golang.org/x/text/unicode/norm"
@@ -68,28 +67,3 @@ var Stopwords = map[string]bool{
 // "issues", "issued" and "issuing" share a feature. Words of other
 // languages pass through mostly unchanged.
 func Stem(w string) string { return english.Stem(w, false) }
-
-// Cut shortens s to at most n bytes without cutting a rune in half and
-// without copying it: a bound applied before any work that grows with s.
-func Cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:max(n, 0)]
-}
-
-// Truncate shortens s to at most n characters (runes, never cutting one in
-// half), ending it with "…" when anything was cut.
-func Truncate(s string, n int) string {
-	if n <= 0 {
-		return ""
-	}
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
-}
