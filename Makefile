@@ -91,10 +91,14 @@ bench-retrieval: ## Measure retrieval quality and latency on DATA (tools.json + 
 
 ##@ Build
 
+# Release builds drop the symbol table and DWARF (-s -w; stack traces and
+# pprof still resolve names) and build paths (-trimpath), as the image does.
+BUILD_FLAGS ?= -trimpath -ldflags="-s -w"
 .PHONY: build
-build: manifests generate fmt vet ## Build the manager and the MCP gateway into bin/.
-	go build -o bin/manager ./cmd/manager
-	go build -o bin/toolcatalog-gateway ./cmd/toolcatalog-gateway
+build: manifests generate fmt vet ## Build the manager, the MCP gateway and the kubectl plugin into bin/, stripped as released.
+	go build $(BUILD_FLAGS) -o bin/manager ./cmd/manager
+	go build $(BUILD_FLAGS) -o bin/toolcatalog-gateway ./cmd/toolcatalog-gateway
+	go build $(BUILD_FLAGS) -o bin/kubectl-toolcatalog ./cmd/kubectl-toolcatalog
 
 .PHONY: run
 run: prereqs manifests generate fmt vet ## Run the manager: against the current cluster, or a local one (API server, etcd, Redis, samples) when none answers.
