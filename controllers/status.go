@@ -71,6 +71,15 @@ func requeueFor(err error, resync, wait time.Duration) (ctrl.Result, error) {
 	return ctrl.Result{RequeueAfter: resync}, nil
 }
 
+// now reads clock, time.Now when nil: reconcilers take their clock as a
+// field so tests can set it.
+func now(clock func() time.Time) time.Time {
+	if clock != nil {
+		return clock()
+	}
+	return time.Now()
+}
+
 // conditioned is an object with status conditions.
 type conditioned interface {
 	client.Object

@@ -124,7 +124,13 @@ func TestApplyStatus(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tc := &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", Generation: 2}}
 			tc.Status.ObservedGeneration, tc.Status.Version = 1, 1
+			at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+			tt.res.at = at
 			applyStatus(tc, tt.res)
+			if published := tt.res.outcome != nil && tt.res.outcome.Published; published != (tc.Status.LastPublishedTime != nil) ||
+				(published && !tc.Status.LastPublishedTime.Time.Equal(at)) {
+				t.Errorf("lastPublishedTime = %v; want the pass's clock reading when it published", tc.Status.LastPublishedTime)
+			}
 			got := []string{cond(tc, v1alpha1.ConditionPublished), cond(tc, v1alpha1.ConditionEmbeddingsSynced), cond(tc, v1alpha1.ConditionReady)}
 			want := []string{tt.published, tt.synced, tt.ready}
 			if tt.reconciling {

@@ -101,12 +101,7 @@ func (r *ToolCatalogReconciler) catalogs() *published.Catalogs {
 	return r.state
 }
 
-func (r *ToolCatalogReconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
+func (r *ToolCatalogReconciler) now() time.Time { return now(r.Now) }
 
 func (r *ToolCatalogReconciler) passTimeout() time.Duration {
 	if r.PassTimeout > 0 {

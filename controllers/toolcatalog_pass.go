@@ -28,11 +28,13 @@ type passResult struct {
 	resync time.Duration
 	// quality is the self-grading of a version the pass graded.
 	quality *v1alpha1.CatalogQuality
+	// at is when the pass started, on the reconciler's clock.
+	at time.Time
 }
 
 // runPass resolves the catalog's configuration and runs one refresh.
 func (r *ToolCatalogReconciler) runPass(ctx context.Context, tc *v1alpha1.ToolCatalog) passResult {
-	res := passResult{resync: catalogconfig.DefaultResync, request: catalog.ReadRequest(tc.Annotations, tc.Status.LastHandledRefreshAt)}
+	res := passResult{resync: catalogconfig.DefaultResync, request: catalog.ReadRequest(tc.Annotations, tc.Status.LastHandledRefreshAt), at: r.now()}
 	cfg, err := r.resolver().Resolve(ctx, tc)
 	if err != nil {
 		res.err = configError(err)

@@ -49,8 +49,8 @@ func applyStatus(tc *v1alpha1.ToolCatalog, res passResult) {
 		st.SchemaHash = o.Stored.Doc.SchemaHash
 	}
 	if o.Published {
-		now := metav1.Now()
-		st.LastPublishedTime = &now
+		at := metav1.NewTime(res.at)
+		st.LastPublishedTime = &at
 	}
 	st.FailingTools = o.FailingTools()
 	if res.quality != nil {

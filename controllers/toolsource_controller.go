@@ -61,6 +61,8 @@ type ToolSourceReconciler struct {
 	// (DefaultSyncTimeout when zero).
 	MaxTools    int
 	SyncTimeout time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
 
 	mu sync.Mutex
 	// sessions are the live sessions by source, kept open so the server's

@@ -177,7 +177,7 @@ func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSourc
 	if err != nil {
 		return nil, err
 	}
-	gate, malformed := newApprovalGate(ts, metav1.Now())
+	gate, malformed := newApprovalGate(ts, metav1.NewTime(now(r.Now)))
 	res := &syncResult{malformedApprovals: malformed}
 	for _, rj := range rejected {
 		res.skipped = append(res.skipped, v1alpha1.SkippedTool{Tool: rj.Upstream, Reason: rj.Reason})
@@ -271,11 +271,11 @@ func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsou
 	sort.Slice(pending, func(i, j int) bool { return pending[i].Tool < pending[j].Tool })
 	newlyPending := newPendingChanges(ts.Status.PendingChanges, pending)
 
-	now := metav1.Now()
+	syncedAt := metav1.NewTime(now(r.Now))
 	st := &ts.Status
 	st.Server = &v1alpha1.MCPServerInfo{Name: server.Name, Version: server.Version, ProtocolVersion: server.ProtocolVersion}
 	st.ToolCount = int32(res.kept)
-	st.LastSyncTime = &now
+	st.LastSyncTime = &syncedAt
 	st.SkippedTools = skipped
 	st.PendingChanges = boundDiffs(pending[:min(len(pending), maxPendingChanges)], maxPendingDiffBytes)
 
