@@ -7,6 +7,7 @@ package main
 import (
 	"flag"
 	"os"
+	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -24,6 +25,12 @@ func main() {
 	flag.BoolVar(&cfg.Audit, "audit", envflag.String("AUDIT", "true") == "true", "Log one line per tool call (logger gateway.audit): principal, catalog, tool, upstream, SHA-256 of the arguments, outcome, latency.")
 	flag.StringVar(&cfg.StaticTokens, "static-tokens", envflag.String("STATIC_TOKENS", ""), "Path of a token file (token,user,uid,\"group1,group2\" per line), usually a mounted Secret; read again when it changes; optional.")
 	flag.StringVar(&audiences, "token-audiences", envflag.String("TOKEN_AUDIENCES", ""), "Comma-separated audiences service-account tokens must be issued for, one of them (default: "+gateway.DefaultTokenAudience+"; mount a projected token with that audience).")
+	if v := envflag.String("OIDC_ISSUERS", ""); v != "" {
+		cfg.OIDCIssuers = strings.Split(v, ";")
+	}
+	flag.Func("oidc-issuer", "An OpenID Connect issuer whose JWTs are accepted, repeatable (env OIDC_ISSUERS, ';' between issuers): url=https://issuer,audience=AUD[,user-claim=sub|email|...][,user-prefix=P][,groups-claim=groups][,groups-prefix=P][,cluster=true for the cluster's own service-account issuer]. The user prefix defaults to URL# unless the claim is email.",
+		func(v string) error { cfg.OIDCIssuers = append(cfg.OIDCIssuers, v); return nil })
+	flag.StringVar(&cfg.PublicURL, "public-url", envflag.String("PUBLIC_URL", ""), "Scheme and host clients reach the gateway at (https://tools.example.com), named in the OAuth protected resource metadata; the request's own when empty.")
 	flag.Float64Var(&cfg.TokenReviewRate, "token-review-rate", gateway.DefaultTokenReviewRate, "TokenReviews per second of tokens the gateway has not seen; past it, clients get 429. Answers, accepted or refused, are kept 30s.")
 	flag.StringVar(&namespaces, "watch-namespaces", envflag.String("WATCH_NAMESPACES", ""), "Comma-separated namespaces whose catalogs the gateway serves (default: all); a namespaced install grants it Roles in just these.")
 	flag.DurationVar(&cfg.CallTimeout, "call-timeout", envflag.Duration("CALL_TIMEOUT", gateway.DefaultCallTimeout), "Timeout of each call to an upstream MCP server.")

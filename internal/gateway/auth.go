@@ -47,11 +47,14 @@ var ErrTooManyReviews = errors.New("too many unknown tokens: retry later")
 const DefaultTokenAudience = "toolcatalog-gateway"
 
 // Authenticator turns bearer tokens into principals: first the static
-// tokens, then the Kubernetes TokenReview API, whose answers are kept for
-// a short while.
+// tokens, then a JWT of a configured OpenID Connect issuer, verified
+// locally against the issuer's keys, then the Kubernetes TokenReview API.
+// Answers other than static tokens are kept for a short while.
 type Authenticator struct {
 	// Static are the static tokens; none when nil.
 	Static *StaticTokens
+	// Issuers are the OpenID Connect issuers whose tokens are accepted.
+	Issuers []*OIDCIssuer
 	// Reviews creates TokenReviews; service-account tokens are not
 	// accepted when nil.
 	Reviews client.Client
@@ -93,9 +96,6 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Princip
 			return p, nil
 		}
 	}
-	if a.Reviews == nil {
-		return Principal{}, ErrUnauthenticated
-	}
 	a.mu.Lock()
 	if r, ok := a.cached[sum]; ok && time.Now().Before(r.until) {
 		a.mu.Unlock()
@@ -105,8 +105,26 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Princip
 		return r.principal, nil
 	}
 	a.mu.Unlock()
+	issuer := a.issuerOf(token)
+	if issuer == nil && a.Reviews == nil {
+		return Principal{}, ErrUnauthenticated
+	}
+	// Tokens not seen lately cost a review or, with a key ID the gateway
+	// does not know, a read of the issuer's keys: they are rate limited.
 	if a.Limiter != nil && !a.Limiter.Allow() {
 		return Principal{}, ErrTooManyReviews
+	}
+	if issuer != nil {
+		p, expiry, err := issuer.verify(ctx, token)
+		switch {
+		case errors.Is(err, ErrUnauthenticated):
+			a.remember(sum, reviewed{refused: true}, time.Time{})
+			return Principal{}, ErrUnauthenticated
+		case err != nil:
+			return Principal{}, err
+		}
+		a.remember(sum, reviewed{principal: p}, expiry)
+		return p, nil
 	}
 	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: a.Audiences}}
 	if err := a.Reviews.Create(ctx, tr); err != nil {
@@ -116,16 +134,17 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Princip
 	// for among those asked; one of ours must be there.
 	audienceOK := len(a.Audiences) == 0 || slices.ContainsFunc(tr.Status.Audiences, func(aud string) bool { return slices.Contains(a.Audiences, aud) })
 	if !tr.Status.Authenticated || !audienceOK {
-		a.remember(sum, reviewed{refused: true})
+		a.remember(sum, reviewed{refused: true}, time.Time{})
 		return Principal{}, ErrUnauthenticated
 	}
 	p := Principal{User: tr.Status.User.Username, Groups: slices.Sorted(slices.Values(tr.Status.User.Groups))}
-	a.remember(sum, reviewed{principal: p})
+	a.remember(sum, reviewed{principal: p}, time.Time{})
 	return p, nil
 }
 
-// remember keeps a review's answer for TTL, and forgets expired ones.
-func (a *Authenticator) remember(sum [sha256.Size]byte, r reviewed) {
+// remember keeps an answer for TTL, or until expiry when that is sooner,
+// and forgets expired ones.
+func (a *Authenticator) remember(sum [sha256.Size]byte, r reviewed, expiry time.Time) {
 	ttl := a.TTL
 	if ttl <= 0 {
 		ttl = 30 * time.Second
@@ -142,6 +161,9 @@ func (a *Authenticator) remember(sum [sha256.Size]byte, r reviewed) {
 		}
 	}
 	r.until = now.Add(ttl)
+	if !expiry.IsZero() && expiry.Before(r.until) {
+		r.until = expiry
+	}
 	a.cached[sum] = r
 }
 

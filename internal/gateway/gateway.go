@@ -71,6 +71,9 @@ type Options struct {
 	Limits Limits
 	// Version is announced to clients.
 	Version string
+	// PublicURL is the scheme and host clients reach the gateway at, for
+	// the protected resource metadata; the request's own when empty.
+	PublicURL string
 	// Log receives what goes wrong outside a request.
 	Log logr.Logger
 	// Audit receives one line per tool call (see audit); a zero Logger
@@ -125,10 +128,12 @@ func New(ctx context.Context, opts Options) *Gateway {
 	return g
 }
 
-// Handler serves /mcp/<namespace>/<catalog>.
+// Handler serves /mcp/<namespace>/<catalog> and, with OpenID Connect
+// issuers, its protected resource metadata.
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/mcp/{namespace}/{catalog}", g.serveMCP)
+	mux.HandleFunc("GET "+resourceMetadataPrefix+"/mcp/{namespace}/{catalog}", g.serveResourceMetadata)
 	return mux
 }
 
@@ -144,10 +149,19 @@ func (c caller) viewKey() string { return c.principal.key() + "\x00" + strconv.I
 
 func (g *Gateway) reject(w http.ResponseWriter, code int, reason, message string) {
 	g.opts.Metrics.Rejected.WithLabelValues(reason).Inc()
-	if code == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="toolcatalog-gateway"`)
-	}
 	http.Error(w, message, code)
+}
+
+// unauthorized answers 401 with the challenge: with OpenID Connect
+// issuers, it names the catalog's protected resource metadata (RFC 9728),
+// where MCP clients find the authorization servers.
+func (g *Gateway) unauthorized(w http.ResponseWriter, r *http.Request, message string) {
+	challenge := `Bearer realm="toolcatalog-gateway"`
+	if u := g.resourceMetadataURL(r); u != "" && g.issuersConfigured() {
+		challenge += `, resource_metadata="` + u + `"`
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
+	g.reject(w, http.StatusUnauthorized, "unauthenticated", message)
 }
 
 func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
@@ -167,18 +181,18 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, request.ErrNoToken):
 		tc = &v1alpha1.ToolCatalog{}
 		if err := g.opts.Kube.Get(ctx, key, tc); err != nil || !tc.Spec.Gateway.AllowAnonymous {
-			g.reject(w, http.StatusUnauthorized, "unauthenticated", request.ErrNoToken.Error())
+			g.unauthorized(w, r, request.ErrNoToken.Error())
 			return
 		}
 		c.principal = Anonymous
 	case err != nil:
-		g.reject(w, http.StatusUnauthorized, "unauthenticated", err.Error())
+		g.unauthorized(w, r, err.Error())
 		return
 	default:
 		p, err := g.opts.Auth.Authenticate(ctx, token)
 		switch {
 		case errors.Is(err, ErrUnauthenticated):
-			g.reject(w, http.StatusUnauthorized, "unauthenticated", "the bearer token is not valid")
+			g.unauthorized(w, r, "the bearer token is not valid")
 			return
 		case errors.Is(err, ErrTooManyReviews):
 			w.Header().Set("Retry-After", "1")

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -48,6 +49,12 @@ type Config struct {
 	// TokenAudiences are the audiences service-account tokens must have;
 	// DefaultTokenAudience when empty.
 	TokenAudiences []string
+	// OIDCIssuers are the OpenID Connect issuers whose tokens are
+	// accepted, in ParseOIDCIssuer's form.
+	OIDCIssuers []string
+	// PublicURL is the scheme and host clients reach the gateway at (the
+	// protected resource metadata names it); the request's when empty.
+	PublicURL string
 	// TokenReviewRate bounds the TokenReviews per second of tokens the
 	// gateway has not seen (DefaultTokenReviewRate when zero); past it,
 	// clients are answered 429.
@@ -112,6 +119,19 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	if cfg.StaticTokens != "" {
 		auth.Static = &StaticTokens{Path: cfg.StaticTokens}
 	}
+	for _, spec := range cfg.OIDCIssuers {
+		iss, err := ParseOIDCIssuer(spec)
+		if err != nil {
+			return fmt.Errorf("--oidc-issuer: %w", err)
+		}
+		if iss.Cluster {
+			if iss.HTTPClient, err = rest.HTTPClientFor(restConfig); err != nil {
+				return fmt.Errorf("--oidc-issuer %s: %w", iss.URL, err)
+			}
+			iss.KeysURL = strings.TrimSuffix(restConfig.Host, "/") + "/openid/v1/jwks"
+		}
+		auth.Issuers = append(auth.Issuers, iss)
+	}
 	policy, err := egress.New(cfg.EgressAllow, restConfig.Host)
 	if err != nil {
 		return fmt.Errorf("--egress-allow: %w", err)
@@ -119,7 +139,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g := New(ctx, Options{Kube: kube, Secrets: direct, Auth: auth, Metrics: NewMetrics(reg), Egress: policy,
-		CallTimeout: cfg.CallTimeout, IdleViews: cfg.IdleViews, Limits: cfg.Limits, Version: cfg.Version, Log: cfg.Log})
+		CallTimeout: cfg.CallTimeout, IdleViews: cfg.IdleViews, Limits: cfg.Limits, Version: cfg.Version, PublicURL: cfg.PublicURL, Log: cfg.Log})
 	if cfg.Audit {
 		g.opts.Audit = cfg.Log.WithName("audit")
 	}
@@ -127,6 +147,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	var ready atomic.Bool
 	mux := http.NewServeMux()
 	mux.Handle("/mcp/", g.Handler())
+	mux.Handle(resourceMetadataPrefix+"/", g.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready.Load() {

@@ -1,0 +1,219 @@
+package gateway
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+)
+
+// OIDCIssuer is an OpenID Connect provider whose JWTs (ID or access tokens)
+// the gateway accepts: signed with a key of the issuer's JWKS, issued by
+// it, for the audience, and not expired.
+type OIDCIssuer struct {
+	// URL is the issuer identifier (the tokens' iss); the discovery
+	// document is read from URL/.well-known/openid-configuration.
+	URL string
+	// Audience must be among the token's aud.
+	Audience string
+	// UserClaim names the principal's user (sub when empty); UserPrefix is
+	// put before it. A token without the claim is refused.
+	UserClaim, UserPrefix string
+	// GroupsClaim names the principal's groups (none when empty), a list
+	// of strings or one string; GroupsPrefix is put before each.
+	GroupsClaim, GroupsPrefix string
+	// Cluster says the issuer is the cluster's own service-account
+	// issuer: its keys are read from the API server the gateway talks to
+	// (KeysURL), with the gateway's Kubernetes credentials and CA (Run sets
+	// HTTPClient), rather than from the address its discovery document
+	// advertises, which pods may not reach.
+	Cluster bool
+	// KeysURL, when set, is the JWKS to verify with, without discovery.
+	KeysURL string
+	// HTTPClient reads the discovery document and the keys;
+	// http.DefaultClient when nil.
+	HTTPClient *http.Client
+
+	mu       sync.Mutex
+	verifier *oidc.IDTokenVerifier
+}
+
+// ParseOIDCIssuer reads an issuer from its flag form:
+// url=https://issuer,audience=toolcatalog[,user-claim=email][,user-prefix=P][,groups-claim=groups][,groups-prefix=P][,cluster=true].
+// The user prefix defaults to the issuer URL and "#", as the Kubernetes
+// API server does, unless the user claim is email; user-prefix= (empty)
+// removes it.
+func ParseOIDCIssuer(s string) (*OIDCIssuer, error) {
+	iss := &OIDCIssuer{}
+	prefixSet := false
+	for part := range strings.SplitSeq(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not key=value", part)
+		}
+		switch k {
+		case "url":
+			iss.URL = v
+		case "audience":
+			iss.Audience = v
+		case "user-claim":
+			iss.UserClaim = v
+		case "user-prefix":
+			iss.UserPrefix, prefixSet = v, true
+		case "groups-claim":
+			iss.GroupsClaim = v
+		case "groups-prefix":
+			iss.GroupsPrefix = v
+		case "cluster":
+			iss.Cluster = v == "true"
+		default:
+			return nil, fmt.Errorf("unknown key %q (url, audience, user-claim, user-prefix, groups-claim, groups-prefix, cluster)", k)
+		}
+	}
+	u, err := url.Parse(iss.URL)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && !loopbackHost(u.Hostname())) {
+		return nil, fmt.Errorf("url=%q: an issuer must be an https URL (http only on loopback)", iss.URL)
+	}
+	if iss.Audience == "" {
+		return nil, errors.New("audience= is required: a token issued for another service must not be accepted")
+	}
+	if iss.UserClaim == "" {
+		iss.UserClaim = "sub"
+	}
+	if !prefixSet && iss.UserClaim != "email" {
+		iss.UserPrefix = iss.URL + "#"
+	}
+	return iss, nil
+}
+
+func loopbackHost(h string) bool {
+	return h == "localhost" || h == "127.0.0.1" || h == "::1"
+}
+
+// verifierFor returns the issuer's token verifier, reading its discovery
+// document on first use; a failed read is tried again on the next token.
+func (i *OIDCIssuer) verifierFor(ctx context.Context) (*oidc.IDTokenVerifier, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.verifier != nil {
+		return i.verifier, nil
+	}
+	if i.HTTPClient != nil {
+		ctx = oidc.ClientContext(ctx, i.HTTPClient)
+	}
+	config := &oidc.Config{ClientID: i.Audience}
+	// The key set outlives this request: its context only carries the
+	// HTTP client.
+	keep := context.WithoutCancel(ctx)
+	if i.KeysURL != "" {
+		config.SupportedSigningAlgs = []string{oidc.RS256, oidc.ES256, oidc.ES384, oidc.PS256}
+		i.verifier = oidc.NewVerifier(i.URL, oidc.NewRemoteKeySet(keep, i.KeysURL), config)
+		return i.verifier, nil
+	}
+	discover, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	p, err := oidc.NewProvider(discover, i.URL)
+	if err != nil {
+		return nil, fmt.Errorf("reading the discovery document of OIDC issuer %s: %w", i.URL, err)
+	}
+	i.verifier = p.VerifierContext(keep, config)
+	return i.verifier, nil
+}
+
+// verify checks a token of this issuer and returns its principal and
+// expiry. A token that does not verify is ErrUnauthenticated; an issuer
+// that cannot be read is another error.
+func (i *OIDCIssuer) verify(ctx context.Context, token string) (Principal, time.Time, error) {
+	v, err := i.verifierFor(ctx)
+	if err != nil {
+		return Principal{}, time.Time{}, err
+	}
+	idt, err := v.Verify(ctx, token)
+	if err != nil {
+		var expired *oidc.TokenExpiredError
+		if errors.As(err, &expired) || !isFetchError(err) {
+			return Principal{}, time.Time{}, fmt.Errorf("%w: %v", ErrUnauthenticated, err)
+		}
+		return Principal{}, time.Time{}, fmt.Errorf("verifying a token of OIDC issuer %s: %w", i.URL, err)
+	}
+	var claims map[string]any
+	if err := idt.Claims(&claims); err != nil {
+		return Principal{}, time.Time{}, fmt.Errorf("%w: %v", ErrUnauthenticated, err)
+	}
+	user, _ := claims[i.UserClaim].(string)
+	if user == "" {
+		return Principal{}, time.Time{}, fmt.Errorf("%w: the token has no %s claim", ErrUnauthenticated, i.UserClaim)
+	}
+	if i.UserClaim == "email" {
+		// An address the provider has not verified names nobody.
+		if verified, ok := claims["email_verified"].(bool); ok && !verified {
+			return Principal{}, time.Time{}, fmt.Errorf("%w: email_verified is false", ErrUnauthenticated)
+		}
+	}
+	p := Principal{User: i.UserPrefix + user}
+	switch g := claims[i.GroupsClaim].(type) {
+	case string:
+		p.Groups = []string{i.GroupsPrefix + g}
+	case []any:
+		for _, v := range g {
+			if s, ok := v.(string); ok {
+				p.Groups = append(p.Groups, i.GroupsPrefix+s)
+			}
+		}
+	}
+	slices.Sort(p.Groups)
+	p.Groups = slices.Compact(p.Groups)
+	return p, idt.Expiry, nil
+}
+
+// isFetchError says the keys could not be read, as opposed to a token that
+// does not verify against them.
+func isFetchError(err error) bool {
+	return strings.Contains(err.Error(), "fetching keys")
+}
+
+// unverifiedIssuer reads the iss claim of a JWT without verifying it, to
+// pick the issuer that will; "" when the token is not a JWT.
+func unverifiedIssuer(token string) string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 || len(parts[1]) > maxTokenBytes {
+		return ""
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return ""
+	}
+	var claims struct {
+		Issuer string `json:"iss"`
+	}
+	if json.Unmarshal(payload, &claims) != nil {
+		return ""
+	}
+	return claims.Issuer
+}
+
+// maxTokenBytes bounds a bearer token's payload that is decoded.
+const maxTokenBytes = 16 << 10
+
+// issuerOf returns the configured issuer of a token, nil when none.
+func (a *Authenticator) issuerOf(token string) *OIDCIssuer {
+	iss := unverifiedIssuer(token)
+	if iss == "" {
+		return nil
+	}
+	for _, i := range a.Issuers {
+		if i.URL == iss {
+			return i
+		}
+	}
+	return nil
+}

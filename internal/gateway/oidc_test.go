@@ -1,0 +1,324 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/rest"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+)
+
+// testIssuer is an OpenID Connect provider on loopback: a discovery
+// document and a JWKS of keys it rotates, and tokens it signs.
+type testIssuer struct {
+	srv       *httptest.Server
+	jwksReads atomic.Int64
+	mu        sync.Mutex
+	key       *rsa.PrivateKey
+	kid       string
+	rotations int
+}
+
+func newTestIssuer(t *testing.T) *testIssuer {
+	t.Helper()
+	i := &testIssuer{}
+	i.rotate(t)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"issuer": i.srv.URL, "jwks_uri": i.srv.URL + "/keys",
+			"authorization_endpoint": i.srv.URL + "/authorize", "token_endpoint": i.srv.URL + "/token",
+			"response_types_supported": []string{"code"}, "subject_types_supported": []string{"public"},
+			"id_token_signing_alg_values_supported": []string{"RS256"},
+		})
+	})
+	mux.HandleFunc("/keys", func(w http.ResponseWriter, _ *http.Request) {
+		i.jwksReads.Add(1)
+		i.mu.Lock()
+		set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &i.key.PublicKey, KeyID: i.kid, Algorithm: "RS256", Use: "sig"}}}
+		i.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(set)
+	})
+	i.srv = httptest.NewServer(mux)
+	t.Cleanup(i.srv.Close)
+	return i
+}
+
+// rotate replaces the signing key; the JWKS then holds only the new one.
+func (i *testIssuer) rotate(t *testing.T) {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.rotations++
+	i.key, i.kid = key, fmt.Sprintf("key-%d", i.rotations)
+}
+
+// claims are a token's claims for audience aud, valid for an hour.
+func (i *testIssuer) claims(sub, aud string) map[string]any {
+	now := time.Now()
+	return map[string]any{"iss": i.srv.URL, "sub": sub, "aud": aud, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix(), "groups": []string{"staff", "oncall"}}
+}
+
+// sign signs claims with the current key.
+func (i *testIssuer) sign(t *testing.T, claims map[string]any) string {
+	t.Helper()
+	i.mu.Lock()
+	key, kid := i.key, i.kid
+	i.mu.Unlock()
+	return signWith(t, key, kid, claims)
+}
+
+func signWith(t *testing.T, key *rsa.PrivateKey, kid string, claims map[string]any) string {
+	t.Helper()
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := json.Marshal(claims)
+	jws, err := signer.Sign(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := jws.CompactSerialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (i *testIssuer) config(t *testing.T, extra string) *OIDCIssuer {
+	t.Helper()
+	iss, err := ParseOIDCIssuer("url=" + i.srv.URL + ",audience=toolcatalog,groups-claim=groups" + extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return iss
+}
+
+// Tokens of an OpenID Connect issuer are verified against its keys: the
+// signature, the issuer, the audience and the expiry, whatever the token
+// claims about itself. Keys are read again when the issuer rotates them.
+func TestOIDCTokens(t *testing.T) {
+	iss := newTestIssuer(t)
+	a := &Authenticator{Issuers: []*OIDCIssuer{iss.config(t, "")}}
+	ctx := context.Background()
+	valid := iss.sign(t, iss.claims("alice", "toolcatalog"))
+	p, err := a.Authenticate(ctx, valid)
+	if err != nil || p.User != iss.srv.URL+"#alice" || !slices.Equal(p.Groups, []string{"oncall", "staff"}) {
+		t.Fatalf("a valid token: %+v, %v; want %s#alice in oncall and staff", p, err, iss.srv.URL)
+	}
+
+	stranger, _ := rsa.GenerateKey(rand.Reader, 2048)
+	expired := iss.claims("alice", "toolcatalog")
+	expired["exp"] = time.Now().Add(-time.Minute).Unix()
+	noSub := iss.claims("", "toolcatalog")
+	delete(noSub, "sub")
+	header, _ := json.Marshal(map[string]string{"alg": "none", "typ": "JWT"})
+	body, _ := json.Marshal(iss.claims("mallory", "toolcatalog"))
+	unsigned := base64.RawURLEncoding.EncodeToString(header) + "." + base64.RawURLEncoding.EncodeToString(body) + "."
+	forged := strings.Split(valid, ".")
+	forged[1] = base64.RawURLEncoding.EncodeToString(body)
+	for name, token := range map[string]string{
+		"expired":                    iss.sign(t, expired),
+		"for another audience":       iss.sign(t, iss.claims("alice", "another-service")),
+		"signed by a stranger's key": signWith(t, stranger, iss.kid, iss.claims("mallory", "toolcatalog")),
+		"alg none":                   unsigned,
+		"payload swapped":            strings.Join(forged, "."),
+		"without a subject":          iss.sign(t, noSub),
+	} {
+		if p, err := a.Authenticate(ctx, token); !errors.Is(err, ErrUnauthenticated) {
+			t.Errorf("a token %s: %+v, %v; want ErrUnauthenticated", name, p, err)
+		}
+	}
+
+	// The issuer rotates its key: a token of the new key is accepted (the
+	// keys are read again), one of the old key no longer is.
+	reads := iss.jwksReads.Load()
+	oldKey, oldKid := iss.key, iss.kid
+	iss.rotate(t)
+	if _, err := a.Authenticate(ctx, iss.sign(t, iss.claims("bob", "toolcatalog"))); err != nil {
+		t.Fatalf("a token of the rotated key: %v", err)
+	}
+	if iss.jwksReads.Load() <= reads {
+		t.Fatal("the keys were not read again after a token named a new key")
+	}
+	if _, err := a.Authenticate(ctx, signWith(t, oldKey, oldKid, iss.claims("carol", "toolcatalog"))); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("a token of the retired key: %v; want ErrUnauthenticated", err)
+	}
+
+	t.Run("an unverified email names nobody", func(t *testing.T) {
+		a := &Authenticator{Issuers: []*OIDCIssuer{iss.config(t, ",user-claim=email")}}
+		c := iss.claims("u1", "toolcatalog")
+		c["email"] = "alice@example.com"
+		if p, err := a.Authenticate(ctx, iss.sign(t, c)); err != nil || p.User != "alice@example.com" {
+			t.Fatalf("email claim: %+v, %v; want alice@example.com, unprefixed", p, err)
+		}
+		c["email_verified"] = false
+		if _, err := a.Authenticate(ctx, iss.sign(t, c)); !errors.Is(err, ErrUnauthenticated) {
+			t.Fatalf("an unverified email: %v; want ErrUnauthenticated", err)
+		}
+	})
+
+	t.Run("an issuer the token names is never contacted unless configured", func(t *testing.T) {
+		evil := newTestIssuer(t)
+		if _, err := a.Authenticate(ctx, evil.sign(t, evil.claims("mallory", "toolcatalog"))); !errors.Is(err, ErrUnauthenticated) {
+			t.Fatalf("a token of an unconfigured issuer: %v", err)
+		}
+		// The same token shape from the configured issuer does read keys
+		// (above), so zero here is the defence, not an idle server.
+		if n := evil.jwksReads.Load(); n != 0 {
+			t.Fatalf("the gateway read the keys of an issuer the token named: %d reads", n)
+		}
+	})
+
+	t.Run("unknown key IDs cannot make the gateway hammer the issuer", func(t *testing.T) {
+		a := &Authenticator{Issuers: []*OIDCIssuer{iss.config(t, "")}, Limiter: rate.NewLimiter(rate.Every(time.Hour), 3)}
+		before := iss.jwksReads.Load()
+		limited := 0
+		for n := range 20 {
+			_, err := a.Authenticate(ctx, signWith(t, stranger, fmt.Sprintf("kid-%d", n), iss.claims("mallory", "toolcatalog")))
+			if errors.Is(err, ErrTooManyReviews) {
+				limited++
+			}
+		}
+		if reads := iss.jwksReads.Load() - before; reads > 4 || limited < 16 {
+			t.Fatalf("20 tokens with unknown key IDs: %d key reads, %d limited; want at most 4 reads", reads, limited)
+		}
+	})
+}
+
+func TestParseOIDCIssuer(t *testing.T) {
+	for spec, want := range map[string]string{
+		"url=https://id.example.com,audience=tc":                     "https://id.example.com#",
+		"url=https://id.example.com,audience=tc,user-claim=email":    "",
+		"url=https://id.example.com,audience=tc,user-prefix=oidc:":   "oidc:",
+		"url=https://id.example.com,audience=tc,user-prefix=":        "",
+		"url=http://127.0.0.1:9999,audience=tc,cluster=true":         "http://127.0.0.1:9999#",
+		"url=http://id.example.com,audience=tc":                      "error",
+		"url=https://id.example.com":                                 "error",
+		"url=https://id.example.com,audience=tc,secret=x":            "error",
+		"https://id.example.com":                                     "error",
+		"url=https://id.example.com,audience=tc,user-claim=sub,ca=x": "error",
+	} {
+		iss, err := ParseOIDCIssuer(spec)
+		switch {
+		case want == "error" && err == nil:
+			t.Errorf("%s: accepted", spec)
+		case want != "error" && (err != nil || iss.UserPrefix != want):
+			t.Errorf("%s: %+v, %v; want user prefix %q", spec, iss, err, want)
+		}
+	}
+}
+
+// An MCP client that meets a 401 finds the authorization server through
+// the catalog's protected resource metadata, then calls with its token.
+func TestOIDCThroughTheGateway(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, testCatalog(ns, "oidc", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}))
+	create(t, standardTools(ns, "oidc")...)
+	published(t, ns, "oidc", 5)
+	iss := newTestIssuer(t)
+	_, base := ownGateway(t, Limits{}, func(o *Options) {
+		o.Auth.Issuers = []*OIDCIssuer{iss.config(t, ",groups-prefix=")}
+	})
+
+	req, _ := http.NewRequest(http.MethodPost, base+"/mcp/"+ns+"/oidc", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	metadata := base + "/.well-known/oauth-protected-resource/mcp/" + ns + "/oidc"
+	if challenge := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(challenge, `resource_metadata="`+metadata+`"`) {
+		t.Fatalf("no token: %d %q; want 401 naming %s", resp.StatusCode, challenge, metadata)
+	}
+	resp, err = http.Get(metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc resourceMetadata
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err := json.Unmarshal(raw, &doc); err != nil || doc.Resource != base+"/mcp/"+ns+"/oidc" || !slices.Equal(doc.AuthorizationServers, []string{iss.srv.URL}) {
+		t.Fatalf("protected resource metadata: %s (%v)", raw, err)
+	}
+	for _, path := range []string{"/mcp/Not_A_Namespace/oidc", "/mcp/" + ns + "/%22%20x"} {
+		resp, err := http.Get(base + "/.well-known/oauth-protected-resource" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("metadata of %s: %d, want 404", path, resp.StatusCode)
+		}
+	}
+
+	cs := connectAt(t, base, ns, "oidc", iss.sign(t, iss.claims("alice", "toolcatalog")), "", nil)
+	staff := listed(t, connectAt(t, base, ns, "oidc", aliceToken, "", nil))
+	if names := listed(t, cs); len(names) == 0 || !slices.Equal(names, staff) {
+		t.Fatalf("an OIDC token in group staff lists %v; want what staff see: %v", names, staff)
+	}
+	notStaff := iss.claims("eve", "toolcatalog")
+	notStaff["groups"] = []string{"contractors"}
+	req, _ = http.NewRequest(http.MethodPost, base+"/mcp/"+ns+"/oidc", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+iss.sign(t, notStaff))
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a valid token outside allowedPrincipals: %d, want it refused", resp.StatusCode)
+	}
+}
+
+// The cluster's own service-account issuer is an OpenID Connect issuer:
+// tokens from TokenRequest verify as JWTs against the API server's keys,
+// read with the gateway's credentials, without a TokenReview.
+func TestClusterIssuerTokensVerifyWithoutTokenReview(t *testing.T) {
+	ns := newNamespace(t)
+	httpClient, err := rest.HTTPClientFor(restConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuerURL := strings.TrimSuffix(restConfig.Host, "/") + "/"
+	iss, err := ParseOIDCIssuer("url=" + issuerURL + ",audience=" + DefaultTokenAudience + ",user-prefix=,cluster=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss.HTTPClient, iss.KeysURL = httpClient, strings.TrimSuffix(restConfig.Host, "/")+"/openid/v1/jwks"
+	// No Reviews: a TokenReview cannot be what accepts the token.
+	a := &Authenticator{Issuers: []*OIDCIssuer{iss}}
+	tr := serviceAccountToken(t, ns, "agent", DefaultTokenAudience)
+	p, err := a.Authenticate(context.Background(), tr.Status.Token)
+	if err != nil || p.User != "system:serviceaccount:"+ns+":agent" {
+		t.Fatalf("a service-account token: %+v, %v", p, err)
+	}
+	other := serviceAccountToken(t, ns, "agent", "")
+	if _, err := a.Authenticate(context.Background(), other.Status.Token); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("a token for the API server's audience: %v; want ErrUnauthenticated", err)
+	}
+}

@@ -1,0 +1,86 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Protected resource metadata (RFC 9728), which MCP clients read to find
+// the authorization servers whose tokens a catalog accepts: the document
+// of the resource https://gateway/mcp/NS/CATALOG is served at
+// https://gateway/.well-known/oauth-protected-resource/mcp/NS/CATALOG, and
+// a 401 names it in WWW-Authenticate. Served only when OpenID Connect
+// issuers are configured: without them a client has nowhere to get a
+// token from.
+
+const resourceMetadataPrefix = "/.well-known/oauth-protected-resource"
+
+// resourceMetadata is the RFC 9728 document.
+type resourceMetadata struct {
+	Resource               string   `json:"resource"`
+	AuthorizationServers   []string `json:"authorization_servers"`
+	BearerMethodsSupported []string `json:"bearer_methods_supported"`
+	ResourceName           string   `json:"resource_name,omitempty"`
+}
+
+// baseURL is the scheme and host clients reach the gateway at: the
+// configured public URL, else the request's own.
+func (g *Gateway) baseURL(r *http.Request) string {
+	if g.opts.PublicURL != "" {
+		return strings.TrimSuffix(g.opts.PublicURL, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// catalogPath is the request's /mcp/NS/CATALOG, "" when the names cannot
+// be a namespace and a catalog (they are quoted into a header).
+func catalogPath(r *http.Request) string {
+	ns, name := r.PathValue("namespace"), r.PathValue("catalog")
+	if len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return ""
+	}
+	return "/mcp/" + ns + "/" + name
+}
+
+// resourceMetadataURL is where the metadata of the request's catalog is,
+// "" when the path names no catalog.
+func (g *Gateway) resourceMetadataURL(r *http.Request) string {
+	path := catalogPath(r)
+	if path == "" {
+		return ""
+	}
+	return g.baseURL(r) + resourceMetadataPrefix + path
+}
+
+func (g *Gateway) issuersConfigured() bool {
+	return g.opts.Auth != nil && len(g.opts.Auth.Issuers) > 0
+}
+
+// serveResourceMetadata answers GET .../oauth-protected-resource/mcp/NS/CATALOG.
+// It says the same for every catalog path, existing or not, so it tells
+// nothing about which catalogs exist.
+func (g *Gateway) serveResourceMetadata(w http.ResponseWriter, r *http.Request) {
+	path := catalogPath(r)
+	if !g.issuersConfigured() || path == "" {
+		http.NotFound(w, r)
+		return
+	}
+	doc := resourceMetadata{
+		Resource:               g.baseURL(r) + path,
+		BearerMethodsSupported: []string{"header"},
+		ResourceName:           "Tool catalog " + r.PathValue("namespace") + "/" + r.PathValue("catalog"),
+	}
+	for _, i := range g.opts.Auth.Issuers {
+		doc.AuthorizationServers = append(doc.AuthorizationServers, i.URL)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "max-age=300")
+	_ = json.NewEncoder(w).Encode(doc)
+}
