@@ -12,8 +12,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # command=Debian package. setpriv (util-linux) gives the control plane's
 # processes a parent-death signal, so they cannot outlive the process that
-# started them.
-required=(redis-server=redis-server setpriv=util-linux "$@")
+# started them. Node.js and npm run the third-party MCP software the gateway
+# tests drive (test/interop, installed with npm ci from its lockfile).
+required=(redis-server=redis-server setpriv=util-linux node=nodejs npm=npm "$@")
 
 log() { echo "prereqs: $*" >&2; }
 
