@@ -22,8 +22,8 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
-	"github.com/toolcatalog/tool-catalog-operator/internal/clip"
 	"github.com/toolcatalog/tool-catalog-operator/internal/toolschema"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 )
 
 // ToolDefinitionReconciler validates ToolDefinitions and records their spec

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/clip"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 

@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
@@ -189,6 +191,7 @@ func (v *view) handler(name string) mcp.ToolHandler {
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage(`{}`)
 		}
+		ctx = relayProgress(ctx, req)
 		if !toolcatalog.IsBridgeTool(name) {
 			return v.call(ctx, name, args), nil
 		}
@@ -220,6 +223,24 @@ func (v *view) handler(name string) mcp.ToolHandler {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(out)}}, StructuredContent: json.RawMessage(out)}, nil
 	}
 }
+
+// relayProgress makes the upstream call's progress reach the client, under
+// the client's own token, when the client asked for progress. Cancelling
+// the client's request cancels ctx, which cancels the upstream call.
+func relayProgress(ctx context.Context, req *mcp.CallToolRequest) context.Context {
+	token := req.Params.GetProgressToken()
+	if token == nil || req.Session == nil {
+		return ctx
+	}
+	return mcpsource.WithProgress(ctx, func(progress, total float64, message string) {
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+			ProgressToken: token, Progress: progress, Total: total, Message: clip.Truncate(message, maxProgressMessage),
+		})
+	})
+}
+
+// maxProgressMessage bounds the characters of a relayed progress message.
+const maxProgressMessage = 500
 
 // call checks that the caller may use the tool and that the arguments
 // match its schema, then proxies the call upstream; failures are tool

@@ -64,9 +64,10 @@ type Server struct {
 
 // Session is a connection to an MCP server.
 type Session struct {
-	Server Server
-	cs     *mcp.ClientSession
-	status *lastStatus
+	Server   Server
+	cs       *mcp.ClientSession
+	status   *lastStatus
+	progress *progressRoutes
 }
 
 // Oversized counts the answers of the server cut at MaxResponseBytes so
@@ -106,7 +107,8 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		limit = DefaultMaxResponseBytes
 	}
 	hc.Transport = &headerTransport{base: hc.Transport, host: target.Host, header: cfg.Header, status: status, limit: limit}
-	opts := &mcp.ClientOptions{}
+	progress := &progressRoutes{}
+	opts := &mcp.ClientOptions{ProgressNotificationHandler: progress.route}
 	if cfg.OnToolsChanged != nil {
 		opts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) { cfg.OnToolsChanged() }
 	}
@@ -122,7 +124,7 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		}
 		return nil, fmt.Errorf("connecting to MCP server %s: %w", cfg.URL, err)
 	}
-	s := &Session{cs: cs, status: status}
+	s := &Session{cs: cs, status: status, progress: progress}
 	if r := cs.InitializeResult(); r != nil {
 		s.Server.ProtocolVersion = r.ProtocolVersion
 		if r.ServerInfo != nil {
@@ -170,8 +172,19 @@ func (s *Session) Tools(ctx context.Context, maxTools int) ([]*mcp.Tool, error) 
 // CallTool calls a tool of the server with its arguments (a JSON object).
 // A tool that fails returns a result with IsError set, not an error; an
 // error means the call did not complete.
+//
+// When ctx carries a progress receiver (WithProgress), the call asks the
+// server for progress under a token of its own, unique on the session, and
+// the server's notifications for it reach the receiver. Cancelling ctx
+// cancels the call on the server (notifications/cancelled).
 func (s *Session) CallTool(ctx context.Context, name string, arguments json.RawMessage) (*mcp.CallToolResult, error) {
-	return s.cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: arguments})
+	params := &mcp.CallToolParams{Name: name, Arguments: arguments}
+	if receive, ok := ctx.Value(progressKey{}).(ProgressFunc); ok {
+		token := s.progress.add(receive)
+		defer s.progress.remove(token)
+		params.SetProgressToken(token)
+	}
+	return s.cs.CallTool(ctx, params)
 }
 
 // Close ends the session.

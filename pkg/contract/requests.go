@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/clip"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 )
 
 // MaxRequestLength is the longest request text recorded, in characters;

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/clip"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -200,9 +200,14 @@ func (c *Catalog) coreTools() map[string]bool {
 }
 
 // BridgeTools returns the schemas of tool_search, tool_describe and
-// tool_call.
+// tool_call, with MCP annotations: searching and describing only read the
+// catalog; a call may do anything the tool it names does.
 func BridgeTools() []contract.Tool {
-	return []contract.Tool{
+	yes, no := true, false
+	readOnly := func(title string) *contract.Annotations {
+		return &contract.Annotations{Title: title, ReadOnlyHint: &yes, DestructiveHint: &no, IdempotentHint: &yes, OpenWorldHint: &no}
+	}
+	tools := []contract.Tool{
 		{Name: ToolSearch, Description: "Search the tools that are not listed directly by what you want to do. Returns the names, toolsets and descriptions of the most relevant ones and how many there are in all; use tool_describe for a tool's parameters.",
 			Parameters: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"What you want to do, in plain words."},"top_k":{"type":"integer","minimum":1,"maximum":20,"description":"How many tools to return (default 5)."}},"required":["query"],"additionalProperties":false}`)},
 		{Name: ToolDescribe, Description: "Return the full definition of a tool, including its parameters' JSON Schema and, when it declares one, the JSON Schema of its structured result (outputSchema).",
@@ -210,6 +215,10 @@ func BridgeTools() []contract.Tool {
 		{Name: ToolCall, Description: "Call a tool found with tool_search, with arguments matching its parameters.",
 			Parameters: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string","description":"The tool to call."},"arguments":{"type":"object","description":"The tool's arguments (default {})."}},"required":["name"],"additionalProperties":false}`)},
 	}
+	tools[0].Annotations = readOnly("Search tools")
+	tools[1].Annotations = readOnly("Describe a tool")
+	tools[2].Annotations = &contract.Annotations{Title: "Call a tool", ReadOnlyHint: &no, OpenWorldHint: &yes}
+	return tools
 }
 
 // IsBridgeTool reports whether a name is one of the bridge tools.
@@ -308,6 +317,12 @@ func (b *Bridge) Handle(ctx context.Context, name, arguments string) (json.RawMe
 		def := functionDefinition(tool)["function"].(map[string]any)
 		if len(tool.OutputSchema) > 0 {
 			def["outputSchema"] = tool.OutputSchema
+		}
+		if a := tool.Annotations; a != nil {
+			if a.Title != "" {
+				def["title"] = a.Title
+			}
+			def["annotations"] = a
 		}
 		out, err := json.Marshal(def)
 		return out, nil, err
