@@ -140,6 +140,53 @@ type MCPServerSpec struct {
 	// the server's certificate; the system roots are used when absent.
 	// +optional
 	CASecretRef *SecretKeySelector `json:"caSecretRef,omitempty"`
+
+	// callerIdentity says how the gateway tells the server who is calling
+	// a tool: not at all (None, the default: the server sees the gateway),
+	// in headers naming the caller's user and groups (Headers: only for a
+	// server that accepts them from the gateway alone), or by passing the
+	// caller's own bearer token on (Passthrough: only a token issued for
+	// the audience given here; on calls it replaces bearerTokenSecretRef's
+	// token, which then only lists the tools).
+	// +optional
+	CallerIdentity *CallerIdentitySpec `json:"callerIdentity,omitempty"`
+}
+
+// CallerIdentityMode is how a caller's identity reaches an MCP server.
+// +kubebuilder:validation:Enum=None;Headers;Passthrough
+type CallerIdentityMode string
+
+const (
+	CallerIdentityNone        CallerIdentityMode = "None"
+	CallerIdentityHeaders     CallerIdentityMode = "Headers"
+	CallerIdentityPassthrough CallerIdentityMode = "Passthrough"
+)
+
+// CallerIdentitySpec says how the gateway tells an MCP server who calls.
+// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'Passthrough' || (has(self.audience) && self.audience != '')",message="mode Passthrough needs audience: only a caller token issued for the server's audience is passed on"
+// +kubebuilder:validation:XValidation:rule="[has(self.userHeader) ? self.userHeader : '', has(self.groupsHeader) ? self.groupsHeader : ''].all(h, !(h.lowerAscii() in ['authorization', 'host', 'cookie', 'content-type', 'content-length', 'accept', 'mcp-session-id', 'mcp-protocol-version']))",message="userHeader and groupsHeader may not name a header the MCP transport or credentials use"
+type CallerIdentitySpec struct {
+	// mode is None, Headers or Passthrough.
+	// +kubebuilder:default=None
+	// +optional
+	Mode CallerIdentityMode `json:"mode,omitempty"`
+	// userHeader names the header that carries the caller's user name
+	// (Headers).
+	// +kubebuilder:default="X-Toolcatalog-User"
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9-]{1,64}$`
+	// +optional
+	UserHeader string `json:"userHeader,omitempty"`
+	// groupsHeader names the header that carries the caller's groups,
+	// comma-separated (Headers).
+	// +kubebuilder:default="X-Toolcatalog-Groups"
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9-]{1,64}$`
+	// +optional
+	GroupsHeader string `json:"groupsHeader,omitempty"`
+	// audience is the audience a caller's token must have been issued for
+	// to be passed on (Passthrough).
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Audience string `json:"audience,omitempty"`
 }
 
 // HTTPHeader is a header with a literal value or one from a Secret.

@@ -22,6 +22,13 @@ import (
 type Principal struct {
 	User   string
 	Groups []string
+	// token is the bearer token the principal authenticated with, and
+	// audiences those it was issued for as its issuer or the TokenReview
+	// confirmed them (none for static tokens): a ToolSource with
+	// callerIdentity Passthrough passes the token on only to a server of
+	// one of these audiences.
+	token     string
+	audiences []string
 }
 
 // Anonymous is the principal of a client without a token, where a catalog
@@ -137,7 +144,11 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Princip
 		a.remember(sum, reviewed{refused: true}, time.Time{})
 		return Principal{}, ErrUnauthenticated
 	}
-	p := Principal{User: tr.Status.User.Username, Groups: slices.Sorted(slices.Values(tr.Status.User.Groups))}
+	p := Principal{User: tr.Status.User.Username, Groups: slices.Sorted(slices.Values(tr.Status.User.Groups)), token: token,
+		// The review verified the token's signature, so its own aud claim
+		// can be trusted; the review's answer names only the audiences
+		// the gateway asked about.
+		audiences: unverifiedClaims(token).Audience}
 	a.remember(sum, reviewed{principal: p}, time.Time{})
 	return p, nil
 }

@@ -159,7 +159,7 @@ func (i *OIDCIssuer) verify(ctx context.Context, token string) (Principal, time.
 			return Principal{}, time.Time{}, fmt.Errorf("%w: email_verified is false", ErrUnauthenticated)
 		}
 	}
-	p := Principal{User: i.UserPrefix + user}
+	p := Principal{User: i.UserPrefix + user, token: token, audiences: idt.Audience}
 	switch g := claims[i.GroupsClaim].(type) {
 	case string:
 		p.Groups = []string{i.GroupsPrefix + g}
@@ -181,24 +181,46 @@ func isFetchError(err error) bool {
 	return strings.Contains(err.Error(), "fetching keys")
 }
 
-// unverifiedIssuer reads the iss claim of a JWT without verifying it, to
-// pick the issuer that will; "" when the token is not a JWT.
-func unverifiedIssuer(token string) string {
+// jwtClaims are the claims read from a JWT without verifying it.
+type jwtClaims struct {
+	Issuer   string   `json:"iss"`
+	Audience audience `json:"aud"`
+}
+
+// audience is a JWT's aud: one string or a list of them.
+type audience []string
+
+func (a *audience) UnmarshalJSON(b []byte) error {
+	var one string
+	if json.Unmarshal(b, &one) == nil {
+		*a = audience{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return err
+	}
+	*a = many
+	return nil
+}
+
+// unverifiedClaims reads the claims of a JWT without verifying it: to pick
+// the issuer that will verify it, or the audiences of a token a
+// TokenReview has just verified. Zero when the token is not a JWT.
+func unverifiedClaims(token string) jwtClaims {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 || len(parts[1]) > maxTokenBytes {
-		return ""
+		return jwtClaims{}
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil {
-		return ""
+		return jwtClaims{}
 	}
-	var claims struct {
-		Issuer string `json:"iss"`
-	}
+	var claims jwtClaims
 	if json.Unmarshal(payload, &claims) != nil {
-		return ""
+		return jwtClaims{}
 	}
-	return claims.Issuer
+	return claims
 }
 
 // maxTokenBytes bounds a bearer token's payload that is decoded.
@@ -206,7 +228,7 @@ const maxTokenBytes = 16 << 10
 
 // issuerOf returns the configured issuer of a token, nil when none.
 func (a *Authenticator) issuerOf(token string) *OIDCIssuer {
-	iss := unverifiedIssuer(token)
+	iss := unverifiedClaims(token).Issuer
 	if iss == "" {
 		return nil
 	}

@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -101,7 +104,7 @@ func (u *upstreams) arguments(tool contract.Tool, args json.RawMessage) error {
 // config returns how to reach a tool's server: its ToolSource's settings,
 // only for a tool that source imports, or its bare URL (no credentials)
 // for a tool written by hand.
-func (u *upstreams) config(ctx context.Context, namespace string, tool contract.Tool) (mcpsource.Config, error) {
+func (u *upstreams) config(ctx context.Context, namespace string, tool contract.Tool, caller Principal) (mcpsource.Config, error) {
 	src := tool.Source
 	if src.ToolSource == "" {
 		return mcpsource.Config{URL: src.MCPURL, Header: http.Header{}, Egress: u.egress, MaxResponseBytes: u.maxResult}, nil
@@ -130,7 +133,50 @@ func (u *upstreams) config(ctx context.Context, namespace string, tool contract.
 		u.log.Error(r.error, "Resolving a ToolSource", "toolSource", key.String())
 		return mcpsource.Config{}, &callError{OutcomeUpstreamError, fmt.Sprintf("%s cannot be called: the settings of its ToolSource %s cannot be resolved", tool.Name, src.ToolSource)}
 	}
-	return r.cfg, nil
+	return withCaller(r.cfg, ts.Spec.MCP.CallerIdentity, caller, tool.Name, src.ToolSource)
+}
+
+// withCaller adds to cfg what tells the server who calls, as the
+// ToolSource's callerIdentity says. Sessions are pooled by the settings,
+// so a caller's identity never rides on another caller's session.
+func withCaller(cfg mcpsource.Config, id *v1alpha1.CallerIdentitySpec, caller Principal, tool, source string) (mcpsource.Config, error) {
+	if id == nil || id.Mode == "" || id.Mode == v1alpha1.CallerIdentityNone {
+		return cfg, nil
+	}
+	cfg.Header = cfg.Header.Clone()
+	switch id.Mode {
+	case v1alpha1.CallerIdentityHeaders:
+		groups := strings.Join(caller.Groups, ",")
+		if !validHeaderValue(caller.User) || !validHeaderValue(groups) {
+			return mcpsource.Config{}, &callError{OutcomeDenied, fmt.Sprintf("%s cannot be called: the caller's name cannot be sent in a header", tool)}
+		}
+		cfg.Header.Set(cmp.Or(id.UserHeader, "X-Toolcatalog-User"), caller.User)
+		cfg.Header.Set(cmp.Or(id.GroupsHeader, "X-Toolcatalog-Groups"), groups)
+	case v1alpha1.CallerIdentityPassthrough:
+		// Only a token issued for the server's audience goes there: one
+		// meant for the gateway alone, a static token or none stays here.
+		if id.Audience == "" || caller.token == "" || !slices.Contains(caller.audiences, id.Audience) || !validHeaderValue(caller.token) {
+			return mcpsource.Config{}, &callError{OutcomeDenied, fmt.Sprintf("%s cannot be called with your credentials: ToolSource %s passes the caller's token on, and yours was not issued for its audience %q", tool, source, id.Audience)}
+		}
+		cfg.Header.Set("Authorization", "Bearer "+caller.token)
+	default:
+		return mcpsource.Config{}, &callError{OutcomeDenied, fmt.Sprintf("%s cannot be called: ToolSource %s has an unknown callerIdentity mode", tool, source)}
+	}
+	return cfg, nil
+}
+
+// validHeaderValue says s can be a header value as it is: printable, no
+// line breaks, bounded.
+func validHeaderValue(s string) bool {
+	if len(s) > 8<<10 {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // call proxies a call to the tool's upstream server, with a timeout; a
@@ -138,12 +184,12 @@ func (u *upstreams) config(ctx context.Context, namespace string, tool contract.
 // failure it was and never carry the server's URL or credentials: a
 // client learns nothing of the network behind the gateway, and cannot
 // tell a refused port from a slow or foreign one.
-func (u *upstreams) call(ctx context.Context, namespace string, tool contract.Tool, args json.RawMessage) (*mcp.CallToolResult, error) {
+func (u *upstreams) call(ctx context.Context, namespace string, tool contract.Tool, caller Principal, args json.RawMessage) (*mcp.CallToolResult, error) {
 	src := tool.Source
 	if src == nil || (src.MCPURL == "" && src.ToolSource == "") {
 		return nil, &callError{OutcomeNoUpstream, fmt.Sprintf("%s has no upstream MCP server: the agent runtime must execute it itself", tool.Name)}
 	}
-	cfg, err := u.config(ctx, namespace, tool)
+	cfg, err := u.config(ctx, namespace, tool, caller)
 	if err != nil {
 		return nil, err
 	}

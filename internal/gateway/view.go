@@ -266,7 +266,7 @@ func (v *view) call(ctx context.Context, name string, args json.RawMessage) *mcp
 		return toolError(err.Error())
 	}
 	upstart := time.Now()
-	res, err := v.s.g.up.call(ctx, v.s.key.Namespace, tool, args)
+	res, err := v.s.g.up.call(ctx, v.s.key.Namespace, tool, p, args)
 	var ce *callError
 	switch {
 	case errors.As(err, &ce):
