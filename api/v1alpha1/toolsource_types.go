@@ -163,8 +163,8 @@ const (
 )
 
 // CallerIdentitySpec says how the gateway tells an MCP server who calls.
-// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'Passthrough' || (has(self.audience) && self.audience != ”)",message="mode Passthrough needs audience: only a caller token issued for the server's audience is passed on"
-// +kubebuilder:validation:XValidation:rule="[has(self.userHeader) ? self.userHeader : ”, has(self.groupsHeader) ? self.groupsHeader : ”].all(h, !(h.lowerAscii() in ['authorization', 'host', 'cookie', 'content-type', 'content-length', 'accept', 'mcp-session-id', 'mcp-protocol-version']))",message="userHeader and groupsHeader may not name a header the MCP transport or credentials use"
+// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'Passthrough' || (has(self.audience) && size(self.audience) > 0)",message="mode Passthrough needs audience: only a caller token issued for the server's audience is passed on"
+// +kubebuilder:validation:XValidation:rule="(has(self.userHeader) ? [self.userHeader] : []).all(h, !(h.lowerAscii() in ['authorization', 'host', 'cookie', 'content-type', 'content-length', 'accept', 'mcp-session-id', 'mcp-protocol-version'])) && (has(self.groupsHeader) ? [self.groupsHeader] : []).all(h, !(h.lowerAscii() in ['authorization', 'host', 'cookie', 'content-type', 'content-length', 'accept', 'mcp-session-id', 'mcp-protocol-version']))",message="userHeader and groupsHeader may not name a header the MCP transport or credentials use"
 type CallerIdentitySpec struct {
 	// mode is None, Headers or Passthrough.
 	// +kubebuilder:default=None
