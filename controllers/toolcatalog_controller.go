@@ -9,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +35,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
 	"github.com/toolcatalog/tool-catalog-operator/internal/published"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
+	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 )
 
 const (
@@ -154,8 +158,15 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			return ctrl.Result{}, err
 		}
 	}
+	// One trace per pass: its steps are child spans (select, read, plan,
+	// generate and embed, build, publish, grade, records).
+	ctx, span := telemetry.Tracer().Start(ctx, "ToolCatalog pass", trace.WithAttributes(attribute.String("toolcatalog.catalog", req.String())))
+	defer span.End()
 	base := tc.DeepCopy()
 	res := r.runPass(ctx, tc)
+	if res.err != nil {
+		span.SetStatus(codes.Error, res.err.Error())
+	}
 	applyStatus(tc, res)
 	r.recordEvents(base, tc, res)
 	// The catalog's own status first: it says what is published as soon
@@ -163,7 +174,9 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	patchErr := patchStatus(ctx, r.Client, base, tc)
 	moreRecords := false
 	if res.outcome != nil && patchErr == nil {
-		moreRecords, patchErr = r.syncRecords(ctx, tc, res.outcome)
+		rctx, span := step(ctx, "records")
+		moreRecords, patchErr = r.syncRecords(rctx, tc, res.outcome)
+		endStep(span, patchErr)
 	}
 	result, err := res.requeue(patchErr)
 	if err == nil && moreRecords && (result.RequeueAfter == 0 || result.RequeueAfter > pendingRequeue) {

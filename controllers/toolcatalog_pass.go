@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/published"
+	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -49,7 +53,9 @@ func (r *ToolCatalogReconciler) runPass(ctx context.Context, tc *v1alpha1.ToolCa
 	st := r.catalogs().Open(catalogID(tc), string(tc.UID), cfg)
 	res.outcome, res.err = r.refresh(ctx, tc, cfg, providers, st, res.request)
 	if res.err == nil {
-		res.quality = r.grade(ctx, tc, providers.Embedder, st, res.outcome)
+		gctx, span := step(ctx, "grade")
+		res.quality = r.grade(gctx, tc, providers.Embedder, st, res.outcome)
+		span.End()
 	}
 	return res
 }
@@ -81,40 +87,51 @@ type publishedState interface {
 // refresh runs the pipeline of internal/catalog: select, read, plan,
 // generate and embed, build, publish.
 func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, prov catalogconfig.Providers, st publishedState, req catalog.Request) (*catalog.Outcome, error) {
-	tds, err := r.selectedToolDefinitions(ctx, tc)
+	sctx, span := step(ctx, "select")
+	tds, err := r.selectedToolDefinitions(sctx, tc)
+	var sel catalog.Selection
+	if err == nil {
+		sel, err = st.Selector().Select(tds)
+	}
+	endStep(span, err)
 	if err != nil {
 		return nil, err
 	}
-	sel, err := st.Selector().Select(tds)
-	if err != nil {
-		return nil, err
+	rctx, span := step(ctx, "read")
+	stored, err := st.Read(rctx, req.Token != "")
+	var learned map[string][]string
+	if err == nil {
+		learned, err = st.Learned(rctx, stored, sel.Tools)
 	}
-	stored, err := st.Read(ctx, req.Token != "")
-	if err != nil {
-		return nil, redisError(tc, err)
-	}
-	learned, err := st.Learned(ctx, stored, sel.Tools)
+	endStep(span, err)
 	if err != nil {
 		return nil, redisError(tc, err)
 	}
+	_, span = step(ctx, "plan")
 	plans := catalog.Plan(catalog.PlanInput{
 		Tools: sel.Tools, Stored: stored.Tools,
 		Model: prov.Embedder.Model(), Dimensions: cfg.Dimensions, QueriesPerTool: cfg.QueriesPerTool,
 		Mode: req.Mode, Targets: req.Targets, Learned: learned,
 	})
+	span.End()
 	now := r.now()
 	// Provider work is bounded by the budget and, should a provider hang,
 	// by the pass timeout; reading and publishing are not, so the tools
 	// refreshed before a timeout are still published.
-	workCtx, cancel := context.WithTimeout(ctx, r.passTimeout())
+	workCtx, span := step(ctx, "generate and embed")
+	workCtx, cancel := context.WithTimeout(workCtx, r.passTimeout())
 	// The query vectors embedded are kept to grade the version.
 	emb := st.QueryVectors().Recording(prov.Embedder)
 	refreshed := catalog.Refresh(workCtx, catalog.Providers{Generator: prov.Generator, Embedder: emb, Concurrency: cfg.Concurrency, Generated: st.Generated()}, plans, now, r.budget())
 	cancel()
+	span.SetAttributes(attribute.Int("toolcatalog.refreshed", len(refreshed.Results)), attribute.Int("toolcatalog.failed", len(refreshed.Failures)))
+	span.End()
+	_, span = step(ctx, "build")
 	build, err := catalog.BuildDocument(catalog.BuildInput{
 		Catalog: catalogID(tc), CatalogUID: string(tc.UID), DocumentKey: cfg.Keys.Head(), Provider: cfg.Provider, Model: prov.Embedder.Model(), Dimensions: cfg.Dimensions, Search: cfg.Search,
 		Plans: plans, Rejected: sel.Rejected, Refreshed: refreshed, Stored: stored, Now: now,
 	})
+	endStep(span, err)
 	if err != nil {
 		return nil, err
 	}
@@ -124,12 +141,19 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 	}
 	if build.Blocked != "" && len(build.Vectors) > 0 {
 		// Keep the work of this pass for the version that may carry it.
-		if err := st.Stage(ctx, stored, build); err != nil {
+		sctx, span := step(ctx, "stage")
+		err := st.Stage(sctx, stored, build)
+		endStep(span, err)
+		if err != nil {
 			return nil, writeError(tc, err)
 		}
 	}
 	if build.Changed {
-		if out.Version, err = st.Publish(ctx, stored, build, tc.Status.Version); err != nil {
+		pctx, span := step(ctx, "publish")
+		out.Version, err = st.Publish(pctx, stored, build, tc.Status.Version)
+		span.SetAttributes(attribute.Int64("toolcatalog.version", out.Version))
+		endStep(span, err)
+		if err != nil {
 			return nil, writeError(tc, err)
 		}
 		out.Published = true
@@ -156,6 +180,19 @@ func (r *ToolCatalogReconciler) selectedToolDefinitions(ctx context.Context, tc 
 func redisError(tc *v1alpha1.ToolCatalog, err error) error {
 	return &stepError{reason: v1alpha1.ReasonRedisUnavailable, published: true, err: err,
 		message: fmt.Sprintf("cannot reach Redis at %s: %v; retrying with backoff, nothing was written", joinAddresses(tc), err)}
+}
+
+// step starts the span of one step of the pass.
+func step(ctx context.Context, name string) (context.Context, trace.Span) {
+	return telemetry.Tracer().Start(ctx, name)
+}
+
+// endStep ends a step's span, marking it failed with err.
+func endStep(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
 
 // writeError classifies a failure to write Redis: a conflict (another

@@ -2,13 +2,16 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"os"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
+	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 )
 
 func main() {
@@ -18,8 +21,22 @@ func main() {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
-	if err := manager.Run(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), *cfg); err != nil {
+	ctx := ctrl.SetupSignalHandler()
+	// Traces of the catalog passes, exported when OTEL_EXPORTER_OTLP_* is set.
+	shutdown, err := telemetry.Setup(ctx, "toolcatalog-manager", version)
+	if err != nil {
+		ctrl.Log.Error(err, "Setting up tracing")
+		os.Exit(1)
+	}
+	err = manager.Run(ctx, ctrl.GetConfigOrDie(), *cfg)
+	flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = shutdown(flush)
+	if err != nil {
 		ctrl.Log.Error(err, "Manager exited with an error")
 		os.Exit(1)
 	}
 }
+
+// version is stamped at build time (-ldflags "-X main.version=...").
+var version = "dev"

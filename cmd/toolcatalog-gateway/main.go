@@ -5,9 +5,11 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"os"
 	"strings"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -15,6 +17,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/envflag"
 	"github.com/toolcatalog/tool-catalog-operator/internal/gateway"
+	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 )
 
 func main() {
@@ -53,7 +56,19 @@ func main() {
 	cfg.EgressAllow = envflag.List(egressAllow)
 	cfg.Log = ctrl.Log.WithName("gateway")
 	cfg.Version = version
-	if err := gateway.Run(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), cfg); err != nil {
+	ctx := ctrl.SetupSignalHandler()
+	// Traces of calls, exported when OTEL_EXPORTER_OTLP_* is set; the
+	// trace context is passed on either way.
+	shutdown, err := telemetry.Setup(ctx, "toolcatalog-gateway", version)
+	if err != nil {
+		cfg.Log.Error(err, "Setting up tracing")
+		os.Exit(1)
+	}
+	err = gateway.Run(ctx, ctrl.GetConfigOrDie(), cfg)
+	flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = shutdown(flush)
+	if err != nil {
 		cfg.Log.Error(err, "Gateway exited with an error")
 		os.Exit(1)
 	}

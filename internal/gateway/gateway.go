@@ -27,6 +27,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/codes"
 	"golang.org/x/sync/singleflight"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,6 +38,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/gateway/request"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
+	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
@@ -189,7 +191,12 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 		g.unauthorized(w, r, err.Error())
 		return
 	default:
-		p, err := g.opts.Auth.Authenticate(ctx, token)
+		actx, span := telemetry.Tracer().Start(telemetry.ExtractHeader(ctx, r.Header), "authenticate")
+		p, err := g.opts.Auth.Authenticate(actx, token)
+		if err != nil {
+			span.SetStatus(codes.Error, "not authenticated")
+		}
+		span.End()
 		switch {
 		case errors.Is(err, ErrUnauthenticated):
 			g.unauthorized(w, r, "the bearer token is not valid")

@@ -11,8 +11,12 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
+	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
@@ -192,6 +196,8 @@ func (v *view) handler(name string) mcp.ToolHandler {
 			args = json.RawMessage(`{}`)
 		}
 		ctx = relayProgress(ctx, req)
+		ctx, span := v.startCallSpan(ctx, name, req)
+		defer span.End()
 		if !toolcatalog.IsBridgeTool(name) {
 			return v.call(ctx, name, args), nil
 		}
@@ -222,6 +228,18 @@ func (v *view) handler(name string) mcp.ToolHandler {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(out)}}, StructuredContent: json.RawMessage(out)}, nil
 	}
+}
+
+// startCallSpan starts the span of a tools/call, a child of the trace the
+// client sent: in _meta (traceparent), else in the HTTP request's headers.
+func (v *view) startCallSpan(ctx context.Context, name string, req *mcp.CallToolRequest) (context.Context, trace.Span) {
+	if req.Extra != nil {
+		ctx = telemetry.ExtractHeader(ctx, req.Extra.Header)
+	}
+	ctx = telemetry.ExtractMeta(ctx, req.Params.Meta)
+	return telemetry.Tracer().Start(ctx, "tools/call "+name, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", name),
+			attribute.String("toolcatalog.catalog", v.catalogID())))
 }
 
 // relayProgress makes the upstream call's progress reach the client, under
@@ -261,12 +279,21 @@ func (v *view) call(ctx context.Context, name string, args json.RawMessage) *mcp
 		v.metrics().Calls.WithLabelValues(v.catalogID(), name, outcome).Inc()
 		v.s.g.audit(p, v.catalogID(), name, tool.Source, args, outcome, start)
 	}()
-	if err := v.s.g.up.arguments(tool, args); err != nil {
+	_, check := telemetry.Tracer().Start(ctx, "check arguments")
+	err := v.s.g.up.arguments(tool, args)
+	check.End()
+	if err != nil {
 		outcome = OutcomeInvalid
 		return toolError(err.Error())
 	}
 	upstart := time.Now()
-	res, err := v.s.g.up.call(ctx, v.s.key.Namespace, tool, p, args)
+	upctx, upspan := telemetry.Tracer().Start(ctx, "upstream tools/call "+name, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("gen_ai.tool.name", name)))
+	res, err := v.s.g.up.call(upctx, v.s.key.Namespace, tool, p, args)
+	if err != nil {
+		upspan.SetStatus(codes.Error, "upstream call failed")
+	}
+	upspan.End()
 	var ce *callError
 	switch {
 	case errors.As(err, &ce):

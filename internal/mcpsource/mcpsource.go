@@ -27,6 +27,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
+	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 	"github.com/toolcatalog/tool-catalog-operator/internal/toolschema"
 )
 
@@ -184,6 +185,7 @@ func (s *Session) CallTool(ctx context.Context, name string, arguments json.RawM
 		defer s.progress.remove(token)
 		params.SetProgressToken(token)
 	}
+	params.Meta = telemetry.InjectMeta(ctx, params.Meta)
 	return s.cs.CallTool(ctx, params)
 }
 
@@ -439,6 +441,8 @@ func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.Header[k] = append([]string(nil), vs...)
 		}
 	}
+	// The trace of the call this request belongs to goes on (traceparent).
+	telemetry.InjectHeader(r.Context(), r.Header)
 	resp, err := t.base.RoundTrip(r)
 	if err == nil {
 		t.status.set(resp.StatusCode)

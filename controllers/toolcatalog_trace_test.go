@@ -1,0 +1,42 @@
+package controllers
+
+import (
+	"slices"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+// A pass that publishes is one trace: a "ToolCatalog pass" span for the
+// catalog, with a child span for each step.
+func TestPassIsOneTraceWithItsSteps(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+
+	c := newCatalogCase(t)
+	catalog := attribute.String("toolcatalog.catalog", c.ns+"/tools")
+	c.g.Eventually(func(g Gomega) {
+		var steps []string
+		for _, pass := range rec.Ended() {
+			if pass.Name() != "ToolCatalog pass" || !slices.Contains(pass.Attributes(), catalog) {
+				continue
+			}
+			steps = steps[:0]
+			for _, s := range rec.Ended() {
+				if s.Parent().SpanID() == pass.SpanContext().SpanID() {
+					steps = append(steps, s.Name())
+				}
+			}
+			if slices.Contains(steps, "publish") {
+				break
+			}
+		}
+		g.Expect(steps).To(ContainElements("select", "read", "plan", "generate and embed", "build", "publish", "records"))
+	}).Should(Succeed())
+}
