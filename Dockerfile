@@ -12,8 +12,8 @@ COPY controllers/ controllers/
 COPY internal/ internal/
 COPY pkg/ pkg/
 ARG TARGETOS=linux TARGETARCH=amd64
-RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o /out/manager ./cmd/manager && \
-    CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o /out/toolcatalog-gateway ./cmd/toolcatalog-gateway
+RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -tags grpcnotrace -ldflags="-s -w" -o /out/manager ./cmd/manager && \
+    CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -tags grpcnotrace -ldflags="-s -w" -o /out/toolcatalog-gateway ./cmd/toolcatalog-gateway
 
 FROM gcr.io/distroless/static:nonroot
 COPY --from=build /out/manager /manager

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
-	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
+	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry/otlp"
 )
 
 func main() {
@@ -23,7 +23,7 @@ func main() {
 
 	ctx := ctrl.SetupSignalHandler()
 	// Traces of the catalog passes, exported when OTEL_EXPORTER_OTLP_* is set.
-	shutdown, err := telemetry.Setup(ctx, "toolcatalog-manager", version)
+	shutdown, err := otlp.Setup(ctx, "toolcatalog-manager", version)
 	if err != nil {
 		ctrl.Log.Error(err, "Setting up tracing")
 		os.Exit(1)

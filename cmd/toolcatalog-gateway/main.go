@@ -17,7 +17,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/envflag"
 	"github.com/toolcatalog/tool-catalog-operator/internal/gateway"
-	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
+	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry/otlp"
 )
 
 func main() {
@@ -59,7 +59,7 @@ func main() {
 	ctx := ctrl.SetupSignalHandler()
 	// Traces of calls, exported when OTEL_EXPORTER_OTLP_* is set; the
 	// trace context is passed on either way.
-	shutdown, err := telemetry.Setup(ctx, "toolcatalog-gateway", version)
+	shutdown, err := otlp.Setup(ctx, "toolcatalog-gateway", version)
 	if err != nil {
 		cfg.Log.Error(err, "Setting up tracing")
 		os.Exit(1)

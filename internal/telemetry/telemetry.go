@@ -1,28 +1,16 @@
-// Package telemetry sets up OpenTelemetry tracing from the standard OTEL_*
-// settings and carries the W3C trace context across the hops of a call:
-// HTTP headers and MCP's _meta.
-//
-// Tracing is off unless an OTLP endpoint is configured
-// (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) and
-// OTEL_SDK_DISABLED is not true; spans are then exported over OTLP/HTTP,
-// with OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER and
-// the exporter's other OTEL_EXPORTER_OTLP_* settings honoured. The trace
-// context is propagated either way, so a gateway without tracing still
-// passes its caller's trace on.
+// Package telemetry is the project's OpenTelemetry tracer and carries the
+// W3C trace context across the hops of a call: HTTP headers and MCP's
+// _meta. It links only the OpenTelemetry API: spans go nowhere until a
+// binary installs a provider (package telemetry/otlp does, from the
+// standard OTEL_* settings), and the trace context is propagated either
+// way, so a gateway without tracing still passes its caller's trace on.
 package telemetry
 
 import (
 	"context"
-	"errors"
-	"os"
-	"strings"
 
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -36,37 +24,9 @@ var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceCont
 // Tracer is the project's tracer, from the global provider.
 func Tracer() trace.Tracer { return otel.Tracer(instrumentation) }
 
-// Enabled says whether the environment asks for traces to be exported.
-func Enabled() bool {
-	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
-		return false
-	}
-	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
-}
-
-// Setup installs the W3C trace-context propagator and, when Enabled, a
-// tracer provider exporting to the configured OTLP endpoint. shutdown
-// flushes what is buffered; call it before exiting.
-func Setup(ctx context.Context, service, version string) (shutdown func(context.Context) error, err error) {
-	otel.SetTextMapPropagator(propagator)
-	if !Enabled() {
-		return func(context.Context) error { return nil }, nil
-	}
-	exporter, err := otlptracehttp.New(ctx)
-	if err != nil {
-		return nil, err
-	}
-	// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override these.
-	res, err := resource.New(ctx,
-		resource.WithAttributes(attribute.String("service.name", service), attribute.String("service.version", version)),
-		resource.WithFromEnv(), resource.WithTelemetrySDK())
-	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
-		return nil, err
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
-	otel.SetTracerProvider(tp)
-	return tp.Shutdown, nil
-}
+// Propagator is the W3C trace-context and baggage propagator the
+// exporting setup (package otlp) installs globally too.
+func Propagator() propagation.TextMapPropagator { return propagator }
 
 // metaCarrier carries the trace context in an MCP _meta object.
 type metaCarrier map[string]any
