@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
@@ -60,9 +59,7 @@ func TestProgressAndCancellationCrossTheGateway(t *testing.T) {
 			}
 		})
 	create(t,
-		&v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reports"}, Spec: v1alpha1.ToolSourceSpec{
-			MCP: v1alpha1.MCPServerSpec{URL: srv.URL}, Labels: map[string]string{"catalog": "long"},
-		}},
+		sourceFor(ns, "reports", srv.URL, "long"),
 		testCatalog(ns, "long", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}),
 	)
 	published(t, ns, "long", 2)
@@ -143,9 +140,7 @@ func TestBridgeAnnotationsAndDescribedTitles(t *testing.T) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
 		})
 	create(t,
-		&v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reports"}, Spec: v1alpha1.ToolSourceSpec{
-			MCP: v1alpha1.MCPServerSpec{URL: srv.URL}, Labels: map[string]string{"catalog": "bridged"},
-		}},
+		sourceFor(ns, "reports", srv.URL, "bridged"),
 		testCatalog(ns, "bridged", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOn}),
 	)
 	published(t, ns, "bridged", 1)

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
@@ -158,9 +157,7 @@ func TestTypeScriptClientSearchesDescribesAndCalls(t *testing.T) {
 		map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []string{"city"}},
 		&mcp.ToolAnnotations{ReadOnlyHint: true})
 	create(t,
-		&v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weather"}, Spec: v1alpha1.ToolSourceSpec{
-			MCP: v1alpha1.MCPServerSpec{URL: srv.URL}, Labels: map[string]string{"catalog": "ts"},
-		}},
+		sourceFor(ns, "weather", srv.URL, "ts"),
 		testCatalog(ns, "ts", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOn}),
 		testTool(ns, "ts", "web_search", "Search the web for recent information.", params(`{"type":"object","properties":{"query":{"type":"string"}}}`)),
 		testTool(ns, "ts", "send_email", "Send an email message to a recipient.", params(`{"type":"object","properties":{"to":{"type":"string"}}}`)),
@@ -263,9 +260,7 @@ func TestImportsTheReferenceEverythingServer(t *testing.T) {
 	ns := newNamespace(t)
 	url := startEverything(t)
 	create(t,
-		&v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "everything"}, Spec: v1alpha1.ToolSourceSpec{
-			MCP: v1alpha1.MCPServerSpec{URL: url}, Labels: map[string]string{"catalog": "everything"},
-		}},
+		sourceFor(ns, "everything", url, "everything"),
 		testCatalog(ns, "everything", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}),
 	)
 	doc := published(t, ns, "everything", 14) // as the pinned version lists them to an importing client

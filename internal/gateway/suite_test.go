@@ -217,6 +217,14 @@ func standardCatalog(t *testing.T, ns, name string, mode v1alpha1.DisclosureMode
 	published(t, ns, name, 5)
 }
 
+// sourceFor is a ToolSource that imports the tools of the MCP server at
+// url for the catalog of that name.
+func sourceFor(ns, name, url, catalog string) *v1alpha1.ToolSource {
+	return &v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.ToolSourceSpec{
+		MCP: v1alpha1.MCPServerSpec{URL: url}, Labels: map[string]string{"catalog": catalog},
+	}}
+}
+
 func create(t *testing.T, objs ...client.Object) {
 	t.Helper()
 	for _, o := range objs {
