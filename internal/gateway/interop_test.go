@@ -104,6 +104,11 @@ func runTSClient(t *testing.T, url, token string, steps ...tsStep) tsSession {
 	if err := json.Unmarshal(out, &s); err != nil {
 		t.Fatalf("the TypeScript client printed %s: %v", out, err)
 	}
+	for i, step := range steps {
+		if i < len(s.Results) {
+			t.Logf("TypeScript client %v → %.300s", step, s.Results[i])
+		}
+	}
 	if len(s.Results) != len(steps) {
 		t.Fatalf("the TypeScript client ran %d of %d steps: %s", len(s.Results), len(steps), out)
 	}
