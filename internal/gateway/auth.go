@@ -35,6 +35,14 @@ type Principal struct {
 // allows it.
 var Anonymous = Principal{User: "system:anonymous", Groups: []string{"system:unauthenticated"}}
 
+// String names the principal for logs and errors: never its token.
+func (p Principal) String() string {
+	if len(p.Groups) == 0 {
+		return p.User
+	}
+	return p.User + " (" + strings.Join(p.Groups, ", ") + ")"
+}
+
 // key identifies a principal in maps.
 func (p Principal) key() string {
 	return p.User + "\x00" + strings.Join(p.Groups, "\x00")

@@ -128,6 +128,9 @@ func TestOIDCTokens(t *testing.T) {
 	if err != nil || p.User != iss.srv.URL+"#alice" || !slices.Equal(p.Groups, []string{"oncall", "staff"}) {
 		t.Fatalf("a valid token: %+v, %v; want %s#alice in oncall and staff", p, err, iss.srv.URL)
 	}
+	if printed := fmt.Sprintf("%v %+v %s", p, p, p); strings.Contains(printed, valid) {
+		t.Fatal("printing a principal prints its token")
+	}
 
 	stranger, _ := rsa.GenerateKey(rand.Reader, 2048)
 	expired := iss.claims("alice", "toolcatalog")
