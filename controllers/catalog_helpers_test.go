@@ -171,6 +171,17 @@ func (p *provider) embeddingCalls() (requests, texts int) {
 	return requests, texts
 }
 
+// embeddedTexts is how many distinct texts were embedded.
+func (p *provider) embeddedTexts() int {
+	seen := map[string]bool{}
+	for _, r := range p.EmbeddingRequests() {
+		for _, text := range r.Input {
+			seen[text] = true
+		}
+	}
+	return len(seen)
+}
+
 // injectedProviders is the suite reconciler's ProviderFactory: the real
 // cache, with the query generator a test injected for its namespace. It
 // counts how often a catalog's clients were (re)built.
