@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -96,7 +97,10 @@ func ParseOIDCIssuer(s string) (*OIDCIssuer, error) {
 }
 
 func loopbackHost(h string) bool {
-	return h == "localhost" || h == "127.0.0.1" || h == "::1"
+	if ip := net.ParseIP(h); ip != nil {
+		return ip.IsLoopback()
+	}
+	return h == "localhost"
 }
 
 // verifierFor returns the issuer's token verifier, reading its discovery

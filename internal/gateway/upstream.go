@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/net/http/httpguts"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -165,18 +166,10 @@ func withCaller(cfg mcpsource.Config, id *v1alpha1.CallerIdentitySpec, caller Pr
 	return cfg, nil
 }
 
-// validHeaderValue says s can be a header value as it is: printable, no
-// line breaks, bounded.
+// validHeaderValue says s can be a header value as it is (no line breaks
+// or other controls) and is bounded.
 func validHeaderValue(s string) bool {
-	if len(s) > 8<<10 {
-		return false
-	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
-			return false
-		}
-	}
-	return true
+	return len(s) <= 8<<10 && httpguts.ValidHeaderFieldValue(s)
 }
 
 // call proxies a call to the tool's upstream server, with a timeout; a
