@@ -51,7 +51,7 @@ func (r *ToolCatalogReconciler) runPass(ctx context.Context, tc *v1alpha1.ToolCa
 		return res
 	}
 	st := r.catalogs().Open(catalogID(tc), string(tc.UID), cfg)
-	res.outcome, res.err = r.refresh(ctx, tc, cfg, providers, st, res.request)
+	res.outcome, res.err = r.refresh(ctx, tc, cfg, providers, st, res.request, res.at)
 	if res.err == nil {
 		gctx, span := step(ctx, "grade")
 		res.quality = r.grade(gctx, tc, providers.Embedder, st, res.outcome)
@@ -85,8 +85,8 @@ type publishedState interface {
 }
 
 // refresh runs the pipeline of internal/catalog: select, read, plan,
-// generate and embed, build, publish.
-func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, prov catalogconfig.Providers, st publishedState, req catalog.Request) (*catalog.Outcome, error) {
+// generate and embed, build, publish. now is when the pass started.
+func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, prov catalogconfig.Providers, st publishedState, req catalog.Request, now time.Time) (*catalog.Outcome, error) {
 	sctx, span := step(ctx, "select")
 	tds, err := r.selectedToolDefinitions(sctx, tc)
 	var sel catalog.Selection
@@ -114,7 +114,6 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 		Mode: req.Mode, Targets: req.Targets, Learned: learned,
 	})
 	span.End()
-	now := r.now()
 	// Provider work is bounded by the budget and, should a provider hang,
 	// by the pass timeout; reading and publishing are not, so the tools
 	// refreshed before a timeout are still published.
