@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
@@ -17,8 +18,16 @@ import (
 
 // What happens during a long upstream call reaches both ends: the
 // server's progress reaches the client under the client's own token, and
-// a client that cancels cancels the call on the server.
+// a client that cancels cancels the call on the server; with protocol
+// 2026-07-28 (the request is the call) and in a 2025-11-25 session
+// (notifications/cancelled).
 func TestProgressAndCancellationCrossTheGateway(t *testing.T) {
+	for _, protocol := range []string{"", sessionProtocol} {
+		t.Run(cmp.Or(protocol, "latest"), func(t *testing.T) { progressAndCancellation(t, protocol) })
+	}
+}
+
+func progressAndCancellation(t *testing.T, protocol string) {
 	ns := newNamespace(t)
 	srv := mcptest.New(t, mcptest.Options{Name: "reports"})
 	var upstreamTokens []any
@@ -73,12 +82,15 @@ func TestProgressAndCancellationCrossTheGateway(t *testing.T) {
 	var notesMu sync.Mutex
 	// A gateway whose call timeout cannot be what cancels the upstream.
 	_, base := ownGateway(t, Limits{}, func(o *Options) { o.CallTimeout = time.Hour })
-	cs := connectAt(t, base, ns, "long", aliceToken, "", &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	cs := connectWith(t, base, ns, "long", aliceToken, "", &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 		notesMu.Lock()
 		defer notesMu.Unlock()
 		notes = append(notes, note{req.Params.ProgressToken, req.Params.Progress, req.Params.Total, req.Params.Message})
 		reached <- struct{}{}
-	}})
+	}}, protocol)
+	if (cs.ID() != "") != (protocol == sessionProtocol) {
+		t.Fatalf("protocol %q: session ID %q", cs.InitializeResult().ProtocolVersion, cs.ID())
+	}
 
 	params := &mcp.CallToolParams{Name: "build_report", Arguments: map[string]any{}}
 	params.SetProgressToken("client-42")

@@ -9,7 +9,8 @@
 // or a static token); their principal and groups filter everything they
 // see and call. Catalogs are followed from Redis, so a new version reaches
 // clients at once, with notifications/tools/list_changed when their list
-// changes. The gateway keeps no state of its own beyond MCP sessions.
+// changes. Any replica serves any client: what a session needs is kept in
+// the catalog's Redis (see sessions.go).
 package gateway
 
 import (
@@ -91,6 +92,9 @@ type Gateway struct {
 	rates *rates
 	// ctx bounds the followers.
 	ctx context.Context
+	// draining ends long-lived streams (Drain).
+	draining context.Context
+	drain    context.CancelFunc
 
 	mu       sync.Mutex
 	catalogs map[client.ObjectKey]*served
@@ -115,6 +119,7 @@ func New(ctx context.Context, opts Options) *Gateway {
 	opts.Limits = opts.Limits.withDefaults()
 	g := &Gateway{opts: opts, ctx: ctx, catalogs: map[client.ObjectKey]*served{}, rates: newRates(opts.Limits),
 		up: newUpstreams(opts.Kube, opts.Secrets, opts.Egress, opts.CallTimeout, opts.Limits.UpstreamResultBytes, opts.Log)}
+	g.draining, g.drain = context.WithCancel(ctx)
 	go g.dropIdleViews(ctx)
 	context.AfterFunc(ctx, func() {
 		// Open streams end with their sessions, so a shutdown does not
@@ -129,6 +134,12 @@ func New(ctx context.Context, opts Options) *Gateway {
 	})
 	return g
 }
+
+// Drain ends the streams that stay open (session GET streams and
+// subscriptions/listen), so that a server shutting down waits only for the
+// requests under way: their clients reconnect to another replica, which
+// serves their sessions as well.
+func (g *Gateway) Drain() { g.drain() }
 
 // Handler serves /mcp/<namespace>/<catalog> and, with OpenID Connect
 // issuers, its protected resource metadata.
@@ -241,51 +252,49 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 		g.reject(w, http.StatusServiceUnavailable, "not_published", fmt.Sprintf("catalog %s is not published yet", key))
 		return
 	}
-	if !g.admit(w, r, s, c) {
+	msgs, ok := g.admit(w, r, c)
+	if !ok {
 		return
 	}
 	r = r.WithContext(context.WithValue(ctx, callerKey{}, c))
-	s.handler.ServeHTTP(&sessionRecorder{ResponseWriter: w, s: s, owner: sessionOwner{view: c.viewKey(), principal: c.principal.key()}, had: r.Header.Get("Mcp-Session-Id") != ""}, r)
+	switch id := r.Header.Get("Mcp-Session-Id"); {
+	case id != "":
+		s.serveSession(w, r, c, id, msgs)
+	case r.Method == http.MethodPost && len(msgs) == 1 && msgs[0].Method == "initialize":
+		s.openSession(w, r, c, msgs)
+	default:
+		// Protocol 2026-07-28, or a client that keeps no session.
+		s.serveStateless(w, r, "", msgs)
+	}
 }
 
 // admit applies the per-principal bounds to a request that passed
-// authentication: its session must be the principal's own, its body is
-// bounded, a new session must fit the principal's share, and its tool
-// calls its rates.
-func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, s *served, c caller) bool {
+// authentication: its body is bounded and its tool calls are within its
+// rates. It returns the JSON-RPC messages of the body.
+func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c caller) ([]request.Message, bool) {
 	limits := g.opts.Limits
-	id := r.Header.Get("Mcp-Session-Id")
-	if id != "" {
-		if owner, ok := s.owner(id); ok && owner.view != c.viewKey() {
-			g.reject(w, http.StatusForbidden, "forbidden", "this MCP session belongs to another principal")
-			return false
-		}
-	}
 	if r.Method != http.MethodPost {
-		return true
+		return nil, true
 	}
 	body, err := request.ReadBody(r, limits.RequestBytes)
 	switch {
 	case errors.Is(err, request.ErrTooLarge):
 		g.reject(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("a request body may hold at most %d bytes", limits.RequestBytes))
-		return false
+		return nil, false
 	case err != nil:
 		g.reject(w, http.StatusBadRequest, "bad_request", "the request body could not be read")
-		return false
+		return nil, false
 	}
-	if id == "" && s.sessionsOf(c.principal.key()) >= limits.SessionsPerPrincipal {
-		g.reject(w, http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("at most %d open sessions per principal: close one (HTTP DELETE) or let it expire", limits.SessionsPerPrincipal))
-		return false
-	}
-	searches, calls := request.ToolCalls(body, toolcatalog.ToolSearch)
+	msgs := request.Messages(body)
+	searches, calls := request.ToolCalls(msgs, toolcatalog.ToolSearch)
 	for i := range searches + calls {
 		if wait, ok := g.rates.reserve(c.principal.key(), i < searches); !ok {
 			w.Header().Set("Retry-After", retryAfter(wait))
 			g.reject(w, http.StatusTooManyRequests, "rate_limited", "too many tool calls: retry later")
-			return false
+			return nil, false
 		}
 	}
-	return true
+	return msgs, true
 }
 
 func notServed(key client.ObjectKey) string {
@@ -312,51 +321,6 @@ func DefaultAllowedPrincipals(namespace string) string {
 	return toolcatalog.GroupPrefix + "system:serviceaccounts:" + namespace
 }
 
-// sessionOwner is who opened a session, and when.
-type sessionOwner struct {
-	view, principal string
-	opened          time.Time
-}
-
-// sessionRecorder notes which principal a new session belongs to.
-type sessionRecorder struct {
-	http.ResponseWriter
-	s     *served
-	owner sessionOwner
-	had   bool
-	done  bool
-}
-
-func (w *sessionRecorder) WriteHeader(code int) {
-	w.record()
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *sessionRecorder) Write(b []byte) (int, error) {
-	w.record()
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *sessionRecorder) Flush() {
-	w.record()
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *sessionRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func (w *sessionRecorder) record() {
-	if w.done || w.had {
-		return
-	}
-	w.done = true
-	if id := w.Header().Get("Mcp-Session-Id"); id != "" {
-		w.owner.opened = time.Now()
-		w.s.setOwner(id, w.owner)
-	}
-}
-
 // served is one catalog the gateway follows.
 type served struct {
 	g        *Gateway
@@ -368,12 +332,16 @@ type served struct {
 	keys     contract.Keys
 	follower *toolcatalog.Follower
 	embedder toolcatalog.QueryEmbedder
+	// ctx ends when the catalog is no longer followed.
+	ctx      context.Context
 	cancel   context.CancelFunc
 	handler  *mcp.StreamableHTTPHandler
+	sessions *sessionStore
+	cancels  *cancels
+	streams  *streams
 
-	mu       sync.Mutex
-	views    map[string]*view
-	sessions map[string]sessionOwner // by MCP session ID
+	mu    sync.Mutex
+	views map[string]*view
 }
 
 // served returns the catalog's follower, started or rebuilt when the
@@ -435,7 +403,9 @@ func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error
 		return nil, fmt.Errorf("catalog %s cannot be served: %v", key, err)
 	}
 	s := &served{g: g, key: key, id: key.String(), uid: tc.UID, where: where, redis: redisconn.NewClient(cfg.Redis), keys: cfg.Keys,
-		views: map[string]*view{}, sessions: map[string]sessionOwner{}}
+		views: map[string]*view{}, streams: &streams{m: map[string]map[chan struct{}]bool{}}}
+	s.sessions = &sessionStore{rc: s.redis, keys: cfg.Keys, idle: g.opts.Limits.SessionIdle, lifetime: g.opts.Limits.SessionLifetime, max: g.opts.Limits.SessionsPerPrincipal}
+	s.cancels = &cancels{s: s, m: map[string]context.CancelFunc{}}
 	if p, err := catalogconfig.BuildProviders(cfg.Providers); err == nil {
 		s.embedder = p.Embedder
 	} else {
@@ -443,7 +413,7 @@ func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error
 		g.opts.Log.Error(err, "No query embedder: tool_search ranks by BM25", "catalog", s.id)
 	}
 	fctx, fcancel := context.WithCancel(g.ctx)
-	s.cancel = fcancel
+	s.ctx, s.cancel = fctx, fcancel
 	// Redis is shared: only versions this ToolCatalog published are
 	// served.
 	s.follower, err = toolcatalog.Follow(fctx, s.redis, cfg.Keys, toolcatalog.FollowOptions{
@@ -463,11 +433,17 @@ func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error
 		return nil, fmt.Errorf("catalog %s cannot be read from Redis: %v", key, err)
 	}
 	s.handler = mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{
+		// Any replica answers any request; sessions are the gateway's.
+		Stateless: true,
+		// A request of 2026-07-28 ends with its HTTP request.
+		PropagateRequestCancellation: true,
 		// The gateway serves behind Services and ingresses: the Host
 		// header is not a loopback name there.
 		DisableLocalhostProtection: true,
-		SessionTimeout:             g.opts.Limits.SessionIdle,
+		// admit bounds bodies by the gateway's own limit first.
+		MaxRequestBodyBytes: -1,
 	})
+	go s.cancels.follow(fctx)
 	return s, nil
 }
 
@@ -489,47 +465,22 @@ func (g *Gateway) forget(key client.ObjectKey) {
 	}
 }
 
+// stop ends the catalog's streams and subscriptions; requests under way
+// finish.
 func (s *served) stop() {
 	s.cancel()
 	s.mu.Lock()
+	var open []*mcp.ServerSession
 	for _, v := range s.views {
-		for ss := range v.server.Sessions() {
-			_ = ss.Close()
-		}
+		open = slices.AppendSeq(open, v.server.Sessions())
 	}
 	s.mu.Unlock()
-	_ = s.redis.Close()
-}
-
-func (s *served) owner(session string) (sessionOwner, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o, ok := s.sessions[session]
-	return o, ok
-}
-
-func (s *served) setOwner(session string, o sessionOwner) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sessions[session] = o
-}
-
-// sessionsOf counts a principal's open sessions.
-func (s *served) sessionsOf(principal string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, v := range s.views {
-		if v.caller.principal.key() != principal {
-			continue
+	go func() {
+		for _, ss := range open {
+			_ = ss.Close()
 		}
-		for ss := range v.server.Sessions() {
-			if _, ok := s.sessions[ss.ID()]; ok {
-				n++
-			}
-		}
-	}
-	return n
+		_ = s.redis.Close()
+	}()
 }
 
 // serverFor is the MCP server of a new session: its caller's view.
@@ -560,10 +511,9 @@ func (s *served) resync(cat *toolcatalog.Catalog) {
 	}
 }
 
-// dropIdleViews forgets views that have had no session for IdleViews,
-// the session owners of closed sessions, the rate limiters of idle
-// principals and the upstream sessions and caches no call used, and closes
-// sessions past their lifetime.
+// dropIdleViews forgets views no request or stream used for IdleViews,
+// the rate limiters of idle principals and the upstream sessions and
+// caches no call used.
 func (g *Gateway) dropIdleViews(ctx context.Context) {
 	tick := time.NewTicker(max(g.opts.IdleViews/4, 10*time.Millisecond))
 	defer tick.Stop()
@@ -577,28 +527,18 @@ func (g *Gateway) dropIdleViews(ctx context.Context) {
 		all := slices.Collect(maps.Values(g.catalogs))
 		g.mu.Unlock()
 		for _, s := range all {
-			s.dropIdle(g.opts.IdleViews, g.opts.Limits.SessionLifetime)
+			s.dropIdle(g.opts.IdleViews)
 		}
 		g.rates.forget(g.opts.IdleViews)
 		g.up.sweep(g.opts.IdleViews)
 	}
 }
 
-func (s *served) dropIdle(idle, lifetime time.Duration) {
+func (s *served) dropIdle(idle time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	live := map[string]bool{}
 	for k, v := range s.views {
-		n := 0
-		for ss := range v.server.Sessions() {
-			if o, ok := s.sessions[ss.ID()]; ok && time.Since(o.opened) > lifetime {
-				_ = ss.Close() // past its lifetime: the client opens a new one
-				continue
-			}
-			live[ss.ID()] = true
-			n++
-		}
-		if n > 0 {
+		if v.streams.Load() > 0 || hasSessions(v.server) {
 			v.touch()
 			continue
 		}
@@ -606,11 +546,15 @@ func (s *served) dropIdle(idle, lifetime time.Duration) {
 			delete(s.views, k)
 		}
 	}
-	for id := range s.sessions {
-		if !live[id] {
-			delete(s.sessions, id)
-		}
+}
+
+// hasSessions says whether a view's server holds a session: a request
+// under way, or a subscriptions/listen stream.
+func hasSessions(server *mcp.Server) bool {
+	for range server.Sessions() {
+		return true
 	}
+	return false
 }
 
 // Views returns the users of a catalog's views, sorted.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -187,14 +188,21 @@ func TestOutputSchemaAndStructuredContentReachTheClient(t *testing.T) {
 }
 
 // A new catalog version that changes what a client sees reaches it as
-// notifications/tools/list_changed, and the new tool is listed.
+// notifications/tools/list_changed, and the new tool is listed: on a
+// subscription (2026-07-28) and on a session's stream (2025-11-25).
 func TestNewVersionNotifiesClients(t *testing.T) {
+	for _, protocol := range []string{"", sessionProtocol} {
+		t.Run(cmp.Or(protocol, "latest"), func(t *testing.T) { newVersionNotifies(t, protocol) })
+	}
+}
+
+func newVersionNotifies(t *testing.T, protocol string) {
 	ns := newNamespace(t)
 	standardCatalog(t, ns, "live", v1alpha1.DisclosureOff)
 	changed := make(chan struct{}, 10)
-	cs := connect(t, ns, "live", aliceToken, "", &mcp.ClientOptions{
+	cs := connectWith(t, gatewayURL, ns, "live", aliceToken, "", &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
-	})
+	}, protocol)
 	if names := listed(t, cs); slices.Contains(names, "translate_text") {
 		t.Fatalf("listed %v before the tool exists", names)
 	}
@@ -243,8 +251,8 @@ func TestTokensSavedByDisclosure(t *testing.T) {
 	}
 }
 
-// A view no session uses is dropped after IdleViews; one with a session
-// is kept.
+// A view no session uses is dropped after IdleViews; one a session's
+// stream uses is kept.
 func TestIdleViewsAreDropped(t *testing.T) {
 	ns := newNamespace(t)
 	standardCatalog(t, ns, "idle", v1alpha1.DisclosureOff)
@@ -255,22 +263,36 @@ func TestIdleViewsAreDropped(t *testing.T) {
 	srv := httptest.NewServer(g.Handler())
 	defer srv.Close()
 	key := client.ObjectKey{Namespace: ns, Name: "idle"}
-	open := func(token string) *mcp.ClientSession {
+	open := func(token, protocol string) *mcp.ClientSession {
 		c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, nil)
-		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp/" + ns + "/idle", HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp/" + ns + "/idle", HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}},
+			&mcp.ClientSessionOptions{ProtocolVersion: protocol})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return cs
 	}
-	alice := open(aliceToken)
+	alice := open(aliceToken, sessionProtocol)
 	defer alice.Close()
-	fin := open(finToken)
+	waitFor(t, "alice's session stream", func() bool {
+		g.mu.Lock()
+		s := g.catalogs[key]
+		g.mu.Unlock()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, v := range s.views {
+			if v.streams.Load() > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	fin := open(finToken, "")
 	if got := g.Views(key); !slices.Equal(got, []string{"alice", "fin"}) {
 		t.Fatalf("views %v", got)
 	}
 	// fin leaves; its view goes after IdleViews. alice's view is as old
-	// and stays, because a session uses it.
+	// and stays, because her session's stream uses it.
 	_ = fin.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for !slices.Equal(g.Views(key), []string{"alice"}) {

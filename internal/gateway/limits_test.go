@@ -106,20 +106,30 @@ func TestLimits(t *testing.T) {
 	})
 
 	t.Run("sessions per principal", func(t *testing.T) {
-		second := connectAt(t, base, ns, "bounded", aliceToken, "", nil)
+		connectSession(t, base, ns, "bounded", aliceToken)
+		second := connectSession(t, base, ns, "bounded", aliceToken)
 		c := mcp.NewClient(&mcp.Implementation{Name: "third", Version: "1"}, nil)
 		_, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp/" + ns + "/bounded",
-			HTTPClient: &http.Client{Transport: bearer{aliceToken, http.DefaultTransport}}, MaxRetries: -1}, nil)
+			HTTPClient: &http.Client{Transport: bearer{aliceToken, http.DefaultTransport}}, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: sessionProtocol})
 		if err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
 			t.Fatalf("a third session: %v", err)
 		}
+		// The share is the principal's across replicas: a second
+		// gateway on the same Redis refuses a third session too.
+		_, other := ownGateway(t, Limits{SessionsPerPrincipal: 2})
+		if _, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: other + "/mcp/" + ns + "/bounded",
+			HTTPClient: &http.Client{Transport: bearer{aliceToken, http.DefaultTransport}}, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: sessionProtocol}); err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
+			t.Fatalf("a third session at another replica: %v", err)
+		}
+		// Clients without sessions (2026-07-28) are not counted.
+		connectAt(t, base, ns, "bounded", aliceToken, "", nil)
 		// Another principal has its own share, and a closed session
 		// frees a place.
-		connectAt(t, base, ns, "bounded", finToken, "", nil)
+		connectSession(t, base, ns, "bounded", finToken)
 		if err := second.Close(); err != nil {
 			t.Fatal(err)
 		}
-		connectAt(t, base, ns, "bounded", aliceToken, "", nil)
+		connectSession(t, base, ns, "bounded", aliceToken)
 	})
 
 	t.Run("windows", func(t *testing.T) {
@@ -160,20 +170,38 @@ func TestSessionsExpire(t *testing.T) {
 		{"lifetime", Limits{SessionLifetime: time.Second}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			g, base := ownGateway(t, tt.limits, func(o *Options) { o.IdleViews = 40 * time.Millisecond }) // sweeps every 10 ms
-			cs := connectAt(t, base, ns, "expiring", aliceToken, "", nil)
+			g, base := ownGateway(t, tt.limits)
+			cs := connectSession(t, base, ns, "expiring", aliceToken)
 			key := client.ObjectKey{Namespace: ns, Name: "expiring"}
+			g.mu.Lock()
+			s := g.catalogs[key]
+			g.mu.Unlock()
+			if open, err := s.sessions.exists(context.Background(), cs.ID()); err != nil || !open {
+				t.Fatalf("the session is not kept in Redis: %v", err)
+			}
 			waitFor(t, "the session to close", func() bool {
 				if tt.busy {
-					_, _ = cs.ListTools(context.Background(), nil)
+					if _, err := cs.ListTools(context.Background(), nil); err != nil {
+						return true
+					}
 				}
-				g.mu.Lock()
-				s := g.catalogs[key]
-				g.mu.Unlock()
-				return s.sessionsOf(Principal{User: "alice", Groups: []string{"staff"}}.key()) == 0
+				open, err := s.sessions.exists(context.Background(), cs.ID())
+				return err == nil && !open
 			})
-			if _, err := cs.ListTools(context.Background(), nil); err == nil {
-				t.Fatal("the expired session still answers")
+			// Its ID is refused, as the protocol asks: 404, so that the
+			// client opens a new session.
+			req, _ := http.NewRequest(http.MethodPost, base+"/mcp/"+ns+"/expiring", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
+			req.Header.Set("Authorization", "Bearer "+aliceToken)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Session-Id", cs.ID())
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				t.Fatalf("the expired session: %d, want 404", resp.StatusCode)
 			}
 		})
 	}

@@ -332,13 +332,35 @@ func connect(t *testing.T, ns, catalog, token, query string, opts *mcp.ClientOpt
 	return connectAt(t, gatewayURL, ns, catalog, token, query, opts)
 }
 
-// connectAt opens an MCP session with the endpoint of a catalog at the
-// gateway of base.
+// connectAt connects to the endpoint of a catalog at the gateway of base
+// with the SDK's latest protocol (2026-07-28: no session).
 func connectAt(t *testing.T, base, ns, catalog, token, query string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	return connectWith(t, base, ns, catalog, token, query, opts, "")
+}
+
+// sessionProtocol is the latest protocol with sessions.
+const sessionProtocol = "2025-11-25"
+
+// connectSession opens an MCP session (protocol 2025-11-25) with the
+// endpoint of a catalog at the gateway of base.
+func connectSession(t *testing.T, base, ns, catalog, token string) *mcp.ClientSession {
+	t.Helper()
+	cs := connectWith(t, base, ns, catalog, token, "", nil, sessionProtocol)
+	if cs.ID() == "" {
+		t.Fatal("the gateway gave the session no ID")
+	}
+	return cs
+}
+
+// connectWith connects with a protocol version, the SDK's latest when
+// empty.
+func connectWith(t *testing.T, base, ns, catalog, token, query string, opts *mcp.ClientOptions, protocol string) *mcp.ClientSession {
 	t.Helper()
 	endpoint := fmt.Sprintf("%s/mcp/%s/%s%s", base, ns, catalog, query)
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, opts)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: protocol})
 	if err != nil {
 		t.Fatalf("connecting to %s: %v", endpoint, err)
 	}

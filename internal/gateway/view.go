@@ -32,10 +32,14 @@ type view struct {
 	server *mcp.Server
 	bridge *toolcatalog.Bridge
 	used   atomic.Int64
+	// streams counts the session GET streams open on the view.
+	streams atomic.Int64
 
 	mu     sync.Mutex
 	listed map[string]string // tool → what was added (its digest)
 	plan   toolcatalog.Disclosure
+	// changed is closed when the tools listed change.
+	changed chan struct{}
 }
 
 // view returns the caller's view, creating it for the current version.
@@ -58,7 +62,7 @@ func (s *served) view(c caller) *view {
 }
 
 func (s *served) newView(c caller) *view {
-	v := &view{s: s, caller: c, listed: map[string]string{}}
+	v := &view{s: s, caller: c, listed: map[string]string{}, changed: make(chan struct{})}
 	v.server = mcp.NewServer(&mcp.Implementation{Name: "toolcatalog-gateway", Title: "Tool catalog " + s.id, Version: s.g.opts.Version},
 		&mcp.ServerOptions{
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
@@ -66,8 +70,17 @@ func (s *served) newView(c caller) *view {
 				"find them with tool_search, read their parameters with tool_describe and call them with tool_call.",
 		})
 	v.server.AddReceivingMiddleware(v.countLists)
-	v.bridge = &toolcatalog.Bridge{Catalog: s.follower.Current, Principal: c.principal.User, Groups: c.principal.Groups}
+	v.bridge = &toolcatalog.Bridge{Catalog: s.follower.Current, Principal: c.principal.User, Groups: c.principal.Groups,
+		Memory: &searchMemory{s: s, key: s.keys.LastSearch(hashOf(c.principal.key())), ttl: s.g.opts.IdleViews}}
 	return v
+}
+
+// changes returns a channel closed when the tools the view lists change
+// next.
+func (v *view) changes() <-chan struct{} {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.changed
 }
 
 func (v *view) touch()               { v.used.Store(time.Now().UnixNano()) }
@@ -97,6 +110,13 @@ func (v *view) sync(cat *toolcatalog.Catalog) (err error) {
 	v.bridge.TopK, v.bridge.MaxTopK, v.bridge.DescriptionLength = policy.SearchTopK, policy.SearchMaxTopK, policy.DescriptionLength
 	v.bridge.Search = toolcatalog.Options{Embedder: v.s.embedder}
 	want := map[string]bool{}
+	changed := false
+	defer func() {
+		if changed {
+			close(v.changed)
+			v.changed = make(chan struct{})
+		}
+	}()
 	for _, t := range plan.Direct {
 		if !toolcatalog.IsBridgeTool(t.Name) && servable(t) != nil {
 			continue // reported by served.resync
@@ -109,6 +129,7 @@ func (v *view) sync(cat *toolcatalog.Catalog) (err error) {
 		}
 		v.server.AddTool(tool, v.handler(t.Name))
 		v.listed[t.Name] = string(digest)
+		changed = true
 	}
 	var gone []string
 	for name := range v.listed {
@@ -119,6 +140,7 @@ func (v *view) sync(cat *toolcatalog.Catalog) (err error) {
 	}
 	if len(gone) > 0 {
 		v.server.RemoveTools(gone...)
+		changed = true
 	}
 	return nil
 }
@@ -195,6 +217,8 @@ func (v *view) handler(name string) mcp.ToolHandler {
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage(`{}`)
 		}
+		ctx, done := withRequestContext(ctx)
+		defer done()
 		ctx = relayProgress(ctx, req)
 		ctx, span := v.startCallSpan(ctx, name, req)
 		defer span.End()

@@ -118,7 +118,9 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		version = "dev"
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: ClientName, Version: version}, opts)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: hc, MaxRetries: -1}, nil)
+	cctx, cancel := withoutValues(ctx)
+	defer cancel()
+	cs, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: hc, MaxRetries: -1}, nil)
 	if err != nil {
 		if code := status.get(); code == http.StatusUnauthorized || code == http.StatusForbidden {
 			return nil, fmt.Errorf("connecting to MCP server %s: %w", cfg.URL, ErrUnauthorized)
@@ -133,6 +135,19 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		}
 	}
 	return s, nil
+}
+
+// withoutValues is ctx's deadline and cancellation without its values.
+// The SDK's client reads values a server handler's context carries (the
+// protocol version of the request being served): a gateway that connects
+// upstream while it serves a client must not pass them on.
+func withoutValues(ctx context.Context) (context.Context, context.CancelFunc) {
+	clean, cancel := context.WithCancel(context.Background())
+	if d, ok := ctx.Deadline(); ok {
+		clean, cancel = context.WithDeadline(context.Background(), d)
+	}
+	stop := context.AfterFunc(ctx, cancel)
+	return clean, func() { stop(); cancel() }
 }
 
 // DefaultMaxTools is the default bound of Session.Tools.

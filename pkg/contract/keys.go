@@ -80,6 +80,32 @@ func (k Keys) RequestsSeen() string { return k.Prefix + ":requests:seen" }
 // MaxTeachers): learning counts people, not calls.
 func (k Keys) RequestsBy() string { return k.Prefix + ":requests:by" }
 
+// GatewaySession is P:gateway:session:<id>: an MCP session the gateway
+// opened for a client of protocol 2025-11-25 or older, as JSON (the
+// catalog's UID, a hash of the principal and window that opened it, when),
+// expiring when the session is idle. The gateway's own, so that every
+// replica serves every session; consumers neither read nor write it.
+func (k Keys) GatewaySession(id string) string { return k.Prefix + ":gateway:session:" + id }
+
+// GatewaySessions is P:gateway:sessions:<principal hash>, the gateway's
+// sorted set of one principal's open session IDs → when each expires
+// (Unix milliseconds), which bounds a principal's sessions across
+// replicas.
+func (k Keys) GatewaySessions(principal string) string {
+	return k.Prefix + ":gateway:sessions:" + principal
+}
+
+// LastSearch is P:gateway:search:<principal hash>, the gateway's record of
+// a principal's last tool_search (JSON: the query and the tools found),
+// kept while the catalog learns from requests so that a tool_call on any
+// replica knows the request behind it.
+func (k Keys) LastSearch(principal string) string { return k.Prefix + ":gateway:search:" + principal }
+
+// GatewayCancel is the pub/sub channel P:gateway:cancel on which a gateway
+// replica that receives a client's notifications/cancelled tells the
+// replica running the request.
+func (k Keys) GatewayCancel() string { return k.Prefix + ":gateway:cancel" }
+
 // EncodeVector encodes a vector as float32 little-endian bytes.
 func EncodeVector(v []float32) []byte {
 	b := make([]byte, 4*len(v))

@@ -264,10 +264,44 @@ type Bridge struct {
 	// DescriptionLength where it cuts descriptions; the package defaults
 	// when zero (a catalog's policy: DisclosurePolicy).
 	TopK, MaxTopK, DescriptionLength int
-	mu                               sync.Mutex
-	// lastQuery and lastFound are the last tool_search's query and hits.
+	// Memory, when set, keeps the last tool_search instead of the Bridge,
+	// so that a service whose replicas each hold a Bridge knows the
+	// request behind a tool_call whichever replica saw the search.
+	Memory SearchMemory
+	mu     sync.Mutex
+	// lastQuery and lastFound are the last tool_search's query and hits,
+	// without Memory.
 	lastQuery string
 	lastFound []string
+}
+
+// SearchMemory keeps a caller's last tool_search: its query and the tools
+// it found (Call.Request). Failures are the memory's to report; a search
+// or call does not fail with it.
+type SearchMemory interface {
+	Remember(ctx context.Context, query string, found []string)
+	Recall(ctx context.Context) (query string, found []string)
+}
+
+// remember keeps the last search.
+func (b *Bridge) remember(ctx context.Context, query string, found []string) {
+	if b.Memory != nil {
+		b.Memory.Remember(ctx, query, found)
+		return
+	}
+	b.mu.Lock()
+	b.lastQuery, b.lastFound = query, found
+	b.mu.Unlock()
+}
+
+// recall returns the last search.
+func (b *Bridge) recall(ctx context.Context) (string, []string) {
+	if b.Memory != nil {
+		return b.Memory.Recall(ctx)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lastQuery, b.lastFound
 }
 
 // Handle runs a bridge call. arguments is the raw JSON string the model
@@ -304,9 +338,7 @@ func (b *Bridge) Handle(ctx context.Context, name, arguments string) (json.RawMe
 		}
 		out, found, err := b.search(ctx, c, query, topK)
 		if err == nil {
-			b.mu.Lock()
-			b.lastQuery, b.lastFound = query, found
-			b.mu.Unlock()
+			b.remember(ctx, query, found)
 		}
 		return out, nil, err
 	case ToolDescribe:
@@ -336,11 +368,9 @@ func (b *Bridge) Handle(ctx context.Context, name, arguments string) (json.RawMe
 			return nil, nil, &BridgeError{Message: fmt.Sprintf("tool_call: \"arguments\" for %s %s", tool.Name, err)}
 		}
 		call := &Call{Name: tool.Name, Arguments: raw}
-		b.mu.Lock()
-		if slices.Contains(b.lastFound, tool.Name) {
-			call.Request = b.lastQuery
+		if query, found := b.recall(ctx); slices.Contains(found, tool.Name) {
+			call.Request = query
 		}
-		b.mu.Unlock()
 		return nil, call, nil
 	}
 	return nil, nil, &BridgeError{Message: fmt.Sprintf("%s is not a bridge tool", name)}

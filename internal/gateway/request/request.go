@@ -83,25 +83,56 @@ func ReadBody(r *http.Request, limit int64) ([]byte, error) {
 	return body, nil
 }
 
-// ToolCalls reports the tools/call requests a JSON-RPC body holds: how
-// many call the tool named search and how many call anything else. A body
-// it cannot read counts as none: the MCP handler answers it.
-func ToolCalls(body []byte, search string) (searches, calls int) {
-	type message struct {
-		Method string `json:"method"`
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
-	}
-	var msgs []message
+// Message is what the gateway reads of one JSON-RPC message before the
+// MCP handler does: its method, its ID (a request's) and the names its
+// parameters give.
+type Message struct {
+	// ID is the request's ID as sent (a JSON number or string), empty for
+	// a notification or an ID longer than MaxIDBytes.
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		// Name is the tool a tools/call names.
+		Name string `json:"name"`
+		// RequestID is the request a notifications/cancelled cancels.
+		RequestID json.RawMessage `json:"requestId"`
+	} `json:"params"`
+}
+
+// MaxIDBytes bounds the request IDs the gateway keeps track of.
+const MaxIDBytes = 128
+
+// Messages reads the JSON-RPC messages of a body: one, or a batch. A body
+// it cannot read holds none: the MCP handler answers it.
+func Messages(body []byte) []Message {
+	var msgs []Message
 	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '[' {
 		_ = json.Unmarshal(trimmed, &msgs)
 	} else {
-		var m message
+		var m Message
 		if json.Unmarshal(trimmed, &m) == nil {
-			msgs = []message{m}
+			msgs = []Message{m}
 		}
 	}
+	for i := range msgs {
+		msgs[i].ID = boundedID(msgs[i].ID)
+		msgs[i].Params.RequestID = boundedID(msgs[i].Params.RequestID)
+	}
+	return msgs
+}
+
+// boundedID keeps an ID that is a JSON number or string of at most
+// MaxIDBytes.
+func boundedID(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || len(raw) > MaxIDBytes || string(raw) == "null" || (raw[0] != '"' && raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
+		return nil
+	}
+	return raw
+}
+
+// ToolCalls reports the tools/call requests of msgs: how many call the
+// tool named search and how many call anything else.
+func ToolCalls(msgs []Message, search string) (searches, calls int) {
 	for _, m := range msgs {
 		switch {
 		case m.Method != "tools/call":

@@ -29,6 +29,25 @@ func TestBearer(t *testing.T) {
 	}
 }
 
+func TestMessages(t *testing.T) {
+	msgs := Messages([]byte(`[{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"tool_search"}},` +
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"abc"}},` +
+		`{"jsonrpc":"2.0","id":{"x":1},"method":"ping"},{"jsonrpc":"2.0","id":"` + strings.Repeat("a", MaxIDBytes) + `","method":"ping"}]`))
+	if len(msgs) != 4 {
+		t.Fatalf("%d messages", len(msgs))
+	}
+	if string(msgs[0].ID) != "7" || msgs[0].Params.Name != "tool_search" || string(msgs[1].Params.RequestID) != `"abc"` {
+		t.Fatalf("read %+v", msgs[:2])
+	}
+	// An object ID and one too long are not kept.
+	if msgs[2].ID != nil || msgs[3].ID != nil {
+		t.Fatalf("IDs kept: %s, %d bytes", msgs[2].ID, len(msgs[3].ID))
+	}
+	if s, c := ToolCalls(msgs, "tool_search"); s != 1 || c != 0 {
+		t.Fatalf("ToolCalls: %d searches, %d calls", s, c)
+	}
+}
+
 // FuzzRequest feeds arbitrary Authorization headers, ?contextWindow values
 // and JSON-RPC bodies to what reads them first: nothing panics, a token
 // is never blank or padded, a window is a bucket within the bounds, a body
@@ -58,7 +77,13 @@ func FuzzRequest(f *testing.F) {
 		case len(body) <= limit && (err != nil || string(got) != body):
 			t.Fatalf("a %d-byte body: %q, %v", len(body), got, err)
 		}
-		searches, calls := ToolCalls([]byte(body), "tool_search")
+		msgs := Messages([]byte(body))
+		for _, m := range msgs {
+			if len(m.ID) > MaxIDBytes || len(m.Params.RequestID) > MaxIDBytes {
+				t.Fatalf("an ID of %d bytes kept, past %d", max(len(m.ID), len(m.Params.RequestID)), MaxIDBytes)
+			}
+		}
+		searches, calls := ToolCalls(msgs, "tool_search")
 		if n := strings.Count(body, "{"); searches < 0 || calls < 0 || searches+calls > n {
 			t.Fatalf("%d searches and %d calls counted in a body of %d objects at most", searches, calls, n)
 		}
