@@ -37,6 +37,7 @@ func main() {
 	flag.Float64Var(&cfg.TokenReviewRate, "token-review-rate", gateway.DefaultTokenReviewRate, "TokenReviews per second of tokens the gateway has not seen; past it, clients get 429. Answers, accepted or refused, are kept 30s.")
 	flag.StringVar(&namespaces, "watch-namespaces", envflag.String("WATCH_NAMESPACES", ""), "Comma-separated namespaces whose catalogs the gateway serves (default: all); a namespaced install grants it Roles in just these.")
 	flag.DurationVar(&cfg.CallTimeout, "call-timeout", envflag.Duration("CALL_TIMEOUT", gateway.DefaultCallTimeout), "Timeout of each call to an upstream MCP server.")
+	flag.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", envflag.Duration("SHUTDOWN_DELAY", 5*time.Second), "On SIGTERM, how long to keep serving, unready, before ending open streams and waiting for the calls under way, so that Services stop sending new requests first.")
 	flag.DurationVar(&cfg.IdleViews, "idle-views", envflag.Duration("IDLE_VIEWS", gateway.DefaultIdleViews), "How long a principal's view of a catalog is kept without a session.")
 	flag.StringVar(&egressAllow, "egress-allow", envflag.String("EGRESS_ALLOW", ""), egress.FlagHelp)
 	d := gateway.DefaultLimits

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -71,6 +72,15 @@ type Config struct {
 	Limits                 Limits
 	// Version is announced to clients.
 	Version string
+	// ShutdownDelay is how long the gateway keeps serving, unready, once
+	// asked to stop, so that Services and ingresses stop sending it new
+	// requests first. Then it ends the streams that stay open (their
+	// clients reconnect to another replica) and waits up to
+	// ShutdownTimeout for the requests under way.
+	ShutdownDelay time.Duration
+	// ShutdownTimeout bounds the wait for requests under way;
+	// CallTimeout plus five seconds when zero.
+	ShutdownTimeout time.Duration
 	// Log receives the gateway's logs.
 	Log logr.Logger
 }
@@ -136,9 +146,10 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("--egress-allow: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	// The gateway outlives ctx until the requests under way are answered.
+	gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	g := New(ctx, Options{Kube: kube, Secrets: direct, Auth: auth, Metrics: NewMetrics(reg), Egress: policy,
+	g := New(gctx, Options{Kube: kube, Secrets: direct, Auth: auth, Metrics: NewMetrics(reg), Egress: policy,
 		CallTimeout: cfg.CallTimeout, IdleViews: cfg.IdleViews, Limits: cfg.Limits, Version: cfg.Version, PublicURL: cfg.PublicURL, Log: cfg.Log})
 	if cfg.Audit {
 		g.opts.Audit = cfg.Log.WithName("audit")
@@ -162,9 +173,9 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	metricsSrv := &http.Server{Handler: metricsMux, ReadHeaderTimeout: 10 * time.Second}
 
 	errs := make(chan error, 3)
-	go func() { errs <- watch.Start(ctx) }()
+	go func() { errs <- watch.Start(gctx) }()
 	go func() {
-		if watch.WaitForCacheSync(ctx) {
+		if watch.WaitForCacheSync(gctx) {
 			ready.Store(true)
 			cfg.Log.Info("Watch cache synced: serving")
 		}
@@ -188,9 +199,19 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	}
 	select {
 	case <-ctx.Done():
+		ready.Store(false)
+		if cfg.ShutdownDelay > 0 {
+			cfg.Log.Info("Stopping: unready, serving for the shutdown delay", "delay", cfg.ShutdownDelay.String())
+			time.Sleep(cfg.ShutdownDelay)
+		}
 	case err = <-errs:
 	}
-	shutdown, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	g.Drain()
+	wait := cfg.ShutdownTimeout
+	if wait <= 0 {
+		wait = cmp.Or(cfg.CallTimeout, DefaultCallTimeout) + 5*time.Second
+	}
+	shutdown, done := context.WithTimeout(context.Background(), wait)
 	defer done()
 	if serr := srv.Shutdown(shutdown); serr != nil && !errors.Is(serr, context.DeadlineExceeded) {
 		err = errors.Join(err, serr)

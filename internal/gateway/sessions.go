@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -246,6 +245,9 @@ func (w *statusWriter) Flush() {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// sessionKey holds the session a request came in, when it did.
+type sessionKey struct{}
+
 // requestContextKey holds the context of the HTTP request a JSON-RPC
 // request came in: the SDK runs handlers of older protocols apart from it,
 // so the gateway ends them itself when it ends (the client went away, or
@@ -267,6 +269,9 @@ func (s *served) serveStateless(w http.ResponseWriter, r *http.Request, session 
 		case session != "" && m.ID != nil:
 			defer s.cancels.add(session, m.ID, cancel)()
 		}
+	}
+	if session != "" {
+		ctx = context.WithValue(ctx, sessionKey{}, session)
 	}
 	s.handler.ServeHTTP(w, r.WithContext(context.WithValue(ctx, requestContextKey{}, ctx)))
 }
@@ -385,14 +390,15 @@ func (st *streams) end(session string) {
 }
 
 // listChangedEvent is the one message a session's GET stream carries.
-const listChangedEvent = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n"
+const listChangedEvent = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n"
 
 // listChanges serves a session's GET stream: notifications/tools/list_changed
 // whenever the tools its view lists change, until the client goes, the
 // session ends (closed on any replica, idle, or at its lifetime) or the
-// gateway drains. Each stream opens with a priming event of its own ID, so
-// a client that reconnects (to any replica) sees progress; there is
-// nothing to replay, as every replica sends what changes from then on.
+// gateway drains. Event IDs name the tools listed (and are each new, so a
+// client that reconnects sees progress): a client that reconnects, to any
+// replica, with the ID of a list that is no longer the one listed is told
+// at once, so no change made while it was away is missed.
 func (s *served) listChanges(w http.ResponseWriter, r *http.Request, c caller, id string, end time.Time) {
 	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		http.Error(w, "Accept must contain 'text/event-stream' for GET requests", http.StatusBadRequest)
@@ -408,19 +414,26 @@ func (s *served) listChanges(w http.ResponseWriter, r *http.Request, c caller, i
 	defer v.streams.Add(-1)
 	done, release := s.streams.open(id)
 	defer release()
+	listing, changed := v.changes()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	if _, err := fmt.Fprintf(w, "id: %s\nretry: %d\ndata:\n\n", rand.Text(), streamRetry.Milliseconds()); err != nil {
+	event := func(data string) bool {
+		_, err := fmt.Fprintf(w, "id: %s.%s\n%s\n", listing, rand.Text()[:10], data)
+		flusher.Flush()
+		return err == nil
+	}
+	if !event(fmt.Sprintf("retry: %d\ndata:\n", streamRetry.Milliseconds())) {
 		return
 	}
-	flusher.Flush()
+	if seen, _, _ := strings.Cut(r.Header.Get("Last-Event-ID"), "."); seen != "" && seen != listing && !event(listChangedEvent) {
+		return
+	}
 	lifetime := time.NewTimer(time.Until(end))
 	defer lifetime.Stop()
 	check := time.NewTicker(min(max(s.sessions.idle/4, 10*time.Millisecond), time.Minute))
 	defer check.Stop()
-	for n := 1; ; n++ {
-		changed := v.changes()
+	for {
 		select {
 		case <-r.Context().Done():
 			return
@@ -440,23 +453,33 @@ func (s *served) listChanges(w http.ResponseWriter, r *http.Request, c caller, i
 			continue
 		case <-changed:
 		}
-		if _, err := fmt.Fprintf(w, "id: %s-%s\n%s", strconv.Itoa(n), rand.Text()[:8], listChangedEvent); err != nil {
+		listing, changed = v.changes()
+		if !event(listChangedEvent) {
 			return
 		}
-		flusher.Flush()
 	}
 }
 
 // streamRetry is the reconnection delay a GET stream asks of its client.
 const streamRetry = 500 * time.Millisecond
 
-// searchMemory keeps a principal's last tool_search in the catalog's
-// Redis (P:gateway:search:<principal>), so that a tool_call on any replica
-// knows the request behind it; only while the catalog learns from use.
+// searchMemory keeps the last tool_search of a session, or of a view for
+// clients without one, in the catalog's Redis (P:gateway:search:<hash>),
+// so that a tool_call on any replica knows the request behind it; only
+// while the catalog learns from use.
 type searchMemory struct {
-	s   *served
-	key string
-	ttl time.Duration
+	s *served
+	// view hashes the view's key.
+	view string
+	ttl  time.Duration
+}
+
+// key is where the last search of the request's session or view is kept.
+func (m *searchMemory) key(ctx context.Context) string {
+	if id, ok := ctx.Value(sessionKey{}).(string); ok {
+		return m.s.keys.LastSearch(hashOf("session\x00" + id))
+	}
+	return m.s.keys.LastSearch(m.view)
 }
 
 // lastSearch is what searchMemory keeps.
@@ -482,7 +505,7 @@ func (m *searchMemory) Remember(ctx context.Context, query string, found []strin
 	if len(raw) > maxLastSearch {
 		return
 	}
-	if err := m.s.redis.Set(ctx, m.key, raw, m.ttl).Err(); err != nil {
+	if err := m.s.redis.Set(ctx, m.key(ctx), raw, m.ttl).Err(); err != nil {
 		m.s.g.opts.Log.Error(err, "Keeping the last search", "catalog", m.s.id)
 	}
 }
@@ -492,7 +515,7 @@ func (m *searchMemory) Recall(ctx context.Context) (string, []string) {
 	if !m.learning() {
 		return "", nil
 	}
-	raw, err := m.s.redis.Get(ctx, m.key).Bytes()
+	raw, err := m.s.redis.Get(ctx, m.key(ctx)).Bytes()
 	if err != nil {
 		if !errors.Is(err, redis.Nil) {
 			m.s.g.opts.Log.Error(err, "Reading the last search", "catalog", m.s.id)

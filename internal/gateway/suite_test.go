@@ -34,6 +34,8 @@ import (
 // runs it) on a loopback port. Clients are the MCP Go SDK's.
 var (
 	restConfig *rest.Config
+	// kubeconfig lets a gateway process reach the test API server.
+	kubeconfig []byte
 	kube       client.Client
 	redisSrv   *redistest.Server
 	// gatewayURL is the gateway's base URL, metricsURL its metrics'.
@@ -62,7 +64,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer env.Stop()
-	restConfig = cfg
+	restConfig, kubeconfig = cfg, env.KubeConfig
 	if redisSrv, err = redistest.Start(""); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

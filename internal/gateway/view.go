@@ -2,6 +2,10 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
+	"slices"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,8 +42,10 @@ type view struct {
 	mu     sync.Mutex
 	listed map[string]string // tool → what was added (its digest)
 	plan   toolcatalog.Disclosure
-	// changed is closed when the tools listed change.
+	// changed is closed when the tools listed change, and listing
+	// identifies what they are now.
 	changed chan struct{}
+	listing string
 }
 
 // view returns the caller's view, creating it for the current version.
@@ -71,16 +77,16 @@ func (s *served) newView(c caller) *view {
 		})
 	v.server.AddReceivingMiddleware(v.countLists)
 	v.bridge = &toolcatalog.Bridge{Catalog: s.follower.Current, Principal: c.principal.User, Groups: c.principal.Groups,
-		Memory: &searchMemory{s: s, key: s.keys.LastSearch(hashOf(c.principal.key())), ttl: s.g.opts.IdleViews}}
+		Memory: &searchMemory{s: s, view: hashOf(c.viewKey()), ttl: s.g.opts.IdleViews}}
 	return v
 }
 
-// changes returns a channel closed when the tools the view lists change
-// next.
-func (v *view) changes() <-chan struct{} {
+// changes identifies the tools the view lists now, and returns a channel
+// closed when they change next.
+func (v *view) changes() (string, <-chan struct{}) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.changed
+	return v.listing, v.changed
 }
 
 func (v *view) touch()               { v.used.Store(time.Now().UnixNano()) }
@@ -115,6 +121,11 @@ func (v *view) sync(cat *toolcatalog.Catalog) (err error) {
 		if changed {
 			close(v.changed)
 			v.changed = make(chan struct{})
+			h := sha256.New()
+			for _, name := range slices.Sorted(maps.Keys(v.listed)) {
+				fmt.Fprintf(h, "%s\x00%s\x00", name, v.listed[name])
+			}
+			v.listing = hex.EncodeToString(h.Sum(nil)[:8])
 		}
 	}()
 	for _, t := range plan.Direct {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -77,4 +78,16 @@ func Namespace(t testing.TB, c client.Client, prefix string) string {
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), ns) })
 	return ns.Name
+}
+
+// FreeAddr returns a loopback address with a port nothing listens on now,
+// for a process the test starts and restarts on it.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

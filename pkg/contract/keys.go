@@ -95,11 +95,12 @@ func (k Keys) GatewaySessions(principal string) string {
 	return k.Prefix + ":gateway:sessions:" + principal
 }
 
-// LastSearch is P:gateway:search:<principal hash>, the gateway's record of
-// a principal's last tool_search (JSON: the query and the tools found),
-// kept while the catalog learns from requests so that a tool_call on any
-// replica knows the request behind it.
-func (k Keys) LastSearch(principal string) string { return k.Prefix + ":gateway:search:" + principal }
+// LastSearch is P:gateway:search:<hash>, the gateway's record of the last
+// tool_search of an MCP session, or of a principal's view for clients
+// without sessions (JSON: the query and the tools found), kept while the
+// catalog learns from requests so that a tool_call on any replica knows
+// the request behind it.
+func (k Keys) LastSearch(hash string) string { return k.Prefix + ":gateway:search:" + hash }
 
 // GatewayCancel is the pub/sub channel P:gateway:cancel on which a gateway
 // replica that receives a client's notifications/cancelled tells the
