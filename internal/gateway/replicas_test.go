@@ -71,6 +71,13 @@ func startReplica(t *testing.T, bin, kubeconfigPath, addr string) *replica {
 	return r
 }
 
+// inService takes a backend out of service or puts it back.
+func (rr *roundRobin) inService(backend string, in bool) {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	rr.out[backend] = !in
+}
+
 // stop asks the replica to stop, as Kubernetes does, and waits until it
 // has.
 func (r *replica) stop(t *testing.T) {
@@ -88,14 +95,16 @@ func (r *replica) stop(t *testing.T) {
 	}
 }
 
-// roundRobin sends each request to the next backend, as a Service
-// without session affinity does; a backend that refuses connections (a
-// replica between its stop and start) is skipped, as one whose endpoint
-// is not ready. It counts the requests of each MCP session per backend.
+// roundRobin sends each request to the next backend in service, as a
+// Service without session affinity does: a replica that is stopping is
+// taken out first, as Kubernetes takes a terminating pod's endpoint out,
+// and one that refuses connections is skipped. It counts the requests of
+// each MCP session per backend.
 type roundRobin struct {
 	backends []string
 	next     atomic.Uint64
 	mu       sync.Mutex
+	out      map[string]bool           // backends out of service
 	sessions map[string]map[string]int // session → backend → requests
 	failed   []string                  // what failed past a dial, and the GET streams
 }
@@ -111,14 +120,20 @@ func (rr *roundRobin) RoundTrip(req *http.Request) (*http.Response, error) {
 	var last error
 	for range 2 * len(rr.backends) {
 		backend := rr.backends[rr.next.Add(1)%uint64(len(rr.backends))]
-		out := req.Clone(req.Context())
-		out.URL.Host, out.Host = backend, backend
+		rr.mu.Lock()
+		out := rr.out[backend]
+		rr.mu.Unlock()
+		if out {
+			continue
+		}
+		sent := req.Clone(req.Context())
+		sent.URL.Host, sent.Host = backend, backend
 		// Replayable, as a client's is: a request on a kept-alive
 		// connection the replica closed as it stopped is sent again.
-		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-		out.Body, _ = out.GetBody()
-		out.ContentLength = int64(len(body))
-		resp, err := http.DefaultTransport.RoundTrip(out)
+		sent.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		sent.Body, _ = sent.GetBody()
+		sent.ContentLength = int64(len(body))
+		resp, err := http.DefaultTransport.RoundTrip(sent)
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
 			last = err
@@ -180,18 +195,14 @@ func TestAnyReplicaServesAnyClient(t *testing.T) {
 		testTool(ns, "shared", "send_email", "Send an email message to a recipient."))
 	published(t, ns, "shared", 4)
 
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "toolcatalog-gateway")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/toolcatalog-gateway").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	kc := filepath.Join(dir, "kubeconfig")
+	bin := testenv.Build(t, "../../cmd/toolcatalog-gateway")
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kc, kubeconfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addrs := []string{testenv.FreeAddr(t), testenv.FreeAddr(t)}
 	replicas := []*replica{startReplica(t, bin, kc, addrs[0]), startReplica(t, bin, kc, addrs[1])}
-	rr := &roundRobin{backends: addrs, sessions: map[string]map[string]int{}}
+	rr := &roundRobin{backends: addrs, sessions: map[string]map[string]int{}, out: map[string]bool{}}
 	proxy := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.Out.URL.Scheme, r.Out.URL.Host = "http", "backend" },
 		Transport: rr, FlushInterval: -1})
 	// Closed after the clients (cleanups run last first): it waits for
@@ -265,9 +276,11 @@ func TestAnyReplicaServesAnyClient(t *testing.T) {
 	}
 	halfway.Wait()
 	began := time.Now()
+	rr.inService(addrs[0], false)
 	replicas[0].stop(t)
 	stopped := time.Since(began)
 	replicas[0] = startReplica(t, bin, kc, addrs[0])
+	rr.inService(addrs[0], true)
 	t.Logf("replica 0 restarted: stopped %s after SIGTERM, serving again %s after it", stopped.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 	close(restarted)
 	wg.Wait()

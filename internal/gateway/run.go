@@ -200,6 +200,9 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	select {
 	case <-ctx.Done():
 		ready.Store(false)
+		// Answers from now on close their connections, so clients open
+		// new ones, which reach the replicas still in service.
+		srv.SetKeepAlivesEnabled(false)
 		if cfg.ShutdownDelay > 0 {
 			cfg.Log.Info("Stopping: unready, serving for the shutdown delay", "delay", cfg.ShutdownDelay.String())
 			time.Sleep(cfg.ShutdownDelay)

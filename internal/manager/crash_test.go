@@ -60,10 +60,7 @@ func TestManagerKilledMidPass(t *testing.T) {
 	const tools = 40
 	ctx := context.Background()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "manager")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/manager").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testenv.Build(t, "../../cmd/manager")
 	kc := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kc, kubeconfig, 0o600); err != nil {
 		t.Fatal(err)

@@ -417,13 +417,7 @@ type managerProcess struct {
 	done        chan struct{}
 }
 
-func buildManager(t *testing.T) string {
-	bin := filepath.Join(t.TempDir(), "manager")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/manager").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/manager: %v\n%s", err, out)
-	}
-	return bin
-}
+func buildManager(t *testing.T) string { return testenv.Build(t, "../../cmd/manager") }
 
 func startManager(t *testing.T, bin string) *managerProcess {
 	dir := t.TempDir()
