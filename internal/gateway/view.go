@@ -46,6 +46,8 @@ type view struct {
 	// identifies what they are now.
 	changed chan struct{}
 	listing string
+	// synced is the version the view was planned for last.
+	synced *toolcatalog.Catalog
 }
 
 // view returns the caller's view, creating it for the current version.
@@ -95,10 +97,17 @@ func (v *view) catalogID() string    { return v.s.id }
 func (v *view) metrics() *Metrics    { return v.s.g.opts.Metrics }
 func (v *view) principal() Principal { return v.caller.principal }
 
-// sync makes the view's tools those the plan sends for cat. What Redis
-// holds is checked first: a malformed entry is left out (served.resync
-// reports it), and a panic in planning is an error, not a crash.
+// sync makes the view's tools those the plan sends for cat, once per
+// version. What Redis holds is checked first: a malformed entry is left
+// out (served.resync reports it), and a panic in planning is an error,
+// not a crash.
 func (v *view) sync(cat *toolcatalog.Catalog) (err error) {
+	v.mu.Lock()
+	current := v.synced == cat
+	v.mu.Unlock()
+	if current {
+		return nil
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("planning the view of version %d panicked: %v", cat.Version(), r)
@@ -112,7 +121,7 @@ func (v *view) sync(cat *toolcatalog.Catalog) (err error) {
 	policy := cat.DisclosurePolicy()
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.plan = plan
+	v.plan, v.synced = plan, cat
 	v.bridge.TopK, v.bridge.MaxTopK, v.bridge.DescriptionLength = policy.SearchTopK, policy.SearchMaxTopK, policy.DescriptionLength
 	v.bridge.Search = toolcatalog.Options{Embedder: v.s.embedder}
 	want := map[string]bool{}
