@@ -190,18 +190,8 @@ func TestSessionsExpire(t *testing.T) {
 			})
 			// Its ID is refused, as the protocol asks: 404, so that the
 			// client opens a new session.
-			req, _ := http.NewRequest(http.MethodPost, base+"/mcp/"+ns+"/expiring", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
-			req.Header.Set("Authorization", "Bearer "+aliceToken)
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			req.Header.Set("Mcp-Session-Id", cs.ID())
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusNotFound {
-				t.Fatalf("the expired session: %d, want 404", resp.StatusCode)
+			if code, _ := postSession(t, base, ns, "expiring", cs.ID(), `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`); code != http.StatusNotFound {
+				t.Fatalf("the expired session: %d, want 404", code)
 			}
 		})
 	}

@@ -339,7 +339,7 @@ func TestAnyReplicaServesAnyClient(t *testing.T) {
 	body := `{"jsonrpc":"2.0","id":"long-1","method":"tools/call","params":{"name":"tool_call","arguments":{"name":"export_archive"}}}`
 	callDone := make(chan int, 1)
 	go func() {
-		code, _ := postSession(t, "http://"+addrs[0], ns, cs.ID(), body)
+		code, _ := postSession(t, "http://"+addrs[0], ns, "shared", cs.ID(), body)
 		callDone <- code
 	}()
 	select {
@@ -347,7 +347,7 @@ func TestAnyReplicaServesAnyClient(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the long call did not reach the upstream")
 	}
-	if code, out := postSession(t, "http://"+addrs[1], ns, cs.ID(), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"long-1"}}`); code != http.StatusAccepted {
+	if code, out := postSession(t, "http://"+addrs[1], ns, "shared", cs.ID(), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"long-1"}}`); code != http.StatusAccepted {
 		t.Fatalf("notifications/cancelled: %d %s", code, out)
 	}
 	select {
@@ -361,10 +361,10 @@ func TestAnyReplicaServesAnyClient(t *testing.T) {
 	}
 }
 
-// postSession posts a JSON-RPC message in a session, as alice, to one
-// replica, and returns the status and body.
-func postSession(t *testing.T, base, ns, session, body string) (int, string) {
-	req, _ := http.NewRequest(http.MethodPost, base+"/mcp/"+ns+"/shared", strings.NewReader(body))
+// postSession posts a JSON-RPC message in a session, as alice, to the
+// catalog's endpoint at base, and returns the status and body.
+func postSession(t *testing.T, base, ns, catalog, session, body string) (int, string) {
+	req, _ := http.NewRequest(http.MethodPost, base+"/mcp/"+ns+"/"+catalog, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+aliceToken)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
