@@ -24,6 +24,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/toolschema"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
 // ToolDefinitionReconciler validates ToolDefinitions and records their spec
@@ -89,6 +90,8 @@ func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *
 		}
 	} else if err := toolschema.ValidateOutputSchema(catalog.OutputSchema(td)); err != nil {
 		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonInvalidOutputSchema, err.Error()
+	} else if err := contract.CheckIcons(catalog.Icons(td)); err != nil {
+		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonInvalidIcons, err.Error()
 	} else if err := catalog.ValidateSource(td); err != nil {
 		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonSourceNotOwned, err.Error()
 	}

@@ -137,6 +137,11 @@ const (
 	// Schema or does not describe an object.
 	ReasonInvalidOutputSchema = "InvalidOutputSchema"
 
+	// ReasonInvalidIcons means an icon of spec.icons is not an https URL
+	// without credentials or a base64 data URI of a PNG, JPEG, GIF or WebP
+	// image, or says something else that is not allowed.
+	ReasonInvalidIcons = "InvalidIcons"
+
 	// ReasonSourceNotOwned means spec.source.toolSource names a ToolSource
 	// that does not control this ToolDefinition: its credentials are not
 	// lent to it, and catalogs leave it out.

@@ -90,6 +90,15 @@ type ToolDefinitionSpec struct {
 	// +optional
 	Annotations *ToolAnnotations `json:"annotations,omitempty"`
 
+	// icons are images a client may show for the tool (MCP's icons). Each
+	// src is an https URL (clients fetch it themselves) or a base64 data
+	// URI of a PNG, JPEG, GIF or WebP image; SVG is refused, as it can
+	// carry scripts. Published with the tool; not embedded.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	Icons []ToolIcon `json:"icons,omitempty"`
+
 	// source says where the tool is served, so a runtime or gateway knows
 	// where to call it. Set by a ToolSource for the tools it imports.
 	// +optional
@@ -116,6 +125,31 @@ type ToolAnnotations struct {
 	// openWorldHint: the tool interacts with external entities.
 	// +optional
 	OpenWorldHint *bool `json:"openWorldHint,omitempty"`
+}
+
+// ToolIcon is an image a client may show for a tool.
+type ToolIcon struct {
+	// src is an https URL without credentials, or a data URI
+	// (data:image/png;base64,...) of at most 16 KiB.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=16384
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('data:image/')",message="src must be an https URL or a data URI of an image"
+	Src string `json:"src"`
+	// mimeType is the image's type, when src does not say it.
+	// +optional
+	// +kubebuilder:validation:Enum=image/png;image/jpeg;image/gif;image/webp
+	MIMEType string `json:"mimeType,omitempty"`
+	// sizes the image fits, like 48x48, or any.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:Pattern=`^([1-9][0-9]{0,3}x[1-9][0-9]{0,3}|any)$`
+	Sizes []string `json:"sizes,omitempty"`
+	// theme is the background the icon is drawn for: light or dark.
+	// +optional
+	// +kubebuilder:validation:Enum=light;dark
+	Theme string `json:"theme,omitempty"`
 }
 
 // ToolSourceReference says where a tool is served.

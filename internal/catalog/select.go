@@ -66,13 +66,25 @@ func raw(j *apiextensionsv1.JSON) []byte {
 	return j.Raw
 }
 
-// validSchemas checks a ToolDefinition's parameters, then its output
-// schema.
-func validSchemas(td *v1alpha1.ToolDefinition) error {
+// Icons returns a ToolDefinition's icons as the contract publishes them.
+func Icons(td *v1alpha1.ToolDefinition) []contract.Icon {
+	var icons []contract.Icon
+	for _, i := range td.Spec.Icons {
+		icons = append(icons, contract.Icon{Src: i.Src, MIMEType: i.MIMEType, Sizes: i.Sizes, Theme: i.Theme})
+	}
+	return icons
+}
+
+// validSpec checks a ToolDefinition's parameters, then its output schema,
+// then its icons.
+func validSpec(td *v1alpha1.ToolDefinition) error {
 	if err := toolschema.ValidateParameters(Parameters(td)); err != nil {
 		return err
 	}
-	return toolschema.ValidateOutputSchema(OutputSchema(td))
+	if err := toolschema.ValidateOutputSchema(OutputSchema(td)); err != nil {
+		return err
+	}
+	return contract.CheckIcons(Icons(td))
 }
 
 // Select keeps the valid ToolDefinitions (a parameters schema that does
@@ -114,7 +126,7 @@ func (s *Selector) Select(tds []v1alpha1.ToolDefinition) (Selection, error) {
 		}
 		got, ok := s.memo[td.UID]
 		if !ok || td.UID == "" || got.generation != td.Generation || got.tool.Object != td.Name {
-			got = selected{generation: td.Generation, invalid: validSchemas(td)}
+			got = selected{generation: td.Generation, invalid: validSpec(td)}
 			if got.invalid == nil {
 				t, err := toolOf(td)
 				if err != nil {
@@ -168,7 +180,7 @@ func toolOf(td *v1alpha1.ToolDefinition) (Tool, error) {
 	entry, err := contract.NormalizeTool(contract.Tool{
 		Name: td.Spec.Name, Description: td.Spec.Description, Parameters: params, Toolset: td.Spec.Toolset,
 		AlwaysInclude: td.Spec.AlwaysInclude, AllowRepeat: td.Spec.AllowRepeat, NoBackground: td.Spec.NoBackground, SpecHash: hash,
-		OutputSchema: OutputSchema(td),
+		OutputSchema: OutputSchema(td), Icons: Icons(td),
 	})
 	if err != nil {
 		return Tool{}, fmt.Errorf("ToolDefinition %s: %w", td.Name, err)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -11,9 +12,13 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
 // What happens during a long upstream call reaches both ends: the
@@ -201,4 +206,77 @@ func ptrString(b *bool) string {
 		return "nil"
 	}
 	return boolString(*b)
+}
+
+// Icons reach clients in tools/list (tool_describe: TestDescribeShowsIcons), from an upstream
+// server through a ToolSource and from a hand-written ToolDefinition; an
+// icon a client could be harmed by rendering never does: the API server
+// refuses a javascript: src, the ToolDefinition controller an SVG, the
+// import leaves such icons out, and the gateway leaves out what Redis
+// holds that fails the same check.
+func TestIconsReachClientsChecked(t *testing.T) {
+	ns := newNamespace(t)
+	const png = "data:image/png;base64,iVBORw0KGgo="
+	srv := mcptest.New(t, mcptest.Options{Name: "crm"})
+	srv.AddTool(&mcp.Tool{Name: "find_contact", Description: "Find a contact in the CRM by name.", InputSchema: map[string]any{"type": "object"},
+		Icons: []mcp.Icon{{Source: "https://cdn.example.com/crm.png", Sizes: []string{"48x48"}, Theme: mcp.IconThemeDark},
+			{Source: "javascript:alert(document.cookie)"}, {Source: "data:image/svg+xml;base64,PHN2Zy8+"}}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+		})
+	handWritten := testTool(ns, "icons", "send_fax", "Send a fax to a number.")
+	handWritten.Spec.Icons = []v1alpha1.ToolIcon{{Src: png, MIMEType: "image/png"}}
+	create(t, sourceFor(ns, "crm", srv.URL, "icons"), testCatalog(ns, "icons", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}), handWritten)
+	published(t, ns, "icons", 2)
+
+	// The API server refuses a src that is no URL or image, and the
+	// controller an SVG.
+	bad := testTool(ns, "other", "bad_icon", "A tool with a hostile icon.")
+	bad.Spec.Icons = []v1alpha1.ToolIcon{{Src: "javascript:alert(1)"}}
+	if err := kube.Create(t.Context(), bad); err == nil || !strings.Contains(err.Error(), "src must be an https URL or a data URI of an image") {
+		t.Fatalf("a javascript: icon: %v", err)
+	}
+	svg := testTool(ns, "other", "svg_icon", "A tool with an SVG icon.")
+	svg.Spec.Icons = []v1alpha1.ToolIcon{{Src: "data:image/svg+xml;base64,PHN2Zy8+"}}
+	create(t, svg)
+	waitFor(t, "the SVG icon to be refused", func() bool {
+		var td v1alpha1.ToolDefinition
+		if err := kube.Get(t.Context(), client.ObjectKeyFromObject(svg), &td); err != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonInvalidIcons
+	})
+
+	icons := func(cs *mcp.ClientSession) map[string][]string {
+		res, err := cs.ListTools(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]string{}
+		for _, tool := range res.Tools {
+			for _, i := range tool.Icons {
+				out[tool.Name] = append(out[tool.Name], i.Source+" "+strings.Join(i.Sizes, ",")+" "+string(i.Theme))
+			}
+		}
+		return out
+	}
+	cs := connect(t, ns, "icons", aliceToken, "", nil)
+	want := map[string][]string{"find_contact": {"https://cdn.example.com/crm.png 48x48 dark"}, "send_fax": {png + "  "}}
+	if got := icons(cs); !maps.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("icons listed: %q, want %q", got, want)
+	}
+
+	// What Redis holds is checked again: an entry written there with a
+	// hostile icon is listed without it.
+	injected := contract.Tool{Name: "injected", Description: "Written straight into Redis.", Parameters: json.RawMessage(`{"type":"object"}`),
+		Icons: []contract.Icon{{Src: "javascript:alert(1)"}, {Src: png}}}
+	inject(t, ns, "icons", injected)
+	waitFor(t, "the injected entry to be listed", func() bool {
+		_, ok := icons(cs)["injected"]
+		return ok
+	})
+	if got := icons(cs)["injected"]; len(got) != 1 || got[0] != png+"  " {
+		t.Fatalf("the injected entry's icons: %q", got)
+	}
 }

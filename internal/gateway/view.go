@@ -197,6 +197,11 @@ func mcpTool(t contract.Tool) *mcp.Tool {
 	if len(t.OutputSchema) > 0 {
 		tool.OutputSchema = json.RawMessage(t.OutputSchema)
 	}
+	// Redis is not trusted with what clients render: icons are checked
+	// again, and those that fail are left out.
+	for _, i := range contract.SafeIcons(t.Icons) {
+		tool.Icons = append(tool.Icons, mcp.Icon{Source: i.Src, MIMEType: i.MIMEType, Sizes: i.Sizes, Theme: mcp.IconTheme(i.Theme)})
+	}
 	if a := t.Annotations; a != nil {
 		tool.Title = a.Title
 		tool.Annotations = &mcp.ToolAnnotations{Title: a.Title, DestructiveHint: a.DestructiveHint, OpenWorldHint: a.OpenWorldHint}

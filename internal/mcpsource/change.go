@@ -24,7 +24,7 @@ const surfaceHashDomain = "toolcatalog.dev/surface-hash/v1"
 
 // SurfaceHash is the sha256 of what a model reads of a tool and what its
 // provider claims of it: name, description, parameters (canonical JSON),
-// annotations and output schema (canonical JSON). Approvals name this
+// annotations, output schema (canonical JSON) and icons. Approvals name this
 // hash, so an approval holds for one version of a tool and no other.
 func SurfaceHash(spec v1alpha1.ToolDefinitionSpec) (string, error) {
 	var params []byte
@@ -52,6 +52,13 @@ func SurfaceHash(spec v1alpha1.ToolDefinitionSpec) (string, error) {
 		}
 		parts = append(parts, []byte("outputSchema"), out)
 	}
+	if len(spec.Icons) > 0 {
+		icons, err := json.Marshal(spec.Icons)
+		if err != nil {
+			return "", fmt.Errorf("encoding icons: %w", err)
+		}
+		parts = append(parts, []byte("icons"), icons)
+	}
 	h := sha256.New()
 	for _, part := range parts {
 		var n [8]byte
@@ -63,7 +70,7 @@ func SurfaceHash(spec v1alpha1.ToolDefinitionSpec) (string, error) {
 }
 
 // KeepSurface is the upstream spec with the approved description,
-// parameters, annotations and output schema: what a source applies while
+// parameters, annotations, output schema and icons: what a source applies while
 // a change waits for approval, so everything else (the source reference)
 // stays current.
 func KeepSurface(upstream, approved v1alpha1.ToolDefinitionSpec) v1alpha1.ToolDefinitionSpec {
@@ -72,6 +79,7 @@ func KeepSurface(upstream, approved v1alpha1.ToolDefinitionSpec) v1alpha1.ToolDe
 	out.Parameters = approved.Parameters
 	out.Annotations = approved.Annotations
 	out.OutputSchema = approved.OutputSchema
+	out.Icons = approved.Icons
 	return out
 }
 
@@ -152,6 +160,9 @@ func Diff(from, to v1alpha1.ToolDefinitionSpec) string {
 	parts = append(parts, annotationsDiff(from.Annotations, to.Annotations)...)
 	if !sameJSON(from.OutputSchema, to.OutputSchema) {
 		parts = append(parts, "output schema changed")
+	}
+	if !equality.Semantic.DeepEqual(from.Icons, to.Icons) {
+		parts = append(parts, "icons changed")
 	}
 	if len(parts) == 0 {
 		return "no visible change"

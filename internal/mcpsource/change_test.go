@@ -52,6 +52,11 @@ func TestSurfaceHashCoversWhatTheModelReads(t *testing.T) {
 			s.OutputSchema = &apiextensionsv1.JSON{Raw: []byte(`{"type":"object"}`)}
 			return s
 		}(),
+		"icons": func() v1alpha1.ToolDefinitionSpec {
+			s := base
+			s.Icons = []v1alpha1.ToolIcon{{Src: "https://cdn.example.com/crm.png"}}
+			return s
+		}(),
 	} {
 		if mustHash(t, s) == h {
 			t.Errorf("a change of the %s left the hash as it was", name)
@@ -84,6 +89,11 @@ func TestDiffSaysWhatChanged(t *testing.T) {
 			s.OutputSchema = &apiextensionsv1.JSON{Raw: []byte(`{"type":"object"}`)}
 			return s
 		}(), "output schema changed"},
+		{"icons", spec("d", "", nil), func() v1alpha1.ToolDefinitionSpec {
+			s := spec("d", "", nil)
+			s.Icons = []v1alpha1.ToolIcon{{Src: "https://cdn.example.com/crm.png"}}
+			return s
+		}(), "icons changed"},
 	}
 	for _, tt := range tests {
 		if got := Diff(tt.from, tt.to); got != tt.want {

@@ -29,6 +29,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 	"github.com/toolcatalog/tool-catalog-operator/internal/toolschema"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
 // ClientName is how the operator introduces itself to MCP servers.
@@ -316,6 +317,7 @@ func specOf(t *mcp.Tool, o Options) (v1alpha1.ToolDefinitionSpec, string) {
 	if spec.OutputSchema, reason = importSchema(t.OutputSchema, "output schema", toolschema.ValidateOutputSchema); reason != "" {
 		return v1alpha1.ToolDefinitionSpec{}, reason
 	}
+	spec.Icons = importIcons(t.Icons)
 	if a := t.Annotations; a != nil || t.Title != "" {
 		spec.Annotations = &v1alpha1.ToolAnnotations{Title: t.Title}
 		if a != nil {
@@ -335,6 +337,20 @@ func specOf(t *mcp.Tool, o Options) (v1alpha1.ToolDefinitionSpec, string) {
 		}
 	}
 	return spec, ""
+}
+
+// importIcons keeps the icons of a tool that contract.CheckIcon accepts,
+// at most contract.MaxIcons; the others are left out, not the tool.
+func importIcons(icons []mcp.Icon) []v1alpha1.ToolIcon {
+	var in []contract.Icon
+	for _, i := range icons {
+		in = append(in, contract.Icon{Src: i.Source, MIMEType: i.MIMEType, Sizes: i.Sizes, Theme: string(i.Theme)})
+	}
+	var out []v1alpha1.ToolIcon
+	for _, i := range contract.SafeIcons(in) {
+		out = append(out, v1alpha1.ToolIcon{Src: i.Src, MIMEType: i.MIMEType, Sizes: i.Sizes, Theme: i.Theme})
+	}
+	return out
 }
 
 // importSchema encodes and checks one of a tool's schemas, named what in

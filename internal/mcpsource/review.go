@@ -60,6 +60,17 @@ func reviewText(spec v1alpha1.ToolDefinitionSpec) string {
 	if spec.OutputSchema != nil {
 		section("outputSchema", indented(spec.OutputSchema.Raw))
 	}
+	if len(spec.Icons) > 0 {
+		var lines []string
+		for _, i := range spec.Icons {
+			src := i.Src
+			if kind, _, ok := strings.Cut(src, ";base64,"); ok {
+				src = fmt.Sprintf("%s;base64 (%d characters)", kind, len(i.Src))
+			}
+			lines = append(lines, strings.TrimSpace(fmt.Sprintf("%s %s %s", src, strings.Join(i.Sizes, ","), i.Theme)))
+		}
+		section("icons", strings.Join(lines, "\n"))
+	}
 	if a := spec.Annotations; a != nil {
 		var lines []string
 		if a.Title != "" {

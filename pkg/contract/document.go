@@ -107,6 +107,8 @@ type Tool struct {
 	// OutputSchema is the JSON Schema (canonical JSON) of the tool's
 	// structured result, MCP's outputSchema; absent when it declares none.
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Icons are images a client may show for the tool (CheckIcons).
+	Icons []Icon `json:"icons,omitempty"`
 	// Source says where the tool is served.
 	Source *Source `json:"source,omitempty"`
 }
@@ -372,6 +374,9 @@ func (e Entry) Digest() (string, error) {
 		field("output_schema")
 		field(string(e.OutputSchema))
 	}
+	if err := optional("icons", len(e.Icons) > 0, e.Icons); err != nil {
+		return "", err
+	}
 	flag(e.AllowedPrincipals != nil)
 	if e.AllowedPrincipals != nil {
 		field(strconv.Itoa(len(*e.AllowedPrincipals)))
@@ -389,6 +394,11 @@ func (e Entry) Equal(o Entry) bool {
 		return false
 	}
 	if !equalPtr(e.Annotations, o.Annotations, (*Annotations).equal) || !equalPtr(e.Source, o.Source, func(a, b *Source) bool { return *a == *b }) {
+		return false
+	}
+	if !slices.EqualFunc(e.Icons, o.Icons, func(a, b Icon) bool {
+		return a.Src == b.Src && a.MIMEType == b.MIMEType && a.Theme == b.Theme && slices.Equal(a.Sizes, b.Sizes)
+	}) {
 		return false
 	}
 	if (e.AllowedPrincipals == nil) != (o.AllowedPrincipals == nil) {

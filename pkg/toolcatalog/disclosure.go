@@ -356,6 +356,9 @@ func (b *Bridge) Handle(ctx context.Context, name, arguments string) (json.RawMe
 			}
 			def["annotations"] = a
 		}
+		if icons := contract.SafeIcons(tool.Icons); len(icons) > 0 {
+			def["icons"] = icons
+		}
 		out, err := json.Marshal(def)
 		return out, nil, err
 	case ToolCall:

@@ -283,3 +283,25 @@ func TestBridgeLimitsAndNoMatch(t *testing.T) {
 		t.Fatalf("no match: %s %v", out, err)
 	}
 }
+
+// tool_describe shows a tool's icons, leaving out any that fail
+// contract.CheckIcon (a catalog read from Redis is not trusted with what
+// clients render).
+func TestDescribeShowsIcons(t *testing.T) {
+	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "bm25", TopK: 3})
+	for i := range c.Document.Tools {
+		if c.Document.Tools[i].Name == "create_issue" {
+			c.Document.Tools[i].Icons = []contract.Icon{{Src: "javascript:alert(1)"}, {Src: "https://cdn.example.com/gh.png", Sizes: []string{"any"}}}
+		}
+	}
+	b := &Bridge{Catalog: func() *Catalog { return c }}
+	out, _, err := b.Handle(context.Background(), ToolDescribe, `{"name":"create_issue"}`)
+	var def struct{ Icons []contract.Icon }
+	if err != nil || json.Unmarshal(out, &def) != nil || len(def.Icons) != 1 || def.Icons[0].Src != "https://cdn.example.com/gh.png" || def.Icons[0].Sizes[0] != "any" {
+		t.Fatalf("tool_describe: %s %v", out, err)
+	}
+	out, _, _ = b.Handle(context.Background(), ToolDescribe, `{"name":"send_email"}`)
+	if strings.Contains(string(out), "icons") {
+		t.Fatalf("a tool without icons is described with some: %s", out)
+	}
+}
