@@ -259,8 +259,8 @@ func startEverything(t *testing.T) string {
 
 // A ToolSource imports the reference server-everything; its tools are
 // served by the gateway, their output schemas listed, and its structured
-// content, text and images come back from calls, to the Go and the
-// TypeScript SDK clients alike.
+// content, text, images and resource links come back from calls, to the
+// Go and the TypeScript SDK clients alike.
 func TestImportsTheReferenceEverythingServer(t *testing.T) {
 	ns := newNamespace(t)
 	url := startEverything(t)
@@ -294,6 +294,20 @@ func TestImportsTheReferenceEverythingServer(t *testing.T) {
 	}
 	if sc, _ := res.StructuredContent.(map[string]any); sc["temperature"] == nil {
 		t.Fatalf("structured content: %#v", res.StructuredContent)
+	}
+	// Resource links pass through as they are.
+	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "get-resource-links", Arguments: map[string]any{"count": 2}})
+	if err != nil || res.IsError {
+		t.Fatalf("get-resource-links: %v %+v", err, res)
+	}
+	var links []string
+	for _, c := range res.Content {
+		if l, ok := c.(*mcp.ResourceLink); ok && l.URI != "" && l.Name != "" {
+			links = append(links, l.URI)
+		}
+	}
+	if len(links) != 2 {
+		t.Fatalf("get-resource-links: resource links %v in %d contents", links, len(res.Content))
 	}
 
 	s := runTSClient(t, fmt.Sprintf("%s/mcp/%s/everything", gatewayURL, ns), aliceToken,
