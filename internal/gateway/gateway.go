@@ -403,7 +403,7 @@ func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error
 		return nil, fmt.Errorf("catalog %s cannot be served: %v", key, err)
 	}
 	s := &served{g: g, key: key, id: key.String(), uid: tc.UID, where: where, redis: redisconn.NewClient(cfg.Redis), keys: cfg.Keys,
-		views: map[string]*view{}, streams: &streams{m: map[string]map[chan struct{}]bool{}}}
+		views: map[string]*view{}, streams: &streams{m: map[string]chan struct{}{}}}
 	s.sessions = &sessionStore{rc: s.redis, keys: cfg.Keys, idle: g.opts.Limits.SessionIdle, lifetime: g.opts.Limits.SessionLifetime, max: g.opts.Limits.SessionsPerPrincipal}
 	s.cancels = &cancels{s: s, m: map[string]context.CancelFunc{}}
 	if p, err := catalogconfig.BuildProviders(cfg.Providers); err == nil {

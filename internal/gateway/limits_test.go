@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -221,5 +223,43 @@ func TestUpstreamCachesAreSwept(t *testing.T) {
 	// A later call connects again.
 	if out, isErr := callTool(t, cs, "echo", map[string]any{}); isErr || srv.Calls() != 2 {
 		t.Fatalf("a call after the sweep: %q, upstream calls %d", out, srv.Calls())
+	}
+}
+
+// A session has one notification stream on a replica: a second GET ends
+// the first, so a client cannot hold the gateway's resources by opening
+// stream after stream.
+func TestOneStreamPerSession(t *testing.T) {
+	ns := newNamespace(t)
+	standardCatalog(t, ns, "streams", v1alpha1.DisclosureOff)
+	code, header, body := initialize(t, "/mcp/"+ns+"/streams", "Bearer "+aliceToken)
+	id := header.Get("Mcp-Session-Id")
+	if code != http.StatusOK || id == "" {
+		t.Fatalf("initialize: %d, session %q: %s", code, id, body)
+	}
+	open := func(ctx context.Context) *http.Response {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, gatewayURL+"/mcp/"+ns+"/streams", nil)
+		req.Header.Set("Authorization", "Bearer "+aliceToken)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", id)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET stream: %v %v", err, resp)
+		}
+		return resp
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	first := open(ctx)
+	defer first.Body.Close()
+	// The priming event arrives, then the stream stays open.
+	line, err := bufio.NewReader(first.Body).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "id: ") {
+		t.Fatalf("the first stream's first line: %q %v", line, err)
+	}
+	second := open(ctx)
+	defer second.Body.Close()
+	if _, err := io.Copy(io.Discard, first.Body); err != nil {
+		t.Fatalf("the first stream did not end when the second opened: %v", err)
 	}
 }

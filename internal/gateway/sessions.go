@@ -353,40 +353,41 @@ func (c *cancels) follow(ctx context.Context) {
 	}
 }
 
-// streams are the list-changed streams this replica serves, by session.
+// streams are the list-changed streams this replica serves: one per
+// session.
 type streams struct {
 	mu sync.Mutex
-	m  map[string]map[chan struct{}]bool
+	m  map[string]chan struct{} // closed to end the session's stream
 }
 
-// open registers a stream of a session; end closes done.
+// open registers the stream of a session, ending the one it had on this
+// replica (a client reconnecting, or one opening streams to hold the
+// gateway's resources).
 func (st *streams) open(session string) (done chan struct{}, release func()) {
 	done = make(chan struct{})
 	st.mu.Lock()
-	if st.m[session] == nil {
-		st.m[session] = map[chan struct{}]bool{}
+	if old := st.m[session]; old != nil {
+		close(old)
 	}
-	st.m[session][done] = true
+	st.m[session] = done
 	st.mu.Unlock()
 	return done, func() {
 		st.mu.Lock()
-		delete(st.m[session], done)
-		if len(st.m[session]) == 0 {
+		if st.m[session] == done {
 			delete(st.m, session)
 		}
 		st.mu.Unlock()
 	}
 }
 
-// end ends the streams of a closed session.
+// end ends the stream of a closed session.
 func (st *streams) end(session string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	for done := range st.m[session] {
+	if done := st.m[session]; done != nil {
 		close(done)
-		delete(st.m[session], done)
+		delete(st.m, session)
 	}
-	delete(st.m, session)
 }
 
 // listChangedEvent is the one message a session's GET stream carries.
