@@ -3,8 +3,8 @@ package gateway
 import (
 	"bufio"
 	"context"
-	"io"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
