@@ -3,6 +3,7 @@ package toolcatalog
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -111,6 +112,23 @@ func BenchmarkLoadIndex10k(b *testing.B) {
 		if _, err := New(c.Document, raw, nil); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkNextIndex10k indexes the next version of a 10,000-tool
+// catalog in which one description changed (compare BenchmarkLoadIndex10k).
+func BenchmarkNextIndex10k(b *testing.B) {
+	c := benchCatalog(b, 10000)
+	raw := map[string][]byte{}
+	for name, v := range c.Vectors {
+		raw[name] = contract.EncodeVector(v)
+	}
+	doc := *c.Document
+	doc.Tools = slices.Clone(doc.Tools)
+	doc.Tools[42].Description = "a description edited since"
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Next(&doc, raw, nil)
 	}
 }
 

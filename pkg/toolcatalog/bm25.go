@@ -1,7 +1,10 @@
 package toolcatalog
 
 import (
+	"bytes"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
@@ -49,10 +52,26 @@ type bm25Index struct {
 	// maxIDF is the idf of a word only one tool holds: the most a single
 	// query word can say.
 	maxIDF float64
+	// docs holds each tool's weighted terms, so the index of a next
+	// version tokenizes only the tools whose text changed.
+	docs []docTerms
 }
 
 type posting struct {
 	doc  int
+	freq float64
+}
+
+// docTerms are one tool's indexed text and its weighted terms.
+type docTerms struct {
+	name, description string
+	parameters        []byte
+	terms             []termFreq
+}
+
+// termFreq is a term's weighted count in one tool.
+type termFreq struct {
+	term string
 	freq float64
 }
 
@@ -68,26 +87,50 @@ func terms(s string) []string {
 	return out
 }
 
-func newBM25Index(tools []contract.Tool) *bm25Index {
-	ix := &bm25Index{postings: map[string][]posting{}, lengths: make([]float64, len(tools))}
+// termsOf tokenizes a tool's fields, weighted.
+func termsOf(t contract.Tool) docTerms {
+	tf := map[string]float64{}
+	field := func(s string, weight float64) {
+		for _, w := range terms(s) {
+			tf[w] += weight
+		}
+	}
+	field(t.Name, nameWeight)
+	field(t.Description, descriptionWeight)
+	for _, p := range contract.Parameters(t.Parameters) {
+		field(p.Name, parameterNameWeight)
+		field(p.Description, parameterDescriptionWeight)
+	}
+	d := docTerms{name: t.Name, description: t.Description, parameters: t.Parameters, terms: make([]termFreq, 0, len(tf))}
+	for w, f := range tf {
+		d.terms = append(d.terms, termFreq{w, f})
+	}
+	// In term order, so a tool's length sums alike every time.
+	slices.SortFunc(d.terms, func(a, b termFreq) int { return strings.Compare(a.term, b.term) })
+	return d
+}
+
+// indexes reports whether d is the tokenization of t's text.
+func (d *docTerms) indexes(t contract.Tool) bool {
+	return d.name == t.Name && d.description == t.Description && bytes.Equal(d.parameters, t.Parameters)
+}
+
+// newBM25Index indexes tools. prev, the index of an earlier version with
+// its tools' positions by name, lends the terms of tools whose text is
+// unchanged.
+func newBM25Index(tools []contract.Tool, prev *bm25Index, prevAt map[string]int) *bm25Index {
+	ix := &bm25Index{postings: map[string][]posting{}, lengths: make([]float64, len(tools)), docs: make([]docTerms, len(tools))}
 	var total float64
 	for i, t := range tools {
-		tf := map[string]float64{}
-		field := func(s string, weight float64) {
-			for _, w := range terms(s) {
-				tf[w] += weight
-			}
-		}
-		field(t.Name, nameWeight)
-		field(t.Description, descriptionWeight)
-		for _, p := range contract.Parameters(t.Parameters) {
-			field(p.Name, parameterNameWeight)
-			field(p.Description, parameterDescriptionWeight)
+		if j, ok := prevAt[t.Name]; ok && prev != nil && j < len(prev.docs) && prev.docs[j].indexes(t) {
+			ix.docs[i] = prev.docs[j]
+		} else {
+			ix.docs[i] = termsOf(t)
 		}
 		var n float64
-		for w, f := range tf {
-			ix.postings[w] = append(ix.postings[w], posting{doc: i, freq: f})
-			n += f
+		for _, tf := range ix.docs[i].terms {
+			ix.postings[tf.term] = append(ix.postings[tf.term], posting{doc: i, freq: tf.freq})
+			n += tf.freq
 		}
 		ix.lengths[i] = n
 		total += n
@@ -120,6 +163,34 @@ func (ix *bm25Index) scores(query string, k1, b float64) map[int]float64 {
 		}
 	}
 	return out
+}
+
+// queryTerms are a query's distinct terms.
+func (ix *bm25Index) queryTerms(query string) []string {
+	var out []string
+	for _, w := range terms(query) {
+		if !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// scoreOf is one tool's BM25 score for a query's distinct terms.
+func (ix *bm25Index) scoreOf(doc int, qterms []string, k1, b float64) float64 {
+	d := ix.docs[doc].terms
+	n := float64(len(ix.lengths))
+	var s float64
+	for _, w := range qterms {
+		i, ok := slices.BinarySearchFunc(d, w, func(tf termFreq, w string) int { return strings.Compare(tf.term, w) })
+		if !ok {
+			continue
+		}
+		f := d[i].freq
+		norm := f + k1*(1-b+b*ix.lengths[doc]/ix.avgLen)
+		s += idf(n, float64(len(ix.postings[w]))) * f * (k1 + 1) / norm
+	}
+	return s
 }
 
 // idf is the BM25 inverse document frequency of a word n tools of which df

@@ -115,7 +115,14 @@ func LoadVersion(ctx context.Context, c redis.UniversalClient, keys contract.Key
 // the document's model are left out (such a tool is found by BM25 only).
 // Vectors are kept unit-length, in one block, in tool order.
 func New(doc *contract.Document, rawVectors map[string][]byte, rawMetadata map[string]string) (*Catalog, error) {
-	return build(doc, nil, rawVectors, parseMetadata(doc, rawMetadata, nil)), nil
+	return build(doc, nil, rawVectors, parseMetadata(doc, rawMetadata, nil), nil), nil
+}
+
+// Next builds the Catalog of a later version from its parts, as New does,
+// reusing what c computed for the tools whose text is unchanged, so a
+// version that changed a few tools of many costs little to index.
+func (c *Catalog) Next(doc *contract.Document, rawVectors map[string][]byte, rawMetadata map[string]string) *Catalog {
+	return build(doc, nil, rawVectors, parseMetadata(doc, rawMetadata, nil), c)
 }
 
 // parseMetadata parses the metadata of the document's tools in raw, and
@@ -136,8 +143,9 @@ func parseMetadata(doc *contract.Document, raw map[string]string, held map[strin
 
 // build indexes a document: each tool's vector is decoded from raw, or
 // else taken from held (vectors of a catalog already built), and laid
-// out, unit-length, in one block in tool order for search.
-func build(doc *contract.Document, held map[string][]float32, raw map[string][]byte, metadata map[string]*contract.Metadata) *Catalog {
+// out, unit-length, in one block in tool order for search. prev, an
+// earlier version's Catalog, lends the index terms of unchanged tools.
+func build(doc *contract.Document, held map[string][]float32, raw map[string][]byte, metadata map[string]*contract.Metadata, prev *Catalog) *Catalog {
 	c := &Catalog{Document: doc, Vectors: make(map[string][]float32, len(doc.Tools)), Metadata: metadata, tools: make(map[string]int, len(doc.Tools))}
 	c.dims = doc.Embedding.Dimensions
 	rows := 0
@@ -174,7 +182,11 @@ func build(doc *contract.Document, held map[string][]float32, raw map[string][]b
 		c.rowOf[i] = len(c.vecNames)
 		c.vecNames = append(c.vecNames, t.Name)
 	}
-	c.index = newBM25Index(doc.Tools)
+	if prev != nil {
+		c.index = newBM25Index(doc.Tools, prev.index, prev.tools)
+	} else {
+		c.index = newBM25Index(doc.Tools, nil, nil)
+	}
 	seen := map[string]bool{}
 	for _, t := range doc.Tools {
 		if t.AlwaysInclude {
@@ -372,5 +384,5 @@ func incremental(ctx context.Context, c redis.UniversalClient, keys contract.Key
 		return nil, errFullLoad
 	}
 	doc := contract.Assemble(*h, entries)
-	return build(doc, held, part.Vectors, parseMetadata(doc, part.Metadata, heldMeta)), nil
+	return build(doc, held, part.Vectors, parseMetadata(doc, part.Metadata, heldMeta), cur), nil
 }

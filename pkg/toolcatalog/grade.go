@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+
+	"gonum.org/v1/gonum/blas/blas32"
 )
 
 // GradeK is the cut-off of self-grading: a tool's held-back query counts as
@@ -23,6 +26,9 @@ type Grading struct {
 	// Tools and Queries count what was graded: tools with at least two
 	// queries, and their queries.
 	Tools, Queries int
+	// Searched counts the queries this grading searched; the others kept
+	// the outcome of an earlier one (see Grader).
+	Searched int
 	// SelfRecallAt5 is the share of graded queries whose tool ranked in
 	// the top five.
 	SelfRecallAt5 float64
@@ -58,89 +64,367 @@ type ConfusablePair struct {
 // its other queries, so a query never finds its tool through itself. Tools
 // missing from sets, or with fewer than two queries, are not graded but
 // still compete. Permissions, always-included tools and exact names play
-// no part.
+// no part. Every query is searched; a Grader grades successive versions
+// searching only what changed.
 func (c *Catalog) Grade(ctx context.Context, sets map[string]QuerySet) (*Grading, error) {
+	g, _, err := (&Grader{MaxSearches: -1}).Grade(ctx, c, sets)
+	return g, err
+}
+
+// Grader grades the successive versions of one catalog, each from the
+// grading before: a kept query is searched again only when its tool
+// changed, when a tool that changed ranked in its top GradeK or scores
+// high enough in either arm to enter it, or when its turn in a rotating
+// sample comes; every other query keeps its outcome. The sample makes up,
+// within a bounded number of versions, for what no rule foresees (a word
+// grown more common shifts every BM25 score a little). The zero value is
+// ready to use; a Grader is not safe for concurrent use.
+type Grader struct {
+	// MaxSearches bounds the searches of one Grade, DefaultMaxSearches
+	// when 0, none when negative; what is left is searched by the next
+	// Grade, and the grading reports only the queries searched.
+	MaxSearches int
+	// Sample is how many tools' kept queries each Grade searches again
+	// in turn, DefaultSample when 0.
+	Sample int
+
+	prev  *Catalog
+	tools map[string]*gradedTool
+	// turn is the tool after which the rotating sample goes on.
+	turn string
+}
+
+// Defaults of a Grader.
+const (
+	DefaultMaxSearches = 400
+	DefaultSample      = 4
+)
+
+// watchRank is the rank in either arm above which a changed tool could
+// enter a query's top GradeK: the blend of two arms can lift a tool a few
+// places above its rank in each.
+const watchRank = 3 * GradeK
+
+// gradedTool is one tool's queries, ready to search, and their outcomes.
+type gradedTool struct {
+	set   QuerySet
+	units [][]float32
+	sum   []float64
+	// outcomes holds each query's last outcome, nil when it is due.
+	outcomes []*queryOutcome
+}
+
+// queryOutcome is where one left-out query ranked its tool.
+type queryOutcome struct {
+	found bool
+	// first is the tool ranked first; top the first GradeK.
+	first string
+	top   []string
+	// terms are the query's distinct index terms; semWatch and lexWatch
+	// the arms' scores at watchRank (any score enters an arm that ranked
+	// fewer tools).
+	terms              []string
+	semWatch, lexWatch float64
+}
+
+// Catalog is the catalog last graded, nil before the first Grade: build
+// the next version's with its Next.
+func (g *Grader) Catalog() *Catalog { return g.prev }
+
+// Grade grades c, a version of the catalog the Grader graded before (or
+// any catalog: a Grader meeting another model or catalog starts afresh),
+// with sets, the tools' own queries. It returns the grading and how many
+// due queries were left for the next Grade by MaxSearches.
+func (g *Grader) Grade(ctx context.Context, c *Catalog, sets map[string]QuerySet) (*Grading, int, error) {
 	opts := c.withDefaults(Options{TopK: GradeK})
 	method := opts.Method
 	if method != BM25 && c.dims == 0 {
 		method = BM25
 	}
-	all := func(string) bool { return true }
-	g := &Grading{}
-	firsts := map[string]map[string]int{} // tool → tool ranked first instead → count
+	if g.prev == nil || g.prev.Document.CatalogUID != c.Document.CatalogUID || g.prev.Document.Embedding != c.Document.Embedding ||
+		!sameRanking(g.prev.withDefaults(Options{TopK: GradeK}), opts) {
+		g.tools = nil
+	}
+	changed := changedTools(g.prev, c)
+	if g.tools == nil {
+		g.tools = map[string]*gradedTool{}
+	}
 	names := make([]string, 0, len(sets))
 	for n := range sets {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	found := 0
+	keep := make(map[string]*gradedTool, len(names))
 	for _, name := range names {
 		set := sets[name]
-		doc, ok := c.tools[name]
-		if !ok || len(set.Queries) < 2 || len(set.Vectors) != len(set.Queries) {
+		if _, ok := c.tools[name]; !ok || len(set.Queries) < 2 || len(set.Vectors) != len(set.Queries) {
 			continue
 		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
+		gt := g.tools[name]
+		if gt == nil || changed[name] || !slices.Equal(gt.set.Queries, set.Queries) {
+			var err error
+			if gt, err = c.gradedTool(name, set, method); err != nil {
+				return nil, 0, fmt.Errorf("tool %s: %w", name, err)
+			}
+			if gt == nil {
+				continue
+			}
 		}
-		row := c.rowOf[doc]
-		sum, err := c.sumOf(set.Vectors)
-		if method != BM25 && (row < 0 || err != nil) {
+		keep[name] = gt
+	}
+	g.tools, g.prev = keep, c
+	g.markAffected(c, changed, opts)
+	g.markSample(names)
+
+	budget := g.MaxSearches
+	if budget == 0 {
+		budget = DefaultMaxSearches
+	}
+	all := func(string) bool { return true }
+	left, searched := 0, 0
+	for _, name := range names {
+		gt := g.tools[name]
+		if gt == nil {
 			continue
 		}
-		g.Tools++
-		missed := 0
-		for i, q := range set.Queries {
+		row := c.rowOf[c.tools[name]]
+		for i, q := range gt.set.Queries {
+			if gt.outcomes[i] != nil {
+				continue
+			}
+			if budget == 0 {
+				left++
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, 0, err
+			}
+			budget--
+			searched++
 			resp := &Response{Method: method}
-			var unit []float32
 			var own *ownScore
 			if method != BM25 {
-				var reason string
-				if unit, reason = c.unitQuery(set.Vectors[i]); reason != "" {
-					return nil, fmt.Errorf("tool %s, query %d: %s", name, i, reason)
-				}
-				own = &ownScore{row: row, cosine: looCosine(unit, sum, set.Vectors[i])}
+				own = &ownScore{row: row, cosine: looCosine(gt.units[i], gt.sum, gt.set.Vectors[i])}
 			}
-			order, _, _ := c.rank(q, unit, opts, all, resp, own)
-			g.Queries++
-			if at := rankOf(order, name); at > 0 && at <= GradeK {
+			order, semantic, lexical := c.rank(q, gt.units[i], opts, all, resp, own)
+			gt.outcomes[i] = outcomeOf(name, c.index.queryTerms(q), order, semantic.top, lexical)
+		}
+	}
+	out := g.grading(c)
+	out.Searched = searched
+	return out, left, nil
+}
+
+// gradedTool readies a tool's queries for search, nil when the semantic
+// arm cannot grade it (no vector).
+func (c *Catalog) gradedTool(name string, set QuerySet, method Method) (*gradedTool, error) {
+	gt := &gradedTool{set: set, outcomes: make([]*queryOutcome, len(set.Queries))}
+	if method == BM25 {
+		gt.units = make([][]float32, len(set.Queries))
+		return gt, nil
+	}
+	if c.rowOf[c.tools[name]] < 0 {
+		return nil, nil
+	}
+	sum, err := c.sumOf(set.Vectors)
+	if err != nil {
+		return nil, err
+	}
+	gt.sum = sum
+	for i, v := range set.Vectors {
+		unit, reason := c.unitQuery(v)
+		if reason != "" {
+			return nil, fmt.Errorf("query %d: %s", i, reason)
+		}
+		gt.units = append(gt.units, unit)
+	}
+	return gt, nil
+}
+
+// sameRanking reports whether two settings rank alike.
+func sameRanking(a, b Options) bool {
+	same := func(x, y *float64) bool { return x == nil && y == nil || x != nil && y != nil && *x == *y }
+	return a.Method == b.Method && same(a.Threshold, b.Threshold) && same(a.SemanticWeight, b.SemanticWeight) &&
+		same(a.MinLexicalEvidence, b.MinLexicalEvidence)
+}
+
+// outcomeOf records where a left-out query of tool ranked it.
+func outcomeOf(tool string, terms []string, order, semantic, lexical []ranked) *queryOutcome {
+	o := &queryOutcome{terms: terms, semWatch: math.Inf(-1)}
+	at := rankOf(order, tool)
+	o.found = at > 0 && at <= GradeK
+	if len(order) > 0 {
+		o.first = order[0].name
+	}
+	for _, r := range order[:min(len(order), GradeK)] {
+		o.top = append(o.top, r.name)
+	}
+	if len(semantic) >= watchRank {
+		o.semWatch = semantic[watchRank-1].score
+	}
+	if len(lexical) >= watchRank {
+		o.lexWatch = lexical[watchRank-1].score
+	}
+	return o
+}
+
+// changedTools names the tools whose text or vector differ between two
+// versions, or that only one holds; every tool when prev is nil.
+func changedTools(prev, c *Catalog) map[string]bool {
+	out := map[string]bool{}
+	if prev == nil {
+		return out
+	}
+	for _, t := range c.Document.Tools {
+		j, ok := prev.tools[t.Name]
+		if !ok || !prev.index.docs[j].indexes(t) || !slices.Equal(prev.Vectors[t.Name], c.Vectors[t.Name]) {
+			out[t.Name] = true
+		}
+	}
+	for _, t := range prev.Document.Tools {
+		if _, ok := c.tools[t.Name]; !ok {
+			out[t.Name] = true
+		}
+	}
+	return out
+}
+
+// markAffected makes due every kept query a changed tool could rank
+// differently: one whose top GradeK or first held a changed tool, or
+// for which a changed tool now scores above the watch rank of an arm.
+func (g *Grader) markAffected(c *Catalog, changed map[string]bool, opts Options) {
+	if len(changed) == 0 {
+		return
+	}
+	type candidate struct {
+		vec []float32
+		doc int
+	}
+	var cands []candidate
+	for name := range changed {
+		if i, ok := c.tools[name]; ok {
+			cands = append(cands, candidate{c.Vectors[name], i})
+		}
+	}
+	for _, gt := range g.tools {
+		for i, o := range gt.outcomes {
+			if o == nil {
+				continue
+			}
+			due := changed[o.first]
+			for _, n := range o.top {
+				due = due || changed[n]
+			}
+			for _, x := range cands {
+				if due {
+					break
+				}
+				if x.vec != nil && gt.units[i] != nil && float64(blas32.Dot(blas32.Vector{N: len(x.vec), Inc: 1, Data: x.vec}, blas32.Vector{N: len(x.vec), Inc: 1, Data: gt.units[i]})) > o.semWatch {
+					due = true
+				}
+				if s := c.index.scoreOf(x.doc, o.terms, opts.K1, opts.B); s > 0 && s > o.lexWatch {
+					due = true
+				}
+			}
+			if due {
+				gt.outcomes[i] = nil
+			}
+		}
+	}
+}
+
+// markSample makes due the kept queries of the next Sample tools in name
+// order after the turn, and moves the turn past them.
+func (g *Grader) markSample(names []string) {
+	n := g.Sample
+	if n == 0 {
+		n = DefaultSample
+	}
+	start := sort.SearchStrings(names, g.turn)
+	if start < len(names) && names[start] == g.turn {
+		start++
+	}
+	for k := range len(names) {
+		if n <= 0 {
+			return
+		}
+		name := names[(start+k)%len(names)]
+		gt := g.tools[name]
+		if gt == nil {
+			continue
+		}
+		kept := false
+		for i := range gt.outcomes {
+			kept = kept || gt.outcomes[i] != nil
+			gt.outcomes[i] = nil
+		}
+		if kept {
+			n--
+			g.turn = name
+		}
+	}
+}
+
+// grading sums up the outcomes of the searched queries.
+func (g *Grader) grading(c *Catalog) *Grading {
+	out := &Grading{}
+	firsts := map[string]map[string]int{} // tool → tool ranked first instead → count
+	found := 0
+	names := make([]string, 0, len(g.tools))
+	for n := range g.tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		missed, queries := 0, 0
+		for _, o := range g.tools[name].outcomes {
+			if o == nil {
+				continue
+			}
+			queries++
+			if o.found {
 				found++
 			} else {
 				missed++
 			}
-			if len(order) > 0 && order[0].name != name {
+			if o.first != "" && o.first != name {
 				if firsts[name] == nil {
 					firsts[name] = map[string]int{}
 				}
-				firsts[name][order[0].name]++
+				firsts[name][o.first]++
 			}
 		}
+		if queries == 0 {
+			continue
+		}
+		out.Tools++
+		out.Queries += queries
 		if missed > 0 {
-			g.Outranked = append(g.Outranked, Outranked{Tool: name, Missed: missed, Queries: len(set.Queries), By: mostOften(firsts[name])})
+			out.Outranked = append(out.Outranked, Outranked{Tool: name, Missed: missed, Queries: queries, By: mostOften(firsts[name])})
 		}
 	}
-	if g.Queries > 0 {
-		g.SelfRecallAt5 = float64(found) / float64(g.Queries)
+	if out.Queries > 0 {
+		out.SelfRecallAt5 = float64(found) / float64(out.Queries)
 	}
-	sort.SliceStable(g.Outranked, func(i, j int) bool {
-		a, b := g.Outranked[i], g.Outranked[j]
+	sort.SliceStable(out.Outranked, func(i, j int) bool {
+		a, b := out.Outranked[i], out.Outranked[j]
 		return float64(a.Missed)/float64(a.Queries) > float64(b.Missed)/float64(b.Queries)
 	})
 	for a, others := range firsts {
 		for b := range others {
 			if a < b && firsts[b][a] > 0 {
-				g.Confusable = append(g.Confusable, ConfusablePair{A: a, B: b, Similarity: c.similarity(a, b)})
+				out.Confusable = append(out.Confusable, ConfusablePair{A: a, B: b, Similarity: c.similarity(a, b)})
 			}
 		}
 	}
-	sort.Slice(g.Confusable, func(i, j int) bool {
-		x, y := g.Confusable[i], g.Confusable[j]
+	sort.Slice(out.Confusable, func(i, j int) bool {
+		x, y := out.Confusable[i], out.Confusable[j]
 		if x.Similarity != y.Similarity {
 			return x.Similarity > y.Similarity
 		}
 		return x.A+"\x00"+x.B < y.A+"\x00"+y.B
 	})
-	return g, nil
+	return out
 }
 
 // sumOf adds vectors of the catalog's length in float64.

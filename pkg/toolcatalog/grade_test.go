@@ -2,6 +2,8 @@ package toolcatalog
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -100,5 +102,103 @@ func TestGradeSkipsToolsWithOneQuery(t *testing.T) {
 	}
 	if g.Tools != 0 || g.Queries != 0 || g.SelfRecallAt5 != 0 {
 		t.Fatalf("grading %+v, want nothing graded", g)
+	}
+}
+
+// A Grader searches again only what a version could change, and comes to
+// what grading the version whole comes to.
+func TestGraderRegradesWhatAVersionCouldChange(t *testing.T) {
+	ctx := context.Background()
+	search := contract.SearchDefaults{Method: "hybrid", TopK: 5}
+	// Tools enough that a query's arms rank past watchRank.
+	base := append([]fixtureTool(nil), fixture...)
+	for _, w := range []string{"zebra", "xylophone", "quartz", "falcon", "lantern", "volcano", "marmalade", "jigsaw", "compass", "trumpet",
+		"glacier", "orchid", "meteor", "saffron", "harbor", "tundra", "pelican", "cobalt", "bamboo", "sapphire"} {
+		base = append(base, fixtureTool{name: w + "_facts", description: "Facts about the " + w + " and its history.", params: `{}`,
+			queries: []string{w + " facts", "tell me about the " + w, "history of the " + w}})
+	}
+	doc, raw := fixtureParts(t, base, search)
+	v1, err := New(doc, raw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Grader{Sample: 1}
+	sets1 := querySets(t, base)
+	got, left, err := g.Grade(ctx, v1, sets1)
+	if err != nil || left != 0 {
+		t.Fatalf("first grading: %v, %d left", err, left)
+	}
+	total := 23 + 20*4
+	if got.Searched != got.Queries || got.Queries != total {
+		t.Fatalf("the first grading searched %d of %d queries, want all %d", got.Searched, got.Queries, total)
+	}
+
+	// Nothing changed: only the sample is searched again.
+	again, _, err := g.Grade(ctx, v1.Next(doc, raw, nil), sets1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstTool := slices.Min(slices.Collect(maps.Keys(sets1)))
+	if want := len(sets1[firstTool].Queries); again.Searched != want || again.Queries != total || again.SelfRecallAt5 != got.SelfRecallAt5 {
+		t.Fatalf("an unchanged version: searched %d, graded %d, recall %.3f; want %d (one tool's), %d, %.3f", again.Searched, again.Queries, again.SelfRecallAt5, want, total, got.SelfRecallAt5)
+	}
+
+	// A twin of send_email joins: its own queries are searched, and so
+	// are send_email's, which it now outranks; the pair is named as a
+	// whole grading names it, with fewer searches.
+	twin := fixtureTool{name: "send_mail", description: "Send a mail message to a recipient by email.", params: `{"type":"object","properties":{"to":{},"body":{}}}`,
+		queries: []string{"mail my manager", "send an email message to Ana", "write to the team by email"}}
+	tools := append(append([]fixtureTool(nil), base...), twin)
+	doc2, raw2 := fixtureParts(t, tools, search)
+	maps.Copy(raw2, raw) // the other tools' vectors, unchanged
+	v2 := g.Catalog().Next(doc2, raw2, nil)
+	sets := querySets(t, tools)
+	inc, _, err := g.Grade(ctx, v2, sets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := v2.Grade(ctx, sets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inc.Queries != whole.Queries || inc.SelfRecallAt5 != whole.SelfRecallAt5 || !slices.Equal(inc.Confusable, whole.Confusable) || !slices.Equal(inc.Outranked, whole.Outranked) {
+		t.Fatalf("incremental grading %+v differs from the whole %+v", inc, whole)
+	}
+	if len(inc.Confusable) != 1 || inc.Confusable[0].A != "send_email" || inc.Confusable[0].B != "send_mail" {
+		t.Fatalf("confusable %+v, want send_email and send_mail", inc.Confusable)
+	}
+	if inc.Searched >= whole.Searched {
+		t.Errorf("the incremental grading searched %d queries, the whole %d: want fewer", inc.Searched, whole.Searched)
+	}
+	t.Logf("searched %d of %d queries", inc.Searched, whole.Searched)
+}
+
+// MaxSearches bounds one grading; the next goes on where it stopped.
+func TestGraderBoundsTheSearchesOfOneGrading(t *testing.T) {
+	ctx := context.Background()
+	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 5})
+	g := &Grader{MaxSearches: 10, Sample: 1}
+	first, left, err := g.Grade(ctx, c, querySets(t, fixture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Searched != 10 || first.Queries != 10 || left != 13 {
+		t.Fatalf("searched %d, graded %d, %d left; want 10, 10, 13", first.Searched, first.Queries, left)
+	}
+	for range 4 {
+		if left == 0 {
+			break
+		}
+		next, l, err := g.Grade(ctx, c, querySets(t, fixture))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next.Searched > 10 {
+			t.Fatalf("a grading searched %d queries, over MaxSearches", next.Searched)
+		}
+		first, left = next, l
+	}
+	if left != 0 || first.Queries != 23 {
+		t.Fatalf("after five gradings: %d graded, %d left; want 23 and 0", first.Queries, left)
 	}
 }

@@ -43,6 +43,17 @@ func lexicalEmbedder() QueryEmbedder { return embedding.LexicalEmbedder{} }
 // publishes centroids, as the operator does.
 func buildFixture(t testing.TB, tools []fixtureTool, search contract.SearchDefaults) *Catalog {
 	t.Helper()
+	doc, vectors := fixtureParts(t, tools, search)
+	c, err := New(doc, vectors, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// fixtureParts is a fixture catalog's document and raw vectors.
+func fixtureParts(t testing.TB, tools []fixtureTool, search contract.SearchDefaults) (*contract.Document, map[string][]byte) {
+	t.Helper()
 	doc := &contract.Document{
 		Version: 1, Catalog: "ns/fixture", Search: search,
 		Embedding:   contract.EmbeddingInfo{Provider: "builtin", Model: embedding.BuiltinLexicalModel, Dimensions: embedding.BuiltinLexicalDimensions},
@@ -71,11 +82,7 @@ func buildFixture(t testing.TB, tools []fixtureTool, search contract.SearchDefau
 	if err := doc.Seal(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(doc, vectors, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return doc, vectors
 }
 
 func names(rs []Result) []string {

@@ -51,6 +51,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
+	openaiquery "github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/openai"
 )
 
 var (
@@ -320,6 +321,7 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 	// A consumer's full load.
 	cc, counted := redisSrv.CountingClient()
 	var before, after runtimeAlloc
+	runtime.GC()
 	before.read()
 	loadStart := time.Now()
 	cat, err := toolcatalog.Load(ctx, cc, keys)
@@ -329,6 +331,8 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 		t.Fatal(err)
 	}
 	tab.set("consumer Load: time / allocated / read", col, fmt.Sprintf("%v / %s / %s", loadTime.Round(time.Millisecond), mib(after.total-before.total), mib(counted.Swap(0))))
+	tab.set("consumer Load: retained", col, mib(retained(before, cat)))
+	tab.set("hybrid search p50 / p99, query embedded", col, searchLatency(t, cat, p))
 
 	// A follower, to measure what a reload after one edit transfers.
 	fc, followed := redisSrv.CountingClient()
@@ -349,7 +353,7 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 	notices := sub.Channel()
 
 	// Edits: one description each.
-	var applyToVersion, statusLag []time.Duration
+	var applyToVersion, statusLag, applyToStatus, editCPU []time.Duration
 	var chatPerEdit, embPerEdit, redisIn, redisOut, reload []int64
 	for i := range *editsFlag {
 		version := getCatalog(t, ns, "scale").Status.Version
@@ -357,6 +361,7 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 		in0, out0 := netBytes(t)
 		followed.Store(0)
 		name := fmt.Sprintf("tool-%05d", (i*7919)%n)
+		cpu0 := mgr.cpu(t)
 		editStart := time.Now()
 		patch := fmt.Sprintf(`{"spec":{"description":"Tool %s, edited %d times: it does one specific thing better."}}`, name, i+1)
 		if err := kube.Patch(ctx, &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
@@ -367,7 +372,15 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 		applyToVersion = append(applyToVersion, noticeAt.Sub(editStart))
 		waitFor(t, "the catalog status to show the new version", time.Minute, func() bool { return getCatalog(t, ns, "scale").Status.Version >= got })
 		statusLag = append(statusLag, time.Since(noticeAt))
+		applyToStatus = append(applyToStatus, time.Since(editStart))
 		waitUpdate(t, updates, got)
+		// The manager's CPU for the edit: the pass, the records and the
+		// grading of the version, until nothing is left to do.
+		waitFor(t, "the version graded and the manager idle", time.Minute, func() bool {
+			q := getCatalog(t, ns, "scale").Status.Quality
+			return q != nil && q.Version >= got && mgr.idle(t)
+		})
+		editCPU = append(editCPU, mgr.cpu(t)-cpu0)
 		in1, out1 := netBytes(t)
 		chatPerEdit = append(chatPerEdit, int64(len(p.ChatRequests())-chat0))
 		embPerEdit = append(embPerEdit, int64(len(p.EmbeddingRequests())-emb0))
@@ -380,6 +393,8 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 	tab.set("one edit: provider requests (chat + embeddings)", col, fmt.Sprintf("%d + %d", median(chatPerEdit), median(embPerEdit)))
 	tab.set(fmt.Sprintf("one edit: apply → notice (median of %d)", *editsFlag), col, medianDuration(applyToVersion).Round(time.Millisecond).String())
 	tab.set("one edit: notice → status shows the version", col, medianDuration(statusLag).Round(time.Millisecond).String())
+	tab.set("one edit: apply → status shows the version", col, medianDuration(applyToStatus).Round(time.Millisecond).String())
+	tab.set("one edit: manager CPU, grading included", col, medianDuration(editCPU).Round(10*time.Millisecond).String())
 	tab.set("one edit: Redis bytes the manager writes / reads", col, fmt.Sprintf("%s / %s", mib(median(redisIn)), mib(median(redisOut))))
 	tab.set("one edit: follower reload reads", col, mib(median(reload)))
 	for i, c := range chatPerEdit {
@@ -884,12 +899,47 @@ func waitUpdate(t *testing.T, updates <-chan int64, version int64) {
 
 // ---- small things ----
 
-type runtimeAlloc struct{ total int64 }
+type runtimeAlloc struct{ total, heap int64 }
 
 func (a *runtimeAlloc) read() {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	a.total = int64(m.TotalAlloc)
+	a.total, a.heap = int64(m.TotalAlloc), int64(m.HeapAlloc)
+}
+
+// retained is the heap a loaded catalog holds after a collection, over
+// what was in use before it was loaded.
+func retained(before runtimeAlloc, cat *toolcatalog.Catalog) int64 {
+	runtime.GC()
+	var now runtimeAlloc
+	now.read()
+	runtime.KeepAlive(cat)
+	return now.heap - before.heap
+}
+
+// searchLatency searches the catalog with its default (hybrid) method,
+// each query embedded by the provider's endpoint on loopback, and says
+// the median and 99th percentile.
+func searchLatency(t *testing.T, cat *toolcatalog.Catalog, p *openaitest.Server) string {
+	emb, err := openaiquery.New(openaiquery.Config{BaseURL: p.BaseURL(), Model: cat.Document.Embedding.Model, Dimensions: cat.Document.Embedding.Dimensions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var took []time.Duration
+	for i := range 200 {
+		q := fmt.Sprintf("find the tool that does one specific thing, number %d, for me", i*37)
+		start := time.Now()
+		resp, err := cat.Search(t.Context(), q, toolcatalog.Options{Embedder: emb, TopK: 5})
+		took = append(took, time.Since(start))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Method == toolcatalog.BM25 {
+			t.Fatalf("the search fell back to BM25: %s", resp.Fallback)
+		}
+	}
+	slices.Sort(took)
+	return fmt.Sprintf("%v / %v", took[len(took)/2].Round(10*time.Microsecond), took[len(took)*99/100].Round(10*time.Microsecond))
 }
 
 var waitFor = testenv.WaitFor
