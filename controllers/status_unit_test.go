@@ -195,14 +195,14 @@ func TestGradingSample(t *testing.T) {
 		return s
 	}
 	t.Run("all gradable tools when they fit", func(t *testing.T) {
-		got := gradingSample(stored(50), catalog.Build{})
+		got := gradingSample(stored(50), nil)
 		if len(got) != 45 || slices.Contains(got, "tool_0009") {
 			t.Fatalf("sample of 50 tools (5 with one query) = %d tools, %v", len(got), got)
 		}
 	})
 	t.Run("changed tools first, then a stable sample", func(t *testing.T) {
 		s := stored(1000)
-		changed := catalog.Build{Vectors: map[string][]byte{"tool_0777": nil, "tool_0003": nil}}
+		changed := map[string]bool{"tool_0777": true, "tool_0003": true}
 		first := gradingSample(s, changed)
 		if len(first) != maxGradedTools {
 			t.Fatalf("sample of %d tools; want %d", len(first), maxGradedTools)
@@ -210,7 +210,7 @@ func TestGradingSample(t *testing.T) {
 		if !slices.Contains(first[:2], "tool_0777") || !slices.Contains(first[:2], "tool_0003") {
 			t.Fatalf("changed tools are not graded first: %v", first[:2])
 		}
-		again := gradingSample(s, catalog.Build{})
+		again := gradingSample(s, nil)
 		if common := len(intersect(first[2:], again)); common < maxGradedTools-2-2 {
 			t.Fatalf("consecutive versions share %d sampled tools; the sample must be stable", common)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -76,6 +77,8 @@ type ToolCatalogReconciler struct {
 	providersOnce sync.Once
 	publishedOnce sync.Once
 	state         *published.Catalogs
+	gradesOnce    sync.Once
+	grading       *grades
 }
 
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolcatalogs,verbs=get;list;watch;update;patch
@@ -103,6 +106,12 @@ func (r *ToolCatalogReconciler) catalogs() *published.Catalogs {
 		r.state = &published.Catalogs{Pool: r.Redis, Now: r.Now}
 	})
 	return r.state
+}
+
+// grades runs the gradings of published versions.
+func (r *ToolCatalogReconciler) grades() *grades {
+	r.gradesOnce.Do(func() { r.grading = newGrades(r) })
+	return r.grading
 }
 
 func (r *ToolCatalogReconciler) now() time.Time { return now(r.Now) }
@@ -141,6 +150,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Get(ctx, req.NamespacedName, tc); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			r.catalogs().Forget(req.String())
+			r.grades().forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -159,7 +169,8 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}
 	// One trace per pass: its steps are child spans (select, read, plan,
-	// generate and embed, build, publish, grade, records).
+	// generate and embed, build, publish, records). The grading of the
+	// version published follows, off the pass, in a trace of its own.
 	ctx, span := telemetry.Tracer().Start(ctx, "ToolCatalog pass", trace.WithAttributes(attribute.String("toolcatalog.catalog", req.String())))
 	defer span.End()
 	base := tc.DeepCopy()
@@ -177,6 +188,9 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		rctx, span := step(ctx, "records")
 		moreRecords, patchErr = r.syncRecords(rctx, tc, res.outcome)
 		endStep(span, patchErr)
+	}
+	if res.grade != nil && patchErr == nil {
+		res.grade()
 	}
 	result, err := res.requeue(patchErr)
 	if err == nil && moreRecords && (result.RequeueAfter == 0 || result.RequeueAfter > pendingRequeue) {
@@ -242,6 +256,7 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 		}
 	}
 	r.catalogs().Forget(catalogID(tc))
+	r.grades().forget(client.ObjectKeyFromObject(tc))
 	r.providers().Forget(catalogID(tc))
 	metrics.ForgetCatalog(catalogID(tc))
 	patch := client.MergeFrom(tc.DeepCopy())
@@ -300,8 +315,13 @@ func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	}); err != nil {
 		return fmt.Errorf("indexing catalogs by secret: %w", err)
 	}
+	if err := mgr.Add(r.grades()); err != nil {
+		return fmt.Errorf("adding the grading: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.ToolCatalog{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		// A grading that changes which tools are confusable calls for a
+		// pass to update their records.
+		For(&v1alpha1.ToolCatalog{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, confusableChanged))).
 		Watches(&v1alpha1.ToolDefinition{}, handler.Funcs{
 			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueueLimiter) {
 				r.enqueueSelecting(ctx, q, e.Object)
@@ -322,6 +342,18 @@ func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		Named("toolcatalog").
 		Complete(r)
+}
+
+// confusableChanged passes the updates of a catalog whose grading changed
+// which tools are confusable.
+var confusableChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		before, after := confusableTools(e.ObjectOld.(*v1alpha1.ToolCatalog).Status.Quality), confusableTools(e.ObjectNew.(*v1alpha1.ToolCatalog).Status.Quality)
+		return !maps.EqualFunc(before, after, func(a, b *v1alpha1.ConfusableTool) bool { return *a == *b })
+	},
 }
 
 // enqueueSelecting queues every catalog whose selector matches any of the

@@ -1,75 +1,255 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
-	"sort"
 	"strconv"
+	"sync"
+	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
+	"github.com/toolcatalog/tool-catalog-operator/internal/published"
+	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
 // Self-grading bounds: at most maxGradedTools tools are graded per version
-// (changed tools first, then a sample stable across versions; the query
-// vectors kept between versions are bounded by published.QueryVectors),
-// and at most maxListed outranked tools and confusable pairs are listed.
+// (changed tools first, then a sample stable across versions), and at most
+// maxListed outranked tools and confusable pairs are listed.
 const (
 	maxGradedTools = 200
 	maxListed      = 10
 )
 
-// grade evaluates the version the pass left published, once per version
+// gradeRetry is how soon a grading that left searches for later goes on.
+const gradeRetry = time.Second
+
+// grades grades published versions off the catalogs' passes, one at a
+// time: a pass hands over the version it published and goes on, its status
+// written; a version superseded before its turn is not graded, the latest
+// is. Each catalog keeps a toolcatalog.Grader, so a version costs the
+// searches its changes call for, and each grading at most
+// toolcatalog.DefaultMaxSearches of them. It runs with the manager, on the
+// leader.
+type grades struct {
+	r     *ToolCatalogReconciler
+	queue workqueue.TypedRateLimitingInterface[client.ObjectKey]
+
+	mu    sync.Mutex
+	jobs  map[client.ObjectKey]*gradeJob
+	state map[client.ObjectKey]*gradeState
+}
+
+// gradeJob is a published version to grade.
+type gradeJob struct {
+	version int64
+	stored  catalog.Stored
+	emb     embedding.Embedder
+	// changed names the tools changed since the version last graded.
+	changed map[string]bool
+	// queries holds the query vectors the passes embedded.
+	queries *published.QueryVectors
+	// rest says the version's grading is recorded, and this job does
+	// the searches it left.
+	rest bool
+}
+
+// gradeState is what a catalog's gradings carry from version to version.
+type gradeState struct {
+	grader toolcatalog.Grader
+	sets   map[string]toolcatalog.QuerySet
+}
+
+func newGrades(r *ToolCatalogReconciler) *grades {
+	return &grades{
+		r: r,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[client.ObjectKey](),
+			workqueue.TypedRateLimitingQueueConfig[client.ObjectKey]{Name: "toolcatalog-grade"}),
+		jobs:  map[client.ObjectKey]*gradeJob{},
+		state: map[client.ObjectKey]*gradeState{},
+	}
+}
+
+// submit hands over the version a pass left published, once per version
 // and only when no work remains (a catalog being built is graded when it
-// is complete). It never fails the pass: a grading that cannot be done is
-// logged and tried again with the next version.
-func (r *ToolCatalogReconciler) grade(ctx context.Context, tc *v1alpha1.ToolCatalog, emb embedding.Embedder, st publishedState, out *catalog.Outcome) *v1alpha1.CatalogQuality {
+// is complete). The tools a superseded job changed carry over to it.
+func (gs *grades) submit(tc *v1alpha1.ToolCatalog, emb embedding.Embedder, st publishedState, out *catalog.Outcome) {
 	if out == nil || out.Version == 0 || len(out.Remaining()) > 0 || len(out.Pending()) > 0 {
-		return nil
+		return
 	}
 	if q := tc.Status.Quality; q != nil && q.Version == out.Version {
-		return nil
+		return
 	}
 	stored, ok := st.Kept(out.Version)
 	if !ok {
-		return nil
+		return
 	}
-	id := catalogID(tc)
-	log := ctrl.LoggerFrom(ctx)
-	cat, err := toolcatalog.New(stored.Doc, stored.Vectors, nil)
-	if err != nil {
-		log.Error(err, "Cannot grade the catalog", "version", out.Version)
-		return nil
+	key := client.ObjectKeyFromObject(tc)
+	job := &gradeJob{version: out.Version, stored: stored, emb: emb, changed: map[string]bool{}, queries: st.QueryVectors()}
+	for name := range out.Build.Vectors {
+		job.changed[name] = true
 	}
-	sample := gradingSample(stored, out.Build)
-	var texts []string
-	for _, name := range sample {
-		texts = append(texts, ownQueries(stored.Tools[name].Metadata)...)
+	gs.mu.Lock()
+	if prev := gs.jobs[key]; prev != nil {
+		if prev.version >= job.version {
+			gs.mu.Unlock()
+			return
+		}
+		maps.Copy(job.changed, prev.changed)
 	}
-	vectors := st.QueryVectors()
-	found, missing := vectors.Lookup(emb.Model(), texts)
-	if len(missing) > 0 {
-		vecs, err := emb.Embed(ctx, missing)
-		if err != nil {
-			log.Error(err, "Cannot embed the queries to grade the catalog; grading the next version", "version", out.Version)
+	gs.jobs[key] = job
+	gs.mu.Unlock()
+	gs.queue.Add(key)
+}
+
+// forget drops what is kept for a catalog that is gone.
+func (gs *grades) forget(key client.ObjectKey) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	delete(gs.jobs, key)
+	delete(gs.state, key)
+}
+
+// Start runs the gradings until ctx ends.
+func (gs *grades) Start(ctx context.Context) error {
+	go func() {
+		<-ctx.Done()
+		gs.queue.ShutDown()
+	}()
+	for {
+		key, shutdown := gs.queue.Get()
+		if shutdown {
 			return nil
 		}
-		vectors.Add(emb.Model(), missing, vecs)
+		gs.run(ctx, key)
+		gs.queue.Done(key)
+	}
+}
+
+// NeedLeaderElection says gradings write status: the leader's work.
+func (gs *grades) NeedLeaderElection() bool { return true }
+
+// run grades the latest job of one catalog and writes its status.quality.
+// A grading that cannot be done is logged and tried again with the next
+// version; a status write that fails is retried with backoff.
+func (gs *grades) run(ctx context.Context, key client.ObjectKey) {
+	gs.mu.Lock()
+	job := gs.jobs[key]
+	delete(gs.jobs, key)
+	st := gs.state[key]
+	if st == nil {
+		st = &gradeState{}
+		gs.state[key] = st
+	}
+	gs.mu.Unlock()
+	if job == nil {
+		return
+	}
+	log := ctrl.Log.WithName("toolcatalog-grade").WithValues("ToolCatalog", key, "version", job.version)
+	ctx = ctrl.LoggerInto(ctx, log)
+	tc := &v1alpha1.ToolCatalog{}
+	if err := gs.r.Get(ctx, key, tc); err != nil || !tc.DeletionTimestamp.IsZero() {
+		return
+	}
+	if q := tc.Status.Quality; q != nil && (q.Version > job.version || q.Version == job.version && !job.rest) {
+		return
+	}
+	ctx, span := telemetry.Tracer().Start(ctx, "ToolCatalog grade", trace.WithAttributes(
+		attribute.String("toolcatalog.catalog", key.String()), attribute.Int64("toolcatalog.version", job.version)))
+	defer span.End()
+	g, left, err := st.grade(ctx, job)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		log.Error(err, "Cannot grade the catalog; grading the next version")
+		return
+	}
+	base := tc.DeepCopy()
+	tc.Status.Quality = qualityOf(g, job.version)
+	if err := patchStatus(ctx, gs.r.Client, base, tc); err != nil {
+		log.Error(err, "Cannot record the grading; retrying")
+		gs.retry(key, job, gs.queue.AddRateLimited)
+		return
+	}
+	gs.queue.Forget(key)
+	gs.r.recordConfusable(base, tc)
+	id := catalogID(tc)
+	metrics.SelfRecall.WithLabelValues(id).Set(g.SelfRecallAt5)
+	for kind, n := range map[string]int{"graded_tools": g.Tools, "graded_queries": g.Queries, "outranked_tools": len(g.Outranked), "confusable_pairs": len(g.Confusable)} {
+		metrics.Quality.WithLabelValues(id, kind).Set(float64(n))
+	}
+	if left > 0 {
+		// The rest of this version's searches, after a pause that
+		// bounds the grading's share of the CPU.
+		gs.retry(key, &gradeJob{version: job.version, stored: job.stored, emb: job.emb, changed: map[string]bool{}, queries: job.queries, rest: true},
+			func(k client.ObjectKey) { gs.queue.AddAfter(k, gradeRetry) })
+	}
+}
+
+// retry puts a job back unless a newer one came meanwhile.
+func (gs *grades) retry(key client.ObjectKey, job *gradeJob, add func(client.ObjectKey)) {
+	gs.mu.Lock()
+	if gs.jobs[key] == nil {
+		gs.jobs[key] = job
+	}
+	gs.mu.Unlock()
+	add(key)
+}
+
+// grade grades a job's version from the last one graded: it indexes the
+// version reusing the last index, and embeds only the queries neither
+// kept nor embedded by a pass.
+func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*toolcatalog.Grading, int, error) {
+	stored := job.stored
+	var cat *toolcatalog.Catalog
+	if prev := st.grader.Catalog(); prev != nil {
+		cat = prev.Next(stored.Doc, stored.Vectors, nil)
+	} else {
+		var err error
+		if cat, err = toolcatalog.New(stored.Doc, stored.Vectors, nil); err != nil {
+			return nil, 0, err
+		}
+	}
+	sample := gradingSample(stored, job.changed)
+	sets := make(map[string]toolcatalog.QuerySet, len(sample))
+	var texts []string
+	for _, name := range sample {
+		qs := ownQueries(stored.Tools[name].Metadata)
+		if kept, ok := st.sets[name]; ok && slices.Equal(kept.Queries, qs) {
+			sets[name] = kept
+			continue
+		}
+		texts = append(texts, qs...)
+	}
+	model := job.emb.Model()
+	found, missing := job.queries.Lookup(model, texts)
+	if len(missing) > 0 {
+		vecs, err := job.emb.Embed(ctx, missing)
+		if err != nil {
+			return nil, 0, fmt.Errorf("embedding the queries to grade: %w", err)
+		}
 		for i, t := range missing {
 			found[t] = vecs[i]
 		}
 	}
-	vectors.Retain(texts)
-	sets := make(map[string]toolcatalog.QuerySet, len(sample))
 	for _, name := range sample {
+		if _, ok := sets[name]; ok {
+			continue
+		}
 		qs := ownQueries(stored.Tools[name].Metadata)
 		set := toolcatalog.QuerySet{Queries: qs, Vectors: make([][]float32, len(qs))}
 		for i, q := range qs {
@@ -77,17 +257,12 @@ func (r *ToolCatalogReconciler) grade(ctx context.Context, tc *v1alpha1.ToolCata
 		}
 		sets[name] = set
 	}
-	g, err := cat.Grade(ctx, sets)
+	g, left, err := st.grader.Grade(ctx, cat, sets)
 	if err != nil {
-		log.Error(err, "Cannot grade the catalog", "version", out.Version)
-		return nil
+		return nil, 0, err
 	}
-	q := qualityOf(g, out.Version)
-	metrics.SelfRecall.WithLabelValues(id).Set(g.SelfRecallAt5)
-	for kind, n := range map[string]int{"graded_tools": g.Tools, "graded_queries": g.Queries, "outranked_tools": len(g.Outranked), "confusable_pairs": len(g.Confusable)} {
-		metrics.Quality.WithLabelValues(id, kind).Set(float64(n))
-	}
-	return q
+	st.sets = sets
+	return g, left, nil
 }
 
 // ownQueries are the queries a tool's vector was built from.
@@ -96,33 +271,40 @@ func ownQueries(m *contract.Metadata) []string {
 }
 
 // gradingSample names the tools to grade: all with a stored query set when
-// they fit, else the tools this version changed, then the others in an
-// order fixed by their names, so consecutive versions grade the same tools
-// and reuse their query vectors.
-func gradingSample(stored catalog.Stored, b catalog.Build) []string {
-	var all []string
+// they fit, else the changed tools, then the others in an order fixed by
+// their names, so consecutive versions grade the same tools and reuse
+// their outcomes and query vectors.
+func gradingSample(stored catalog.Stored, changed map[string]bool) []string {
+	type candidate struct {
+		name    string
+		changed bool
+		rank    uint64
+	}
+	var all []candidate
 	for _, t := range stored.Doc.Tools {
 		if st, ok := stored.Tools[t.Name]; ok && st.Metadata != nil && len(st.Metadata.SyntheticQueries) >= 2 {
-			all = append(all, t.Name)
+			h := fnv.New64a()
+			h.Write([]byte(t.Name))
+			all = append(all, candidate{t.Name, changed[t.Name], h.Sum64()})
 		}
 	}
-	if len(all) <= maxGradedTools {
-		return all
+	if len(all) > maxGradedTools {
+		slices.SortFunc(all, func(a, b candidate) int {
+			if a.changed != b.changed {
+				if a.changed {
+					return -1
+				}
+				return 1
+			}
+			return cmp.Compare(a.rank, b.rank)
+		})
+		all = all[:maxGradedTools]
 	}
-	rank := func(name string) uint64 {
-		h := fnv.New64a()
-		h.Write([]byte(name))
-		return h.Sum64()
+	names := make([]string, len(all))
+	for i, c := range all {
+		names[i] = c.name
 	}
-	sort.SliceStable(all, func(i, j int) bool {
-		_, ci := b.Vectors[all[i]]
-		_, cj := b.Vectors[all[j]]
-		if ci != cj {
-			return ci
-		}
-		return rank(all[i]) < rank(all[j])
-	})
-	return all[:maxGradedTools]
+	return names
 }
 
 // qualityOf is a grading as status.

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"strconv"
 	"testing"
 
@@ -105,4 +106,35 @@ func TestSelfGradingNamesConfusableTools(t *testing.T) {
 			g.Expect(recordOf(td, "graded").ConfusableWith).To(BeNil())
 		}).Should(Succeed())
 	}
+}
+
+// Grading follows the pass and never holds it: a pass publishes and writes
+// its status with no grading run at all, and the grading, run afterwards,
+// records the version it graded.
+func TestGradingFollowsThePass(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	createAll(g,
+		testTool(ns, "weather", "get_weather", "Get the current weather conditions and the forecast for a city.", "direct"),
+		testTool(ns, "email", "send_email", "Send an email message to a recipient.", "direct"),
+	)
+	d := newDirectCatalog(t, g, builtinCatalog(ns, "direct"))
+	_, err := d.reconcile()
+	g.Expect(err).NotTo(HaveOccurred())
+	tc := d.get()
+	g.Expect(tc.Status.Version).To(BeEquivalentTo(1))
+	expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
+	g.Expect(tc.Status.Quality).To(BeNil(), "the pass graded the version itself")
+	g.Expect(d.r.grades().queue.Len()).To(Equal(1), "the pass handed no version to the grading")
+
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- d.r.grades().Start(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	g.Eventually(func(g Gomega) {
+		q := d.get().Status.Quality
+		g.Expect(q).NotTo(BeNil())
+		g.Expect(q.Version).To(BeEquivalentTo(1))
+		g.Expect(q.GradedTools).To(BeEquivalentTo(2))
+	}).Should(Succeed())
 }

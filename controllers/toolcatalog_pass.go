@@ -30,8 +30,8 @@ type passResult struct {
 	request catalog.Request
 	// resync is when the next periodic pass is due.
 	resync time.Duration
-	// quality is the self-grading of a version the pass graded.
-	quality *v1alpha1.CatalogQuality
+	// grade hands the version the pass left published to the grading.
+	grade func()
 	// at is when the pass started, on the reconciler's clock.
 	at time.Time
 }
@@ -53,9 +53,7 @@ func (r *ToolCatalogReconciler) runPass(ctx context.Context, tc *v1alpha1.ToolCa
 	st := r.catalogs().Open(catalogID(tc), string(tc.UID), cfg)
 	res.outcome, res.err = r.refresh(ctx, tc, cfg, providers, st, res.request, res.at)
 	if res.err == nil {
-		gctx, span := step(ctx, "grade")
-		res.quality = r.grade(gctx, tc, providers.Embedder, st, res.outcome)
-		span.End()
+		res.grade = func() { r.grades().submit(tc, providers.Embedder, st, res.outcome) }
 	}
 	return res
 }

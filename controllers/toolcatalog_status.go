@@ -53,9 +53,6 @@ func applyStatus(tc *v1alpha1.ToolCatalog, res passResult) {
 		st.LastPublishedTime = &at
 	}
 	st.FailingTools = o.FailingTools()
-	if res.quality != nil {
-		st.Quality = res.quality
-	}
 	st.ObservedGeneration = tc.Generation
 	observeCounts(tc, counts)
 
@@ -288,9 +285,6 @@ func (r *ToolCatalogReconciler) recordEvents(base, tc *v1alpha1.ToolCatalog, res
 				parts = append(parts, fmt.Sprintf("%s (%s)", f.Tool, f.Reason))
 			}
 			r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonToolsFailed, "Refresh", "%d tools not refreshed: %s", len(failures), catalog.ListNames(parts))
-		}
-		if res.quality != nil {
-			r.recordConfusable(base, tc)
 		}
 		if lr := tc.Status.LastRefresh; res.request.Token != "" && lr != nil && lr.Result != v1alpha1.RefreshSucceeded {
 			r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalidRefreshRequest, "Refresh", "%s", lr.Message)

@@ -12,7 +12,8 @@ import (
 )
 
 // A pass that publishes is one trace: a "ToolCatalog pass" span for the
-// catalog, with a child span for each step.
+// catalog, with a child span for each step. The grading of the version
+// follows in a trace of its own, off the pass.
 func TestPassIsOneTraceWithItsSteps(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	prev := otel.GetTracerProvider()
@@ -38,5 +39,11 @@ func TestPassIsOneTraceWithItsSteps(t *testing.T) {
 			}
 		}
 		g.Expect(steps).To(ContainElements("select", "read", "plan", "generate and embed", "build", "publish", "records"))
+		g.Expect(steps).NotTo(ContainElement("grade"))
+		graded := false
+		for _, s := range rec.Ended() {
+			graded = graded || s.Name() == "ToolCatalog grade" && slices.Contains(s.Attributes(), catalog) && !s.Parent().IsValid()
+		}
+		g.Expect(graded).To(BeTrue(), "no grading trace")
 	}).Should(Succeed())
 }

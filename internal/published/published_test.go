@@ -3,6 +3,7 @@ package published_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -191,11 +192,15 @@ func TestQueryVectorsAreBoundedAndPerModel(t *testing.T) {
 	if len(found) != published.MaxKeptQueryVectors || len(missing) != 10 {
 		t.Fatalf("kept %d, missing %d; want %d kept", len(found), len(missing), published.MaxKeptQueryVectors)
 	}
+	// The oldest made room: the latest are kept.
+	if !slices.Equal(missing, texts[:10]) {
+		t.Fatalf("missing %v; want the 10 added first", missing)
+	}
 	if found, _ := q.Lookup("m2", texts[:3]); len(found) != 0 {
 		t.Fatal("vectors of one model were returned for another")
 	}
-	q.Retain(texts[:2])
-	if found, missing := q.Lookup("m1", append(texts[:3:3], texts[0])); len(found) != 2 || len(missing) != 1 {
-		t.Fatalf("after Retain: found %d, missing %v", len(found), missing)
+	q.Add("m1", texts[:1], vecs[:1])
+	if found, missing := q.Lookup("m1", texts[:12]); len(found) != 2 || len(missing) != 10 {
+		t.Fatalf("after one more: found %d, missing %d; want the new one and texts[11] (texts[10], the oldest, made room)", len(found), len(missing))
 	}
 }

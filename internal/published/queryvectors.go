@@ -2,6 +2,7 @@ package published
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
@@ -11,28 +12,39 @@ import (
 // versions.
 const MaxKeptQueryVectors = 4096
 
-// QueryVectors keeps a catalog's query vectors by text, for one model, so
-// grading a new version embeds only the queries it has not seen. The zero
-// value is ready to use and safe for concurrent use.
+// QueryVectors keeps a catalog's most recently embedded query vectors by
+// text, for one model, so grading a new version embeds only the queries
+// neither its Grader holds nor a pass embedded. When full, the oldest
+// vector makes room. The zero value is ready to use and safe for
+// concurrent use.
 type QueryVectors struct {
 	mu     sync.Mutex
 	model  string
 	byText map[string][]float32
+	// order holds the kept texts, oldest first.
+	order []string
 }
 
-// Add keeps vectors of model while there is room. Vectors of another
-// model replace all that are kept.
+// Add keeps vectors of model, dropping the oldest beyond
+// MaxKeptQueryVectors. Vectors of another model replace all that are
+// kept.
 func (q *QueryVectors) Add(model string, texts []string, vecs [][]float32) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.model != model || q.byText == nil {
-		q.model, q.byText = model, map[string][]float32{}
+		q.model, q.byText, q.order = model, map[string][]float32{}, nil
 	}
 	for i, t := range texts {
-		if len(q.byText) >= MaxKeptQueryVectors {
-			return
+		if _, ok := q.byText[t]; !ok {
+			q.order = append(q.order, t)
 		}
 		q.byText[t] = vecs[i]
+	}
+	if over := len(q.order) - MaxKeptQueryVectors; over > 0 {
+		for _, t := range q.order[:over] {
+			delete(q.byText, t)
+		}
+		q.order = slices.Clone(q.order[over:])
 	}
 }
 
@@ -53,19 +65,6 @@ func (q *QueryVectors) Lookup(model string, texts []string) (map[string][]float3
 		}
 	}
 	return found, missing
-}
-
-// Retain keeps only the vectors of texts.
-func (q *QueryVectors) Retain(texts []string) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	keep := make(map[string][]float32, len(texts))
-	for _, t := range texts {
-		if v, ok := q.byText[t]; ok {
-			keep[t] = v
-		}
-	}
-	q.byText = keep
 }
 
 // Recording returns emb keeping the query vectors it computes in q, so
