@@ -26,7 +26,8 @@ fi
 
 mkdir -p "${OUT}.tmp"
 log() { echo "build-controlplane: $*" >&2; }
-export CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=mod
+# Upstream components, built as upstream builds them: no Go experiments.
+export CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=mod GOEXPERIMENT=
 
 MAJOR="$(echo "${K8S_VERSION#v}" | cut -d. -f1)"
 MINOR="$(echo "${K8S_VERSION#v}" | cut -d. -f2)"

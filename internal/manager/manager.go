@@ -38,7 +38,10 @@ import (
 // Config is how the manager runs.
 type Config struct {
 	MetricsAddr, ProbeAddr string
-	LeaderElection         bool
+	// PprofAddr serves net/http/pprof's profiles; disabled when empty or
+	// "0".
+	PprofAddr      string
+	LeaderElection bool
 	// LeaderElectionID names the Lease; LeaderElectionNamespace is where
 	// it lives (the manager's own namespace when empty, in a cluster).
 	LeaderElectionID, LeaderElectionNamespace string
@@ -69,12 +72,13 @@ type Config struct {
 }
 
 // BindFlags registers the manager's flags; each defaults to an environment
-// variable when set (METRICS_BIND_ADDRESS, HEALTH_PROBE_BIND_ADDRESS,
+// variable when set (METRICS_BIND_ADDRESS, HEALTH_PROBE_BIND_ADDRESS, PPROF_BIND_ADDRESS,
 // LEADER_ELECT, LEADER_ELECTION_NAMESPACE, KUBE_API_QPS, KUBE_API_BURST).
 func BindFlags(fs *flag.FlagSet) *Config {
 	c := &Config{LeaderElectionID: "tool-catalog-operator.toolcatalog.dev"}
 	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", envflag.String("METRICS_BIND_ADDRESS", ":8080"), "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", envflag.String("HEALTH_PROBE_BIND_ADDRESS", ":8081"), "Address of the /healthz and /readyz probes; 0 disables them.")
+	fs.StringVar(&c.PprofAddr, "pprof-bind-address", envflag.String("PPROF_BIND_ADDRESS", "0"), "Address of Go's /debug/pprof profiles; 0 disables them. Keep it off, or on localhost only: profiles show the process's memory.")
 	fs.BoolVar(&c.LeaderElection, "leader-elect", envflag.String("LEADER_ELECT", "false") == "true", "Elect a leader, so that of several replicas only one reconciles.")
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", envflag.String("LEADER_ELECTION_NAMESPACE", ""), "Namespace of the leader election Lease (default: the manager's own).")
 	fs.Float64Var(&c.QPS, "kube-api-qps", envflag.Float("KUBE_API_QPS", 50), "Queries per second to the Kubernetes API; status writes for many tools need more than client-go's default of 5.")
@@ -113,6 +117,7 @@ func New(restCfg *rest.Config, c Config) (ctrl.Manager, error) {
 		Scheme:                        Scheme(),
 		Metrics:                       metricsserver.Options{BindAddress: c.MetricsAddr},
 		HealthProbeBindAddress:        c.ProbeAddr,
+		PprofBindAddress:              c.PprofAddr,
 		LeaderElection:                c.LeaderElection,
 		LeaderElectionID:              c.LeaderElectionID,
 		LeaderElectionNamespace:       c.LeaderElectionNamespace,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
@@ -402,5 +403,43 @@ func TestSearchPopularTools(t *testing.T) {
 	got := names(r.Results)
 	if len(got) != 3 || got[0] != "web_search" || got[1] != "create_issue" || got[2] != "send_email" {
 		t.Fatalf("results %v, want web_search (always), create_issue (popular), send_email (ranked)", got)
+	}
+}
+
+// countingEmbedder counts the texts it embeds.
+type countingEmbedder struct {
+	QueryEmbedder
+	texts atomic.Int64
+}
+
+func (e *countingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	e.texts.Add(int64(len(texts)))
+	return e.QueryEmbedder.Embed(ctx, texts)
+}
+
+// A repeated request is not embedded again, and finds what it found the
+// first time; the cache keeps only the latest requests.
+func TestCachedQueriesAreNotEmbeddedAgain(t *testing.T) {
+	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 3})
+	inner := &countingEmbedder{QueryEmbedder: lexicalEmbedder()}
+	emb := CacheQueries(inner, 2)
+	search := func(q string) []string {
+		t.Helper()
+		resp, err := c.Search(context.Background(), q, Options{Embedder: emb})
+		if err != nil || resp.Method != Hybrid {
+			t.Fatalf("Search(%q): %v, method %s", q, err, resp.Method)
+		}
+		return names(resp.Results)
+	}
+	first := search("send an email to my manager")
+	again := search("send an email to my manager")
+	if n := inner.texts.Load(); n != 1 || !slices.Equal(first, again) {
+		t.Fatalf("a repeated request: %d texts embedded, results %v then %v; want 1 and the same", n, first, again)
+	}
+	search("will it rain tomorrow")
+	search("open an issue about the login bug")
+	search("send an email to my manager") // evicted by the two since
+	if n := inner.texts.Load(); n != 4 {
+		t.Fatalf("%d texts embedded; want 4 (a cache of 2 forgets the first request)", n)
 	}
 }

@@ -13,8 +13,10 @@ package scale
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -61,6 +63,7 @@ var (
 	latencyFlag = flag.Duration("scale.chat-latency", 200*time.Millisecond, "latency of every chat request in the slow first build")
 	budgetFlag  = flag.Duration("scale.pass-budget", time.Second, "the manager's -pass-budget")
 	dimsFlag    = flag.Int("scale.dimensions", 256, "embedding dimensions")
+	profileFlag = flag.String("scale.cpuprofile", "", "write the manager's CPU profile during the edits of each size to this file prefix (SIZE.pprof is added)")
 )
 
 const (
@@ -353,6 +356,7 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 	notices := sub.Channel()
 
 	// Edits: one description each.
+	stopProfile := mgr.profile(t, fmt.Sprintf("%s%d.pprof", *profileFlag, n))
 	var applyToVersion, statusLag, applyToStatus, editCPU []time.Duration
 	var chatPerEdit, embPerEdit, redisIn, redisOut, reload []int64
 	for i := range *editsFlag {
@@ -390,6 +394,7 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 		redisIn = append(redisIn, in1-in0)
 		redisOut = append(redisOut, out1-out0-followed.Load())
 	}
+	stopProfile()
 	tab.set("one edit: provider requests (chat + embeddings)", col, fmt.Sprintf("%d + %d", median(chatPerEdit), median(embPerEdit)))
 	tab.set(fmt.Sprintf("one edit: apply → notice (median of %d)", *editsFlag), col, medianDuration(applyToVersion).Round(time.Millisecond).String())
 	tab.set("one edit: notice → status shows the version", col, medianDuration(statusLag).Round(time.Millisecond).String())
@@ -429,7 +434,9 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 type managerProcess struct {
 	cmd         *exec.Cmd
 	metricsAddr string
-	done        chan struct{}
+	// pprofAddr serves the manager's profiles, with -scale.cpuprofile.
+	pprofAddr string
+	done      chan struct{}
 }
 
 func buildManager(t *testing.T) string { return testenv.Build(t, "../../cmd/manager") }
@@ -446,15 +453,20 @@ func startManager(t *testing.T, bin string) *managerProcess {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cmd := exec.Command(bin, "--metrics-bind-address="+addr, "--health-probe-bind-address=0", "--zap-log-level=error",
-		"--pass-budget="+budgetFlag.String())
+	args := []string{"--metrics-bind-address=" + addr, "--health-probe-bind-address=0", "--zap-log-level=error", "--pass-budget=" + budgetFlag.String()}
+	var pprofAddr string
+	if *profileFlag != "" {
+		pprofAddr = testenv.FreeAddr(t)
+		args = append(args, "--pprof-bind-address="+pprofAddr)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kc)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	m := &managerProcess{cmd: cmd, metricsAddr: addr, done: make(chan struct{})}
+	m := &managerProcess{cmd: cmd, metricsAddr: addr, pprofAddr: pprofAddr, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(m.done) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -471,6 +483,41 @@ func startManager(t *testing.T, bin string) *managerProcess {
 	})
 	return m
 }
+
+// profile records profileSeconds of the manager's CPU profile into path;
+// the returned function waits for it. Nothing without -scale.cpuprofile.
+func (m *managerProcess) profile(t *testing.T, path string) func() {
+	if m.pprofAddr == "" {
+		return func() {}
+	}
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + m.pprofAddr + "/debug/pprof/profile?seconds=" + strconv.Itoa(int(profileSeconds.Seconds())))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(path)
+		if err != nil {
+			done <- err
+			return
+		}
+		_, err = io.Copy(f, resp.Body)
+		done <- errors.Join(err, f.Close())
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			t.Errorf("CPU profile: %v", err)
+			return
+		}
+		t.Logf("CPU profile of %v (the edits took %v): %s", profileSeconds, time.Since(start).Round(time.Second), path)
+	}
+}
+
+// profileSeconds is how long a CPU profile records.
+const profileSeconds = 20 * time.Second
 
 // cpu is the manager's user and system CPU time so far.
 func (m *managerProcess) cpu(t *testing.T) time.Duration {

@@ -12,3 +12,25 @@ func BenchmarkLoad(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEmbed measures one query's forward pass, as a search embeds it:
+// a request of 8 words and one of 40.
+func BenchmarkEmbed(b *testing.B) {
+	m, err := Load()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for name, text := range map[string]string{
+		"words=8":  "will it rain in Lisbon tomorrow afternoon please",
+		"words=40": "I need to book a flight from Oslo to Lisbon next Tuesday morning, then find a hotel near the old town for three nights, and finally send the itinerary by email to my manager so she can approve the travel budget before Friday",
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := m.Embed(text); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
+	"sync"
 )
 
 //go:embed weights.bin
@@ -37,6 +35,32 @@ const (
 type Model struct {
 	tok *Tokenizer
 	w   map[string]tensor
+	// workspaces holds the buffers of forward passes, reused by later
+	// passes: an embedding allocates its result and nothing else.
+	workspaces sync.Pool
+}
+
+// workspace is one forward pass's buffers, taken in the same order by
+// every pass, so each grows to the largest input seen.
+type workspace struct {
+	bufs [][]float32
+	next int
+}
+
+// take returns the next buffer, n floats of zero.
+func (ws *workspace) take(n int) []float32 {
+	if ws.next == len(ws.bufs) {
+		ws.bufs = append(ws.bufs, nil)
+	}
+	b := ws.bufs[ws.next]
+	if cap(b) < n {
+		b = make([]float32, n)
+		ws.bufs[ws.next] = b
+	}
+	ws.next++
+	b = b[:n]
+	clear(b)
+	return b
 }
 
 type tensor struct {
@@ -54,7 +78,9 @@ func Load() (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the model weights: %w", err)
 	}
-	return &Model{tok: tok, w: w}, nil
+	m := &Model{tok: tok, w: w}
+	m.workspaces.New = func() any { return &workspace{} }
+	return m, nil
 }
 
 func readWeights(b []byte) (map[string]tensor, error) {
@@ -127,13 +153,16 @@ func (m *Model) Embed(text string) ([]float32, error) {
 		return nil, errors.New("nothing to embed: the text has no tokens")
 	}
 	n := len(ids)
+	ws := m.workspaces.Get().(*workspace)
+	ws.next = 0
+	defer m.workspaces.Put(ws)
 
 	// Input: each token's 256-d embedding plus a sinusoidal timing signal
 	// of its position. The graph adds the embedding twice (once directly,
 	// once with the timing signal), so the input is 2·embedding + timing.
 	emb, timing := m.w["embeddings"], m.w["timing"]
 	half := timing.cols
-	x := make([]float32, n*emb.cols)
+	x := ws.take(n * emb.cols)
 	for p, id := range ids {
 		row := x[p*emb.cols : (p+1)*emb.cols]
 		e := emb.data[id*emb.cols : (id+1)*emb.cols]
@@ -146,12 +175,12 @@ func (m *Model) Embed(text string) ([]float32, error) {
 
 	// Layer 0 works at 256 dimensions and widens to 512: its residual is
 	// projected by a dense layer.
-	residual := m.dense(x, n, "l0.residual")
-	x = m.layer(x, n, "l0", residual)
-	x = m.layer(x, n, "l1", x)
+	residual := m.dense(ws, x, n, "l0.residual")
+	x = m.layer(ws, x, n, "l0", residual)
+	x = m.layer(ws, x, n, "l1", x)
 
 	// Mean over tokens, tanh projection, L2 normalisation.
-	pooled := make([]float32, Dimensions)
+	pooled := ws.take(Dimensions)
 	for p := range n {
 		for i, v := range x[p*Dimensions : (p+1)*Dimensions] {
 			pooled[i] += v
@@ -160,9 +189,9 @@ func (m *Model) Embed(text string) ([]float32, error) {
 	for i := range pooled {
 		pooled[i] /= float32(n)
 	}
-	out := m.dense(pooled, 1, "head")
+	out := make([]float32, Dimensions)
 	var sum float32
-	for i, v := range out {
+	for i, v := range m.dense(ws, pooled, 1, "head") {
 		out[i] = float32(math.Tanh(float64(v)))
 		sum += out[i] * out[i]
 	}
@@ -175,21 +204,21 @@ func (m *Model) Embed(text string) ([]float32, error) {
 
 // layer is one transformer layer with pre-normalisation: self-attention
 // added to residual, then a ReLU feed-forward block added to its input.
-func (m *Model) layer(x []float32, n int, name string, residual []float32) []float32 {
+func (m *Model) layer(ws *workspace, x []float32, n int, name string, residual []float32) []float32 {
 	width := m.w[name+".attn_norm.scale"].cols
-	h := m.layerNorm(x, n, width, name+".attn_norm")
-	qkv := m.dense(h, n, name+".qkv") // n × 3·width: queries, keys, values
-	attn := attention(qkv, n, width)
-	y := m.dense(attn, n, name+".out")
+	h := m.layerNorm(ws, x, n, width, name+".attn_norm")
+	qkv := m.dense(ws, h, n, name+".qkv") // n × 3·width: queries, keys, values
+	attn := attention(ws, qkv, n, width)
+	y := m.dense(ws, attn, n, name+".out")
 	for i := range y {
 		y[i] += residual[i]
 	}
-	h = m.layerNorm(y, n, Dimensions, name+".ffn_norm")
-	h = m.dense(h, n, name+".ffn1")
+	h = m.layerNorm(ws, y, n, Dimensions, name+".ffn_norm")
+	h = m.dense(ws, h, n, name+".ffn1")
 	for i, v := range h {
 		h[i] = max(v, 0)
 	}
-	h = m.dense(h, n, name+".ffn2")
+	h = m.dense(ws, h, n, name+".ffn2")
 	for i := range h {
 		h[i] += y[i]
 	}
@@ -197,63 +226,71 @@ func (m *Model) layer(x []float32, n int, name string, residual []float32) []flo
 }
 
 // attention is multi-head scaled dot-product self-attention over the
-// packed queries, keys and values (each width wide, in heads heads).
-func attention(qkv []float32, n, width int) []float32 {
+// packed queries, keys and values (each width wide, in heads heads). Each
+// head is two matrix products: the scaled queries by the keys transposed,
+// and the softmax of that by the values.
+func attention(ws *workspace, qkv []float32, n, width int) []float32 {
 	dh := width / heads
 	scale := float32(1 / math.Sqrt(float64(dh)))
-	out := make([]float32, n*width)
-	logits := make([]float32, n)
+	out := ws.take(n * width)
+	q, kt, v, o := ws.take(n*dh), ws.take(dh*n), ws.take(n*dh), ws.take(n*dh)
+	logits := ws.take(n * n)
 	for hd := range heads {
 		off := hd * dh
 		for i := range n {
-			q := qkv[i*3*width+off : i*3*width+off+dh]
-			peak := float32(math.Inf(-1))
-			for j := range n {
-				k := qkv[j*3*width+width+off : j*3*width+width+off+dh]
-				var s float32
-				for d := range dh {
-					s += q[d] * scale * k[d]
-				}
-				logits[j] = s
-				peak = max(peak, s)
+			row := qkv[i*3*width : (i+1)*3*width]
+			for d := range dh {
+				q[i*dh+d] = row[off+d] * scale
+				kt[d*n+i] = row[width+off+d]
 			}
-			var total float32
-			for j := range n {
-				logits[j] = float32(math.Exp(float64(logits[j] - peak)))
-				total += logits[j]
-			}
-			o := out[i*width+off : i*width+off+dh]
-			for j := range n {
-				wgt := logits[j] / total
-				v := qkv[j*3*width+2*width+off : j*3*width+2*width+off+dh]
-				for d := range dh {
-					o[d] += wgt * v[d]
-				}
-			}
+			copy(v[i*dh:(i+1)*dh], row[2*width+off:2*width+off+dh])
+		}
+		clear(logits)
+		matmul(logits, q, kt, n, dh, n)
+		for i := range n {
+			softmax(logits[i*n : (i+1)*n])
+		}
+		clear(o)
+		matmul(o, logits, v, n, n, dh)
+		for i := range n {
+			copy(out[i*width+off:i*width+off+dh], o[i*dh:(i+1)*dh])
 		}
 	}
 	return out
 }
 
+// softmax turns logits into weights that sum to one, in place.
+func softmax(logits []float32) {
+	peak := float32(math.Inf(-1))
+	for _, l := range logits {
+		peak = max(peak, l)
+	}
+	var total float32
+	for j, l := range logits {
+		logits[j] = float32(math.Exp(float64(l - peak)))
+		total += logits[j]
+	}
+	for j := range logits {
+		logits[j] /= total
+	}
+}
+
 // dense computes x·kernel + bias for n rows.
-func (m *Model) dense(x []float32, n int, name string) []float32 {
+func (m *Model) dense(ws *workspace, x []float32, n int, name string) []float32 {
 	k, b := m.w[name+".kernel"], m.w[name+".bias"]
-	out := make([]float32, n*k.cols)
+	out := ws.take(n * k.cols)
 	for i := range n {
 		copy(out[i*k.cols:(i+1)*k.cols], b.data)
 	}
-	blas32.Gemm(blas.NoTrans, blas.NoTrans, 1,
-		blas32.General{Rows: n, Cols: k.rows, Stride: k.rows, Data: x},
-		blas32.General{Rows: k.rows, Cols: k.cols, Stride: k.cols, Data: k.data},
-		1, blas32.General{Rows: n, Cols: k.cols, Stride: k.cols, Data: out})
+	matmul(out, x, k.data, n, k.rows, k.cols)
 	return out
 }
 
 // layerNorm normalises each row to zero mean and unit variance, then
 // scales and shifts it.
-func (m *Model) layerNorm(x []float32, n, width int, name string) []float32 {
+func (m *Model) layerNorm(ws *workspace, x []float32, n, width int, name string) []float32 {
 	scale, bias := m.w[name+".scale"].data, m.w[name+".bias"].data
-	out := make([]float32, len(x))
+	out := ws.take(len(x))
 	for r := range n {
 		row := x[r*width : (r+1)*width]
 		var mean float32
