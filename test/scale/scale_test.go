@@ -846,9 +846,13 @@ func (l *noticeLog) worstLag(shown map[int64]time.Time) string {
 
 type statusWrites struct {
 	n     int
+	ns    string
 	w     watch.Interface
 	count atomic.Int64
 	ready chan struct{}
+	// ended is closed when the API server ends the watch early (it may,
+	// under a stream of thousands of events): readiness is then listed.
+	ended chan struct{}
 }
 
 // watchStatusWrites counts the updates of ToolDefinitions that change
@@ -858,7 +862,7 @@ func watchStatusWrites(t *testing.T, ns string, n int) *statusWrites {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &statusWrites{n: n, w: w, ready: make(chan struct{})}
+	s := &statusWrites{n: n, ns: ns, w: w, ready: make(chan struct{}), ended: make(chan struct{})}
 	go func() {
 		last := map[string]v1alpha1.ToolDefinitionStatus{}
 		ready := map[string]bool{}
@@ -881,14 +885,32 @@ func watchStatusWrites(t *testing.T, ns string, n int) *statusWrites {
 				return
 			}
 		}
+		close(s.ended)
 	}()
 	t.Cleanup(w.Stop)
 	return s
 }
 
+// wait waits until every ToolDefinition is Ready and returns the status
+// writes counted; when the watch ended early, the writes counted until
+// then (a floor).
 func (s *statusWrites) wait(t *testing.T) int64 {
 	select {
 	case <-s.ready:
+	case <-s.ended:
+		t.Logf("the API server ended the watch after %d status writes; listing until every ToolDefinition is Ready", s.count.Load())
+		waitFor(t, "every ToolDefinition Ready", 30*time.Minute, func() bool {
+			list := &v1alpha1.ToolDefinitionList{}
+			if err := kube.List(t.Context(), list, client.InNamespace(s.ns)); err != nil {
+				t.Fatal(err)
+			}
+			for _, td := range list.Items {
+				if !meta.IsStatusConditionTrue(td.Status.Conditions, v1alpha1.ConditionReady) {
+					return false
+				}
+			}
+			return len(list.Items) == s.n
+		})
 	case <-time.After(30 * time.Minute):
 		t.Fatal("not every ToolDefinition became Ready")
 	}
