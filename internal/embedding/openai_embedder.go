@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 
 	consumeropenai "github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/openai"
 )
@@ -92,11 +93,12 @@ func (e *OpenAIEmbedder) embedBatch(ctx context.Context, batch []string) ([][]fl
 	params := consumeropenai.Params(e.cfg.Model, e.cfg.Dimensions, batch)
 	var vecs [][]float32
 	err := e.cfg.call(ctx, "openai-embeddings", e.provider(), e.cfg.Model, func(ctx context.Context) error {
-		resp, err := e.client.Embeddings.New(ctx, params)
-		if err != nil {
+		var resp consumeropenai.EmbeddingsResponse
+		if _, err := e.client.Embeddings.New(ctx, params, option.WithResponseBodyInto(&resp)); err != nil {
 			return err
 		}
-		vecs, err = e.decode(resp, len(batch))
+		var err error
+		vecs, err = e.decode(&resp, len(batch))
 		return err
 	})
 	return vecs, err
@@ -104,23 +106,23 @@ func (e *OpenAIEmbedder) embedBatch(ctx context.Context, batch []string) ([][]fl
 
 // decode maps the response's items back to the batch by their index, never
 // by arrival order, and checks every vector.
-func (e *OpenAIEmbedder) decode(resp *openai.CreateEmbeddingResponse, n int) ([][]float32, error) {
+func (e *OpenAIEmbedder) decode(resp *consumeropenai.EmbeddingsResponse, n int) ([][]float32, error) {
 	malformed := func(format string, args ...any) error {
 		return &Error{Kind: KindMalformed, Provider: e.provider(), Model: e.cfg.Model, Err: fmt.Errorf(format, args...)}
 	}
-	if resp == nil || !resp.JSON.Data.Valid() {
+	if resp.Data == nil {
 		return nil, malformed("response has no data list")
 	}
-	if len(resp.Data) != n {
-		return nil, malformed("response has %d embeddings for %d inputs", len(resp.Data), n)
+	if len(*resp.Data) != n {
+		return nil, malformed("response has %d embeddings for %d inputs", len(*resp.Data), n)
 	}
 	want := e.Dimensions()
 	out := make([][]float32, n)
-	for _, item := range resp.Data {
-		i := item.Index
-		if !item.JSON.Index.Valid() || i < 0 || i >= int64(n) {
-			return nil, malformed("embedding index %d is out of range for %d inputs", i, n)
+	for _, item := range *resp.Data {
+		if item.Index == nil || *item.Index < 0 || *item.Index >= int64(n) {
+			return nil, malformed("embedding index %s is out of range for %d inputs", indexOf(item.Index), n)
 		}
+		i := *item.Index
 		if out[i] != nil {
 			return nil, malformed("embedding index %d appears twice", i)
 		}
@@ -134,17 +136,22 @@ func (e *OpenAIEmbedder) decode(resp *openai.CreateEmbeddingResponse, n int) ([]
 			return nil, &Error{Kind: KindDimensionMismatch, Provider: e.provider(), Model: e.cfg.Model,
 				Err: fmt.Errorf("embedding %d has %d dimensions, expected %d: check the model and embedding.dimensions", i, len(item.Embedding), want)}
 		}
-		v := make([]float32, len(item.Embedding))
-		for j, x := range item.Embedding {
-			if math.IsNaN(x) || math.IsInf(x, 0) {
+		for _, x := range item.Embedding {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
 				return nil, malformed("embedding %d has a non-finite value", i)
 			}
-			v[j] = float32(x)
 		}
-		out[i] = v
+		out[i] = item.Embedding
 	}
 	if e.cfg.Dimensions == 0 {
 		e.observed.CompareAndSwap(0, int64(want))
 	}
 	return out, nil
+}
+
+func indexOf(i *int64) string {
+	if i == nil {
+		return "(none)"
+	}
+	return fmt.Sprint(*i)
 }

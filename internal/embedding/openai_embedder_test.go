@@ -246,6 +246,9 @@ func TestOpenAIEmbedderMalformedBodies(t *testing.T) {
 		{"index out of range", `{"object":"list","data":[{"object":"embedding","index":5,"embedding":[0.1,0.2]}],"model":"m"}`},
 		{"too few items", `{"object":"list","data":[],"model":"m"}`},
 		{"empty vector", `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[]}],"model":"m"}`},
+		{"no index", `{"object":"list","data":[{"object":"embedding","embedding":[0.1,0.2]}],"model":"m"}`},
+		{"a number beyond float32", `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[1e39,0.2]}],"model":"m"}`},
+		{"a string for a number", `{"object":"list","data":[{"object":"embedding","index":0,"embedding":["0.1",0.2]}],"model":"m"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

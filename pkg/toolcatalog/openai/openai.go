@@ -68,28 +68,39 @@ func Params(model string, dimensions int, texts []string) openai.EmbeddingNewPar
 	return params
 }
 
+// EmbeddingsResponse is what is read of an embeddings response: each
+// vector decoded straight into float32, not through the SDK's generic
+// response type (which holds every number as float64 and a parse tree
+// besides: many times the memory, for thousands of vectors). Pointers tell
+// a missing field from a zero one.
+type EmbeddingsResponse struct {
+	Data *[]struct {
+		Index     *int64    `json:"index"`
+		Embedding []float32 `json:"embedding"`
+	} `json:"data"`
+}
+
 // Embed returns one vector per text, in input order.
 func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
-	resp, err := e.client.Embeddings.New(ctx, Params(e.cfg.Model, e.cfg.Dimensions, texts))
-	if err != nil {
+	var resp EmbeddingsResponse
+	if _, err := e.client.Embeddings.New(ctx, Params(e.cfg.Model, e.cfg.Dimensions, texts), option.WithResponseBodyInto(&resp)); err != nil {
 		return nil, fmt.Errorf("openai: embedding %d texts with %s: %w", len(texts), e.cfg.Model, err)
 	}
-	if len(resp.Data) != len(texts) {
-		return nil, fmt.Errorf("openai: %d embeddings for %d texts", len(resp.Data), len(texts))
+	if resp.Data == nil {
+		return nil, errors.New("openai: the response has no data list")
+	}
+	if len(*resp.Data) != len(texts) {
+		return nil, fmt.Errorf("openai: %d embeddings for %d texts", len(*resp.Data), len(texts))
 	}
 	out := make([][]float32, len(texts))
-	for _, d := range resp.Data {
-		if d.Index < 0 || int(d.Index) >= len(texts) || out[d.Index] != nil {
-			return nil, fmt.Errorf("openai: embedding index %d is out of range or repeated", d.Index)
+	for _, d := range *resp.Data {
+		if d.Index == nil || *d.Index < 0 || int(*d.Index) >= len(texts) || out[*d.Index] != nil {
+			return nil, fmt.Errorf("openai: an embedding index is missing, out of range or repeated")
 		}
 		if e.cfg.Dimensions > 0 && len(d.Embedding) != e.cfg.Dimensions {
-			return nil, fmt.Errorf("openai: embedding %d has %d dimensions, want %d", d.Index, len(d.Embedding), e.cfg.Dimensions)
+			return nil, fmt.Errorf("openai: embedding %d has %d dimensions, want %d", *d.Index, len(d.Embedding), e.cfg.Dimensions)
 		}
-		v := make([]float32, len(d.Embedding))
-		for i, x := range d.Embedding {
-			v[i] = float32(x)
-		}
-		out[d.Index] = v
+		out[*d.Index] = d.Embedding
 	}
 	return out, nil
 }
