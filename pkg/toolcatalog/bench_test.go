@@ -185,3 +185,26 @@ func BenchmarkSearchHugeQuery(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGrade10k grades 200 tools of a 10,000-tool catalog whole, three
+// queries each: the first grading of a large catalog (a version's grading
+// searches a few dozen of them again).
+func BenchmarkGrade10k(b *testing.B) {
+	c := benchCatalog(b, 10000)
+	sets := map[string]QuerySet{}
+	for i := 0; i < 10000; i += 50 {
+		t := c.Document.Tools[i]
+		qs := []string{"please " + t.Description, t.Name + " now", "I want to " + strings.ReplaceAll(t.Name, "_", " ")}
+		vecs, err := embedding.LexicalEmbedder{}.Embed(context.Background(), qs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sets[t.Name] = QuerySet{Queries: qs, Vectors: vecs}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := (&Grader{MaxSearches: -1}).Grade(context.Background(), c, sets); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

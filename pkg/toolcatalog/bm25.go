@@ -142,9 +142,10 @@ func newBM25Index(tools []contract.Tool, prev *bm25Index, prevAt map[string]int)
 	return ix
 }
 
-// scores returns the BM25 score of every tool matching a query term.
-func (ix *bm25Index) scores(query string, k1, b float64) map[int]float64 {
-	out := map[int]float64{}
+// scores returns the BM25 score of every tool matching a query term, by
+// document: dense, with the documents that matched in order of first
+// match. Only the first match of a document adds it to matched.
+func (ix *bm25Index) scores(query string, k1, b float64) (score []float64, matched []int) {
 	n := float64(len(ix.lengths))
 	seen := map[string]bool{}
 	for _, w := range terms(query) {
@@ -156,13 +157,19 @@ func (ix *bm25Index) scores(query string, k1, b float64) map[int]float64 {
 		if len(ps) == 0 {
 			continue
 		}
+		if score == nil {
+			score = make([]float64, len(ix.lengths))
+		}
 		w := idf(n, float64(len(ps)))
 		for _, p := range ps {
 			norm := p.freq + k1*(1-b+b*ix.lengths[p.doc]/ix.avgLen)
-			out[p.doc] += w * p.freq * (k1 + 1) / norm
+			if score[p.doc] == 0 {
+				matched = append(matched, p.doc)
+			}
+			score[p.doc] += w * p.freq * (k1 + 1) / norm
 		}
 	}
-	return out
+	return score, matched
 }
 
 // queryTerms are a query's distinct terms.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 
+	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 )
 
@@ -97,8 +98,11 @@ type Grader struct {
 // Defaults of a Grader.
 const (
 	DefaultMaxSearches = 400
-	DefaultSample      = 4
+	DefaultSample      = 2
 )
+
+// gradeBatch is how many queries' cosines one matrix product computes.
+const gradeBatch = 32
 
 // watchRank is the rank in either arm above which a changed tool could
 // enter a query's top GradeK: the blend of two arms can lift a tool a few
@@ -180,36 +184,63 @@ func (g *Grader) Grade(ctx context.Context, c *Catalog, sets map[string]QuerySet
 	if budget == 0 {
 		budget = DefaultMaxSearches
 	}
-	all := func(string) bool { return true }
-	left, searched := 0, 0
+	type due struct {
+		tool string
+		gt   *gradedTool
+		i    int
+	}
+	var todo []due
+	left := 0
 	for _, name := range names {
 		gt := g.tools[name]
 		if gt == nil {
 			continue
 		}
-		row := c.rowOf[c.tools[name]]
-		for i, q := range gt.set.Queries {
-			if gt.outcomes[i] != nil {
-				continue
-			}
-			if budget == 0 {
+		for i := range gt.outcomes {
+			switch {
+			case gt.outcomes[i] != nil:
+			case budget != 0:
+				todo = append(todo, due{name, gt, i})
+				budget--
+			default:
 				left++
-				continue
 			}
+		}
+	}
+	// The due queries' cosines with every tool, in batches: one matrix
+	// product reads the catalog's vectors once for many queries.
+	all := func(string) bool { return true }
+	for start := 0; start < len(todo); start += gradeBatch {
+		batch := todo[start:min(start+gradeBatch, len(todo))]
+		var cosines []float32
+		if method != BM25 {
+			units := make([]float32, 0, len(batch)*c.dims)
+			for _, d := range batch {
+				units = append(units, d.gt.units[d.i]...)
+			}
+			n := len(c.vecNames)
+			cosines = make([]float32, len(batch)*n)
+			blas32.Gemm(blas.NoTrans, blas.Trans, 1,
+				blas32.General{Rows: len(batch), Cols: c.dims, Stride: c.dims, Data: units},
+				blas32.General{Rows: n, Cols: c.dims, Stride: c.dims, Data: c.matrix},
+				0, blas32.General{Rows: len(batch), Cols: n, Stride: n, Data: cosines})
+		}
+		for j, d := range batch {
 			if err := ctx.Err(); err != nil {
 				return nil, 0, err
 			}
-			budget--
-			searched++
 			resp := &Response{Method: method}
 			var own *ownScore
 			if method != BM25 {
-				own = &ownScore{row: row, cosine: looCosine(gt.units[i], gt.sum, gt.set.Vectors[i])}
+				n := len(c.vecNames)
+				own = &ownScore{row: c.rowOf[c.tools[d.tool]], cosine: looCosine(d.gt.units[d.i], d.gt.sum, d.gt.set.Vectors[d.i]), cosines: cosines[j*n : (j+1)*n]}
 			}
-			order, semantic, lexical := c.rank(q, gt.units[i], opts, all, resp, own)
-			gt.outcomes[i] = outcomeOf(name, c.index.queryTerms(q), order, semantic.top, lexical)
+			q := d.gt.set.Queries[d.i]
+			order, semantic, lexical := c.rank(q, d.gt.units[d.i], opts, all, resp, own)
+			d.gt.outcomes[d.i] = outcomeOf(d.tool, c.index.queryTerms(q), order, semantic.top, lexical)
 		}
 	}
+	searched := len(todo)
 	out := g.grading(c)
 	out.Searched = searched
 	return out, left, nil

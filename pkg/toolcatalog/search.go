@@ -331,10 +331,13 @@ func (c *Catalog) rank(query string, unit []float32, opts Options, allowed func(
 	return lexical, semantic, lexical
 }
 
-// ownScore is one tool's cosine to use instead of the catalog's.
+// ownScore is one tool's cosine to use instead of the catalog's, for a
+// query whose cosines with every tool were computed beforehand (cosines,
+// by vector row; nil when they were not).
 type ownScore struct {
-	row    int
-	cosine float32
+	row     int
+	cosine  float32
+	cosines []float32
 }
 
 // semanticScores are the semantic arm of one search.
@@ -383,34 +386,50 @@ func (c *Catalog) unitQuery(q []float32) ([]float32, string) {
 // semanticRanking ranks tools by cosine similarity of the query and their
 // centroids.
 func (c *Catalog) semanticRanking(unit []float32, opts Options, allowed func(string) bool, own *ownScore) semanticScores {
-	// One matrix-vector product scores every tool.
-	scores := make([]float32, len(c.vecNames))
-	blas32.Gemv(blas.NoTrans, 1, blas32.General{Rows: len(c.vecNames), Cols: c.dims, Stride: c.dims, Data: c.matrix},
-		blas32.Vector{N: c.dims, Inc: 1, Data: unit}, 0, blas32.Vector{N: len(scores), Inc: 1, Data: scores})
+	var scores []float32
+	if own != nil && own.cosines != nil {
+		scores = own.cosines
+	} else {
+		// One matrix-vector product scores every tool.
+		scores = make([]float32, len(c.vecNames))
+		blas32.Gemv(blas.NoTrans, 1, blas32.General{Rows: len(c.vecNames), Cols: c.dims, Stride: c.dims, Data: c.matrix},
+			blas32.Vector{N: c.dims, Inc: 1, Data: unit}, 0, blas32.Vector{N: len(scores), Inc: 1, Data: scores})
+	}
 	if own != nil {
 		scores[own.row] = own.cosine
 	}
-	out := make([]ranked, 0, len(c.vecNames))
+	// The best depth tools by heap selection as the scores are read:
+	// O(n log d), with no list of every tool.
+	d := depth(opts.TopK)
+	h := make(rankHeap, 0, d)
 	for row, name := range c.vecNames {
-		if !allowed(name) {
-			continue
-		}
 		s := float64(scores[row])
 		if opts.Threshold != nil && s < *opts.Threshold {
 			continue
 		}
-		out = append(out, ranked{name, s})
+		r := ranked{name, s}
+		if len(h) == d && !better(r, h[0]) || !allowed(name) {
+			continue
+		}
+		if len(h) < d {
+			heap.Push(&h, r)
+		} else {
+			h[0] = r
+			heap.Fix(&h, 0)
+		}
 	}
-	return semanticScores{top: topRanked(out, depth(opts.TopK)), cosine: scores}
+	top := []ranked(h)
+	sortRanked(top)
+	return semanticScores{top: top, cosine: scores}
 }
 
 func (c *Catalog) bm25Ranking(query string, opts Options, allowed func(string) bool) []ranked {
-	scores := c.index.scores(query, opts.K1, opts.B)
-	out := make([]ranked, 0, len(scores))
-	for doc, s := range scores {
+	scores, matched := c.index.scores(query, opts.K1, opts.B)
+	out := make([]ranked, 0, len(matched))
+	for _, doc := range matched {
 		name := c.Document.Tools[doc].Name
 		if allowed(name) {
-			out = append(out, ranked{name, s})
+			out = append(out, ranked{name, scores[doc]})
 		}
 	}
 	return topRanked(out, depth(opts.TopK))
