@@ -283,6 +283,15 @@ func editTD(g Gomega, ns, name string, edit func(*v1alpha1.ToolDefinition)) {
 	g.Expect(k8sClient.Patch(context.Background(), td, patch)).To(Succeed())
 }
 
+// editTC changes a catalog's spec with a merge patch: the grading writes
+// the status meanwhile, so an update of a copy read earlier would conflict.
+func editTC(g Gomega, ns, name string, edit func(*v1alpha1.ToolCatalog)) {
+	tc := getTC(g, ns, name)
+	patch := client.MergeFrom(tc.DeepCopy())
+	edit(tc)
+	g.Expect(k8sClient.Patch(context.Background(), tc, patch)).To(Succeed())
+}
+
 func getTC(g Gomega, ns, name string) *v1alpha1.ToolCatalog {
 	tc := &v1alpha1.ToolCatalog{}
 	g.Expect(k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, tc)).To(Succeed())

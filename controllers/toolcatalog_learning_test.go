@@ -100,9 +100,7 @@ func TestLearningFromRecordedRequests(t *testing.T) {
 
 	// Turning learning off deletes the recorded text and the learned
 	// queries, in a new version.
-	patch := tc.DeepCopy()
-	patch.Spec.Learning.Enabled = false
-	g.Expect(k8sClient.Update(ctx, patch)).To(Succeed())
+	editTC(g, ns, "learns", func(tc *v1alpha1.ToolCatalog) { tc.Spec.Learning.Enabled = false })
 	waitVersion(g, ns, "learns", 3)
 	g.Expect(rc.Exists(ctx, keys.Requests(), keys.RequestsSeen(), keys.RequestsBy()).Val()).To(BeZero())
 	g.Expect(storedMetadata(g, rc, keys)["book_room"].LearnedQueries).To(BeEmpty())

@@ -98,10 +98,8 @@ func TestCatalogModelChangeMakesEveryToolStale(t *testing.T) {
 	threeTools(t, g, ns, p)
 	rc := redisClient(t)
 
-	tc := getTC(g, ns, "tools")
-	tc.Spec.Embedding.Model = "text-embedding-3-large"
 	d := measure(p, func() {
-		g.Expect(k8sClient.Update(context.Background(), tc)).To(Succeed())
+		editTC(g, ns, "tools", func(tc *v1alpha1.ToolCatalog) { tc.Spec.Embedding.Model = "text-embedding-3-large" })
 		waitVersion(g, ns, "tools", 2)
 	})
 	// Queries are still valid: re-embedded, not regenerated.

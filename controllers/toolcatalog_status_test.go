@@ -275,9 +275,7 @@ func TestProviderClientsAreReusedAcrossPasses(t *testing.T) {
 	waitVersion(g, ns, "tools", 2)
 	g.Expect(suiteProviders.clientsBuilt(id)).To(Equal(1), "a second pass built new clients")
 
-	tc := getTC(g, ns, "tools")
-	tc.Spec.Embedding.BatchSize = 2
-	g.Expect(k8sClient.Update(context.Background(), tc)).To(Succeed())
+	editTC(g, ns, "tools", func(tc *v1alpha1.ToolCatalog) { tc.Spec.Embedding.BatchSize = 2 })
 	g.Eventually(func(g Gomega) {
 		tc := getTC(g, ns, "tools")
 		g.Expect(tc.Status.ObservedGeneration).To(Equal(tc.Generation))
