@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
@@ -62,11 +61,13 @@ type posting struct {
 	freq float64
 }
 
-// docTerms are one tool's indexed text and its weighted terms.
+// docTerms are one tool's indexed text, its weighted terms and their sum
+// (the tool's length).
 type docTerms struct {
 	name, description string
 	parameters        []byte
 	terms             []termFreq
+	length            float64
 }
 
 // termFreq is a term's weighted count in one tool.
@@ -90,9 +91,11 @@ func terms(s string) []string {
 // termsOf tokenizes a tool's fields, weighted.
 func termsOf(t contract.Tool) docTerms {
 	tf := map[string]float64{}
+	var length float64 // summed in text order, so alike every time
 	field := func(s string, weight float64) {
 		for _, w := range terms(s) {
 			tf[w] += weight
+			length += weight
 		}
 	}
 	field(t.Name, nameWeight)
@@ -101,12 +104,10 @@ func termsOf(t contract.Tool) docTerms {
 		field(p.Name, parameterNameWeight)
 		field(p.Description, parameterDescriptionWeight)
 	}
-	d := docTerms{name: t.Name, description: t.Description, parameters: t.Parameters, terms: make([]termFreq, 0, len(tf))}
+	d := docTerms{name: t.Name, description: t.Description, parameters: t.Parameters, terms: make([]termFreq, 0, len(tf)), length: length}
 	for w, f := range tf {
 		d.terms = append(d.terms, termFreq{w, f})
 	}
-	// In term order, so a tool's length sums alike every time.
-	slices.SortFunc(d.terms, func(a, b termFreq) int { return strings.Compare(a.term, b.term) })
 	return d
 }
 
@@ -127,13 +128,11 @@ func newBM25Index(tools []contract.Tool, prev *bm25Index, prevAt map[string]int)
 		} else {
 			ix.docs[i] = termsOf(t)
 		}
-		var n float64
 		for _, tf := range ix.docs[i].terms {
 			ix.postings[tf.term] = append(ix.postings[tf.term], posting{doc: i, freq: tf.freq})
-			n += tf.freq
 		}
-		ix.lengths[i] = n
-		total += n
+		ix.lengths[i] = ix.docs[i].length
+		total += ix.docs[i].length
 	}
 	if len(tools) > 0 {
 		ix.avgLen = total / float64(len(tools))
@@ -189,8 +188,8 @@ func (ix *bm25Index) scoreOf(doc int, qterms []string, k1, b float64) float64 {
 	n := float64(len(ix.lengths))
 	var s float64
 	for _, w := range qterms {
-		i, ok := slices.BinarySearchFunc(d, w, func(tf termFreq, w string) int { return strings.Compare(tf.term, w) })
-		if !ok {
+		i := slices.IndexFunc(d, func(tf termFreq) bool { return tf.term == w })
+		if i < 0 {
 			continue
 		}
 		f := d[i].freq
