@@ -407,8 +407,7 @@ func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error
 	s.sessions = &sessionStore{rc: s.redis, keys: cfg.Keys, idle: g.opts.Limits.SessionIdle, lifetime: g.opts.Limits.SessionLifetime, max: g.opts.Limits.SessionsPerPrincipal}
 	s.cancels = &cancels{s: s, m: map[string]context.CancelFunc{}}
 	if p, err := catalogconfig.BuildProviders(cfg.Providers); err == nil {
-		// A request asked before, by any client, is not embedded again.
-		s.embedder = toolcatalog.CacheQueries(p.Embedder, toolcatalog.DefaultQueryCacheSize)
+		s.embedder = p.Embedder
 	} else {
 		// Searches fall back to BM25 without a query embedder.
 		g.opts.Log.Error(err, "No query embedder: tool_search ranks by BM25", "catalog", s.id)

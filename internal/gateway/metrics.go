@@ -7,12 +7,15 @@ import (
 // Metrics are the gateway's Prometheus metrics, per catalog
 // (namespace/name).
 type Metrics struct {
-	ToolLists   *prometheus.CounterVec
-	Searches    *prometheus.CounterVec
-	Calls       *prometheus.CounterVec
-	Upstream    *prometheus.HistogramVec
-	TokensSaved *prometheus.CounterVec
-	Rejected    *prometheus.CounterVec
+	ToolLists *prometheus.CounterVec
+	Searches  *prometheus.CounterVec
+	// QueryEmbeddings counts the search queries embedded: the ones no
+	// view's query cache held.
+	QueryEmbeddings *prometheus.CounterVec
+	Calls           *prometheus.CounterVec
+	Upstream        *prometheus.HistogramVec
+	TokensSaved     *prometheus.CounterVec
+	Rejected        *prometheus.CounterVec
 	// RefusedVersions counts what was read from Redis and not served.
 	RefusedVersions *prometheus.CounterVec
 }
@@ -46,9 +49,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "HTTP requests refused before MCP, by reason (unauthenticated, forbidden, not_found, bad_request, not_published, unavailable)."},
 			[]string{"reason"}),
 	}
+	m.QueryEmbeddings = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolcatalog_gateway_query_embeddings_total",
+		Help: "Search queries embedded; tool_search calls minus these were answered from the principal's query cache."}, []string{"catalog"})
 	m.RefusedVersions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolcatalog_gateway_refused_versions_total",
 		Help: "What was read from Redis and not served, by reason: foreign_catalog, a version whose head names another catalog or UID (the last good version is served meanwhile); malformed_entry, a tool entry left out of a version (an invalid name, or parameters that are not an object schema)."},
 		[]string{"catalog", "reason"})
-	reg.MustRegister(m.ToolLists, m.Searches, m.Calls, m.Upstream, m.TokensSaved, m.Rejected, m.RefusedVersions)
+	reg.MustRegister(m.ToolLists, m.Searches, m.QueryEmbeddings, m.Calls, m.Upstream, m.TokensSaved, m.Rejected, m.RefusedVersions)
 	return m
 }

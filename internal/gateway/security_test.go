@@ -475,3 +475,35 @@ func TestLearningCannotBePoisoned(t *testing.T) {
 		t.Fatalf("send_email learned %q", learned["send_email"])
 	}
 }
+
+// A principal's search queries are cached for that principal only: how
+// fast a search answers must not tell one principal what another asked.
+// Alice's repeated query is answered from her cache (proof the cache
+// works); the same query from fin is embedded anew.
+func TestQueryCacheIsPerPrincipal(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, testCatalog(ns, "cache", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOn}),
+		testTool(ns, "cache", "book_room", "Book a meeting room for a time slot.", params(`{"type":"object","properties":{"slot":{"type":"string"}}}`)),
+		testTool(ns, "cache", "send_email", "Send an email message to a recipient.", params(`{"type":"object","properties":{"to":{"type":"string"}}}`)))
+	published(t, ns, "cache", 2)
+	embedded := func() string {
+		t.Helper()
+		got := metric(t, `toolcatalog_gateway_query_embeddings_total{catalog="`+ns+`/cache"}`)
+		if len(got) == 0 {
+			return "0"
+		}
+		return got[0][strings.LastIndexByte(got[0], ' ')+1:]
+	}
+	const secret = "merger talks with acme corp on friday"
+	alice := connect(t, ns, "cache", aliceToken, "", nil)
+	search(t, alice, secret)
+	search(t, alice, secret)
+	if n := embedded(); n != "1" {
+		t.Fatalf("alice's query asked twice was embedded %s times; want 1 (her second search from her cache)", n)
+	}
+	fin := connect(t, ns, "cache", finToken, "", nil)
+	search(t, fin, secret)
+	if n := embedded(); n != "2" {
+		t.Fatalf("after fin asked alice's query, %s embeddings; want 2: fin's search must not hit alice's cache", n)
+	}
+}

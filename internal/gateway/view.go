@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -35,7 +36,10 @@ type view struct {
 	caller caller
 	server *mcp.Server
 	bridge *toolcatalog.Bridge
-	used   atomic.Int64
+	// queries embeds the principal's search queries, remembering the
+	// last viewQueryCache of them; nil without an embedder.
+	queries toolcatalog.QueryEmbedder
+	used    atomic.Int64
 	// streams counts the session GET streams open on the view.
 	streams atomic.Int64
 
@@ -80,7 +84,27 @@ func (s *served) newView(c caller) *view {
 	v.server.AddReceivingMiddleware(v.countLists)
 	v.bridge = &toolcatalog.Bridge{Catalog: s.follower.Current, Principal: c.principal.User, Groups: c.principal.Groups,
 		Memory: &searchMemory{s: s, view: hashOf(c.viewKey()), ttl: s.g.opts.IdleViews}}
+	if s.embedder != nil {
+		// A cache per view, not per catalog: shared, how fast a search
+		// answers would tell one principal what another asked.
+		v.queries = toolcatalog.CacheQueries(countedEmbedder{s.embedder, s.g.opts.Metrics.QueryEmbeddings.WithLabelValues(s.id)}, viewQueryCache)
+	}
 	return v
+}
+
+// viewQueryCache is how many query vectors a view keeps: 1 MiB of
+// 512-dimension vectors.
+const viewQueryCache = 512
+
+// countedEmbedder counts the texts it embeds.
+type countedEmbedder struct {
+	toolcatalog.QueryEmbedder
+	texts prometheus.Counter
+}
+
+func (e countedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	e.texts.Add(float64(len(texts)))
+	return e.QueryEmbedder.Embed(ctx, texts)
 }
 
 // changes identifies the tools the view lists now, and returns a channel
@@ -123,7 +147,10 @@ func (v *view) sync(cat *toolcatalog.Catalog) (err error) {
 	defer v.mu.Unlock()
 	v.plan, v.synced = plan, cat
 	v.bridge.TopK, v.bridge.MaxTopK, v.bridge.DescriptionLength = policy.SearchTopK, policy.SearchMaxTopK, policy.DescriptionLength
-	v.bridge.Search = toolcatalog.Options{Embedder: v.s.embedder}
+	v.bridge.Search = toolcatalog.Options{}
+	if v.queries != nil {
+		v.bridge.Search.Embedder = v.queries
+	}
 	want := map[string]bool{}
 	changed := false
 	defer func() {
