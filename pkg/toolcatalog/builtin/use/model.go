@@ -192,7 +192,7 @@ func (m *Model) Embed(text string) ([]float32, error) {
 	out := make([]float32, Dimensions)
 	var sum float32
 	for i, v := range m.dense(ws, pooled, 1, "head") {
-		out[i] = float32(math.Tanh(float64(v)))
+		out[i] = tanhf(v)
 		sum += out[i] * out[i]
 	}
 	inv := float32(1 / math.Sqrt(float64(max(sum, 1e-12))))
@@ -267,7 +267,7 @@ func softmax(logits []float32) {
 	}
 	var total float32
 	for j, l := range logits {
-		logits[j] = float32(math.Exp(float64(l - peak)))
+		logits[j] = expf(l - peak)
 		total += logits[j]
 	}
 	for j := range logits {
