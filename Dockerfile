@@ -12,8 +12,6 @@ COPY controllers/ controllers/
 COPY internal/ internal/
 COPY pkg/ pkg/
 ARG TARGETOS=linux TARGETARCH=amd64
-# Go's SIMD support vectorises the builtin model on amd64 (see Makefile).
-ENV GOEXPERIMENT=simd
 RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -tags grpcnotrace -ldflags="-s -w" -o /out/manager ./cmd/manager && \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -tags grpcnotrace -ldflags="-s -w" -o /out/toolcatalog-gateway ./cmd/toolcatalog-gateway
 

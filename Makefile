@@ -9,9 +9,6 @@ KUBECTL ?= kubectl
 KUBEBUILDER_ASSETS ?=
 GO_TEST_FLAGS ?= -timeout 20m
 export GOFLAGS ?= -buildvcs=false
-# Go's SIMD support (simd/archsimd) vectorises the builtin model's forward
-# pass on amd64; without it the model uses gonum's portable kernels.
-export GOEXPERIMENT ?= simd
 
 SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
@@ -59,8 +56,6 @@ prereqs: ## Check (and on Debian/Ubuntu as root or with passwordless sudo, insta
 test: prereqs manifests generate fmt vet ## Run all tests against a real kube-apiserver, etcd and redis-server.
 	assets="$${KUBEBUILDER_ASSETS:-$$(bash hack/build-controlplane.sh)}"; \
 	KUBEBUILDER_ASSETS="$$assets" go test $(GO_TEST_FLAGS) ./...
-	@# The builtin model's portable kernels, as a build without the SIMD experiment uses them.
-	GOEXPERIMENT= go test $(GO_TEST_FLAGS) ./pkg/toolcatalog/builtin/...
 
 FUZZTIME ?= 30s
 .PHONY: fuzz

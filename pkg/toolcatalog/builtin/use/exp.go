@@ -4,10 +4,10 @@ import "math"
 
 // expf is e^x in float32, within 2 ulp of math.Exp over the range the
 // model uses. The forward pass calls it instead of math.Exp, whose amd64
-// assembly mixes VEX and legacy SSE instructions: once vector code has
-// left the upper halves of the vector registers dirty (as every build
-// with Go's SIMD support does), each call pays AVX-SSE transition
-// penalties, about 100 times its cost (see BenchmarkExp).
+// assembly mixes VEX and legacy SSE instructions: in a program whose
+// vector code leaves the upper halves of the vector registers dirty
+// (every build with GOEXPERIMENT=simd does), each call pays AVX-SSE
+// transition penalties, about 100 times its cost (see BenchmarkExp).
 func expf(x float32) float32 {
 	const (
 		ln2Hi = 0.693359375

@@ -42,8 +42,8 @@ func TestExpfAndTanhfAgreeWithMath(t *testing.T) {
 
 var sinkf float32
 
-// BenchmarkExp compares expf with math.Exp in this build: with Go's SIMD
-// support (GOEXPERIMENT=simd) math.Exp pays AVX-SSE transition penalties.
+// BenchmarkExp compares expf with math.Exp in this build: run with
+// GOEXPERIMENT=simd, math.Exp pays AVX-SSE transition penalties.
 func BenchmarkExp(b *testing.B) {
 	b.Run("expf", func(b *testing.B) {
 		for b.Loop() {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"sync"
 )
 
@@ -35,6 +36,10 @@ const (
 type Model struct {
 	tok *Tokenizer
 	w   map[string]tensor
+	// layers holds the dense layers' kernels, packed for the matrix
+	// kernel in use.
+	layers map[string]packed
+	kern  *kernel
 	// workspaces holds the buffers of forward passes, reused by later
 	// passes: an embedding allocates its result and nothing else.
 	workspaces sync.Pool
@@ -68,8 +73,19 @@ type tensor struct {
 	data       []float32
 }
 
-// Load parses the embedded weights (float16, widened to float32).
+// Load parses the embedded weights (float16, widened to float32) and
+// packs them for the fastest matrix kernel the CPU runs (AVX-512, AVX2
+// with FMA, else gonum's portable one).
 func Load() (*Model, error) {
+	var kern *kernel
+	if ks := kernels(); len(ks) > 0 {
+		kern = ks[0]
+	}
+	return load(kern)
+}
+
+// load is Load with the given matrix kernel, nil for gonum's.
+func load(kern *kernel) (*Model, error) {
 	tok, err := NewTokenizer()
 	if err != nil {
 		return nil, err
@@ -78,7 +94,13 @@ func Load() (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the model weights: %w", err)
 	}
-	m := &Model{tok: tok, w: w}
+	m := &Model{tok: tok, w: w, layers: map[string]packed{}, kern: kern}
+	for name, t := range w {
+		if strings.HasSuffix(name, ".kernel") {
+			m.layers[name] = pack(t.data, t.rows, t.cols, kern)
+			delete(w, name) // the packed copy is the only one used
+		}
+	}
 	m.workspaces.New = func() any { return &workspace{} }
 	return m, nil
 }
@@ -208,7 +230,7 @@ func (m *Model) layer(ws *workspace, x []float32, n int, name string, residual [
 	width := m.w[name+".attn_norm.scale"].cols
 	h := m.layerNorm(ws, x, n, width, name+".attn_norm")
 	qkv := m.dense(ws, h, n, name+".qkv") // n × 3·width: queries, keys, values
-	attn := attention(ws, qkv, n, width)
+	attn := m.attention(ws, qkv, n, width)
 	y := m.dense(ws, attn, n, name+".out")
 	for i := range y {
 		y[i] += residual[i]
@@ -228,30 +250,37 @@ func (m *Model) layer(ws *workspace, x []float32, n int, name string, residual [
 // attention is multi-head scaled dot-product self-attention over the
 // packed queries, keys and values (each width wide, in heads heads). Each
 // head is two matrix products: the scaled queries by the keys transposed,
-// and the softmax of that by the values.
-func attention(ws *workspace, qkv []float32, n, width int) []float32 {
+// and the softmax of that by the values. The keys are padded to whole
+// panels of the matrix kernel with zero keys and values, which the
+// softmax leaves out and which add nothing to the output.
+func (m *Model) attention(ws *workspace, qkv []float32, n, width int) []float32 {
 	dh := width / heads
 	scale := float32(1 / math.Sqrt(float64(dh)))
+	np := n
+	if m.kern != nil {
+		np = (n + m.kern.width - 1) / m.kern.width * m.kern.width
+	}
 	out := ws.take(n * width)
-	q, kt, v, o := ws.take(n*dh), ws.take(dh*n), ws.take(n*dh), ws.take(n*dh)
-	logits := ws.take(n * n)
+	q, kt, v, o := ws.take(n*dh), ws.take(dh*np), ws.take(np*dh), ws.take(n*dh)
+	keysBuf, valuesBuf := ws.take(dh*np), ws.take(np*dh)
+	logits := ws.take(n * np)
 	for hd := range heads {
 		off := hd * dh
 		for i := range n {
 			row := qkv[i*3*width : (i+1)*3*width]
 			for d := range dh {
 				q[i*dh+d] = row[off+d] * scale
-				kt[d*n+i] = row[width+off+d]
+				kt[d*np+i] = row[width+off+d]
 			}
 			copy(v[i*dh:(i+1)*dh], row[2*width+off:2*width+off+dh])
 		}
 		clear(logits)
-		matmul(logits, q, kt, n, dh, n)
+		packInto(keysBuf, kt, dh, np, m.kern).mul(logits, q, n)
 		for i := range n {
-			softmax(logits[i*n : (i+1)*n])
+			softmax(logits[i*np : i*np+n])
 		}
 		clear(o)
-		matmul(o, logits, v, n, n, dh)
+		packInto(valuesBuf, v, np, dh, m.kern).mul(o, logits, n)
 		for i := range n {
 			copy(out[i*width+off:i*width+off+dh], o[i*dh:(i+1)*dh])
 		}
@@ -277,12 +306,12 @@ func softmax(logits []float32) {
 
 // dense computes x·kernel + bias for n rows.
 func (m *Model) dense(ws *workspace, x []float32, n int, name string) []float32 {
-	k, b := m.w[name+".kernel"], m.w[name+".bias"]
-	out := ws.take(n * k.cols)
+	k, b := m.layers[name+".kernel"], m.w[name+".bias"]
+	out := ws.take(n * k.c)
 	for i := range n {
-		copy(out[i*k.cols:(i+1)*k.cols], b.data)
+		copy(out[i*k.c:(i+1)*k.c], b.data)
 	}
-	matmul(out, x, k.data, n, k.rows, k.cols)
+	k.mul(out, x, n)
 	return out
 }
 

@@ -5,11 +5,20 @@ import (
 	"testing"
 )
 
+// Every kernel the CPU runs, and gonum's, computes the reference vectors.
 func TestEmbedMatchesReference(t *testing.T) {
-	m, err := Load()
-	if err != nil {
-		t.Fatal(err)
+	for _, kern := range append(kernels(), nil) {
+		t.Run(kernelName(kern), func(t *testing.T) {
+			m, err := load(kern)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkReference(t, m)
+		})
 	}
+}
+
+func checkReference(t *testing.T, m *Model) {
 	var worst float64
 	var worstText string
 	minCos := 1.0

@@ -1,0 +1,216 @@
+//go:build amd64
+
+#include "textflag.h"
+
+// Matrix kernels over weights packed in panels (see pack in matmul.go):
+// out[r][0:width] += Σ_p x[r][p] · w[p][0:width] for a panel of width
+// columns whose k rows lie one after another. A block kernel does four
+// rows of x, keeping their accumulators in registers while each row of
+// the panel is read once; a row kernel does one. Accumulators are the
+// destination of VFMADD231PS, so no register is copied in the loop.
+// Each ends with VZEROUPPER: legacy SSE code that runs next (math.Exp's,
+// for one) pays no AVX-SSE transition.
+//
+// The Go code checks every bound before calling them (matmul.go).
+
+// AVX-512: panels of 64 columns, four 16-float vectors per row.
+
+// func block512(k int, x *float32, ldx int, w *float32, out *float32, ldo int)
+TEXT ·block512(SB), NOSPLIT, $0-48
+	MOVQ k+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ ldx+16(FP), R8
+	MOVQ w+24(FP), DI
+	MOVQ out+32(FP), DX
+	MOVQ ldo+40(FP), R10
+	SHLQ $2, R8
+	SHLQ $2, R10
+	LEAQ (SI)(R8*1), R11
+	LEAQ (R11)(R8*1), R12
+	LEAQ (R12)(R8*1), R13
+	MOVQ DX, AX
+	VMOVUPS 0(AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	ADDQ R10, AX
+	VMOVUPS 0(AX), Z4
+	VMOVUPS 64(AX), Z5
+	VMOVUPS 128(AX), Z6
+	VMOVUPS 192(AX), Z7
+	ADDQ R10, AX
+	VMOVUPS 0(AX), Z8
+	VMOVUPS 64(AX), Z9
+	VMOVUPS 128(AX), Z10
+	VMOVUPS 192(AX), Z11
+	ADDQ R10, AX
+	VMOVUPS 0(AX), Z12
+	VMOVUPS 64(AX), Z13
+	VMOVUPS 128(AX), Z14
+	VMOVUPS 192(AX), Z15
+block512_loop:
+	VMOVUPS 0(DI), Z16
+	VMOVUPS 64(DI), Z17
+	VMOVUPS 128(DI), Z18
+	VMOVUPS 192(DI), Z19
+	VBROADCASTSS (SI), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VBROADCASTSS (R11), Z21
+	VFMADD231PS Z21, Z16, Z4
+	VFMADD231PS Z21, Z17, Z5
+	VFMADD231PS Z21, Z18, Z6
+	VFMADD231PS Z21, Z19, Z7
+	VBROADCASTSS (R12), Z22
+	VFMADD231PS Z22, Z16, Z8
+	VFMADD231PS Z22, Z17, Z9
+	VFMADD231PS Z22, Z18, Z10
+	VFMADD231PS Z22, Z19, Z11
+	VBROADCASTSS (R13), Z23
+	VFMADD231PS Z23, Z16, Z12
+	VFMADD231PS Z23, Z17, Z13
+	VFMADD231PS Z23, Z18, Z14
+	VFMADD231PS Z23, Z19, Z15
+	ADDQ $4, SI
+	ADDQ $4, R11
+	ADDQ $4, R12
+	ADDQ $4, R13
+	ADDQ $256, DI
+	DECQ CX
+	JNZ block512_loop
+	MOVQ DX, AX
+	VMOVUPS Z0, 0(AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ R10, AX
+	VMOVUPS Z4, 0(AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, 192(AX)
+	ADDQ R10, AX
+	VMOVUPS Z8, 0(AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	ADDQ R10, AX
+	VMOVUPS Z12, 0(AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	VZEROUPPER
+	RET
+
+// func row512(k int, x *float32, w *float32, out *float32)
+TEXT ·row512(SB), NOSPLIT, $0-32
+	MOVQ k+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ w+16(FP), DI
+	MOVQ out+24(FP), DX
+	VMOVUPS 0(DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	VMOVUPS 192(DX), Z3
+row512_loop:
+	VBROADCASTSS (SI), Z8
+	VFMADD231PS 0(DI), Z8, Z0
+	VFMADD231PS 64(DI), Z8, Z1
+	VFMADD231PS 128(DI), Z8, Z2
+	VFMADD231PS 192(DI), Z8, Z3
+	ADDQ $4, SI
+	ADDQ $256, DI
+	DECQ CX
+	JNZ row512_loop
+	VMOVUPS Z0, 0(DX)
+	VMOVUPS Z1, 64(DX)
+	VMOVUPS Z2, 128(DX)
+	VMOVUPS Z3, 192(DX)
+	VZEROUPPER
+	RET
+
+// AVX2 with FMA: panels of 16 columns, two 8-float vectors per row.
+
+// func block256(k int, x *float32, ldx int, w *float32, out *float32, ldo int)
+TEXT ·block256(SB), NOSPLIT, $0-48
+	MOVQ k+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ ldx+16(FP), R8
+	MOVQ w+24(FP), DI
+	MOVQ out+32(FP), DX
+	MOVQ ldo+40(FP), R10
+	SHLQ $2, R8
+	SHLQ $2, R10
+	LEAQ (SI)(R8*1), R11
+	LEAQ (R11)(R8*1), R12
+	LEAQ (R12)(R8*1), R13
+	MOVQ DX, AX
+	VMOVUPS 0(AX), Y0
+	VMOVUPS 32(AX), Y1
+	ADDQ R10, AX
+	VMOVUPS 0(AX), Y2
+	VMOVUPS 32(AX), Y3
+	ADDQ R10, AX
+	VMOVUPS 0(AX), Y4
+	VMOVUPS 32(AX), Y5
+	ADDQ R10, AX
+	VMOVUPS 0(AX), Y6
+	VMOVUPS 32(AX), Y7
+block256_loop:
+	VMOVUPS 0(DI), Y8
+	VMOVUPS 32(DI), Y9
+	VBROADCASTSS (SI), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VBROADCASTSS (R11), Y10
+	VFMADD231PS Y10, Y8, Y2
+	VFMADD231PS Y10, Y9, Y3
+	VBROADCASTSS (R12), Y10
+	VFMADD231PS Y10, Y8, Y4
+	VFMADD231PS Y10, Y9, Y5
+	VBROADCASTSS (R13), Y10
+	VFMADD231PS Y10, Y8, Y6
+	VFMADD231PS Y10, Y9, Y7
+	ADDQ $4, SI
+	ADDQ $4, R11
+	ADDQ $4, R12
+	ADDQ $4, R13
+	ADDQ $64, DI
+	DECQ CX
+	JNZ block256_loop
+	MOVQ DX, AX
+	VMOVUPS Y0, 0(AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ R10, AX
+	VMOVUPS Y2, 0(AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ R10, AX
+	VMOVUPS Y4, 0(AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ R10, AX
+	VMOVUPS Y6, 0(AX)
+	VMOVUPS Y7, 32(AX)
+	VZEROUPPER
+	RET
+
+// func row256(k int, x *float32, w *float32, out *float32)
+TEXT ·row256(SB), NOSPLIT, $0-32
+	MOVQ k+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ w+16(FP), DI
+	MOVQ out+24(FP), DX
+	VMOVUPS 0(DX), Y0
+	VMOVUPS 32(DX), Y1
+row256_loop:
+	VBROADCASTSS (SI), Y4
+	VFMADD231PS 0(DI), Y4, Y0
+	VFMADD231PS 32(DI), Y4, Y1
+	ADDQ $4, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ row256_loop
+	VMOVUPS Y0, 0(DX)
+	VMOVUPS Y1, 32(DX)
+	VZEROUPPER
+	RET
