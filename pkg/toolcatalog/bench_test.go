@@ -3,6 +3,7 @@ package toolcatalog
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -77,8 +78,9 @@ func BenchmarkSearch(b *testing.B) {
 	for i, q := range benchQueries {
 		queries[q] = vecs[i]
 	}
-	for _, n := range []int{1000, 10000} {
+	for _, n := range []int{1000, 10000, 50000} {
 		c := benchCatalog(b, n)
+		runtime.GC() // the build's garbage is not collected during the searches
 		for _, m := range Methods {
 			b.Run(fmt.Sprintf("tools=%d/method=%s", n, m), func(b *testing.B) {
 				opts := Options{Method: m, TopK: 10, Embedder: queries}

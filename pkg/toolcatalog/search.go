@@ -9,11 +9,9 @@ import (
 	"sort"
 	"strings"
 
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
-
 	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/linalg"
 )
 
 // Method is a search method.
@@ -392,8 +390,7 @@ func (c *Catalog) semanticRanking(unit []float32, opts Options, allowed func(str
 	} else {
 		// One matrix-vector product scores every tool.
 		scores = make([]float32, len(c.vecNames))
-		blas32.Gemv(blas.NoTrans, 1, blas32.General{Rows: len(c.vecNames), Cols: c.dims, Stride: c.dims, Data: c.matrix},
-			blas32.Vector{N: c.dims, Inc: 1, Data: unit}, 0, blas32.Vector{N: len(scores), Inc: 1, Data: scores})
+		linalg.Dots(scores, c.matrix, unit, linalg.Best)
 	}
 	if own != nil {
 		scores[own.row] = own.cosine

@@ -10,6 +10,8 @@ import (
 	"math"
 	"strings"
 	"sync"
+
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/linalg"
 )
 
 //go:embed weights.bin
@@ -38,8 +40,8 @@ type Model struct {
 	w   map[string]tensor
 	// layers holds the dense layers' kernels, packed for the matrix
 	// kernel in use.
-	layers map[string]packed
-	kern  *kernel
+	layers map[string]linalg.Packed
+	kern   *linalg.Kernel
 	// workspaces holds the buffers of forward passes, reused by later
 	// passes: an embedding allocates its result and nothing else.
 	workspaces sync.Pool
@@ -77,15 +79,11 @@ type tensor struct {
 // packs them for the fastest matrix kernel the CPU runs (AVX-512, AVX2
 // with FMA, else gonum's portable one).
 func Load() (*Model, error) {
-	var kern *kernel
-	if ks := kernels(); len(ks) > 0 {
-		kern = ks[0]
-	}
-	return load(kern)
+	return load(linalg.Best)
 }
 
 // load is Load with the given matrix kernel, nil for gonum's.
-func load(kern *kernel) (*Model, error) {
+func load(kern *linalg.Kernel) (*Model, error) {
 	tok, err := NewTokenizer()
 	if err != nil {
 		return nil, err
@@ -94,10 +92,10 @@ func load(kern *kernel) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the model weights: %w", err)
 	}
-	m := &Model{tok: tok, w: w, layers: map[string]packed{}, kern: kern}
+	m := &Model{tok: tok, w: w, layers: map[string]linalg.Packed{}, kern: kern}
 	for name, t := range w {
 		if strings.HasSuffix(name, ".kernel") {
-			m.layers[name] = pack(t.data, t.rows, t.cols, kern)
+			m.layers[name] = linalg.Pack(t.data, t.rows, t.cols, kern)
 			delete(w, name) // the packed copy is the only one used
 		}
 	}
@@ -258,7 +256,7 @@ func (m *Model) attention(ws *workspace, qkv []float32, n, width int) []float32 
 	scale := float32(1 / math.Sqrt(float64(dh)))
 	np := n
 	if m.kern != nil {
-		np = (n + m.kern.width - 1) / m.kern.width * m.kern.width
+		np = (n + m.kern.Width - 1) / m.kern.Width * m.kern.Width
 	}
 	out := ws.take(n * width)
 	q, kt, v, o := ws.take(n*dh), ws.take(dh*np), ws.take(np*dh), ws.take(n*dh)
@@ -275,12 +273,12 @@ func (m *Model) attention(ws *workspace, qkv []float32, n, width int) []float32 
 			copy(v[i*dh:(i+1)*dh], row[2*width+off:2*width+off+dh])
 		}
 		clear(logits)
-		packInto(keysBuf, kt, dh, np, m.kern).mul(logits, q, n)
+		linalg.PackInto(keysBuf, kt, dh, np, m.kern).MulAdd(logits, q, n)
 		for i := range n {
 			softmax(logits[i*np : i*np+n])
 		}
 		clear(o)
-		packInto(valuesBuf, v, np, dh, m.kern).mul(o, logits, n)
+		linalg.PackInto(valuesBuf, v, np, dh, m.kern).MulAdd(o, logits, n)
 		for i := range n {
 			copy(out[i*width+off:i*width+off+dh], o[i*dh:(i+1)*dh])
 		}
@@ -307,11 +305,11 @@ func softmax(logits []float32) {
 // dense computes x·kernel + bias for n rows.
 func (m *Model) dense(ws *workspace, x []float32, n int, name string) []float32 {
 	k, b := m.layers[name+".kernel"], m.w[name+".bias"]
-	out := ws.take(n * k.c)
+	out := ws.take(n * k.C)
 	for i := range n {
-		copy(out[i*k.c:(i+1)*k.c], b.data)
+		copy(out[i*k.C:(i+1)*k.C], b.data)
 	}
-	k.mul(out, x, n)
+	k.MulAdd(out, x, n)
 	return out
 }
 

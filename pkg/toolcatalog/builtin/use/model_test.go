@@ -3,12 +3,14 @@ package use
 import (
 	"math"
 	"testing"
+
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/linalg"
 )
 
 // Every kernel the CPU runs, and gonum's, computes the reference vectors.
 func TestEmbedMatchesReference(t *testing.T) {
-	for _, kern := range append(kernels(), nil) {
-		t.Run(kernelName(kern), func(t *testing.T) {
+	for _, kern := range append(linalg.Kernels(), nil) {
+		t.Run(linalg.KernelName(kern), func(t *testing.T) {
 			m, err := load(kern)
 			if err != nil {
 				t.Fatal(err)

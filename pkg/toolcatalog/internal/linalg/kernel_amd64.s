@@ -2,7 +2,7 @@
 
 #include "textflag.h"
 
-// Matrix kernels over weights packed in panels (see pack in matmul.go):
+// Matrix kernels over weights packed in panels (see Pack in linalg.go):
 // out[r][0:width] += Σ_p x[r][p] · w[p][0:width] for a panel of width
 // columns whose k rows lie one after another. A block kernel does four
 // rows of x, keeping their accumulators in registers while each row of
@@ -11,7 +11,7 @@
 // Each ends with VZEROUPPER: legacy SSE code that runs next (math.Exp's,
 // for one) pays no AVX-SSE transition.
 //
-// The Go code checks every bound before calling them (matmul.go).
+// The Go code checks every bound before calling them (linalg.go).
 
 // AVX-512: panels of 64 columns, four 16-float vectors per row.
 
@@ -130,6 +130,51 @@ row512_loop:
 	VZEROUPPER
 	RET
 
+// func dots4x512(n int, q *float32, m *float32, ld int, out *float32)
+// out[r] = Σ_i q[i]·m[r·ld+i] for four rows r, n a multiple of 16.
+TEXT ·dots4x512(SB), NOSPLIT, $0-40
+	MOVQ n+0(FP), CX
+	MOVQ q+8(FP), SI
+	MOVQ m+16(FP), DI
+	MOVQ ld+24(FP), R8
+	MOVQ out+32(FP), DX
+	SHLQ $2, R8
+	LEAQ (DI)(R8*1), R9
+	LEAQ (R9)(R8*1), R10
+	LEAQ (R10)(R8*1), R11
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	XORQ AX, AX
+dots4x512_loop:
+	VMOVUPS (SI)(AX*4), Z4
+	VFMADD231PS (DI)(AX*4), Z4, Z0
+	VFMADD231PS (R9)(AX*4), Z4, Z1
+	VFMADD231PS (R10)(AX*4), Z4, Z2
+	VFMADD231PS (R11)(AX*4), Z4, Z3
+	ADDQ $16, AX
+	CMPQ AX, CX
+	JLT dots4x512_loop
+	// Halve each 512-bit sum to 256 bits, then reduce as AVX2 does.
+	VEXTRACTF64X4 $1, Z0, Y4
+	VADDPS Y4, Y0, Y0
+	VEXTRACTF64X4 $1, Z1, Y5
+	VADDPS Y5, Y1, Y1
+	VEXTRACTF64X4 $1, Z2, Y6
+	VADDPS Y6, Y2, Y2
+	VEXTRACTF64X4 $1, Z3, Y7
+	VADDPS Y7, Y3, Y3
+	// Pairwise sums leave row r's total in lane r of each 128-bit half.
+	VHADDPS Y1, Y0, Y0
+	VHADDPS Y3, Y2, Y2
+	VHADDPS Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET
+
 // AVX2 with FMA: panels of 16 columns, two 8-float vectors per row.
 
 // func block256(k int, x *float32, ldx int, w *float32, out *float32, ldo int)
@@ -212,5 +257,41 @@ row256_loop:
 	JNZ row256_loop
 	VMOVUPS Y0, 0(DX)
 	VMOVUPS Y1, 32(DX)
+	VZEROUPPER
+	RET
+
+// func dots4x256(n int, q *float32, m *float32, ld int, out *float32)
+// out[r] = Σ_i q[i]·m[r·ld+i] for four rows r, n a multiple of 8.
+TEXT ·dots4x256(SB), NOSPLIT, $0-40
+	MOVQ n+0(FP), CX
+	MOVQ q+8(FP), SI
+	MOVQ m+16(FP), DI
+	MOVQ ld+24(FP), R8
+	MOVQ out+32(FP), DX
+	SHLQ $2, R8
+	LEAQ (DI)(R8*1), R9
+	LEAQ (R9)(R8*1), R10
+	LEAQ (R10)(R8*1), R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ AX, AX
+dots4x256_loop:
+	VMOVUPS (SI)(AX*4), Y4
+	VFMADD231PS (DI)(AX*4), Y4, Y0
+	VFMADD231PS (R9)(AX*4), Y4, Y1
+	VFMADD231PS (R10)(AX*4), Y4, Y2
+	VFMADD231PS (R11)(AX*4), Y4, Y3
+	ADDQ $8, AX
+	CMPQ AX, CX
+	JLT dots4x256_loop
+	// Pairwise sums leave row r's total in lane r of each 128-bit half.
+	VHADDPS Y1, Y0, Y0
+	VHADDPS Y3, Y2, Y2
+	VHADDPS Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS X1, X0, X0
+	VMOVUPS X0, (DX)
 	VZEROUPPER
 	RET

@@ -1,6 +1,6 @@
 //go:build amd64
 
-package use
+package linalg
 
 import "golang.org/x/sys/cpu"
 
@@ -11,19 +11,25 @@ func block512(k int, x *float32, ldx int, w *float32, out *float32, ldo int)
 func row512(k int, x *float32, w *float32, out *float32)
 
 //go:noescape
+func dots4x512(n int, q *float32, m *float32, ld int, out *float32)
+
+//go:noescape
 func block256(k int, x *float32, ldx int, w *float32, out *float32, ldo int)
 
 //go:noescape
 func row256(k int, x *float32, w *float32, out *float32)
 
+//go:noescape
+func dots4x256(n int, q *float32, m *float32, ld int, out *float32)
+
 var (
-	avx512 = &kernel{name: "avx512", width: 64, block: block512, row: row512}
-	avx2   = &kernel{name: "avx2", width: 16, block: block256, row: row256}
+	avx512 = &Kernel{Name: "avx512", Width: 64, Lanes: 16, block: block512, row: row512, dots4: dots4x512}
+	avx2   = &Kernel{Name: "avx2", Width: 16, Lanes: 8, block: block256, row: row256, dots4: dots4x256}
 )
 
-// kernels lists the kernels this CPU runs, fastest first.
-func kernels() []*kernel {
-	var ks []*kernel
+// Kernels lists the kernels this CPU runs, fastest first.
+func Kernels() []*Kernel {
+	var ks []*Kernel
 	if cpu.X86.HasAVX512F {
 		ks = append(ks, avx512)
 	}

@@ -1,0 +1,137 @@
+// Package linalg holds the float32 products the consumer library and the
+// builtin model spend their time in: x·W against a constant weight
+// matrix, and the scores of one vector against every row of a matrix.
+// On amd64 they run on assembly kernels for AVX-512 or AVX2 with FMA,
+// chosen from what the CPU has; elsewhere, or for shapes the kernels do
+// not take, on gonum's portable ones. The kernels check no bounds: the
+// Go functions here check every bound before calling them.
+package linalg
+
+import (
+	"fmt"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+)
+
+// Kernel is a set of vectorised kernels: products over weights packed in
+// panels of Width columns (see Pack), and row scores over rows whose
+// length is a multiple of Lanes.
+type Kernel struct {
+	Name  string
+	Width int
+	Lanes int
+	// block does four rows of x against one panel, row one row.
+	block func(k int, x *float32, ldx int, w *float32, out *float32, ldo int)
+	row   func(k int, x *float32, w *float32, out *float32)
+	// dots4 scores four rows of m, ld floats apart, against q.
+	dots4 func(n int, q *float32, m *float32, ld int, out *float32)
+}
+
+// Best is the fastest kernel this CPU runs, nil if none: every product
+// is then gonum's.
+var Best = func() *Kernel {
+	if ks := Kernels(); len(ks) > 0 {
+		return ks[0]
+	}
+	return nil
+}()
+
+// KernelName names k, "gonum" for nil.
+func KernelName(k *Kernel) string {
+	if k == nil {
+		return "gonum"
+	}
+	return k.Name
+}
+
+// Packed is a k×c matrix for x·W products: row-major for gonum's kernel,
+// else panels of Kernel.Width columns, each panel's k rows one after
+// another, so a kernel reads its panel as one sequential stream.
+type Packed struct {
+	K, C int
+	kern *Kernel // nil: row-major, multiplied by gonum's kernel
+	data []float32
+}
+
+// Pack lays out the row-major k×c matrix w for kern; a matrix whose
+// columns do not fill whole panels stays row-major, for gonum's kernel.
+func Pack(w []float32, k, c int, kern *Kernel) Packed {
+	return PackInto(make([]float32, len(w)), w, k, c, kern)
+}
+
+// PackInto is Pack into dst, which holds k×c floats; it returns w itself
+// when w stays row-major.
+func PackInto(dst, w []float32, k, c int, kern *Kernel) Packed {
+	if len(w) != k*c {
+		panic(fmt.Sprintf("linalg: a %d×%d matrix of %d floats", k, c, len(w)))
+	}
+	if kern == nil || c%kern.Width != 0 {
+		return Packed{K: k, C: c, data: w}
+	}
+	width := kern.Width
+	data := dst[:0]
+	for j := 0; j < c; j += width {
+		for p := range k {
+			data = append(data, w[p*c+j:p*c+j+width]...)
+		}
+	}
+	return Packed{K: k, C: c, kern: kern, data: data}
+}
+
+// Kernel is the kernel w is packed for, nil for gonum's.
+func (w Packed) Kernel() *Kernel { return w.kern }
+
+// MulAdd adds x·w to out, x being n×k and out n×c, both row-major.
+func (w Packed) MulAdd(out, x []float32, n int) {
+	k, c := w.K, w.C
+	if len(x) < n*k || len(out) < n*c || len(w.data) != k*c {
+		panic(fmt.Sprintf("linalg: %d×%d by %d×%d into %d floats: sizes disagree", n, k, k, c, len(out)))
+	}
+	if w.kern == nil || n == 0 || k == 0 {
+		MulAdd(out, x, w.data, n, k, c)
+		return
+	}
+	width := w.kern.Width
+	for j := 0; j < c; j += width {
+		panel := &w.data[j*k]
+		r := 0
+		for ; r+4 <= n; r += 4 {
+			w.kern.block(k, &x[r*k], k, panel, &out[r*c+j], c)
+		}
+		for ; r < n; r++ {
+			w.kern.row(k, &x[r*k], panel, &out[r*c+j])
+		}
+	}
+}
+
+// MulAdd adds x·w to out by gonum's kernel: x is n×k, w is k×c and out
+// n×c, all row-major.
+func MulAdd(out, x, w []float32, n, k, c int) {
+	blas32.Gemm(blas.NoTrans, blas.NoTrans, 1,
+		blas32.General{Rows: n, Cols: k, Stride: k, Data: x},
+		blas32.General{Rows: k, Cols: c, Stride: c, Data: w},
+		1, blas32.General{Rows: n, Cols: c, Stride: c, Data: out})
+}
+
+// Dots sets scores[r] to the dot product of q and row r of m, a row-major
+// matrix of len(scores) rows of len(q) floats, with kern (nil: gonum's).
+func Dots(scores, m, q []float32, kern *Kernel) {
+	rows, dims := len(scores), len(q)
+	if len(m) != rows*dims {
+		panic(fmt.Sprintf("linalg: %d rows of %d floats in %d", rows, dims, len(m)))
+	}
+	if rows == 0 {
+		return
+	}
+	r := 0
+	if kern != nil && dims > 0 && dims%kern.Lanes == 0 {
+		for ; r+4 <= rows; r += 4 {
+			kern.dots4(dims, &q[0], &m[r*dims], dims, &scores[r])
+		}
+	}
+	if r < rows {
+		blas32.Gemv(blas.NoTrans, 1, blas32.General{Rows: rows - r, Cols: dims, Stride: dims, Data: m[r*dims:]},
+			blas32.Vector{N: dims, Inc: 1, Data: q}, 0, blas32.Vector{N: rows - r, Inc: 1, Data: scores[r:]})
+	}
+}

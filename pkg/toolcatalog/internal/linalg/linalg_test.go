@@ -1,0 +1,137 @@
+package linalg
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// Every kernel this CPU runs agrees with gonum's on every shape: blocks
+// of four rows and the rows left over, one panel and many, and widths
+// that do not fill whole panels (left row-major, for gonum).
+func TestMulAddAgreesWithGonum(t *testing.T) {
+	ks := Kernels()
+	if len(ks) == 0 {
+		t.Log("no vector kernel on this CPU: every product is gonum's")
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, kern := range ks {
+		for _, n := range []int{1, 3, 4, 5, 10, 53} {
+			for _, k := range []int{1, 7, 64, 256} {
+				for _, c := range []int{16, 17, 64, 70, 128, 512} {
+					x, w, bias := random(r, n*k), random(r, k*c), random(r, n*c)
+					got, want := append([]float32(nil), bias...), append([]float32(nil), bias...)
+					p := Pack(w, k, c, kern)
+					if (p.Kernel() != nil) != (c%kern.Width == 0) {
+						t.Fatalf("%s: %d columns packed for %s", kern.Name, c, KernelName(p.Kernel()))
+					}
+					p.MulAdd(got, x, n)
+					MulAdd(want, x, w, n, k, c)
+					agree(t, fmt.Sprintf("%s n=%d k=%d c=%d", kern.Name, n, k, c), got, want)
+				}
+			}
+		}
+	}
+}
+
+// Row scores agree with gonum's for every kernel, whole blocks of four
+// rows and the rows left over, and lengths the kernel does not take.
+func TestDotsAgreeWithGonum(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, kern := range Kernels() {
+		for _, rows := range []int{1, 4, 7, 64, 1001} {
+			for _, dims := range []int{8, 12, 16, 256, 300, 512} {
+				m, q := random(r, rows*dims), random(r, dims)
+				got, want := make([]float32, rows), make([]float32, rows)
+				Dots(got, m, q, kern)
+				Dots(want, m, q, nil)
+				agree(t, fmt.Sprintf("%s rows=%d dims=%d", kern.Name, rows, dims), got, want)
+			}
+		}
+	}
+}
+
+func agree(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range got {
+		if d := math.Abs(float64(got[i] - want[i])); d > 1e-4*math.Max(1, math.Abs(float64(want[i]))) {
+			t.Fatalf("%s: element %d is %g, gonum's %g", what, i, got[i], want[i])
+		}
+	}
+}
+
+// A product whose sizes disagree panics before any kernel reads or
+// writes past a slice: the assembly kernels check nothing themselves.
+func TestBoundsAreChecked(t *testing.T) {
+	for _, kern := range append(Kernels(), nil) {
+		p := Pack(make([]float32, 8*64), 8, 64, kern)
+		for name, call := range map[string]func(){
+			"short x":       func() { p.MulAdd(make([]float32, 4*64), make([]float32, 4*8-1), 4) },
+			"short out":     func() { p.MulAdd(make([]float32, 4*64-1), make([]float32, 4*8), 4) },
+			"short matrix":  func() { Dots(make([]float32, 4), make([]float32, 4*16-1), make([]float32, 16), kern) },
+			"short weights": func() { Pack(make([]float32, 8*64-1), 8, 64, kern) },
+		} {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%s: %s: no panic", KernelName(kern), name)
+					}
+				}()
+				call()
+			}()
+		}
+	}
+}
+
+// The fastest kernel the CPU runs is the one used by default.
+func TestBestIsTheFastestKernel(t *testing.T) {
+	if ks := Kernels(); len(ks) > 0 && Best != ks[0] {
+		t.Fatalf("best kernel %s, want %s", KernelName(Best), ks[0].Name)
+	}
+	t.Logf("kernel: %s", KernelName(Best))
+}
+
+func random(r *rand.Rand, n int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = r.Float32()*2 - 1
+	}
+	return s
+}
+
+// BenchmarkMulAdd measures the builtin model's dense layers for a 10- and
+// a 53-token input, per kernel, in multiply-adds per second.
+func BenchmarkMulAdd(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, kern := range append(Kernels(), nil) {
+		for _, s := range [][3]int{{10, 512, 1536}, {10, 1536, 512}, {53, 512, 1536}} {
+			n, k, c := s[0], s[1], s[2]
+			x, out, p := random(r, n*k), make([]float32, n*c), Pack(random(r, k*c), k, c, kern)
+			b.Run(fmt.Sprintf("kernel=%s/%dx%dx%d", KernelName(kern), n, k, c), func(b *testing.B) {
+				for b.Loop() {
+					p.MulAdd(out, x, n)
+				}
+				b.ReportMetric(float64(n*k*c)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+			})
+		}
+	}
+}
+
+// BenchmarkDots measures scoring a query against every tool of a 50,000-
+// tool catalog, per kernel, in bytes of vectors read per second.
+func BenchmarkDots(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, kern := range append(Kernels(), nil) {
+		for _, dims := range []int{256, 512} {
+			rows := 50000
+			m, q, scores := random(r, rows*dims), random(r, dims), make([]float32, rows)
+			b.Run(fmt.Sprintf("kernel=%s/rows=%d/dims=%d", KernelName(kern), rows, dims), func(b *testing.B) {
+				for b.Loop() {
+					Dots(scores, m, q, kern)
+				}
+				b.ReportMetric(float64(len(m)*4)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			})
+		}
+	}
+}
