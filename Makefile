@@ -77,6 +77,10 @@ bench-scale: prereqs ## Measure large catalogs (manager process, API server, Red
 	assets="$${KUBEBUILDER_ASSETS:-$$(bash hack/build-controlplane.sh)}"; \
 	KUBEBUILDER_ASSETS="$$assets" go test ./test/scale -run TestScale -count=1 -v -timeout 90m -args $(SCALE_ARGS)
 
+.PHONY: bench-scale-50k
+bench-scale-50k: ## bench-scale at 50,000 tools (bulk apply, records, one edit, consumer load and search); about 45 minutes.
+	$(MAKE) bench-scale SCALE_ARGS="-scale.sizes=50000 -scale.slow-tools=0 -scale.pass-budget=20s -scale.edits=3"
+
 GATEWAY_ARGS ?= -gateway.clients=16 -gateway.duration=20s -gateway.tools=200
 .PHONY: bench-gateway
 bench-gateway: prereqs ## Load the MCP gateway (API server, Redis, manager, upstream MCP server, all on loopback) and print throughput and latency; make test runs it small.

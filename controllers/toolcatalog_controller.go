@@ -79,6 +79,8 @@ type ToolCatalogReconciler struct {
 	state         *published.Catalogs
 	gradesOnce    sync.Once
 	grading       *grades
+	recordsOnce   sync.Once
+	recording     *records
 }
 
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolcatalogs,verbs=get;list;watch;update;patch
@@ -112,6 +114,11 @@ func (r *ToolCatalogReconciler) catalogs() *published.Catalogs {
 func (r *ToolCatalogReconciler) grades() *grades {
 	r.gradesOnce.Do(func() { r.grading = newGrades(r) })
 	return r.grading
+}
+
+func (r *ToolCatalogReconciler) records() *records {
+	r.recordsOnce.Do(func() { r.recording = newRecords(r) })
+	return r.recording
 }
 
 func (r *ToolCatalogReconciler) now() time.Time { return now(r.Now) }
@@ -151,6 +158,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		if client.IgnoreNotFound(err) == nil {
 			r.catalogs().Forget(req.String())
 			r.grades().forget(req.NamespacedName)
+			r.records().forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -169,8 +177,9 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}
 	// One trace per pass: its steps are child spans (select, read, plan,
-	// generate and embed, build, publish, records). The grading of the
-	// version published follows, off the pass, in a trace of its own.
+	// generate and embed, build, publish). The ToolDefinitions' records
+	// and the grading of the version published follow, off the pass,
+	// each in a trace of its own.
 	ctx, span := telemetry.Tracer().Start(ctx, "ToolCatalog pass", trace.WithAttributes(attribute.String("toolcatalog.catalog", req.String())))
 	defer span.End()
 	base := tc.DeepCopy()
@@ -180,23 +189,16 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	applyStatus(tc, res)
 	r.recordEvents(base, tc, res)
-	// The catalog's own status first: it says what is published as soon
-	// as it is; the ToolDefinitions' records follow.
+	// The catalog's own status says what is published as soon as it is;
+	// the ToolDefinitions' records follow, written off the pass.
 	patchErr := patchStatus(ctx, r.Client, base, tc)
-	moreRecords := false
-	if res.outcome != nil && patchErr == nil {
-		rctx, span := step(ctx, "records")
-		moreRecords, patchErr = r.syncRecords(rctx, tc, res.outcome)
-		endStep(span, patchErr)
+	if patchErr == nil {
+		r.records().submit(req.NamespacedName, res.outcome)
+		if res.grade != nil {
+			res.grade()
+		}
 	}
-	if res.grade != nil && patchErr == nil {
-		res.grade()
-	}
-	result, err := res.requeue(patchErr)
-	if err == nil && moreRecords && (result.RequeueAfter == 0 || result.RequeueAfter > pendingRequeue) {
-		result.RequeueAfter = pendingRequeue
-	}
-	return result, err
+	return res.requeue(patchErr)
 }
 
 // requeue says when the catalog is due again. A user-fixable error waits
@@ -239,6 +241,8 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 	if err := r.deleteKeys(ctx, tc); err != nil {
 		return ctrl.Result{}, err
 	}
+	// No record is written from here on: the records left are removed.
+	r.records().forget(client.ObjectKeyFromObject(tc))
 	list := &v1alpha1.ToolDefinitionList{}
 	if err := r.List(ctx, list, client.InNamespace(tc.Namespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing ToolDefinitions: %w", err)
@@ -317,6 +321,9 @@ func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	}
 	if err := mgr.Add(r.grades()); err != nil {
 		return fmt.Errorf("adding the grading: %w", err)
+	}
+	if err := mgr.Add(r.records()); err != nil {
+		return fmt.Errorf("adding the records writer: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		// A grading that changes which tools are confusable calls for a

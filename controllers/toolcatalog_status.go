@@ -138,9 +138,9 @@ func recordFieldOwner(tc *v1alpha1.ToolCatalog) string {
 // that differ are written, with the Embedded and Ready conditions they
 // imply, so the ToolDefinition controller has nothing left to write: one
 // status write per change. A tool the catalog has not processed yet gets
-// no record until it has. At most maxRecordsPerPass are written per pass,
-// so a pass stays short when thousands change; more says some are left
-// for the next pass.
+// no record until it has. At most maxRecordsPerPass are written per call,
+// so other catalogs take turns when thousands change; more says some are
+// left for the next call.
 func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.ToolCatalog, o *catalog.Outcome) (more bool, err error) {
 	selecting, err := selectingCatalogs(ctx, r.Client, tc.Namespace)
 	if err != nil {
@@ -190,8 +190,9 @@ func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.To
 	return false, nil
 }
 
-// maxRecordsPerPass bounds the ToolDefinition records one pass writes:
-// about five seconds at the manager's default 50 requests per second.
+// maxRecordsPerPass bounds the ToolDefinition records written in one turn
+// of a catalog: about five seconds at the manager's default 50 requests
+// per second.
 const maxRecordsPerPass = 250
 
 // applyRecord sets (or, with nil, removes) this catalog's record on a

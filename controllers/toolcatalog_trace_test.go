@@ -12,8 +12,9 @@ import (
 )
 
 // A pass that publishes is one trace: a "ToolCatalog pass" span for the
-// catalog, with a child span for each step. The grading of the version
-// follows in a trace of its own, off the pass.
+// catalog, with a child span for each step. The ToolDefinitions' records
+// and the grading of the version follow, each in a trace of its own, off
+// the pass.
 func TestPassIsOneTraceWithItsSteps(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	prev := otel.GetTracerProvider()
@@ -38,12 +39,14 @@ func TestPassIsOneTraceWithItsSteps(t *testing.T) {
 				break
 			}
 		}
-		g.Expect(steps).To(ContainElements("select", "read", "plan", "generate and embed", "build", "publish", "records"))
-		g.Expect(steps).NotTo(ContainElement("grade"))
-		graded := false
+		g.Expect(steps).To(ContainElements("select", "read", "plan", "generate and embed", "build", "publish"))
+		g.Expect(steps).NotTo(ContainElements("records", "grade"))
+		graded, recorded := false, false
 		for _, s := range rec.Ended() {
 			graded = graded || s.Name() == "ToolCatalog grade" && slices.Contains(s.Attributes(), catalog) && !s.Parent().IsValid()
+			recorded = recorded || s.Name() == "ToolCatalog records" && slices.Contains(s.Attributes(), catalog) && !s.Parent().IsValid()
 		}
 		g.Expect(graded).To(BeTrue(), "no grading trace")
+		g.Expect(recorded).To(BeTrue(), "no records trace")
 	}).Should(Succeed())
 }

@@ -588,8 +588,8 @@ func (m *managerProcess) reconciles(t *testing.T) float64 {
 	return v["controller_runtime_reconcile_total/toolcatalog"]
 }
 
-// idle reports whether neither controller nor the grading has work queued
-// or running.
+// idle reports whether neither controller, the grading nor the records
+// writer has work queued or running.
 func (m *managerProcess) idle(t *testing.T) bool {
 	v, err := m.metrics()
 	if err != nil {
@@ -597,7 +597,8 @@ func (m *managerProcess) idle(t *testing.T) bool {
 	}
 	return v["workqueue_depth/toolcatalog"] == 0 && v["workqueue_depth/tooldefinition"] == 0 &&
 		v["controller_runtime_active_workers/toolcatalog"] == 0 && v["controller_runtime_active_workers/tooldefinition"] == 0 &&
-		v["workqueue_depth/toolcatalog-grade"] == 0 && v["workqueue_unfinished_work_seconds/toolcatalog-grade"] == 0
+		v["workqueue_depth/toolcatalog-grade"] == 0 && v["workqueue_unfinished_work_seconds/toolcatalog-grade"] == 0 &&
+		v["workqueue_depth/toolcatalog-records"] == 0 && v["workqueue_unfinished_work_seconds/toolcatalog-records"] == 0
 }
 
 // ---- the provider ----
