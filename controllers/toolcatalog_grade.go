@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -47,11 +46,10 @@ const gradeRetry = time.Second
 // toolcatalog.DefaultMaxSearches of them. It runs with the manager, on the
 // leader.
 type grades struct {
-	r     *ToolCatalogReconciler
-	queue workqueue.TypedRateLimitingInterface[client.ObjectKey]
+	*afterPass[*gradeJob]
+	r *ToolCatalogReconciler
 
 	mu    sync.Mutex
-	jobs  map[client.ObjectKey]*gradeJob
 	state map[client.ObjectKey]*gradeState
 }
 
@@ -76,13 +74,9 @@ type gradeState struct {
 }
 
 func newGrades(r *ToolCatalogReconciler) *grades {
-	return &grades{
-		r: r,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[client.ObjectKey](),
-			workqueue.TypedRateLimitingQueueConfig[client.ObjectKey]{Name: "toolcatalog-grade"}),
-		jobs:  map[client.ObjectKey]*gradeJob{},
-		state: map[client.ObjectKey]*gradeState{},
-	}
+	gs := &grades{afterPass: newAfterPass[*gradeJob]("toolcatalog-grade"), r: r, state: map[client.ObjectKey]*gradeState{}}
+	gs.afterPass.run = gs.run
+	return gs
 }
 
 // submit hands over the version a pass left published, once per version
@@ -104,62 +98,40 @@ func (gs *grades) submit(tc *v1alpha1.ToolCatalog, emb embedding.Embedder, st pu
 	for name := range out.Build.Vectors {
 		job.changed[name] = true
 	}
-	gs.mu.Lock()
-	if prev := gs.jobs[key]; prev != nil {
-		if prev.version >= job.version {
-			gs.mu.Unlock()
-			return
+	gs.put(key, func(prev *gradeJob, ok bool) (*gradeJob, bool) {
+		if ok {
+			if prev.version >= job.version {
+				return prev, true
+			}
+			maps.Copy(job.changed, prev.changed)
 		}
-		maps.Copy(job.changed, prev.changed)
-	}
-	gs.jobs[key] = job
-	gs.mu.Unlock()
-	gs.queue.Add(key)
+		return job, false
+	})
 }
 
 // forget drops what is kept for a catalog that is gone.
 func (gs *grades) forget(key client.ObjectKey) {
+	gs.take(key)
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	delete(gs.jobs, key)
 	delete(gs.state, key)
 }
-
-// Start runs the gradings until ctx ends.
-func (gs *grades) Start(ctx context.Context) error {
-	go func() {
-		<-ctx.Done()
-		gs.queue.ShutDown()
-	}()
-	for {
-		key, shutdown := gs.queue.Get()
-		if shutdown {
-			return nil
-		}
-		gs.run(ctx, key)
-		gs.queue.Done(key)
-	}
-}
-
-// NeedLeaderElection says gradings write status: the leader's work.
-func (gs *grades) NeedLeaderElection() bool { return true }
 
 // run grades the latest job of one catalog and writes its status.quality.
 // A grading that cannot be done is logged and tried again with the next
 // version; a status write that fails is retried with backoff.
 func (gs *grades) run(ctx context.Context, key client.ObjectKey) {
+	job, ok := gs.take(key)
+	if !ok {
+		return
+	}
 	gs.mu.Lock()
-	job := gs.jobs[key]
-	delete(gs.jobs, key)
 	st := gs.state[key]
 	if st == nil {
 		st = &gradeState{}
 		gs.state[key] = st
 	}
 	gs.mu.Unlock()
-	if job == nil {
-		return
-	}
 	log := ctrl.Log.WithName("toolcatalog-grade").WithValues("ToolCatalog", key, "version", job.version)
 	ctx = ctrl.LoggerInto(ctx, log)
 	tc := &v1alpha1.ToolCatalog{}
@@ -198,16 +170,6 @@ func (gs *grades) run(ctx context.Context, key client.ObjectKey) {
 		gs.retry(key, &gradeJob{version: job.version, stored: job.stored, emb: job.emb, changed: map[string]bool{}, queries: job.queries, rest: true},
 			func(k client.ObjectKey) { gs.queue.AddAfter(k, gradeRetry) })
 	}
-}
-
-// retry puts a job back unless a newer one came meanwhile.
-func (gs *grades) retry(key client.ObjectKey, job *gradeJob, add func(client.ObjectKey)) {
-	gs.mu.Lock()
-	if gs.jobs[key] == nil {
-		gs.jobs[key] = job
-	}
-	gs.mu.Unlock()
-	add(key)
 }
 
 // grade grades a job's version from the last one graded: it indexes the

@@ -7,7 +7,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,23 +24,17 @@ import (
 // records go maxRecordsPerPass at a time, catalogs taking turns. It runs
 // with the manager, on the leader.
 type records struct {
-	r     *ToolCatalogReconciler
-	queue workqueue.TypedRateLimitingInterface[client.ObjectKey]
-
-	mu   sync.Mutex
-	jobs map[client.ObjectKey]*catalog.Outcome
+	*afterPass[*catalog.Outcome]
+	r *ToolCatalogReconciler
 	// writing is held while records are written, so a catalog being
 	// deleted (forget) waits for the write under way and gets none after.
 	writing sync.Mutex
 }
 
 func newRecords(r *ToolCatalogReconciler) *records {
-	return &records{
-		r: r,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[client.ObjectKey](),
-			workqueue.TypedRateLimitingQueueConfig[client.ObjectKey]{Name: "toolcatalog-records"}),
-		jobs: map[client.ObjectKey]*catalog.Outcome{},
-	}
+	rs := &records{afterPass: newAfterPass[*catalog.Outcome]("toolcatalog-records"), r: r}
+	rs.afterPass.run = rs.run
+	return rs
 }
 
 // submit hands over a pass's outcome, replacing one not written yet.
@@ -49,39 +42,15 @@ func (rs *records) submit(key client.ObjectKey, out *catalog.Outcome) {
 	if out == nil {
 		return
 	}
-	rs.mu.Lock()
-	rs.jobs[key] = out
-	rs.mu.Unlock()
-	rs.queue.Add(key)
+	rs.put(key, func(*catalog.Outcome, bool) (*catalog.Outcome, bool) { return out, false })
 }
 
 // forget drops a deleted catalog's outcome, after any write under way.
 func (rs *records) forget(key client.ObjectKey) {
 	rs.writing.Lock()
 	defer rs.writing.Unlock()
-	rs.mu.Lock()
-	delete(rs.jobs, key)
-	rs.mu.Unlock()
+	rs.take(key)
 }
-
-// Start writes records until ctx ends.
-func (rs *records) Start(ctx context.Context) error {
-	go func() {
-		<-ctx.Done()
-		rs.queue.ShutDown()
-	}()
-	for {
-		key, shutdown := rs.queue.Get()
-		if shutdown {
-			return nil
-		}
-		rs.run(ctx, key)
-		rs.queue.Done(key)
-	}
-}
-
-// NeedLeaderElection says records are status writes: the leader's work.
-func (rs *records) NeedLeaderElection() bool { return true }
 
 // run writes up to maxRecordsPerPass records of a catalog's latest
 // outcome; what is left follows after the other catalogs' turns, unless
@@ -89,11 +58,8 @@ func (rs *records) NeedLeaderElection() bool { return true }
 func (rs *records) run(ctx context.Context, key client.ObjectKey) {
 	rs.writing.Lock()
 	defer rs.writing.Unlock()
-	rs.mu.Lock()
-	out := rs.jobs[key]
-	delete(rs.jobs, key)
-	rs.mu.Unlock()
-	if out == nil {
+	out, ok := rs.take(key)
+	if !ok {
 		return
 	}
 	log := ctrl.Log.WithName("toolcatalog-records").WithValues("ToolCatalog", key, "version", out.Version)
@@ -117,14 +83,4 @@ func (rs *records) run(ctx context.Context, key client.ObjectKey) {
 	default:
 		rs.queue.Forget(key)
 	}
-}
-
-// retry puts an outcome back unless a newer one came meanwhile.
-func (rs *records) retry(key client.ObjectKey, out *catalog.Outcome, add func(client.ObjectKey)) {
-	rs.mu.Lock()
-	if rs.jobs[key] == nil {
-		rs.jobs[key] = out
-	}
-	rs.mu.Unlock()
-	add(key)
 }
