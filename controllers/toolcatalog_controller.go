@@ -81,6 +81,7 @@ type ToolCatalogReconciler struct {
 	grading       *grades
 	recordsOnce   sync.Once
 	recording     *records
+	pace          pacer
 }
 
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolcatalogs,verbs=get;list;watch;update;patch
@@ -159,6 +160,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			r.catalogs().Forget(req.String())
 			r.grades().forget(req.NamespacedName)
 			r.records().forget(req.NamespacedName)
+			r.pace.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -176,6 +178,10 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			return ctrl.Result{}, err
 		}
 	}
+	// During a burst of changes the passes are spaced (pacer).
+	if wait := r.pace.wait(req.NamespacedName, r.now()); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	// One trace per pass: its steps are child spans (select, read, plan,
 	// generate and embed, build, publish). The ToolDefinitions' records
 	// and the grading of the version published follow, off the pass,
@@ -192,6 +198,9 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	// The catalog's own status says what is published as soon as it is;
 	// the ToolDefinitions' records follow, written off the pass.
 	patchErr := patchStatus(ctx, r.Client, base, tc)
+	if res.outcome != nil && res.outcome.Published {
+		r.pace.published(req.NamespacedName, r.now())
+	}
 	if patchErr == nil {
 		r.records().submit(req.NamespacedName, res.outcome)
 		if res.grade != nil {
@@ -261,6 +270,7 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 	}
 	r.catalogs().Forget(catalogID(tc))
 	r.grades().forget(client.ObjectKeyFromObject(tc))
+	r.pace.forget(client.ObjectKeyFromObject(tc))
 	r.providers().Forget(catalogID(tc))
 	metrics.ForgetCatalog(catalogID(tc))
 	patch := client.MergeFrom(tc.DeepCopy())

@@ -866,7 +866,11 @@ func watchStatusWrites(t *testing.T, ns string, n int) *statusWrites {
 	s := &statusWrites{n: n, ns: ns, w: w, ready: make(chan struct{}), ended: make(chan struct{})}
 	go func() {
 		last := map[string]v1alpha1.ToolDefinitionStatus{}
+		// ready says which tools are Ready; readyCount counts them, so
+		// each event costs the same at 50,000 tools as at 100 (a slow
+		// reader makes the API server end the watch).
 		ready := map[string]bool{}
+		readyCount := 0
 		for ev := range w.ResultChan() {
 			td, ok := ev.Object.(*v1alpha1.ToolDefinition)
 			if !ok {
@@ -876,12 +880,16 @@ func watchStatusWrites(t *testing.T, ns string, n int) *statusWrites {
 				s.count.Add(1)
 			}
 			last[td.Name] = td.Status
-			ready[td.Name] = meta.IsStatusConditionTrue(td.Status.Conditions, v1alpha1.ConditionReady)
-			done := len(ready) == n
-			for _, r := range ready {
-				done = done && r
+			now := meta.IsStatusConditionTrue(td.Status.Conditions, v1alpha1.ConditionReady)
+			if now != ready[td.Name] {
+				ready[td.Name] = now
+				if now {
+					readyCount++
+				} else {
+					readyCount--
+				}
 			}
-			if done {
+			if readyCount == n {
 				close(s.ready)
 				return
 			}
