@@ -179,7 +179,8 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}
 	// During a burst of changes the passes are spaced (pacer).
-	if wait := r.pace.wait(req.NamespacedName, r.now()); wait > 0 {
+	started := r.now()
+	if wait := r.pace.wait(req.NamespacedName, started); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	// One trace per pass: its steps are child spans (select, read, plan,
@@ -199,7 +200,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	// the ToolDefinitions' records follow, written off the pass.
 	patchErr := patchStatus(ctx, r.Client, base, tc)
 	if res.outcome != nil && res.outcome.Published {
-		r.pace.published(req.NamespacedName, r.now())
+		r.pace.published(req.NamespacedName, started, r.now())
 	}
 	if patchErr == nil {
 		r.records().submit(req.NamespacedName, res.outcome)

@@ -9,10 +9,11 @@ import (
 
 // A catalog's passes are spaced during a burst of changes, so thousands
 // of ToolDefinitions applied at once make a few versions rather than one
-// per pass: after n versions in a row, each about as soon as the one
-// before allowed, the next pass waits paceBase·2^(n-1), at most paceMax.
-// A version after a quiet spell (twice the wait and paceBase more) comes
-// at once, so a single edit is published without delay.
+// per pass: after n versions in a row, each from a pass that started
+// about as soon as the one before allowed, the next pass waits
+// paceBase·2^(n-1), at most paceMax. A version from a pass that started
+// after a quiet spell (twice the wait and paceBase more) comes at once,
+// so a single edit is published without delay.
 const (
 	paceBase = 250 * time.Millisecond
 	paceMax  = 10 * time.Second
@@ -48,15 +49,16 @@ func (ps *pacer) wait(key client.ObjectKey, now time.Time) time.Duration {
 	return max(0, p.last.Add(p.interval()).Sub(now))
 }
 
-// published records a version made at now.
-func (ps *pacer) published(key client.ObjectKey, now time.Time) {
+// published records a version made at now by a pass started at started:
+// how long a pass takes does not count as a quiet spell.
+func (ps *pacer) published(key client.ObjectKey, started, now time.Time) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.byKey == nil {
 		ps.byKey = map[client.ObjectKey]pace{}
 	}
 	p, ok := ps.byKey[key]
-	if ok && now.Sub(p.last) < 2*p.interval()+paceBase {
+	if ok && started.Sub(p.last) < 2*p.interval()+paceBase {
 		p.streak++
 	} else {
 		p.streak = 0
