@@ -436,6 +436,8 @@ type managerProcess struct {
 	metricsAddr string
 	// pprofAddr serves the manager's profiles, with -scale.cpuprofile.
 	pprofAddr string
+	// idleSince is when idle first saw no work, zero while there is.
+	idleSince time.Time
 	done      chan struct{}
 }
 
@@ -589,12 +591,28 @@ func (m *managerProcess) reconciles(t *testing.T) float64 {
 }
 
 // idle reports whether neither controller, the grading nor the records
-// writer has work queued or running.
+// writer has had work queued or running for idleFor: the work queues'
+// unfinished-work gauges are updated every half second, so one scrape can
+// miss a job just taken from its queue.
 func (m *managerProcess) idle(t *testing.T) bool {
 	v, err := m.metrics()
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !m.quiet(v) {
+		m.idleSince = time.Time{}
+		return false
+	}
+	if m.idleSince.IsZero() {
+		m.idleSince = time.Now()
+	}
+	return time.Since(m.idleSince) >= idleFor
+}
+
+// idleFor is how long the manager must look idle to be idle.
+const idleFor = time.Second
+
+func (m *managerProcess) quiet(v map[string]float64) bool {
 	return v["workqueue_depth/toolcatalog"] == 0 && v["workqueue_depth/tooldefinition"] == 0 &&
 		v["controller_runtime_active_workers/toolcatalog"] == 0 && v["controller_runtime_active_workers/tooldefinition"] == 0 &&
 		v["workqueue_depth/toolcatalog-grade"] == 0 && v["workqueue_unfinished_work_seconds/toolcatalog-grade"] == 0 &&
