@@ -42,7 +42,8 @@ func (rs *records) submit(key client.ObjectKey, out *catalog.Outcome) {
 	if out == nil {
 		return
 	}
-	rs.put(key, func(*catalog.Outcome, bool) (*catalog.Outcome, bool) { return out, false })
+	slim := out.ForRecords()
+	rs.put(key, func(*catalog.Outcome, bool) (*catalog.Outcome, bool) { return slim, false })
 }
 
 // forget drops a deleted catalog's outcome, after any write under way.

@@ -33,6 +33,16 @@ type Outcome struct {
 	Published bool
 }
 
+// ForRecords is the outcome with only what Records reads: the build's
+// document, vectors and metadata, which a version's records do not need,
+// are left out, so an outcome kept until its records are written keeps
+// little besides the plans.
+func (o *Outcome) ForRecords() *Outcome {
+	slim := *o
+	slim.Build = Build{Blocked: o.Build.Blocked}
+	return &slim
+}
+
 // Failures lists the rejected ToolDefinitions, then the failed refreshes.
 func (o *Outcome) Failures() []Failure {
 	return append(append([]Failure(nil), o.Rejected...), o.Refreshed.Failures...)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -295,7 +296,11 @@ func TestPipelineFailuresKeepWhatWasPublished(t *testing.T) {
 	if o.RetryableFailures() != 1 {
 		t.Fatalf("a 500 is retryable")
 	}
-	recs := o.Records(map[string]*v1alpha1.CatalogEmbeddingStatus{"c": {Catalog: "c", SpecHash: "old", CatalogVersion: 1}})
+	existing := map[string]*v1alpha1.CatalogEmbeddingStatus{"c": {Catalog: "c", SpecHash: "old", CatalogVersion: 1}}
+	recs := o.Records(existing)
+	if slim := o.ForRecords(); slim.Build.Document != nil || !reflect.DeepEqual(slim.Records(existing), recs) {
+		t.Errorf("the outcome kept for records keeps its document or says other records")
+	}
 	if recs["b"].Reason != v1alpha1.ReasonQueryGenerationFailed || recs["b"].SpecHash != before.SpecHash || recs["b"].CatalogVersion != 1 {
 		t.Errorf("record of the failed tool: %+v", recs["b"])
 	}
@@ -581,6 +586,9 @@ func TestPipelineModelChangeAcrossPassesIsStaged(t *testing.T) {
 	}
 	if rec := o.Records(nil)["t0"]; rec.Model != "old" {
 		t.Fatalf("a record keeps the published model while blocked: %+v", rec)
+	}
+	if slim := o.ForRecords(); slim.Build.Vectors != nil || !reflect.DeepEqual(slim.Records(nil), o.Records(nil)) {
+		t.Fatalf("the outcome kept for records of a blocked pass keeps its vectors or says other records")
 	}
 	stored = stagedState(t, o)
 	badRequest := &embedding.Error{Kind: embedding.KindBadRequest, Err: errors.New("400")}
