@@ -74,8 +74,8 @@ func TestCatalogBulkApplyMakesFewVersionsAndCalls(t *testing.T) {
 	g.Expect(rc.HLen(t.Context(), k.Embeddings()).Val()).To(BeEquivalentTo(tools))
 
 	// Every ToolDefinition gets its record and is Ready, though one pass
-	// writes at most maxRecordsPerPass of them.
-	g.Expect(tools).To(BeNumerically(">", maxRecordsPerPass))
+	// writes at most maxRecordsPerTurn of them at a time.
+	g.Expect(tools).To(BeNumerically(">", maxRecordsPerTurn))
 	g.Eventually(func(g Gomega) {
 		list := &v1alpha1.ToolDefinitionList{}
 		g.Expect(k8sClient.List(t.Context(), list, client.InNamespace(ns))).To(Succeed())

@@ -21,7 +21,7 @@ import (
 // are still being written after a bulk apply publishes an edit at once.
 // Only the latest outcome of a catalog is written; one it supersedes is
 // dropped, since each outcome says every selected tool's record. The
-// records go maxRecordsPerPass at a time, catalogs taking turns. It runs
+// records go maxRecordsPerTurn at a time, catalogs taking turns. It runs
 // with the manager, on the leader.
 type records struct {
 	*afterPass[*catalog.Outcome]
@@ -53,7 +53,7 @@ func (rs *records) forget(key client.ObjectKey) {
 	rs.take(key)
 }
 
-// run writes up to maxRecordsPerPass records of a catalog's latest
+// run writes up to maxRecordsPerTurn records of a catalog's latest
 // outcome; what is left follows after the other catalogs' turns, unless
 // a newer outcome replaces it. A failed write is retried with backoff.
 func (rs *records) run(ctx context.Context, key client.ObjectKey) {

@@ -138,7 +138,7 @@ func recordFieldOwner(tc *v1alpha1.ToolCatalog) string {
 // that differ are written, with the Embedded and Ready conditions they
 // imply, so the ToolDefinition controller has nothing left to write: one
 // status write per change. A tool the catalog has not processed yet gets
-// no record until it has. At most maxRecordsPerPass are written per call,
+// no record until it has. At most maxRecordsPerTurn are written per call,
 // so other catalogs take turns when thousands change; more says some are
 // left for the next call.
 func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.ToolCatalog, o *catalog.Outcome) (more bool, err error) {
@@ -175,7 +175,7 @@ func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.To
 		case !selected && have == nil:
 			continue
 		}
-		if written == maxRecordsPerPass {
+		if written == maxRecordsPerTurn {
 			return true, nil
 		}
 		var rec *v1alpha1.CatalogEmbeddingStatus
@@ -190,10 +190,10 @@ func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.To
 	return false, nil
 }
 
-// maxRecordsPerPass bounds the ToolDefinition records written in one turn
+// maxRecordsPerTurn bounds the ToolDefinition records written in one turn
 // of a catalog: about five seconds at the manager's default 50 requests
 // per second.
-const maxRecordsPerPass = 250
+const maxRecordsPerTurn = 250
 
 // applyRecord sets (or, with nil, removes) this catalog's record on a
 // ToolDefinition, with the Embedded and Ready conditions the records then
