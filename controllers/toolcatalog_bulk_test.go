@@ -73,8 +73,8 @@ func TestCatalogBulkApplyMakesFewVersionsAndCalls(t *testing.T) {
 	g.Expect(versions).To(BeNumerically("<=", 10))
 	g.Expect(rc.HLen(t.Context(), k.Embeddings()).Val()).To(BeEquivalentTo(tools))
 
-	// Every ToolDefinition gets its record and is Ready, though one pass
-	// writes at most maxRecordsPerTurn of them at a time.
+	// Every ToolDefinition gets its record and is Ready, though the
+	// records writer writes at most maxRecordsPerTurn of them at a time.
 	g.Expect(tools).To(BeNumerically(">", maxRecordsPerTurn))
 	g.Eventually(func(g Gomega) {
 		list := &v1alpha1.ToolDefinitionList{}
