@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
@@ -141,9 +142,13 @@ func newBM25Index(tools []contract.Tool, prev *bm25Index, prevAt map[string]int)
 	return ix
 }
 
+// scoreBuffers holds dense score buffers between searches, each zero.
+var scoreBuffers sync.Pool
+
 // scores returns the BM25 score of every tool matching a query term, by
 // document: dense, with the documents that matched in order of first
-// match. Only the first match of a document adds it to matched.
+// match. Only the first match of a document adds it to matched. Hand
+// both to release when done with them.
 func (ix *bm25Index) scores(query string, k1, b float64) (score []float64, matched []int) {
 	n := float64(len(ix.lengths))
 	seen := map[string]bool{}
@@ -157,7 +162,11 @@ func (ix *bm25Index) scores(query string, k1, b float64) (score []float64, match
 			continue
 		}
 		if score == nil {
-			score = make([]float64, len(ix.lengths))
+			if buf, ok := scoreBuffers.Get().(*[]float64); ok && cap(*buf) >= len(ix.lengths) {
+				score = (*buf)[:len(ix.lengths)]
+			} else {
+				score = make([]float64, len(ix.lengths))
+			}
 		}
 		w := idf(n, float64(len(ps)))
 		for _, p := range ps {
@@ -169,6 +178,17 @@ func (ix *bm25Index) scores(query string, k1, b float64) (score []float64, match
 		}
 	}
 	return score, matched
+}
+
+// release returns a buffer scores gave, zeroing the scores it set.
+func (ix *bm25Index) release(score []float64, matched []int) {
+	if score == nil {
+		return
+	}
+	for _, doc := range matched {
+		score[doc] = 0
+	}
+	scoreBuffers.Put(&score)
 }
 
 // queryTerms are a query's distinct terms.

@@ -7,8 +7,9 @@ import (
 	"slices"
 	"sort"
 
-	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
+
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/linalg"
 )
 
 // GradeK is the cut-off of self-grading: a tool's held-back query counts as
@@ -210,20 +211,16 @@ func (g *Grader) Grade(ctx context.Context, c *Catalog, sets map[string]QuerySet
 	// The due queries' cosines with every tool, in batches: one matrix
 	// product reads the catalog's vectors once for many queries.
 	all := func(string) bool { return true }
+	var units, cosines []float32
 	for start := 0; start < len(todo); start += gradeBatch {
 		batch := todo[start:min(start+gradeBatch, len(todo))]
-		var cosines []float32
 		if method != BM25 {
-			units := make([]float32, 0, len(batch)*c.dims)
+			units = units[:0]
 			for _, d := range batch {
 				units = append(units, d.gt.units[d.i]...)
 			}
-			n := len(c.vecNames)
-			cosines = make([]float32, len(batch)*n)
-			blas32.Gemm(blas.NoTrans, blas.Trans, 1,
-				blas32.General{Rows: len(batch), Cols: c.dims, Stride: c.dims, Data: units},
-				blas32.General{Rows: n, Cols: c.dims, Stride: c.dims, Data: c.matrix},
-				0, blas32.General{Rows: len(batch), Cols: n, Stride: n, Data: cosines})
+			cosines = slices.Grow(cosines[:0], len(batch)*len(c.vecNames))[:len(batch)*len(c.vecNames)]
+			linalg.DotsBatch(cosines, c.matrix, units, c.dims, linalg.Best)
 		}
 		for j, d := range batch {
 			if err := ctx.Err(); err != nil {

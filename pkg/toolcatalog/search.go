@@ -266,16 +266,39 @@ func topRanked(all []ranked, d int) []ranked {
 		sortRanked(all)
 		return all
 	}
-	h := rankHeap(all[:0:0])
+	t := newSelection(d)
 	for _, r := range all {
-		if len(h) < d {
-			heap.Push(&h, r)
-		} else if better(r, h[0]) {
-			h[0] = r
-			heap.Fix(&h, 0)
-		}
+		t.offer(r)
 	}
-	out := []ranked(h)
+	return t.sorted()
+}
+
+// selection keeps the best d entries offered, by heap selection.
+type selection struct {
+	h rankHeap
+	d int
+}
+
+func newSelection(d int) *selection { return &selection{h: make(rankHeap, 0, d), d: d} }
+
+// wants reports whether r would be kept, so a caller can skip the work of
+// offering it.
+func (t *selection) wants(r ranked) bool { return len(t.h) < t.d || better(r, t.h[0]) }
+
+// offer keeps r if it is among the best d offered so far.
+func (t *selection) offer(r ranked) {
+	switch {
+	case len(t.h) < t.d:
+		heap.Push(&t.h, r)
+	case better(r, t.h[0]):
+		t.h[0] = r
+		heap.Fix(&t.h, 0)
+	}
+}
+
+// sorted is what was kept, best first.
+func (t *selection) sorted() []ranked {
+	out := []ranked(t.h)
 	sortRanked(out)
 	return out
 }
@@ -397,39 +420,29 @@ func (c *Catalog) semanticRanking(unit []float32, opts Options, allowed func(str
 	}
 	// The best depth tools by heap selection as the scores are read:
 	// O(n log d), with no list of every tool.
-	d := depth(opts.TopK)
-	h := make(rankHeap, 0, d)
+	top := newSelection(depth(opts.TopK))
 	for row, name := range c.vecNames {
 		s := float64(scores[row])
 		if opts.Threshold != nil && s < *opts.Threshold {
 			continue
 		}
-		r := ranked{name, s}
-		if len(h) == d && !better(r, h[0]) || !allowed(name) {
-			continue
-		}
-		if len(h) < d {
-			heap.Push(&h, r)
-		} else {
-			h[0] = r
-			heap.Fix(&h, 0)
+		if r := (ranked{name, s}); top.wants(r) && allowed(name) {
+			top.offer(r)
 		}
 	}
-	top := []ranked(h)
-	sortRanked(top)
-	return semanticScores{top: top, cosine: scores}
+	return semanticScores{top: top.sorted(), cosine: scores}
 }
 
 func (c *Catalog) bm25Ranking(query string, opts Options, allowed func(string) bool) []ranked {
 	scores, matched := c.index.scores(query, opts.K1, opts.B)
-	out := make([]ranked, 0, len(matched))
+	defer c.index.release(scores, matched)
+	top := newSelection(depth(opts.TopK))
 	for _, doc := range matched {
-		name := c.Document.Tools[doc].Name
-		if allowed(name) {
-			out = append(out, ranked{name, scores[doc]})
+		if r := (ranked{c.Document.Tools[doc].Name, scores[doc]}); top.wants(r) && allowed(r.name) {
+			top.offer(r)
 		}
 	}
-	return topRanked(out, depth(opts.TopK))
+	return top.sorted()
 }
 
 // blend ranks the tools either arm placed by a convex blend of their

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -387,6 +389,51 @@ func TestSearchStableOrderForEqualScores(t *testing.T) {
 			t.Fatalf("order %v, want alphabetical for equal scores", got)
 		}
 	}
+}
+
+// BM25 scores are summed in buffers shared between searches and
+// catalogs: a search must start from zero whatever searched before it,
+// on a larger catalog or at the same time.
+func TestBM25ScoresDoNotCarryOver(t *testing.T) {
+	small := buildFixture(t, fixture, contract.SearchDefaults{Method: "bm25", TopK: 3})
+	var more []fixtureTool
+	for i := range 40 {
+		ft := fixture[i%len(fixture)]
+		ft.name = fmt.Sprintf("%s_%d", ft.name, i)
+		ft.principals = nil
+		more = append(more, ft)
+	}
+	large := buildFixture(t, more, contract.SearchDefaults{Method: "bm25", TopK: 3})
+	scores := func(r *Response) []float64 {
+		var out []float64
+		for _, res := range r.Results {
+			if res.BM25 != nil {
+				out = append(out, res.BM25.Score)
+			}
+		}
+		return out
+	}
+	const q = "weather forecast email message"
+	want := scores(search(t, small, q, Options{Method: BM25}))
+	if len(want) < 2 {
+		t.Fatalf("the query ranks %d tools; the test needs several", len(want))
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 50 {
+				if _, err := large.Search(context.Background(), "send an email with the weather forecast for the repository query", Options{Method: BM25}); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	for range 200 {
+		if got := scores(search(t, small, q, Options{Method: BM25})); !slices.Equal(got, want) {
+			t.Fatalf("BM25 scores %v after other searches, want %v", got, want)
+		}
+	}
+	wg.Wait()
 }
 
 func TestSearchRejectsUnknownMethod(t *testing.T) {

@@ -135,3 +135,29 @@ func Dots(scores, m, q []float32, kern *Kernel) {
 			blas32.Vector{N: dims, Inc: 1, Data: q}, 0, blas32.Vector{N: rows - r, Inc: 1, Data: scores[r:]})
 	}
 }
+
+// blockBytes is how much of the matrix DotsBatch scores every query
+// against before it goes on: a block that stays in a core's L2 cache, so
+// the matrix is read from memory once for the whole batch.
+const blockBytes = 256 << 10
+
+// DotsBatch scores several queries against every row of m: scores is
+// row-major, a row of len(m)/dims scores per query, and qs holds the
+// queries, dims floats each, one after another. It is Dots per query,
+// reading the matrix from memory once instead of once per query.
+func DotsBatch(scores, m, qs []float32, dims int, kern *Kernel) {
+	if dims <= 0 || len(m)%dims != 0 || len(qs)%dims != 0 {
+		panic(fmt.Sprintf("linalg: %d and %d floats are not rows of %d", len(m), len(qs), dims))
+	}
+	rows, n := len(m)/dims, len(qs)/dims
+	if len(scores) != n*rows {
+		panic(fmt.Sprintf("linalg: %d queries against %d rows into %d scores", n, rows, len(scores)))
+	}
+	block := max(4, blockBytes/4/dims/4*4)
+	for r := 0; r < rows; r += block {
+		end := min(r+block, rows)
+		for j := range n {
+			Dots(scores[j*rows+r:j*rows+end], m[r*dims:end*dims], qs[j*dims:(j+1)*dims], kern)
+		}
+	}
+}

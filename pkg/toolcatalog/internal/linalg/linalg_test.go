@@ -52,6 +52,27 @@ func TestDotsAgreeWithGonum(t *testing.T) {
 	}
 }
 
+// Batched scores are each query's Dots, whatever the rows left over by
+// the blocks.
+func TestDotsBatchIsDotsPerQuery(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, kern := range append(Kernels(), nil) {
+		for _, rows := range []int{1, 5, 300, 1031} {
+			for _, n := range []int{1, 3, 32} {
+				dims := 256
+				m, qs := random(r, rows*dims), random(r, n*dims)
+				got := make([]float32, n*rows)
+				DotsBatch(got, m, qs, dims, kern)
+				for j := range n {
+					want := make([]float32, rows)
+					Dots(want, m, qs[j*dims:(j+1)*dims], kern)
+					agree(t, fmt.Sprintf("%s rows=%d query %d of %d", KernelName(kern), rows, j, n), got[j*rows:(j+1)*rows], want)
+				}
+			}
+		}
+	}
+}
+
 func agree(t *testing.T, what string, got, want []float32) {
 	t.Helper()
 	for i := range got {
@@ -71,6 +92,8 @@ func TestBoundsAreChecked(t *testing.T) {
 			"short out":     func() { p.MulAdd(make([]float32, 4*64-1), make([]float32, 4*8), 4) },
 			"short matrix":  func() { Dots(make([]float32, 4), make([]float32, 4*16-1), make([]float32, 16), kern) },
 			"short weights": func() { Pack(make([]float32, 8*64-1), 8, 64, kern) },
+			"short scores":  func() { DotsBatch(make([]float32, 2*4-1), make([]float32, 4*16), make([]float32, 2*16), 16, kern) },
+			"ragged batch":  func() { DotsBatch(make([]float32, 2*4), make([]float32, 4*16), make([]float32, 2*16-1), 16, kern) },
 		} {
 			func() {
 				defer func() {
@@ -119,7 +142,8 @@ func BenchmarkMulAdd(b *testing.B) {
 }
 
 // BenchmarkDots measures scoring a query against every tool of a 50,000-
-// tool catalog, per kernel, in bytes of vectors read per second.
+// tool catalog, per kernel, in bytes of vectors read per second, and a
+// grading's batch of 32 queries, one at a time and together.
 func BenchmarkDots(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, kern := range append(Kernels(), nil) {
@@ -131,6 +155,19 @@ func BenchmarkDots(b *testing.B) {
 					Dots(scores, m, q, kern)
 				}
 				b.ReportMetric(float64(len(m)*4)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			})
+			qs, batch := random(r, 32*dims), make([]float32, 32*rows)
+			b.Run(fmt.Sprintf("kernel=%s/rows=%d/dims=%d/batch=32/one-by-one", KernelName(kern), rows, dims), func(b *testing.B) {
+				for b.Loop() {
+					for j := range 32 {
+						Dots(batch[j*rows:(j+1)*rows], m, qs[j*dims:(j+1)*dims], kern)
+					}
+				}
+			})
+			b.Run(fmt.Sprintf("kernel=%s/rows=%d/dims=%d/batch=32/blocked", KernelName(kern), rows, dims), func(b *testing.B) {
+				for b.Loop() {
+					DotsBatch(batch, m, qs, dims, kern)
+				}
 			})
 		}
 	}
