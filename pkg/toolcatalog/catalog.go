@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
@@ -43,7 +44,15 @@ type Catalog struct {
 	// -1 for a tool without a vector.
 	rowOf []int
 	dims  int
+	// rawHash holds, by row, a hash of the raw vector the row was decoded
+	// from (0 when it came from elsewhere), so a later version whose raw
+	// vector hashes the same takes the row instead of decoding it again.
+	rawHash []uint64
 }
+
+// rawSeed keys the raw-vector hashes: random per process, so stored
+// vectors cannot be made to collide with one another.
+var rawSeed = maphash.MakeSeed()
 
 // Keys returns the keys of the catalog namespace/name with the default
 // prefix; use contract.Keys{Prefix: p} for a catalog with spec.redis.keyPrefix.
@@ -165,15 +174,24 @@ func build(doc *contract.Document, held map[string][]float32, raw map[string][]b
 		}
 		start := len(c.matrix)
 		var err error
+		var hash uint64
 		if r, ok := raw[t.Name]; ok {
-			c.matrix, err = contract.AppendVector(c.matrix, r)
+			hash = maphash.Bytes(rawSeed, r)
+			if same := prev.rowHashed(t.Name, hash); same != nil {
+				c.matrix = append(c.matrix, same...)
+			} else if c.matrix, err = contract.AppendVector(c.matrix, r); err == nil && !normalize(c.matrix[start:]) {
+				err = errZeroVector
+			}
 		} else if v, ok := held[t.Name]; ok {
 			c.matrix = append(c.matrix, v...)
+			if !normalize(c.matrix[start:]) {
+				err = errZeroVector
+			}
 		} else {
 			continue
 		}
 		row := c.matrix[start:]
-		if err != nil || len(row) == 0 || (c.dims != 0 && len(row) != c.dims) || !normalize(row) {
+		if err != nil || len(row) == 0 || (c.dims != 0 && len(row) != c.dims) {
 			c.matrix = c.matrix[:start]
 			continue
 		}
@@ -181,6 +199,7 @@ func build(doc *contract.Document, held map[string][]float32, raw map[string][]b
 		c.Vectors[t.Name] = c.matrix[start:len(c.matrix):len(c.matrix)]
 		c.rowOf[i] = len(c.vecNames)
 		c.vecNames = append(c.vecNames, t.Name)
+		c.rawHash = append(c.rawHash, hash)
 	}
 	if prev != nil {
 		c.index = newBM25Index(doc.Tools, prev.index, prev.tools)
@@ -269,6 +288,23 @@ func (c *Catalog) visibleTo(principal string, groups []string) func(string) bool
 }
 
 // normalize scales v to unit length in place; false for a zero vector.
+// errZeroVector marks a vector that has no direction.
+var errZeroVector = errors.New("zero vector")
+
+// rowHashed is the row of tool name when it was decoded from a raw vector
+// hashing to hash, nil otherwise (or on a nil Catalog).
+func (c *Catalog) rowHashed(name string, hash uint64) []float32 {
+	if c == nil || hash == 0 {
+		return nil
+	}
+	i, ok := c.tools[name]
+	if !ok || c.rowOf[i] < 0 || c.rawHash[c.rowOf[i]] != hash {
+		return nil
+	}
+	row := c.rowOf[i]
+	return c.matrix[row*c.dims : (row+1)*c.dims]
+}
+
 func normalize(v []float32) bool {
 	n := norm(v)
 	if n == 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -488,5 +489,37 @@ func TestCachedQueriesAreNotEmbeddedAgain(t *testing.T) {
 	search("send an email to my manager") // evicted by the two since
 	if n := inner.texts.Load(); n != 4 {
 		t.Fatalf("%d texts embedded; want 4 (a cache of 2 forgets the first request)", n)
+	}
+}
+
+// Next takes the rows of unchanged vectors from the catalog before it and
+// decodes the others: a changed vector is searched as it now is, one
+// that became unusable leaves its tool to BM25, and the rows taken are
+// the rows New builds.
+func TestNextTakesOnlyUnchangedVectors(t *testing.T) {
+	doc, raw := fixtureParts(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 3})
+	prev, err := New(doc, raw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := maps.Clone(raw)
+	next["get_weather"] = raw["send_email"]                                  // another tool's vector
+	next["create_issue"] = contract.EncodeVector(make([]float32, prev.dims)) // no direction
+	got := prev.Next(doc, next, nil)
+	want, err := New(doc, next, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.EqualFunc(got.Vectors, want.Vectors, slices.Equal) {
+		t.Fatal("Next's vectors differ from New's for the same parts")
+	}
+	if !slices.Equal(got.Vectors["get_weather"], prev.Vectors["send_email"]) {
+		t.Fatal("a changed vector kept its old row")
+	}
+	if _, ok := got.Vectors["create_issue"]; ok {
+		t.Fatal("a zero vector was searched")
+	}
+	if r := search(t, got, "email my manager", Options{Method: Semantic, Embedder: lexicalEmbedder()}); firstRanked(r) != "get_weather" && firstRanked(r) != "send_email" {
+		t.Fatalf("semantic search ranks %s first, want a tool with the email vector", firstRanked(r))
 	}
 }
