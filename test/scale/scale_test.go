@@ -861,40 +861,36 @@ func (l *noticeLog) worstLag(shown map[int64]time.Time) string {
 	return fmt.Sprintf("%d, %v", len(l.at), worst.Round(10*time.Millisecond))
 }
 
-// ---- status writes ----
-
 type statusWrites struct {
-	n     int
-	ns    string
-	w     watch.Interface
 	count atomic.Int64
 	ready chan struct{}
-	// ended is closed when the API server ends the watch early (it may,
-	// under a stream of thousands of events): readiness is then listed.
-	ended chan struct{}
+	// lost is set when the watch ended and could not be resumed.
+	lost atomic.Bool
+	done chan struct{}
 }
 
 // watchStatusWrites counts the updates of ToolDefinitions that change
-// their status, until all n are Ready.
+// their status, until all n are Ready. The API server may end a watch
+// under a stream of thousands of events; the watch then resumes from a
+// list of the namespace, counting each status that changed meanwhile as
+// one write (a floor: a tool written twice in the gap counts once).
 func watchStatusWrites(t *testing.T, ns string, n int) *statusWrites {
-	w, err := kube.Watch(t.Context(), &v1alpha1.ToolDefinitionList{}, client.InNamespace(ns))
+	ctx := t.Context()
+	w, err := kube.Watch(ctx, &v1alpha1.ToolDefinitionList{}, client.InNamespace(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &statusWrites{n: n, ns: ns, w: w, ready: make(chan struct{}), ended: make(chan struct{})}
+	s := &statusWrites{ready: make(chan struct{}), done: make(chan struct{})}
 	go func() {
+		defer close(s.done)
 		last := map[string]v1alpha1.ToolDefinitionStatus{}
 		// ready says which tools are Ready; readyCount counts them, so
 		// each event costs the same at 50,000 tools as at 100 (a slow
 		// reader makes the API server end the watch).
 		ready := map[string]bool{}
 		readyCount := 0
-		for ev := range w.ResultChan() {
-			td, ok := ev.Object.(*v1alpha1.ToolDefinition)
-			if !ok {
-				continue
-			}
-			if ev.Type == watch.Modified && !equality.Semantic.DeepEqual(last[td.Name], td.Status) {
+		saw := func(td *v1alpha1.ToolDefinition, modified bool) bool {
+			if modified && !equality.Semantic.DeepEqual(last[td.Name], td.Status) {
 				s.count.Add(1)
 			}
 			last[td.Name] = td.Status
@@ -907,37 +903,51 @@ func watchStatusWrites(t *testing.T, ns string, n int) *statusWrites {
 					readyCount--
 				}
 			}
-			if readyCount == n {
-				close(s.ready)
+			return readyCount == n
+		}
+		for {
+			for ev := range w.ResultChan() {
+				if td, ok := ev.Object.(*v1alpha1.ToolDefinition); ok && saw(td, ev.Type == watch.Modified) {
+					close(s.ready)
+					return
+				}
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			list := &v1alpha1.ToolDefinitionList{}
+			if err := kube.List(ctx, list, client.InNamespace(ns)); err != nil {
+				s.lost.Store(true)
+				return
+			}
+			for i := range list.Items {
+				_, seen := last[list.Items[i].Name]
+				if saw(&list.Items[i], seen) {
+					close(s.ready)
+					return
+				}
+			}
+			if w, err = kube.Watch(ctx, &v1alpha1.ToolDefinitionList{}, client.InNamespace(ns),
+				&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}}); err != nil {
+				s.lost.Store(true)
 				return
 			}
 		}
-		close(s.ended)
 	}()
-	t.Cleanup(w.Stop)
+	// The watches end with the test's context.
 	return s
 }
 
 // wait waits until every ToolDefinition is Ready and returns the status
-// writes counted; when the watch ended early, the writes counted until
-// then (a floor).
+// writes counted.
 func (s *statusWrites) wait(t *testing.T) int64 {
 	select {
 	case <-s.ready:
-	case <-s.ended:
-		t.Logf("the API server ended the watch after %d status writes; listing until every ToolDefinition is Ready", s.count.Load())
-		waitFor(t, "every ToolDefinition Ready", 30*time.Minute, func() bool {
-			list := &v1alpha1.ToolDefinitionList{}
-			if err := kube.List(t.Context(), list, client.InNamespace(s.ns)); err != nil {
-				t.Fatal(err)
-			}
-			for _, td := range list.Items {
-				if !meta.IsStatusConditionTrue(td.Status.Conditions, v1alpha1.ConditionReady) {
-					return false
-				}
-			}
-			return len(list.Items) == s.n
-		})
+	case <-s.done:
+		if !s.lost.Load() {
+			t.Fatal("the status watch ended before every ToolDefinition was Ready")
+		}
+		t.Fatalf("the status watch could not be resumed after %d status writes", s.count.Load())
 	case <-time.After(30 * time.Minute):
 		t.Fatal("not every ToolDefinition became Ready")
 	}
