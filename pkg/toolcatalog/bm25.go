@@ -79,22 +79,39 @@ type termFreq struct {
 
 // terms are the index's features of a text: its words without stopwords,
 // stemmed.
-func terms(s string) []string {
+func terms(s string) []string { return stems(nil).terms(s) }
+
+// stems remembers the stems of the words met while indexing: a catalog's
+// tools share most of their words, and stemming is the dearest step of
+// tokenizing. Its tools then share one copy of each term.
+type stems map[string]string
+
+// terms are the index terms of s, stemmed through the memo when there
+// is one.
+func (m stems) terms(s string) []string {
 	var out []string
 	for _, w := range text.Words(s) {
-		if !text.Stopwords[w] {
-			out = append(out, text.Stem(w))
+		if text.Stopwords[w] {
+			continue
 		}
+		st, ok := m[w]
+		if !ok {
+			st = text.Stem(w)
+			if m != nil {
+				m[w] = st
+			}
+		}
+		out = append(out, st)
 	}
 	return out
 }
 
 // termsOf tokenizes a tool's fields, weighted.
-func termsOf(t contract.Tool) docTerms {
+func termsOf(t contract.Tool, memo stems) docTerms {
 	tf := map[string]float64{}
 	var length float64 // summed in text order, so alike every time
 	field := func(s string, weight float64) {
-		for _, w := range terms(s) {
+		for _, w := range memo.terms(s) {
 			tf[w] += weight
 			length += weight
 		}
@@ -123,11 +140,12 @@ func (d *docTerms) indexes(t contract.Tool) bool {
 func newBM25Index(tools []contract.Tool, prev *bm25Index, prevAt map[string]int) *bm25Index {
 	ix := &bm25Index{postings: map[string][]posting{}, lengths: make([]float64, len(tools)), docs: make([]docTerms, len(tools))}
 	var total float64
+	memo := stems{}
 	for i, t := range tools {
 		if j, ok := prevAt[t.Name]; ok && prev != nil && j < len(prev.docs) && prev.docs[j].indexes(t) {
 			ix.docs[i] = prev.docs[j]
 		} else {
-			ix.docs[i] = termsOf(t)
+			ix.docs[i] = termsOf(t, memo)
 		}
 		for _, tf := range ix.docs[i].terms {
 			ix.postings[tf.term] = append(ix.postings[tf.term], posting{doc: i, freq: tf.freq})

@@ -3,9 +3,9 @@
 package text
 
 import (
-	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/kljensen/snowball/english"
 	"golang.org/x/text/unicode/norm"
@@ -19,33 +19,40 @@ import (
 func Words(text string) []string {
 	text = norm.NFKC.String(text)
 	var out []string
-	var cur []rune
-	flush := func() {
-		// A run of combining marks alone (an emoji's variation
-		// selector, say) is no word.
-		if slices.ContainsFunc(cur, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
-			out = append(out, strings.ToLower(string(cur)))
+	// The current word is text[start:i], -1 when there is none; a word
+	// is kept when it holds a letter or digit (a run of combining marks
+	// alone, an emoji's variation selector say, is no word).
+	start, kept := -1, false
+	flush := func(end int) {
+		if start >= 0 && kept {
+			out = append(out, strings.ToLower(text[start:end]))
 		}
-		cur = cur[:0]
+		start, kept = -1, false
 	}
-	runes := []rune(text)
-	for i, r := range runes {
-		if !(unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)) {
-			flush()
-			continue
-		}
-		// A lower-to-upper change starts a new word (camelCase), as does
-		// the last upper of an acronym followed by a lower (HTTPServer).
-		if len(cur) > 0 && unicode.IsUpper(r) {
-			prev := runes[i-1]
-			nextLower := i+1 < len(runes) && unicode.IsLower(runes[i+1])
-			if unicode.IsLower(prev) || unicode.IsDigit(prev) || (unicode.IsUpper(prev) && nextLower) {
-				flush()
+	var prev rune
+	for i, r := range text {
+		letterOrDigit := unicode.IsLetter(r) || unicode.IsDigit(r)
+		switch {
+		case !letterOrDigit && !unicode.IsMark(r):
+			flush(i)
+		case start < 0:
+			start = i
+		case unicode.IsUpper(r):
+			// A lower-to-upper change starts a new word (camelCase),
+			// as does the last upper of an acronym followed by a lower
+			// (HTTPServer).
+			next, _ := utf8.DecodeRuneInString(text[i+utf8.RuneLen(r):])
+			if unicode.IsLower(prev) || unicode.IsDigit(prev) || (unicode.IsUpper(prev) && unicode.IsLower(next)) {
+				flush(i)
+				start = i
 			}
 		}
-		cur = append(cur, r)
+		if start >= 0 && letterOrDigit {
+			kept = true
+		}
+		prev = r
 	}
-	flush()
+	flush(len(text))
 	if len(out) == 0 {
 		for _, f := range strings.Fields(text) {
 			out = append(out, strings.ToLower(f))
