@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -107,6 +108,25 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
+// stripUnread drops from cached objects what nothing reads: managedFields
+// and kubectl's last-applied-configuration annotation, a second copy of
+// the whole spec of every object applied with kubectl apply. At thousands
+// of ToolDefinitions they would be most of the cache. Every write is a
+// patch computed from the object as read, so what is dropped here is
+// never written back.
+func stripUnread(in any) (any, error) {
+	in, err := stripManagedFields(in)
+	if obj, aerr := meta.Accessor(in); err == nil && aerr == nil {
+		if a := obj.GetAnnotations(); a[corev1.LastAppliedConfigAnnotation] != "" {
+			delete(a, corev1.LastAppliedConfigAnnotation)
+			obj.SetAnnotations(a)
+		}
+	}
+	return in, err
+}
+
+var stripManagedFields = cache.TransformStripManagedFields()
+
 // New creates a manager with probes; controllers are added by Setup.
 func New(restCfg *rest.Config, c Config) (ctrl.Manager, error) {
 	restCfg = rest.CopyConfig(restCfg)
@@ -123,9 +143,7 @@ func New(restCfg *rest.Config, c Config) (ctrl.Manager, error) {
 		LeaderElectionNamespace:       c.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true, // hand over at once on a graceful shutdown
 	}
-	// Nothing reads managedFields from the cache; at thousands of
-	// ToolDefinitions they would be a large part of it.
-	opts.Cache.DefaultTransform = cache.TransformStripManagedFields()
+	opts.Cache.DefaultTransform = stripUnread
 	// Secrets are watched (metadata only) just when they opted in; their
 	// data is read, uncached, when a pass needs it.
 	opts.Cache.ByObject = map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: secrets.Selector()}}

@@ -237,3 +237,54 @@ func TestMetricsAndProbesOfARunningManager(t *testing.T) {
 		}
 	}
 }
+
+// The manager's cache holds objects without what nothing reads: kubectl
+// apply's copy of the whole object and managedFields. Other annotations
+// stay, and every write is a patch, so the API server keeps both.
+func TestCacheDropsWhatNothingReads(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns := testenv.Namespace(t, kube, "cache-")
+	td := &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weather", Annotations: map[string]string{
+		corev1.LastAppliedConfigAnnotation: `{"spec":{"description":"` + strings.Repeat("a long description ", 100) + `"}}`,
+		"team.example.com/owner":           "weather",
+	}}, Spec: v1alpha1.ToolDefinitionSpec{Name: "get_weather", Description: "Get the weather for a city."}}
+	if err := kube.Create(ctx, td); err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := New(cfg, Config{MetricsAddr: "0", ProbeAddr: "0", LeaderElectionID: "cache-test", SkipNameValidation: true, WatchNamespaces: []string{ns}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("the cache did not sync")
+	}
+	cached := &v1alpha1.ToolDefinition{}
+	if err := mgr.GetCache().Get(ctx, client.ObjectKeyFromObject(td), cached); err != nil {
+		t.Fatal(err)
+	}
+	if cached.Annotations["team.example.com/owner"] != "weather" {
+		t.Fatalf("the cached object lost its other annotations: %v", cached.Annotations)
+	}
+	if _, ok := cached.Annotations[corev1.LastAppliedConfigAnnotation]; ok {
+		t.Fatal("the cache holds kubectl's last-applied-configuration")
+	}
+	if cached.ManagedFields != nil {
+		t.Fatal("the cache holds managedFields")
+	}
+	stored := &v1alpha1.ToolDefinition{}
+	if err := kube.Get(ctx, client.ObjectKeyFromObject(td), stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.Annotations[corev1.LastAppliedConfigAnnotation] == "" || stored.ManagedFields == nil {
+		t.Fatal("the API server's object lost what the cache dropped")
+	}
+}
