@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -224,7 +223,7 @@ func (o *Outcome) Summary() string {
 // Records computes each selected ToolDefinition's record of this catalog,
 // keyed by ToolDefinition name, given the records it has now.
 func (o *Outcome) Records(existing map[string]*v1alpha1.CatalogEmbeddingStatus) map[string]v1alpha1.CatalogEmbeddingStatus {
-	out := map[string]v1alpha1.CatalogEmbeddingStatus{}
+	out := make(map[string]v1alpha1.CatalogEmbeddingStatus, len(o.Plans))
 	base := func(object, tool string) v1alpha1.CatalogEmbeddingStatus {
 		rec := v1alpha1.CatalogEmbeddingStatus{Catalog: o.Catalog}
 		st := o.Stored.Tools[tool]
@@ -249,7 +248,7 @@ func (o *Outcome) Records(existing map[string]*v1alpha1.CatalogEmbeddingStatus) 
 		}
 		return rec
 	}
-	selected := map[string]string{} // tool name → ToolDefinition
+	selected := make(map[string]string, len(o.Plans)) // tool name → ToolDefinition
 	for _, pl := range o.Plans {
 		out[pl.Tool.Object] = base(pl.Tool.Object, pl.Name)
 		selected[pl.Name] = pl.Tool.Object
@@ -280,7 +279,7 @@ func SameRecord(a, b v1alpha1.CatalogEmbeddingStatus) bool {
 	}
 	return a.Catalog == b.Catalog && a.SpecHash == b.SpecHash && a.Model == b.Model && a.QueryCount == b.QueryCount &&
 		a.CatalogVersion == b.CatalogVersion && unix(a.EmbeddedTime) == unix(b.EmbeddedTime) && a.Reason == b.Reason && a.Message == b.Message &&
-		equality.Semantic.DeepEqual(a.ConfusableWith, b.ConfusableWith)
+		(a.ConfusableWith == nil) == (b.ConfusableWith == nil) && (a.ConfusableWith == nil || *a.ConfusableWith == *b.ConfusableWith)
 }
 
 // ListNames joins names, showing the first five and how many more.

@@ -738,3 +738,33 @@ func TestSelectRejectsABorrowedToolSource(t *testing.T) {
 		t.Fatalf("kept %v, rejected %v", kept, rejected)
 	}
 }
+
+// SameRecord tells records apart by every field a ToolDefinition shows,
+// the confusable tool included, and times to the second.
+func TestSameRecord(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	later := metav1.NewTime(at.Add(300 * time.Millisecond))
+	rec := v1alpha1.CatalogEmbeddingStatus{Catalog: "c", SpecHash: "h", Model: "m", QueryCount: 5, CatalogVersion: 3, EmbeddedTime: &at,
+		ConfusableWith: &v1alpha1.ConfusableTool{Name: "other", Similarity: "0.97"}}
+	same := rec
+	same.EmbeddedTime = &later
+	same.ConfusableWith = &v1alpha1.ConfusableTool{Name: "other", Similarity: "0.97"}
+	if !SameRecord(rec, same) {
+		t.Fatal("equal records differ")
+	}
+	for name, change := range map[string]func(*v1alpha1.CatalogEmbeddingStatus){
+		"spec hash":       func(r *v1alpha1.CatalogEmbeddingStatus) { r.SpecHash = "h2" },
+		"version":         func(r *v1alpha1.CatalogEmbeddingStatus) { r.CatalogVersion = 4 },
+		"reason":          func(r *v1alpha1.CatalogEmbeddingStatus) { r.Reason = "EmbeddingFailed" },
+		"no confusable":   func(r *v1alpha1.CatalogEmbeddingStatus) { r.ConfusableWith = nil },
+		"confusable name": func(r *v1alpha1.CatalogEmbeddingStatus) { r.ConfusableWith = &v1alpha1.ConfusableTool{Name: "third", Similarity: "0.97"} },
+		"similarity":      func(r *v1alpha1.CatalogEmbeddingStatus) { r.ConfusableWith = &v1alpha1.ConfusableTool{Name: "other", Similarity: "0.91"} },
+		"embedded time":   func(r *v1alpha1.CatalogEmbeddingStatus) { t := metav1.NewTime(at.Add(time.Minute)); r.EmbeddedTime = &t },
+	} {
+		other := rec
+		change(&other)
+		if SameRecord(rec, other) || SameRecord(other, rec) {
+			t.Errorf("records differing in %s are the same", name)
+		}
+	}
+}
