@@ -753,13 +753,20 @@ func TestSameRecord(t *testing.T) {
 		t.Fatal("equal records differ")
 	}
 	for name, change := range map[string]func(*v1alpha1.CatalogEmbeddingStatus){
-		"spec hash":       func(r *v1alpha1.CatalogEmbeddingStatus) { r.SpecHash = "h2" },
-		"version":         func(r *v1alpha1.CatalogEmbeddingStatus) { r.CatalogVersion = 4 },
-		"reason":          func(r *v1alpha1.CatalogEmbeddingStatus) { r.Reason = "EmbeddingFailed" },
-		"no confusable":   func(r *v1alpha1.CatalogEmbeddingStatus) { r.ConfusableWith = nil },
-		"confusable name": func(r *v1alpha1.CatalogEmbeddingStatus) { r.ConfusableWith = &v1alpha1.ConfusableTool{Name: "third", Similarity: "0.97"} },
-		"similarity":      func(r *v1alpha1.CatalogEmbeddingStatus) { r.ConfusableWith = &v1alpha1.ConfusableTool{Name: "other", Similarity: "0.91"} },
-		"embedded time":   func(r *v1alpha1.CatalogEmbeddingStatus) { t := metav1.NewTime(at.Add(time.Minute)); r.EmbeddedTime = &t },
+		"spec hash":     func(r *v1alpha1.CatalogEmbeddingStatus) { r.SpecHash = "h2" },
+		"version":       func(r *v1alpha1.CatalogEmbeddingStatus) { r.CatalogVersion = 4 },
+		"reason":        func(r *v1alpha1.CatalogEmbeddingStatus) { r.Reason = "EmbeddingFailed" },
+		"no confusable": func(r *v1alpha1.CatalogEmbeddingStatus) { r.ConfusableWith = nil },
+		"confusable name": func(r *v1alpha1.CatalogEmbeddingStatus) {
+			r.ConfusableWith = &v1alpha1.ConfusableTool{Name: "third", Similarity: "0.97"}
+		},
+		"similarity": func(r *v1alpha1.CatalogEmbeddingStatus) {
+			r.ConfusableWith = &v1alpha1.ConfusableTool{Name: "other", Similarity: "0.91"}
+		},
+		"embedded time": func(r *v1alpha1.CatalogEmbeddingStatus) {
+			t := metav1.NewTime(at.Add(time.Minute))
+			r.EmbeddedTime = &t
+		},
 	} {
 		other := rec
 		change(&other)
