@@ -57,9 +57,11 @@ type bm25Index struct {
 	docs []docTerms
 }
 
+// posting is one tool holding a term: its position and the term's
+// weighted count there (a sum of field weights, exact in a float32).
 type posting struct {
-	doc  int
-	freq float64
+	doc  int32
+	freq float32
 }
 
 // docTerms are one tool's indexed text, its weighted terms and their sum
@@ -138,9 +140,13 @@ func (d *docTerms) indexes(t contract.Tool) bool {
 // its tools' positions by name, lends the terms of tools whose text is
 // unchanged.
 func newBM25Index(tools []contract.Tool, prev *bm25Index, prevAt map[string]int) *bm25Index {
-	ix := &bm25Index{postings: map[string][]posting{}, lengths: make([]float64, len(tools)), docs: make([]docTerms, len(tools))}
+	ix := &bm25Index{lengths: make([]float64, len(tools)), docs: make([]docTerms, len(tools))}
 	var total float64
 	memo := stems{}
+	// Each term's postings are counted first, then laid out in one
+	// block: no slack from growing lists, one allocation for all.
+	count := map[string]int{}
+	all := 0
 	for i, t := range tools {
 		if j, ok := prevAt[t.Name]; ok && prev != nil && j < len(prev.docs) && prev.docs[j].indexes(t) {
 			ix.docs[i] = prev.docs[j]
@@ -148,10 +154,23 @@ func newBM25Index(tools []contract.Tool, prev *bm25Index, prevAt map[string]int)
 			ix.docs[i] = termsOf(t, memo)
 		}
 		for _, tf := range ix.docs[i].terms {
-			ix.postings[tf.term] = append(ix.postings[tf.term], posting{doc: i, freq: tf.freq})
+			count[tf.term]++
 		}
+		all += len(ix.docs[i].terms)
 		ix.lengths[i] = ix.docs[i].length
 		total += ix.docs[i].length
+	}
+	block := make([]posting, 0, all)
+	ix.postings = make(map[string][]posting, len(count))
+	for i := range ix.docs {
+		for _, tf := range ix.docs[i].terms {
+			ps, ok := ix.postings[tf.term]
+			if !ok {
+				n := count[tf.term]
+				ps, block = block[len(block):len(block):len(block)+n], block[:len(block)+n]
+			}
+			ix.postings[tf.term] = append(ps, posting{doc: int32(i), freq: float32(tf.freq)})
+		}
 	}
 	if len(tools) > 0 {
 		ix.avgLen = total / float64(len(tools))
@@ -188,11 +207,12 @@ func (ix *bm25Index) scores(query string, k1, b float64) (score []float64, match
 		}
 		w := idf(n, float64(len(ps)))
 		for _, p := range ps {
-			norm := p.freq + k1*(1-b+b*ix.lengths[p.doc]/ix.avgLen)
-			if score[p.doc] == 0 {
-				matched = append(matched, p.doc)
+			doc, freq := int(p.doc), float64(p.freq)
+			norm := freq + k1*(1-b+b*ix.lengths[doc]/ix.avgLen)
+			if score[doc] == 0 {
+				matched = append(matched, doc)
 			}
-			score[p.doc] += w * p.freq * (k1 + 1) / norm
+			score[doc] += w * freq * (k1 + 1) / norm
 		}
 	}
 	return score, matched
