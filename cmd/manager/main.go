@@ -4,9 +4,12 @@ package main
 import (
 	"context"
 	"flag"
+	"log/slog"
 	"os"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
+	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -20,6 +23,10 @@ func main() {
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	// The Go heap stays under 90% of the container's memory limit
+	// (AUTOMEMLIMIT or GOMEMLIMIT override), collecting harder as it
+	// nears it instead of being killed.
+	_, _ = memlimit.Set(memlimit.WithLogger(slog.New(logr.ToSlogHandler(ctrl.Log.WithName("memlimit")))))
 
 	ctx := ctrl.SetupSignalHandler()
 	// Traces of the catalog passes, exported when OTEL_EXPORTER_OTLP_* is set.
