@@ -42,6 +42,8 @@ type Build struct {
 	Blocked string
 	// Changed says a new version is due.
 	Changed bool
+	// Digests are the document's entry digests (contract.Document.SealFrom).
+	Digests []string
 }
 
 // BuildDocument assembles the catalog document. A tool is published with
@@ -111,7 +113,8 @@ func BuildDocument(in BuildInput) (Build, error) {
 		}
 	}
 	sort.Strings(b.Removed)
-	if err := doc.Seal(); err != nil {
+	var err error
+	if b.Digests, err = doc.SealFrom(in.Stored.Doc, in.Stored.Digests); err != nil {
 		return Build{}, fmt.Errorf("building catalog document: %w", err)
 	}
 	doc.GeneratedAt = in.Now.UTC()

@@ -39,6 +39,10 @@ type Stored struct {
 	Vectors map[string][]byte
 	// StagedMetadata holds the raw metadata of the staged tools.
 	StagedMetadata map[string][]byte
+	// Digests are Doc's entry digests when this state was published by
+	// this process (nil when read), so the next document hashes only the
+	// entries that changed.
+	Digests []string
 }
 
 // ReadStored parses a snapshot. Unreadable metadata marks the tool (it
@@ -98,7 +102,7 @@ func (s Stored) Published(b Build, version int64) (Stored, error) {
 	doc := *b.Document
 	doc.Version = version
 	next := Stored{
-		Version: version, Doc: &doc, Contract2: true,
+		Version: version, Doc: &doc, Contract2: true, Digests: b.Digests,
 		Tools:          make(map[string]StoredTool, len(s.Tools)),
 		Vectors:        make(map[string][]byte, len(s.Vectors)),
 		StagedMetadata: map[string][]byte{},

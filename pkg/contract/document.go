@@ -156,6 +156,16 @@ func NormalizeTool(t Tool) (Tool, error) {
 // they encode as [] and {}, and computes the schema hash. Version and
 // GeneratedAt are left to the caller.
 func (d *Document) Seal() error {
+	_, err := d.SealFrom(nil, nil)
+	return err
+}
+
+// SealFrom is Seal taking from prev, a document sealed before, and its
+// entry digests (as SealFrom returned them) the digest of every entry
+// unchanged since: sealing a version that changed a few tools of many
+// hashes only those. It returns the document's entry digests, in tool
+// order.
+func (d *Document) SealFrom(prev *Document, prevDigests []string) ([]string, error) {
 	sort.Slice(d.Tools, func(i, j int) bool { return d.Tools[i].Name < d.Tools[j].Name })
 	if d.Tools == nil {
 		d.Tools = []Tool{}
@@ -170,18 +180,39 @@ func (d *Document) Seal() error {
 	}
 	d.Search.AlwaysInclude = append([]string{}, d.Search.AlwaysInclude...)
 	sort.Strings(d.Search.AlwaysInclude)
-	h, err := d.contentHash()
+	if prev == nil || len(prevDigests) != len(prev.Tools) {
+		prev, prevDigests = &Document{}, nil
+	}
+	digests := make([]string, len(d.Tools))
+	j := 0
+	for i := range d.Tools {
+		e := d.Entry(i)
+		// Both documents are sorted by name.
+		for j < len(prev.Tools) && prev.Tools[j].Name < e.Name {
+			j++
+		}
+		if j < len(prev.Tools) && prev.Tools[j].Name == e.Name && prev.Entry(j).Equal(e) {
+			digests[i] = prevDigests[j]
+			continue
+		}
+		digest, err := e.Digest()
+		if err != nil {
+			return nil, err
+		}
+		digests[i] = digest
+	}
+	h, err := d.contentHash(digests)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	d.SchemaHash = h
-	return nil
+	return digests, nil
 }
 
 // contentHash hashes the document without its version, time and hash:
 // the canonical JSON of its head's settings, then each tool's name and
 // entry digest in name order, so a tool's entry can be hashed once.
-func (d *Document) contentHash() (string, error) {
+func (d *Document) contentHash(digests []string) (string, error) {
 	h := d.Head()
 	h.Version, h.GeneratedAt, h.SchemaHash, h.ToolCount = 0, time.Time{}, "", 0
 	raw, err := json.Marshal(h)
@@ -195,11 +226,7 @@ func (d *Document) contentHash() (string, error) {
 	sum := sha256.New()
 	sum.Write(canon)
 	for i := range d.Tools {
-		digest, err := d.Entry(i).Digest()
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintf(sum, "\n%s %s", d.Tools[i].Name, digest)
+		fmt.Fprintf(sum, "\n%s %s", d.Tools[i].Name, digests[i])
 	}
 	return hex.EncodeToString(sum.Sum(nil)), nil
 }

@@ -1,0 +1,83 @@
+package contract
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+)
+
+// SealFrom takes a digest from the document before only for an entry
+// that is equal in every field the digest covers: each field of a tool,
+// changed alone, changes the schema hash exactly as sealing afresh does.
+func TestSealFromHashesWhatChanged(t *testing.T) {
+	base := func() *Document {
+		d := &Document{Catalog: "ns/c", Embedding: EmbeddingInfo{Model: "m", Dimensions: 4}, Permissions: map[string][]string{"b": {"alice"}}}
+		for _, name := range []string{"c", "a", "b"} {
+			d.Tools = append(d.Tools, Tool{Name: name, Description: "Does " + name + ".", Parameters: json.RawMessage(`{"type":"object"}`), SpecHash: "h" + name})
+		}
+		return d
+	}
+	prev := base()
+	digests, err := prev.SealFrom(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes, no := true, false
+	changes := map[string]func(d *Document){
+		"Name":          func(d *Document) { d.Tools[0].Name = "a2" },
+		"Description":   func(d *Document) { d.Tools[0].Description = "Does more." },
+		"Parameters":    func(d *Document) { d.Tools[0].Parameters = json.RawMessage(`{"type":"object","properties":{}}`) },
+		"Toolset":       func(d *Document) { d.Tools[0].Toolset = "ops" },
+		"AlwaysInclude": func(d *Document) { d.Tools[0].AlwaysInclude = true },
+		"AllowRepeat":   func(d *Document) { d.Tools[0].AllowRepeat = true },
+		"NoBackground":  func(d *Document) { d.Tools[0].NoBackground = true },
+		"SpecHash":      func(d *Document) { d.Tools[0].SpecHash = "other" },
+		"Annotations":   func(d *Document) { d.Tools[0].Annotations = &Annotations{ReadOnlyHint: &yes, DestructiveHint: &no} },
+		"OutputSchema":  func(d *Document) { d.Tools[0].OutputSchema = json.RawMessage(`{"type":"object"}`) },
+		"Icons":         func(d *Document) { d.Tools[0].Icons = []Icon{{Src: "https://example.com/i.png"}} },
+		"Source":        func(d *Document) { d.Tools[0].Source = &Source{ToolSource: "s", Tool: "t"} },
+		"permissions":   func(d *Document) { d.Permissions["b"] = []string{"alice", "bob"} },
+		"nobody":        func(d *Document) { d.Permissions["a"] = []string{} },
+	}
+	// Every field of a tool is changed above: a field added later must be
+	// added there too.
+	for i := range reflect.TypeFor[Tool]().NumField() {
+		if f := reflect.TypeFor[Tool]().Field(i).Name; changes[f] == nil {
+			t.Errorf("no change of field %s is checked", f)
+		}
+	}
+	for what, change := range changes {
+		fresh, next := base(), base()
+		// The tools are sorted by the first seal: a is first.
+		if err := fresh.Seal(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := next.SealFrom(nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		change(fresh)
+		change(next)
+		if err := fresh.Seal(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := next.SealFrom(prev, digests)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next.SchemaHash != fresh.SchemaHash {
+			t.Errorf("%s changed: SealFrom hashes %s, Seal %s", what, next.SchemaHash, fresh.SchemaHash)
+		}
+		if next.SchemaHash == prev.SchemaHash {
+			t.Errorf("%s changed: the schema hash did not", what)
+		}
+		if fmt.Sprint(got[1:]) != fmt.Sprint(digests[1:]) && what != "permissions" && what != "Name" {
+			t.Errorf("%s changed in tool a only, yet the digests of the others moved", what)
+		}
+	}
+	// Unchanged, every digest is taken and the hash is the same.
+	same := base()
+	if got, err := same.SealFrom(prev, digests); err != nil || same.SchemaHash != prev.SchemaHash || fmt.Sprint(got) != fmt.Sprint(digests) {
+		t.Fatalf("an unchanged document sealed from its previous one: hash %s (want %s), err %v", same.SchemaHash, prev.SchemaHash, err)
+	}
+}
