@@ -3,6 +3,7 @@ package toolcatalog
 import (
 	"bytes"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -136,23 +137,48 @@ func (d *docTerms) indexes(t contract.Tool) bool {
 	return d.name == t.Name && d.description == t.Description && bytes.Equal(d.parameters, t.Parameters)
 }
 
+// minTokenized is how many tools a goroutine of tokenize takes at least.
+const minTokenized = 256
+
+// tokenize sets docs[i] to the terms of tools[i] for each i in todo, on
+// as many cores as there are chunks of minTokenized tools: tokenizing is
+// most of the time of a first load.
+func tokenize(tools []contract.Tool, todo []int, docs []docTerms) {
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(todo)/minTokenized))
+	chunk := (len(todo) + workers - 1) / workers
+	var wg sync.WaitGroup
+	for start := 0; start < len(todo); start += chunk {
+		part := todo[start:min(start+chunk, len(todo))]
+		wg.Go(func() {
+			memo := stems{}
+			for _, i := range part {
+				docs[i] = termsOf(tools[i], memo)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // newBM25Index indexes tools. prev, the index of an earlier version with
 // its tools' positions by name, lends the terms of tools whose text is
 // unchanged.
 func newBM25Index(tools []contract.Tool, prev *bm25Index, prevAt map[string]int) *bm25Index {
 	ix := &bm25Index{lengths: make([]float64, len(tools)), docs: make([]docTerms, len(tools))}
-	var total float64
-	memo := stems{}
-	// Each term's postings are counted first, then laid out in one
-	// block: no slack from growing lists, one allocation for all.
-	count := map[string]int{}
-	all := 0
+	var todo []int
 	for i, t := range tools {
 		if j, ok := prevAt[t.Name]; ok && prev != nil && j < len(prev.docs) && prev.docs[j].indexes(t) {
 			ix.docs[i] = prev.docs[j]
 		} else {
-			ix.docs[i] = termsOf(t, memo)
+			todo = append(todo, i)
 		}
+	}
+	tokenize(tools, todo, ix.docs)
+	var total float64
+	// Each term's postings are counted first, then laid out in one
+	// block: no slack from growing lists, one allocation for all.
+	count := map[string]int{}
+	all := 0
+	for i := range tools {
 		for _, tf := range ix.docs[i].terms {
 			count[tf.term]++
 		}
