@@ -768,9 +768,19 @@ func docTools(t *testing.T, ns, name string) int {
 }
 
 // cleanup deletes what a scenario created; envtest has no namespace
-// controller, so the objects go one kind at a time.
+// controller, so the objects go one kind at a time. The ToolDefinitions
+// go first: a catalog deleted before them would clear its record from
+// each one before it goes, one write per tool.
 func cleanup(t *testing.T, ns string) {
 	ctx := context.Background()
+	// A collection delete of many objects can outlast one request; it
+	// goes on, and is asked for again until nothing is left.
+	waitFor(t, "the ToolDefinitions gone", 10*time.Minute, func() bool {
+		_ = kube.DeleteAllOf(ctx, &v1alpha1.ToolDefinition{}, client.InNamespace(ns))
+		l := &metav1.PartialObjectMetadataList{}
+		l.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ToolDefinitionList"))
+		return kube.List(ctx, l, client.InNamespace(ns), client.Limit(1)) == nil && len(l.Items) == 0
+	})
 	list := &v1alpha1.ToolCatalogList{}
 	if err := kube.List(ctx, list, client.InNamespace(ns)); err == nil {
 		for i := range list.Items {
@@ -780,14 +790,6 @@ func cleanup(t *testing.T, ns string) {
 	waitFor(t, "the catalogs gone", 5*time.Minute, func() bool {
 		l := &v1alpha1.ToolCatalogList{}
 		return kube.List(ctx, l, client.InNamespace(ns)) == nil && len(l.Items) == 0
-	})
-	// A collection delete of many objects can outlast one request; it
-	// goes on, and is asked for again until nothing is left.
-	waitFor(t, "the ToolDefinitions gone", 10*time.Minute, func() bool {
-		_ = kube.DeleteAllOf(ctx, &v1alpha1.ToolDefinition{}, client.InNamespace(ns))
-		l := &metav1.PartialObjectMetadataList{}
-		l.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ToolDefinitionList"))
-		return kube.List(ctx, l, client.InNamespace(ns), client.Limit(1)) == nil && len(l.Items) == 0
 	})
 }
 
