@@ -7,19 +7,17 @@ package main
 import (
 	"context"
 	"flag"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/KimMachineGun/automemlimit/memlimit"
-	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/envflag"
 	"github.com/toolcatalog/tool-catalog-operator/internal/gateway"
+	"github.com/toolcatalog/tool-catalog-operator/internal/memtune"
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry/otlp"
 )
 
@@ -58,7 +56,7 @@ func main() {
 	// The Go heap stays under 90% of the container's memory limit
 	// (AUTOMEMLIMIT or GOMEMLIMIT override), collecting harder as it
 	// nears it instead of being killed.
-	_, _ = memlimit.Set(memlimit.WithLogger(slog.New(logr.ToSlogHandler(ctrl.Log.WithName("memlimit")))))
+	memtune.Set(ctrl.Log.WithName("memlimit"), 0)
 	cfg.TokenAudiences = envflag.List(audiences)
 	cfg.Namespaces = envflag.List(namespaces)
 	cfg.EgressAllow = envflag.List(egressAllow)

@@ -232,7 +232,7 @@ func slowFirstBuild(t *testing.T, bin string, tab *table) {
 	tab.set("versions published on the way", col, strconv.FormatInt(versions, 10))
 	tab.set("chat requests (repeated)", col, fmt.Sprintf("%d (%d)", len(chats), repeated))
 	tab.set("Ready reasons seen", col, strings.Join(sortedKeys(reasons), ", "))
-	tab.set("manager peak RSS", col, mib(mgr.peakRSS(t)))
+	mgr.setMemory(t, tab, col)
 	if len(progress) > 0 {
 		t.Logf("progress seen: first %q, last %q", progress[0], progress[len(progress)-1])
 	}
@@ -433,7 +433,7 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 	if v, _ := rc.Get(ctx, keys.Version()).Int64(); v != version {
 		t.Errorf("a label-only change moved P:version to %d", v)
 	}
-	tab.set("manager peak RSS", col, mib(mgr.peakRSS(t)))
+	mgr.setMemory(t, tab, col)
 	cleanup(t, ns)
 }
 
@@ -543,20 +543,36 @@ func (m *managerProcess) cpu(t *testing.T) time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
-// peakRSS is the manager's peak resident set (VmHWM).
-func (m *managerProcess) peakRSS(t *testing.T) int64 {
+// memory reads the manager's resident set from /proc/pid/status: the
+// peak (VmHWM) and, now, what is anonymous (heap, stacks) and what is
+// file-backed (the binary's pages).
+func (m *managerProcess) memory(t *testing.T) (peak, anon, file int64) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
 	if err != nil {
 		t.Fatal(err)
 	}
+	fields := map[string]int64{}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb * 1024
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		if err == nil {
+			fields[name] = kb * 1024
 		}
 	}
-	t.Fatal("no VmHWM in /proc/pid/status")
-	return 0
+	if _, ok := fields["VmHWM"]; !ok {
+		t.Fatal("no VmHWM in /proc/pid/status")
+	}
+	return fields["VmHWM"], fields["RssAnon"], fields["RssFile"]
+}
+
+// setMemory reports the manager's peak RSS and what it holds now.
+func (m *managerProcess) setMemory(t *testing.T, tab *table, col string) {
+	peak, anon, file := m.memory(t)
+	tab.set("manager peak RSS", col, mib(peak))
+	tab.set("manager RSS now: anonymous / file-backed", col, mib(anon)+" / "+mib(file))
 }
 
 func (m *managerProcess) metrics() (map[string]float64, error) {
@@ -1077,9 +1093,9 @@ func medianDuration(xs []time.Duration) time.Duration {
 func mib(b int64) string {
 	switch {
 	case b >= 1<<20:
-		return fmt.Sprintf("%.1f MB", float64(b)/(1<<20))
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
 	case b >= 1<<10:
-		return fmt.Sprintf("%.1f KB", float64(b)/(1<<10))
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", b)
 }
