@@ -413,7 +413,7 @@ func (c *Catalog) semanticRanking(unit []float32, opts Options, allowed func(str
 	} else {
 		// One matrix-vector product scores every tool.
 		scores = make([]float32, len(c.vecNames))
-		linalg.Dots(scores, c.matrix, unit, linalg.Best)
+		linalg.DotsParallel(scores, c.matrix, unit, linalg.Best)
 	}
 	if own != nil {
 		scores[own.row] = own.cosine

@@ -9,6 +9,8 @@ package linalg
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
@@ -134,6 +136,31 @@ func Dots(scores, m, q []float32, kern *Kernel) {
 		blas32.Gemv(blas.NoTrans, 1, blas32.General{Rows: rows - r, Cols: dims, Stride: dims, Data: m[r*dims:]},
 			blas32.Vector{N: dims, Inc: 1, Data: q}, 0, blas32.Vector{N: rows - r, Inc: 1, Data: scores[r:]})
 	}
+}
+
+// parallelBytes is the size of matrix from which DotsParallel splits the
+// scan: about 4,000 rows of 256 floats.
+const parallelBytes = 4 << 20
+
+// DotsParallel is Dots split by blocks of rows over up to GOMAXPROCS
+// goroutines, for a matrix of parallelBytes or more: one scan of a large
+// catalog is bound by memory bandwidth, which one core does not use up.
+// A smaller matrix is scanned by the calling goroutine alone.
+func DotsParallel(scores, m, q []float32, kern *Kernel) {
+	workers := min(runtime.GOMAXPROCS(0), 4*len(m)/parallelBytes)
+	if workers < 2 || len(q) == 0 || len(m) != len(scores)*len(q) {
+		Dots(scores, m, q, kern) // bounds are checked there
+		return
+	}
+	rows, dims := len(scores), len(q)
+	per := (rows + workers - 1) / workers
+	per = (per + 3) &^ 3 // whole blocks of four rows for the kernels
+	var wg sync.WaitGroup
+	for r := 0; r < rows; r += per {
+		end := min(r+per, rows)
+		wg.Go(func() { Dots(scores[r:end], m[r*dims:end*dims], q, kern) })
+	}
+	wg.Wait()
 }
 
 // blockBytes is how much of the matrix DotsBatch scores every query

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -73,10 +74,31 @@ func TestDotsBatchIsDotsPerQuery(t *testing.T) {
 	}
 }
 
+// A scan split over goroutines gives every row the score one goroutine
+// gives it: the rows of each block, the remainder and the last block's
+// ragged end included.
+func TestDotsParallelIsDots(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	r := rand.New(rand.NewPCG(7, 8))
+	dims := 256
+	for _, kern := range append(Kernels(), nil) {
+		for _, rows := range []int{3, 4096, parallelBytes/4/dims + 1, 3*parallelBytes/4/dims + 7} {
+			m, q := random(r, rows*dims), random(r, dims)
+			got, want := make([]float32, rows), make([]float32, rows)
+			for i := range got {
+				got[i] = float32(math.NaN()) // a row no goroutine scored stays NaN
+			}
+			DotsParallel(got, m, q, kern)
+			Dots(want, m, q, kern)
+			agree(t, fmt.Sprintf("%s rows=%d", KernelName(kern), rows), got, want)
+		}
+	}
+}
+
 func agree(t *testing.T, what string, got, want []float32) {
 	t.Helper()
 	for i := range got {
-		if d := math.Abs(float64(got[i] - want[i])); d > 1e-4*math.Max(1, math.Abs(float64(want[i]))) {
+		if d := math.Abs(float64(got[i] - want[i])); !(d <= 1e-4*math.Max(1, math.Abs(float64(want[i])))) { // NaN fails too
 			t.Fatalf("%s: element %d is %g, gonum's %g", what, i, got[i], want[i])
 		}
 	}
@@ -94,6 +116,9 @@ func TestBoundsAreChecked(t *testing.T) {
 			"short weights": func() { Pack(make([]float32, 8*64-1), 8, 64, kern) },
 			"short scores":  func() { DotsBatch(make([]float32, 2*4-1), make([]float32, 4*16), make([]float32, 2*16), 16, kern) },
 			"ragged batch":  func() { DotsBatch(make([]float32, 2*4), make([]float32, 4*16), make([]float32, 2*16-1), 16, kern) },
+			"short parallel": func() {
+				DotsParallel(make([]float32, parallelBytes/64), make([]float32, parallelBytes/4-1), make([]float32, 16), kern)
+			},
 		} {
 			func() {
 				defer func() {
