@@ -2,7 +2,9 @@
 # alone on a distroless nonroot base: no shell, no package manager, uid
 # 65532. The manager is the entrypoint; the gateway's Deployment runs
 # /toolcatalog-gateway.
-FROM golang:1.26 AS build
+# The build runs on the builder's own platform and cross-compiles for each
+# target (docker buildx --platform linux/amd64,linux/arm64).
+FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
@@ -11,9 +13,9 @@ COPY cmd/ cmd/
 COPY controllers/ controllers/
 COPY internal/ internal/
 COPY pkg/ pkg/
-ARG TARGETOS=linux TARGETARCH=amd64
-RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -tags grpcnotrace -ldflags="-s -w" -o /out/manager ./cmd/manager && \
-    CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -tags grpcnotrace -ldflags="-s -w" -o /out/toolcatalog-gateway ./cmd/toolcatalog-gateway
+ARG TARGETOS TARGETARCH VERSION=dev
+RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -tags grpcnotrace -ldflags="-s -w -X main.version=${VERSION}" -o /out/manager ./cmd/manager && \
+    CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -tags grpcnotrace -ldflags="-s -w -X main.version=${VERSION}" -o /out/toolcatalog-gateway ./cmd/toolcatalog-gateway
 
 FROM gcr.io/distroless/static:nonroot
 COPY --from=build /out/manager /manager

@@ -3,10 +3,7 @@
 package config
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,15 +12,10 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/toolcatalog/tool-catalog-operator/internal/manifests"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
 )
 
@@ -43,28 +35,9 @@ func render(t *testing.T, dir string) []runtime.Object {
 		}
 		t.Fatal(err)
 	}
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
-	decoder := serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDeserializer()
-	var objs []runtime.Object
-	reader := yaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		obj, _, err := decoder.Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("rendered object does not decode strictly: %v\n%s", err, doc)
-		}
-		objs = append(objs, obj)
+	objs, err := manifests.Decode(out)
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v", dir, err)
 	}
 	return objs
 }
@@ -228,21 +201,7 @@ func namespacedInstall(t *testing.T, objs []runtime.Object) (watched, bound map[
 // standard, with requests, a memory limit and probes.
 func checkHardened(t *testing.T, deploy *appsv1.Deployment) {
 	t.Helper()
-	spec := deploy.Spec.Template.Spec
-	pod := spec.SecurityContext
-	if pod == nil || pod.RunAsNonRoot == nil || !*pod.RunAsNonRoot || pod.SeccompProfile == nil || pod.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-		t.Errorf("%s: pod securityContext %+v: want runAsNonRoot and seccomp RuntimeDefault", deploy.Name, pod)
-	}
-	c := spec.Containers[0]
-	sc := c.SecurityContext
-	if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
-		sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
-		t.Errorf("%s: container securityContext %+v: want no privilege escalation, read-only root, all capabilities dropped", deploy.Name, sc)
-	}
-	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
-		t.Errorf("%s: resources %+v: want requests and a memory limit", deploy.Name, c.Resources)
-	}
-	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
-		t.Errorf("%s: probes: liveness %+v readiness %+v", deploy.Name, c.LivenessProbe, c.ReadinessProbe)
+	for _, p := range manifests.Hardened(deploy) {
+		t.Error(p)
 	}
 }

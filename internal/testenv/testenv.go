@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"testing"
 	"time"
@@ -100,6 +101,20 @@ func Build(t testing.TB, pkg string) string {
 	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
 	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
+// Tool builds a tool pinned in hack/tools/go.mod (helm.sh/helm/v4/cmd/helm)
+// into a temporary directory and returns the binary; root is the path
+// from the test's package to the repository.
+func Tool(t testing.TB, root, pkg string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), path.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = filepath.Join(root, "hack", "tools")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s in hack/tools (its module is fetched from the Go module proxy): %v\n%s", pkg, err, out)
 	}
 	return bin
 }
