@@ -32,7 +32,7 @@ func benchTools(n int) []v1alpha1.ToolDefinition {
 // changed (a label-only edit): the CPU a pass spends before deciding to
 // write nothing.
 func BenchmarkNoOpPass(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
+	for _, n := range []int{1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
 			f := &fakeProviders{model: "m", dims: 256}
 			tds := benchTools(n)

@@ -657,6 +657,45 @@ func TestPipelineKeepsQueriesItPaidFor(t *testing.T) {
 
 // Annotations and the source are published with the entry and change its
 // digest, not its spec hash: they are not what the model reads.
+// A Selector derives a ToolDefinition's entry once per generation, with
+// three of the same name all rejected, and forgets the ToolDefinitions a
+// pass no longer sees.
+func TestSelectorRemembersPerGeneration(t *testing.T) {
+	s := &Selector{}
+	tds := []v1alpha1.ToolDefinition{td("a", "a", okParams), td("b", "b", okParams), td("c1", "c", okParams), td("c2", "c", okParams), td("c3", "c", okParams)}
+	for i := range tds {
+		tds[i].UID, tds[i].Generation = types.UID("uid-"+tds[i].Name), 1
+	}
+	first, err := s.Select(tds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Tools) != 2 || len(first.Rejected) != 3 || !strings.Contains(first.Rejected[0].Message, "c1, c2, c3") {
+		t.Fatalf("selected %d, rejected %+v: want a and b, and c1, c2, c3 in conflict", len(first.Tools), first.Rejected)
+	}
+	// The same generation with another description: the remembered entry
+	// stands, since the spec cannot change without a new generation.
+	tds[0].Spec.Description = "changed without a new generation"
+	again, err := s.Select(tds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Tools[0].Entry.Description != first.Tools[0].Entry.Description {
+		t.Errorf("generation 1 derived again: %q", again.Tools[0].Entry.Description)
+	}
+	tds[0].Generation = 2
+	next, err := s.Select(tds[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Tools[0].Entry.Description != "changed without a new generation" {
+		t.Errorf("generation 2 not derived: %q", next.Tools[0].Entry.Description)
+	}
+	if len(s.memo) != 1 {
+		t.Errorf("the Selector keeps %d entries for one ToolDefinition", len(s.memo))
+	}
+}
+
 func TestSelectPublishesAnnotationsAndSource(t *testing.T) {
 	plain := td("plain", "search_docs", okParams)
 	imported := plain

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -101,7 +102,9 @@ func Select(tds []v1alpha1.ToolDefinition) (Selection, error) {
 // It is safe for concurrent use.
 type Selector struct {
 	mu   sync.Mutex
-	memo map[types.UID]selected
+	memo map[types.UID]*selected
+	// pass counts the calls; an entry not seen by the latest is dropped.
+	pass uint64
 }
 
 // selected is what one generation of a ToolDefinition selects to.
@@ -109,24 +112,37 @@ type selected struct {
 	generation int64
 	invalid    error
 	tool       Tool
+	// seen is the last pass that saw the ToolDefinition.
+	seen uint64
 }
 
-// Select is the package's Select, remembering what it derived.
+// Select is the package's Select, remembering what it derived. Entries
+// are kept by pointer and the tools are ordered by name before they are
+// copied out once: at 50,000 tools, copying and swapping whole entries
+// was most of a pass's selection.
 func (s *Selector) Select(tds []v1alpha1.ToolDefinition) (Selection, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	memo := make(map[types.UID]selected, len(tds))
+	if s.memo == nil {
+		s.memo = make(map[types.UID]*selected, len(tds))
+	}
+	s.pass++
+	type candidate struct {
+		td  *v1alpha1.ToolDefinition
+		got *selected
+	}
 	var sel Selection
-	byName := map[string][]*v1alpha1.ToolDefinition{}
-	tools := map[*v1alpha1.ToolDefinition]Tool{}
+	valid := make([]candidate, 0, len(tds))
+	first := make(map[string]int, len(tds)) // tool name → its first candidate
+	var conflicts map[string][]*v1alpha1.ToolDefinition
 	for i := range tds {
 		td := &tds[i]
 		if !td.DeletionTimestamp.IsZero() {
 			continue
 		}
-		got, ok := s.memo[td.UID]
-		if !ok || td.UID == "" || got.generation != td.Generation || got.tool.Object != td.Name {
-			got = selected{generation: td.Generation, invalid: validSpec(td)}
+		got := s.memo[td.UID]
+		if got == nil || td.UID == "" || got.generation != td.Generation || got.tool.Object != td.Name {
+			got = &selected{generation: td.Generation, invalid: validSpec(td)}
 			if got.invalid == nil {
 				t, err := toolOf(td)
 				if err != nil {
@@ -135,8 +151,9 @@ func (s *Selector) Select(tds []v1alpha1.ToolDefinition) (Selection, error) {
 				got.tool = t
 			}
 			got.tool.Object = td.Name
+			s.memo[td.UID] = got
 		}
-		memo[td.UID] = got
+		got.seen = s.pass
 		invalid := got.invalid
 		if invalid == nil {
 			// Owners are metadata, which moves no generation: checked on
@@ -147,26 +164,43 @@ func (s *Selector) Select(tds []v1alpha1.ToolDefinition) (Selection, error) {
 			sel.Rejected = append(sel.Rejected, Failure{Object: td.Name, Tool: td.Spec.Name, Reason: v1alpha1.ReasonInvalidSpec, Message: invalid.Error()})
 			continue
 		}
-		tools[td] = got.tool
-		byName[td.Spec.Name] = append(byName[td.Spec.Name], td)
-	}
-	s.memo = memo
-	for name, group := range byName {
-		if len(group) > 1 {
-			names := make([]string, len(group))
-			for i, td := range group {
-				names[i] = td.Name
+		name := td.Spec.Name
+		if j, dup := first[name]; dup {
+			if conflicts == nil {
+				conflicts = map[string][]*v1alpha1.ToolDefinition{}
 			}
-			sort.Strings(names)
-			for _, td := range group {
-				sel.Rejected = append(sel.Rejected, Failure{Object: td.Name, Tool: name, Reason: v1alpha1.ReasonNameConflict,
-					Message: fmt.Sprintf("tool name %q is used by ToolDefinitions %s: rename or unselect all but one", name, strings.Join(names, ", "))})
+			if conflicts[name] == nil {
+				conflicts[name] = []*v1alpha1.ToolDefinition{valid[j].td}
 			}
+			conflicts[name] = append(conflicts[name], td)
 			continue
 		}
-		sel.Tools = append(sel.Tools, tools[group[0]])
+		first[name] = len(valid)
+		valid = append(valid, candidate{td, got})
 	}
-	sort.Slice(sel.Tools, func(i, j int) bool { return sel.Tools[i].Entry.Name < sel.Tools[j].Entry.Name })
+	for uid, got := range s.memo {
+		if got.seen != s.pass {
+			delete(s.memo, uid)
+		}
+	}
+	for name, group := range conflicts {
+		names := make([]string, len(group))
+		for i, td := range group {
+			names[i] = td.Name
+		}
+		sort.Strings(names)
+		for _, td := range group {
+			sel.Rejected = append(sel.Rejected, Failure{Object: td.Name, Tool: name, Reason: v1alpha1.ReasonNameConflict,
+				Message: fmt.Sprintf("tool name %q is used by ToolDefinitions %s: rename or unselect all but one", name, strings.Join(names, ", "))})
+		}
+	}
+	slices.SortFunc(valid, func(a, b candidate) int { return strings.Compare(a.td.Spec.Name, b.td.Spec.Name) })
+	sel.Tools = make([]Tool, 0, len(valid))
+	for _, c := range valid {
+		if conflicts[c.td.Spec.Name] == nil {
+			sel.Tools = append(sel.Tools, c.got.tool)
+		}
+	}
 	sort.Slice(sel.Rejected, func(i, j int) bool { return sel.Rejected[i].Object < sel.Rejected[j].Object })
 	return sel, nil
 }
