@@ -77,17 +77,29 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func TestChart(t *testing.T) {
-	helm := testenv.Tool(t, "..", "helm.sh/helm/v4/cmd/helm")
+// cluster builds Helm and starts a test API server with the project's
+// CRDs; it returns Helm, a kubeconfig file for the API server, and an
+// admin client.
+func cluster(t *testing.T) (helm, kubeconfig string, admin client.Client) {
+	t.Helper()
+	helm = testenv.Tool(t, "..", "helm.sh/helm/v4/cmd/helm")
 	env, cfg, err := testenv.Start("..", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
-	admin, err := client.New(cfg, client.Options{Scheme: scheme()})
-	if err != nil {
+	kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if admin, err = client.New(cfg, client.Options{Scheme: scheme()}); err != nil {
+		t.Fatal(err)
+	}
+	return helm, kubeconfig, admin
+}
+
+func TestChart(t *testing.T) {
+	helm, _, admin := cluster(t)
 	ctx := t.Context()
 	for _, ns := range []string{namespace, "team-a", "team-b"} {
 		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -207,20 +219,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 // has no nodes), prints how to reach the gateway, upgrades, and uninstalls
 // leaving the CRDs, as Helm does.
 func TestChartInstalls(t *testing.T) {
-	helm := testenv.Tool(t, "..", "helm.sh/helm/v4/cmd/helm")
-	env, cfg, err := testenv.Start("..", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	admin, err := client.New(cfg, client.Options{Scheme: scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	helm, kubeconfig, admin := cluster(t)
 	kc := []string{"--kubeconfig", kubeconfig, "--namespace", namespace}
 	notes, err := helmRun(t, helm, append([]string{"install", release, chart, "--create-namespace"}, kc...)...)
 	if err != nil {

@@ -323,14 +323,20 @@ func TestAnyReplicaServesAnyClient(t *testing.T) {
 	translate := testTool(ns, "shared", "translate_text", "Translate text between languages.")
 	translate.Spec.AlwaysInclude = true
 	create(t, translate)
-	select {
-	case <-changed:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no notifications/tools/list_changed within 30s of the new tool; the session's streams at the proxy: %v", rr.failed)
-	}
-	for name, cs := range clients {
-		if names := listed(t, cs); !slices.Contains(names, "translate_text") {
-			t.Fatalf("%s lists %v after the new tool", name, names)
+	// A notice of an earlier version may still be on its way: each notice
+	// is followed by a listing, until both list the new tool.
+	deadline := time.After(30 * time.Second)
+	for seen := map[string][]string{}; ; {
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("no notifications/tools/list_changed with the new tool within 30s (listed: %v); the session's streams at the proxy: %v", seen, rr.failed)
+		}
+		for name, cs := range clients {
+			seen[name] = listed(t, cs)
+		}
+		if slices.Contains(seen["session"], "translate_text") && slices.Contains(seen["latest"], "translate_text") {
+			break
 		}
 	}
 
