@@ -146,7 +146,7 @@ func TestChart(t *testing.T) {
 		if rendered[chartCase] == nil {
 			t.Fatalf("the %s rendering failed", chartCase)
 		}
-		got, want := componentGrants(t, rendered[chartCase]), componentGrants(t, kustomize(t, dir))
+		got, want := componentGrants(t, rendered[chartCase]), componentGrants(t, testenv.Kustomize(t, filepath.Join("..", "config", dir)))
 		for _, g := range got {
 			if !slices.Contains(want, g) {
 				t.Errorf("the chart's %s install grants what config/%s does not: %s", chartCase, dir, g)
@@ -300,23 +300,7 @@ func componentGrants(t *testing.T, objs []runtime.Object) []string {
 		g.Account = c
 		out = append(out, g.String())
 	}
-	return slices.Compact(out)
-}
-
-// kustomize renders a directory of config/ with the kubectl built beside
-// the test API server.
-func kustomize(t *testing.T, dir string) []runtime.Object {
-	t.Helper()
-	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
-	out, err := exec.Command(kubectl, "kustomize", filepath.Join("..", "config", dir)).Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize config/%s: %v", dir, err)
-	}
-	objs, err := manifests.Decode(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return objs
+	return out
 }
 
 // installMonitoringCRDs installs the Prometheus Operator's ServiceMonitor

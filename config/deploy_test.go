@@ -3,10 +3,6 @@
 package config
 
 import (
-	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,28 +15,8 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
 )
 
-// render runs `kubectl kustomize dir` with the kubectl built beside the
-// test API server and decodes every object strictly (unknown fields fail).
-func render(t *testing.T, dir string) []runtime.Object {
-	t.Helper()
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		t.Fatal(testenv.AssetsHint)
-	}
-	out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", dir).Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, ee.Stderr)
-		}
-		t.Fatal(err)
-	}
-	objs, err := manifests.Decode(out)
-	if err != nil {
-		t.Fatalf("kubectl kustomize %s: %v", dir, err)
-	}
-	return objs
-}
+// render renders a directory of config/ as `make deploy` does.
+func render(t *testing.T, dir string) []runtime.Object { return testenv.Kustomize(t, dir) }
 
 func TestDefaultKustomizationRenders(t *testing.T) {
 	objs := render(t, "default")

@@ -17,9 +17,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/toolcatalog/tool-catalog-operator/internal/manifests"
 )
 
 // AssetsHint says how to get the binaries.
@@ -117,4 +120,27 @@ func Tool(t testing.TB, root, pkg string) string {
 		t.Fatalf("go build %s in hack/tools (its module is fetched from the Go module proxy): %v\n%s", pkg, err, out)
 	}
 	return bin
+}
+
+// Kustomize runs `kubectl kustomize dir` with the kubectl built beside the
+// test API server and decodes every object strictly (unknown fields fail).
+func Kustomize(t testing.TB, dir string) []runtime.Object {
+	t.Helper()
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		t.Fatal(AssetsHint)
+	}
+	out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", dir).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	objs, err := manifests.Decode(out)
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v", dir, err)
+	}
+	return objs
 }
