@@ -62,6 +62,8 @@ type gradeJob struct {
 	changed map[string]bool
 	// queries holds the query vectors the passes embedded.
 	queries *published.QueryVectors
+	// vectors reads the published vectors of tools.
+	vectors func(ctx context.Context, names []string) (map[string][]byte, error)
 	// rest says the version's grading is recorded, and this job does
 	// the searches it left.
 	rest bool
@@ -94,7 +96,7 @@ func (gs *grades) submit(tc *v1alpha1.ToolCatalog, emb embedding.Embedder, st pu
 		return
 	}
 	key := client.ObjectKeyFromObject(tc)
-	job := &gradeJob{version: out.Version, stored: stored, emb: emb, changed: map[string]bool{}, queries: st.QueryVectors()}
+	job := &gradeJob{version: out.Version, stored: stored, emb: emb, changed: map[string]bool{}, queries: st.QueryVectors(), vectors: st.Vectors}
 	for name := range out.Build.Vectors {
 		job.changed[name] = true
 	}
@@ -167,24 +169,19 @@ func (gs *grades) run(ctx context.Context, key client.ObjectKey) {
 	if left > 0 {
 		// The rest of this version's searches, after a pause that
 		// bounds the grading's share of the CPU.
-		gs.retry(key, &gradeJob{version: job.version, stored: job.stored, emb: job.emb, changed: map[string]bool{}, queries: job.queries, rest: true},
+		gs.retry(key, &gradeJob{version: job.version, stored: job.stored, emb: job.emb, changed: map[string]bool{}, queries: job.queries, vectors: job.vectors, rest: true},
 			func(k client.ObjectKey) { gs.queue.AddAfter(k, gradeRetry) })
 	}
 }
 
 // grade grades a job's version from the last one graded: it indexes the
-// version reusing the last index, and embeds only the queries neither
-// kept nor embedded by a pass.
+// version reusing the last index, reading only the vectors that changed,
+// and embeds only the queries neither kept nor embedded by a pass.
 func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*toolcatalog.Grading, int, error) {
 	stored := job.stored
-	var cat *toolcatalog.Catalog
-	if prev := st.grader.Catalog(); prev != nil {
-		cat = prev.Next(stored.Doc, stored.Vectors, nil)
-	} else {
-		var err error
-		if cat, err = toolcatalog.New(stored.Doc, stored.Vectors, nil); err != nil {
-			return nil, 0, err
-		}
+	cat, err := st.index(ctx, job)
+	if err != nil {
+		return nil, 0, err
 	}
 	sample := gradingSample(stored, job.changed)
 	sets := make(map[string]toolcatalog.QuerySet, len(sample))
@@ -225,6 +222,35 @@ func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*toolcatalog.Gr
 	}
 	st.sets = sets
 	return g, left, nil
+}
+
+// index indexes a job's version: from the last index graded, with the
+// vectors that changed since read from Redis, or whole the first time. A
+// vector read after a later version replaced it is indexed as it now is.
+func (st *gradeState) index(ctx context.Context, job *gradeJob) (*toolcatalog.Catalog, error) {
+	doc := job.stored.Doc
+	prev := st.grader.Catalog()
+	var names []string
+	if prev != nil {
+		names = prev.StaleVectors(doc, func(name string) uint64 { return job.stored.Tools[name].Vector })
+	} else {
+		for _, t := range doc.Tools {
+			if job.stored.Tools[t.Name].HasVector {
+				names = append(names, t.Name)
+			}
+		}
+	}
+	var vecs map[string][]byte
+	if len(names) > 0 {
+		var err error
+		if vecs, err = job.vectors(ctx, names); err != nil {
+			return nil, fmt.Errorf("reading the vectors to grade: %w", err)
+		}
+	}
+	if prev != nil {
+		return prev.Next(doc, vecs, nil), nil
+	}
+	return toolcatalog.New(doc, vecs, nil)
 }
 
 // ownQueries are the queries a tool's vector was built from.

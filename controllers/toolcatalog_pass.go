@@ -80,6 +80,9 @@ type publishedState interface {
 	Publish(ctx context.Context, stored catalog.Stored, b catalog.Build, floor int64) (int64, error)
 	// Kept is the stored state of a version read or published.
 	Kept(version int64) (catalog.Stored, bool)
+	// Vectors reads published vectors, which the stored state does not
+	// keep.
+	Vectors(ctx context.Context, names []string) (map[string][]byte, error)
 }
 
 // refresh runs the pipeline of internal/catalog: select, read, plan,

@@ -64,7 +64,7 @@ func BuildDocument(in BuildInput) (Build, error) {
 	inDoc := map[string]bool{}
 	keepPrevious := func(name string) {
 		entry, ok := prev.ToolByName(name)
-		if !ok || inDoc[name] || in.Stored.Vectors[name] == nil {
+		if !ok || inDoc[name] || !in.Stored.Tools[name].HasVector {
 			return
 		}
 		doc.Tools = append(doc.Tools, entry)
@@ -123,12 +123,12 @@ func BuildDocument(in BuildInput) (Build, error) {
 	// them.
 	for name, raw := range in.Stored.StagedMetadata {
 		if inDoc[name] && b.Blocked == "" {
-			b.Vectors[name], b.Metadata[name] = in.Stored.Vectors[name], raw
+			b.Vectors[name], b.Metadata[name] = in.Stored.StagedVectors[name], raw
 		}
 	}
 	for name, res := range in.Refreshed.Results {
 		st := in.Stored.Tools[name]
-		if st.HasVector && (!st.Staged || b.Blocked != "") && string(in.Stored.Vectors[name]) == string(res.Vector) && sameEmbedding(st.Metadata, &res.Metadata) {
+		if st.HasVector && (!st.Staged || b.Blocked != "") && st.Vector == contract.VectorDigest(res.Vector) && sameEmbedding(st.Metadata, &res.Metadata) {
 			continue
 		}
 		raw, err := res.Metadata.Marshal()

@@ -33,12 +33,14 @@ type Outcome struct {
 }
 
 // ForRecords is the outcome with only what Records reads: the build's
-// document, vectors and metadata, which a version's records do not need,
-// are left out, so an outcome kept until its records are written keeps
-// little besides the plans.
+// document, vectors and metadata and the document read, which a
+// version's records do not need, are left out, so an outcome kept until
+// its records are written keeps little besides the plans.
 func (o *Outcome) ForRecords() *Outcome {
 	slim := *o
 	slim.Build = Build{Blocked: o.Build.Blocked}
+	// The document read is a whole version older than the one published.
+	slim.Stored = Stored{Version: o.Stored.Version, Tools: o.Stored.Tools}
 	return &slim
 }
 

@@ -190,9 +190,31 @@ func pass(t *testing.T, f *fakeProviders, tds []v1alpha1.ToolDefinition, stored 
 	return &Outcome{Catalog: "c", Model: f.model, Plans: plans, Rejected: sel.Rejected, Refreshed: refreshed, Build: b, Stored: stored, Version: stored.Version}
 }
 
+// seenVectors holds every raw vector a build made, by digest: the stored
+// state keeps only digests, and the helpers below play Redis.
+var seenVectors sync.Map
+
+// rawVector is the raw vector of a stored tool.
+func rawVector(t *testing.T, st StoredTool) []byte {
+	t.Helper()
+	vec, ok := seenVectors.Load(st.Vector)
+	if !ok {
+		t.Fatalf("no build made the vector of digest %x", st.Vector)
+	}
+	return vec.([]byte)
+}
+
+// seen remembers the vectors of a build.
+func seen(b Build) {
+	for _, vec := range b.Vectors {
+		seenVectors.Store(contract.VectorDigest(vec), vec)
+	}
+}
+
 // publishedState is what Redis holds after o is written as version v.
 func publishedState(t *testing.T, o *Outcome, v int64) Stored {
 	t.Helper()
+	seen(o.Build)
 	o.Build.Document.Version = v
 	snap := snapshotOf(t, o.Build.Document)
 	for name, st := range o.Stored.Tools {
@@ -200,8 +222,8 @@ func publishedState(t *testing.T, o *Outcome, v int64) Stored {
 			m, _ := st.Metadata.Marshal()
 			snap.Metadata[name] = string(m)
 		}
-		if vec := o.Stored.Vectors[name]; vec != nil {
-			snap.Vectors[name] = vec
+		if st.HasVector {
+			snap.Vectors[name] = rawVector(t, st)
 		}
 	}
 	for name, m := range o.Build.Metadata {
@@ -298,7 +320,7 @@ func TestPipelineFailuresKeepWhatWasPublished(t *testing.T) {
 	}
 	existing := map[string]*v1alpha1.CatalogEmbeddingStatus{"c": {Catalog: "c", SpecHash: "old", CatalogVersion: 1}}
 	recs := o.Records(existing)
-	if slim := o.ForRecords(); slim.Build.Document != nil || !reflect.DeepEqual(slim.Records(existing), recs) {
+	if slim := o.ForRecords(); slim.Build.Document != nil || slim.Stored.Doc != nil || !reflect.DeepEqual(slim.Records(existing), recs) {
 		t.Errorf("the outcome kept for records keeps its document or says other records")
 	}
 	if recs["b"].Reason != v1alpha1.ReasonQueryGenerationFailed || recs["b"].SpecHash != before.SpecHash || recs["b"].CatalogVersion != 1 {
@@ -475,6 +497,7 @@ func passWith(t *testing.T, ctx context.Context, f *fakeProviders, tools []v1alp
 // stagedState is what Redis holds after the blocked build of o is staged.
 func stagedState(t *testing.T, o *Outcome) Stored {
 	t.Helper()
+	seen(o.Build)
 	published := publishedState(t, &Outcome{Build: Build{Document: o.Stored.Doc}, Stored: o.Stored}, o.Stored.Version)
 	snap := snapshotOf(t, o.Stored.Doc)
 	snap.StagedMetadata, snap.StagedVectors = map[string]string{}, map[string][]byte{}
@@ -490,11 +513,13 @@ func stagedState(t *testing.T, o *Outcome) Stored {
 	}
 	for name, raw := range o.Stored.StagedMetadata {
 		snap.StagedMetadata[name] = string(raw)
-		snap.StagedVectors[name] = o.Stored.Vectors[name]
+		snap.StagedVectors[name] = o.Stored.StagedVectors[name]
 	}
 	for name := range snap.Metadata {
 		if _, staged := o.Stored.StagedMetadata[name]; !staged {
-			snap.Vectors[name] = o.Stored.Vectors[name]
+			if st := published.Tools[name]; st.HasVector && !st.Staged {
+				snap.Vectors[name] = rawVector(t, st)
+			}
 		}
 	}
 	for name, raw := range o.Build.Metadata {

@@ -13,8 +13,11 @@ type StoredTool struct {
 	Metadata *contract.Metadata
 	// MetadataErr says why an existing entry could not be read.
 	MetadataErr error
-	// HasVector is true when P:embeddings has an entry.
+	// HasVector is true when P:embeddings has an entry; Vector is then
+	// its contract.VectorDigest. The bytes themselves are not kept: a
+	// 50,000-tool catalog's would be 51 MB held between passes.
 	HasVector bool
+	Vector    uint64
 	// Staged says the entry is staged, not published (see
 	// contract.Keys.StagedEmbeddings): a later version publishes it.
 	// Published is then the published entry, if any.
@@ -35,9 +38,9 @@ type Stored struct {
 	Contract2 bool
 	// Tools has an entry for every tool with metadata or a vector.
 	Tools map[string]StoredTool
-	// Vectors are the raw stored vectors, staged ones included.
-	Vectors map[string][]byte
-	// StagedMetadata holds the raw metadata of the staged tools.
+	// StagedVectors and StagedMetadata hold the raw entries of the staged
+	// tools, for the version that publishes them.
+	StagedVectors  map[string][]byte
 	StagedMetadata map[string][]byte
 	// Digests are Doc's entry digests when this state was published by
 	// this process (nil when read), so the next document hashes only the
@@ -49,18 +52,17 @@ type Stored struct {
 // counts as stale); an unreadable document is kept as DocErr. Staged
 // entries are laid over the published ones (WithStaged).
 func ReadStored(snap *contract.Snapshot) Stored {
-	s := Stored{Version: snap.Version, Tools: make(map[string]StoredTool, len(snap.Metadata)), Vectors: snap.Vectors, StagedMetadata: map[string][]byte{}}
+	s := Stored{Version: snap.Version, Tools: make(map[string]StoredTool, len(snap.Metadata))}
 	s.Doc, s.DocErr = snap.Document()
 	s.Contract2 = snap.Head != nil && s.DocErr == nil
 	for name, raw := range snap.Metadata {
 		m, err := contract.ParseMetadata(raw)
-		_, hasVec := snap.Vectors[name]
-		s.Tools[name] = StoredTool{Metadata: m, MetadataErr: err, HasVector: hasVec}
+		s.Tools[name] = StoredTool{Metadata: m, MetadataErr: err}
 	}
-	for name := range snap.Vectors {
-		if _, ok := s.Tools[name]; !ok {
-			s.Tools[name] = StoredTool{HasVector: true}
-		}
+	for name, vec := range snap.Vectors {
+		st := s.Tools[name]
+		st.HasVector, st.Vector = true, contract.VectorDigest(vec)
+		s.Tools[name] = st
 	}
 	return s.WithStaged(snap.StagedMetadata, snap.StagedVectors)
 }
@@ -72,19 +74,15 @@ func (s Stored) WithStaged(metadata map[string]string, vectors map[string][]byte
 	if len(metadata) == 0 {
 		return s
 	}
-	s.Tools, s.Vectors, s.StagedMetadata = maps.Clone(s.Tools), maps.Clone(s.Vectors), map[string][]byte{}
-	if s.Vectors == nil {
-		s.Vectors = map[string][]byte{}
-	}
+	s.Tools, s.StagedVectors, s.StagedMetadata = maps.Clone(s.Tools), map[string][]byte{}, map[string][]byte{}
 	for name, raw := range metadata {
 		m, err := contract.ParseMetadata(raw)
 		vec, ok := vectors[name]
 		if err != nil || !ok {
 			continue
 		}
-		s.Vectors[name] = vec
-		s.Tools[name] = StoredTool{Metadata: m, HasVector: true, Staged: true, Published: s.Tools[name].Metadata}
-		s.StagedMetadata[name] = []byte(raw)
+		s.Tools[name] = StoredTool{Metadata: m, HasVector: true, Vector: contract.VectorDigest(vec), Staged: true, Published: s.Tools[name].Metadata}
+		s.StagedVectors[name], s.StagedMetadata[name] = vec, []byte(raw)
 	}
 	return s
 }
@@ -103,27 +101,20 @@ func (s Stored) Published(b Build, version int64) (Stored, error) {
 	doc.Version = version
 	next := Stored{
 		Version: version, Doc: &doc, Contract2: true, Digests: b.Digests,
-		Tools:          make(map[string]StoredTool, len(s.Tools)),
-		Vectors:        make(map[string][]byte, len(s.Vectors)),
-		StagedMetadata: map[string][]byte{},
+		Tools: make(map[string]StoredTool, len(s.Tools)),
 	}
 	for name, st := range s.Tools {
 		next.Tools[name] = st // staged ones are replaced from b below
-	}
-	for name, vec := range s.Vectors {
-		next.Vectors[name] = vec
 	}
 	for name, raw := range b.Metadata {
 		m, err := contract.ParseMetadata(string(raw))
 		if err != nil {
 			return Stored{}, fmt.Errorf("metadata of %s: %w", name, err)
 		}
-		next.Tools[name] = StoredTool{Metadata: m, HasVector: true}
-		next.Vectors[name] = b.Vectors[name]
+		next.Tools[name] = StoredTool{Metadata: m, HasVector: true, Vector: contract.VectorDigest(b.Vectors[name])}
 	}
 	for _, name := range b.Removed {
 		delete(next.Tools, name)
-		delete(next.Vectors, name)
 	}
 	return next, nil
 }

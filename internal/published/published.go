@@ -275,6 +275,17 @@ func (c *Catalog) keepPublished(ctx context.Context, stored catalog.Stored, b ca
 	c.keep(&snapshot{uid: c.uid, where: c.where(), stamp: stamp, stored: next, readAt: readAt})
 }
 
+// Vectors reads the published vectors of the named tools, for what
+// indexes a version outside the pass (grading): the stored state keeps
+// only their digests.
+func (c *Catalog) Vectors(ctx context.Context, names []string) (map[string][]byte, error) {
+	vecs, err := contract.ReadVectors(ctx, c.rc, c.cfg.Keys, names)
+	if err != nil {
+		metrics.RedisErrors.WithLabelValues(c.id, "read").Inc()
+	}
+	return vecs, err
+}
+
 // Kept returns the stored state kept for version, the one a pass read or
 // published, if that is what is kept.
 func (c *Catalog) Kept(version int64) (catalog.Stored, bool) {

@@ -104,23 +104,24 @@ func TestPublishKeepsWhatItWroteUntilTheStampOrTheClockSaysOtherwise(t *testing.
 	if kept, ok := st.Kept(1); !ok || kept.Doc.Version != 1 || len(kept.Doc.Tools) != 2 {
 		t.Fatalf("Kept(1) = %v, %v; want the version just published", kept.Doc, ok)
 	}
-	good := string(f.read(st, true).Vectors["alpha"])
+	good := f.read(st, true).Tools["alpha"].Vector
+	garbage := contract.VectorDigest([]byte("garbage"))
 
 	// While the stamp matches, a pass uses what was kept: the corrupted
 	// vector is not seen. A fresh read (a refresh request) reads it.
 	f.corrupt("alpha")
-	if got := string(f.read(f.open(), false).Vectors["alpha"]); got != good {
-		t.Fatalf("a pass under the same stamp read the vector again: %.24q", got)
+	if got := f.read(f.open(), false).Tools["alpha"].Vector; got != good {
+		t.Fatalf("a pass under the same stamp read the vector again: digest %x, want %x", got, good)
 	}
-	if got := string(f.read(f.open(), true).Vectors["alpha"]); got != "garbage" {
-		t.Fatalf("a fresh read returned %.24q; want what Redis holds", got)
+	if got := f.read(f.open(), true).Tools["alpha"].Vector; got != garbage {
+		t.Fatalf("a fresh read returned digest %x; want what Redis holds (%x)", got, garbage)
 	}
 
 	// The resync interval, on the injected clock, reads everything again.
 	f.corrupt("beta")
 	f.clock = f.clock.Add(f.cfg.Resync)
-	if got := string(f.read(f.open(), false).Vectors["beta"]); got != "garbage" {
-		t.Fatalf("a pass past the resync interval returned %.24q; want what Redis holds", got)
+	if got := f.read(f.open(), false).Tools["beta"].Vector; got != garbage {
+		t.Fatalf("a pass past the resync interval returned digest %x; want what Redis holds (%x)", got, garbage)
 	}
 }
 

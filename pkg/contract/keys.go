@@ -3,6 +3,7 @@ package contract
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"math"
 )
 
@@ -115,6 +116,14 @@ func EncodeVector(v []float32) []byte {
 	}
 	return b
 }
+
+// VectorDigest identifies a raw vector within this process, so that a
+// vector can be compared with one seen before without keeping its bytes.
+// The hash is keyed by a seed random per process: stored vectors cannot be
+// crafted to collide.
+func VectorDigest(raw []byte) uint64 { return maphash.Bytes(vectorSeed, raw) }
+
+var vectorSeed = maphash.MakeSeed()
 
 // DecodeVector decodes float32 little-endian bytes. A NaN or infinite
 // value is refused: it would poison every similarity computed with it.

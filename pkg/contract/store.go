@@ -426,3 +426,25 @@ func ReadStamp(ctx context.Context, c redis.UniversalClient, k Keys) (Stamp, *Sn
 	}
 	return st, &Snapshot{StagedMetadata: stagedMeta.Val(), StagedVectors: bytesValues(stagedVecs.Val())}, nil
 }
+
+// maxVectorsPerRead bounds the names asked for in one HMGET.
+const maxVectorsPerRead = 1000
+
+// ReadVectors reads the published vectors of the named tools from
+// P:embeddings, in round trips of up to maxVectorsPerRead names; a tool
+// without a vector is left out.
+func ReadVectors(ctx context.Context, c redis.UniversalClient, k Keys, names []string) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(names))
+	for chunk := range slices.Chunk(names, maxVectorsPerRead) {
+		vals, err := c.HMGet(ctx, k.Embeddings(), chunk...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", k.Embeddings(), err)
+		}
+		for i, v := range vals {
+			if s, ok := v.(string); ok {
+				out[chunk[i]] = []byte(s)
+			}
+		}
+	}
+	return out, nil
+}

@@ -426,3 +426,32 @@ func dump(t *testing.T, c redis.UniversalClient, k Keys) map[string]string {
 	}
 	return out
 }
+
+// ReadVectors reads the named vectors in bounded round trips and leaves
+// out a name without one.
+func TestReadVectors(t *testing.T) {
+	c, k := newClient(t)
+	ctx := context.Background()
+	want := map[string][]byte{}
+	var names []string
+	for i := range maxVectorsPerRead + 5 {
+		name := fmt.Sprintf("t%d", i)
+		want[name] = EncodeVector([]float32{float32(i), 1})
+		names = append(names, name)
+	}
+	if err := c.HSet(ctx, k.Embeddings(), flatten(want)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadVectors(ctx, c, k, append(names, "absent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("read %d vectors; want %d", len(got), len(want))
+	}
+	for name, vec := range want {
+		if string(got[name]) != string(vec) {
+			t.Fatalf("vector of %s = %x; want %x", name, got[name], vec)
+		}
+	}
+}

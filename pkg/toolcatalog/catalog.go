@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
@@ -44,15 +43,11 @@ type Catalog struct {
 	// -1 for a tool without a vector.
 	rowOf []int
 	dims  int
-	// rawHash holds, by row, a hash of the raw vector the row was decoded
-	// from (0 when it came from elsewhere), so a later version whose raw
-	// vector hashes the same takes the row instead of decoding it again.
+	// rawHash holds, by row, the contract.VectorDigest of the raw vector
+	// the row was decoded from (0 when unknown), so a later version whose
+	// raw vector is the same takes the row instead of decoding it again.
 	rawHash []uint64
 }
-
-// rawSeed keys the raw-vector hashes: random per process, so stored
-// vectors cannot be made to collide with one another.
-var rawSeed = maphash.MakeSeed()
 
 // Keys returns the keys of the catalog namespace/name with the default
 // prefix; use contract.Keys{Prefix: p} for a catalog with spec.redis.keyPrefix.
@@ -124,14 +119,33 @@ func LoadVersion(ctx context.Context, c redis.UniversalClient, keys contract.Key
 // the document's model are left out (such a tool is found by BM25 only).
 // Vectors are kept unit-length, in one block, in tool order.
 func New(doc *contract.Document, rawVectors map[string][]byte, rawMetadata map[string]string) (*Catalog, error) {
-	return build(doc, nil, rawVectors, parseMetadata(doc, rawMetadata, nil), nil), nil
+	return build(doc, rawVectors, parseMetadata(doc, rawMetadata, nil), nil, nil), nil
 }
 
-// Next builds the Catalog of a later version from its parts, as New does,
-// reusing what c computed for the tools whose text is unchanged, so a
-// version that changed a few tools of many costs little to index.
+// Next builds the Catalog of a later version from the parts that changed
+// since c: a tool of doc absent from rawVectors keeps its vector in c, if
+// any, and one absent from rawMetadata its metadata. It reuses what c
+// computed for the tools whose text is unchanged, so a version that
+// changed a few tools of many costs little to index.
 func (c *Catalog) Next(doc *contract.Document, rawVectors map[string][]byte, rawMetadata map[string]string) *Catalog {
-	return build(doc, nil, rawVectors, parseMetadata(doc, rawMetadata, nil), c)
+	return build(doc, rawVectors, parseMetadata(doc, rawMetadata, c.Metadata), c, func(string) bool { return true })
+}
+
+// StaleVectors names the tools of doc whose vector c does not hold as
+// digest says it now is (contract.VectorDigest of the raw vector; 0 for a
+// tool without one): the raw vectors Next needs to index doc.
+func (c *Catalog) StaleVectors(doc *contract.Document, digest func(name string) uint64) []string {
+	var stale []string
+	for _, t := range doc.Tools {
+		d := digest(t.Name)
+		if d == 0 {
+			continue
+		}
+		if _, h := c.row(t.Name); h != d {
+			stale = append(stale, t.Name)
+		}
+	}
+	return stale
 }
 
 // parseMetadata parses the metadata of the document's tools in raw, and
@@ -151,18 +165,25 @@ func parseMetadata(doc *contract.Document, raw map[string]string, held map[strin
 }
 
 // build indexes a document: each tool's vector is decoded from raw, or
-// else taken from held (vectors of a catalog already built), and laid
-// out, unit-length, in one block in tool order for search. prev, an
-// earlier version's Catalog, lends the index terms of unchanged tools.
-func build(doc *contract.Document, held map[string][]float32, raw map[string][]byte, metadata map[string]*contract.Metadata, prev *Catalog) *Catalog {
+// else, when keep allows, its row in prev is taken as it is, and laid out,
+// unit-length, in one block in tool order for search. prev, an earlier
+// version's Catalog, also lends the rows of raw vectors it decoded before
+// and the index terms of unchanged tools.
+func build(doc *contract.Document, raw map[string][]byte, metadata map[string]*contract.Metadata, prev *Catalog, keep func(name string) bool) *Catalog {
 	c := &Catalog{Document: doc, Vectors: make(map[string][]float32, len(doc.Tools)), Metadata: metadata, tools: make(map[string]int, len(doc.Tools))}
 	c.dims = doc.Embedding.Dimensions
+	kept := func(name string) ([]float32, uint64) {
+		if keep == nil || !keep(name) {
+			return nil, 0
+		}
+		return prev.row(name)
+	}
 	rows := 0
 	for i, t := range doc.Tools {
 		c.tools[t.Name] = i
 		if _, ok := raw[t.Name]; ok {
 			rows++
-		} else if _, ok := held[t.Name]; ok {
+		} else if v, _ := kept(t.Name); v != nil {
 			rows++
 		}
 	}
@@ -176,17 +197,15 @@ func build(doc *contract.Document, held map[string][]float32, raw map[string][]b
 		var err error
 		var hash uint64
 		if r, ok := raw[t.Name]; ok {
-			hash = maphash.Bytes(rawSeed, r)
-			if same := prev.rowHashed(t.Name, hash); same != nil {
+			hash = contract.VectorDigest(r)
+			if same, h := prev.row(t.Name); same != nil && h == hash {
 				c.matrix = append(c.matrix, same...)
 			} else if c.matrix, err = contract.AppendVector(c.matrix, r); err == nil && !normalize(c.matrix[start:]) {
 				err = errZeroVector
 			}
-		} else if v, ok := held[t.Name]; ok {
-			c.matrix = append(c.matrix, v...)
-			if !normalize(c.matrix[start:]) {
-				err = errZeroVector
-			}
+		} else if v, h := kept(t.Name); v != nil {
+			// Already unit-length.
+			c.matrix, hash = append(c.matrix, v...), h
 		} else {
 			continue
 		}
@@ -291,18 +310,18 @@ func (c *Catalog) visibleTo(principal string, groups []string) func(string) bool
 // errZeroVector marks a vector that has no direction.
 var errZeroVector = errors.New("zero vector")
 
-// rowHashed is the row of tool name when it was decoded from a raw vector
-// hashing to hash, nil otherwise (or on a nil Catalog).
-func (c *Catalog) rowHashed(name string, hash uint64) []float32 {
-	if c == nil || hash == 0 {
-		return nil
+// row is tool name's row and the digest of the raw vector it was decoded
+// from (0 when unknown); nil on a nil Catalog or for a tool without one.
+func (c *Catalog) row(name string) ([]float32, uint64) {
+	if c == nil {
+		return nil, 0
 	}
 	i, ok := c.tools[name]
-	if !ok || c.rowOf[i] < 0 || c.rawHash[c.rowOf[i]] != hash {
-		return nil
+	if !ok || c.rowOf[i] < 0 {
+		return nil, 0
 	}
 	row := c.rowOf[i]
-	return c.matrix[row*c.dims : (row+1)*c.dims]
+	return c.matrix[row*c.dims : (row+1)*c.dims], c.rawHash[row]
 }
 
 func normalize(v []float32) bool {
@@ -401,13 +420,7 @@ func incremental(ctx context.Context, c redis.UniversalClient, keys contract.Key
 			entries = append(entries, cur.Document.Entry(i))
 		}
 	}
-	held := make(map[string][]float32, len(cur.Vectors))
 	heldMeta := make(map[string]*contract.Metadata, len(cur.Metadata))
-	for name, vec := range cur.Vectors {
-		if !touched[name] {
-			held[name] = vec
-		}
-	}
 	for name, m := range cur.Metadata {
 		if !touched[name] {
 			heldMeta[name] = m
@@ -420,5 +433,5 @@ func incremental(ctx context.Context, c redis.UniversalClient, keys contract.Key
 		return nil, errFullLoad
 	}
 	doc := contract.Assemble(*h, entries)
-	return build(doc, held, part.Vectors, parseMetadata(doc, part.Metadata, heldMeta), cur), nil
+	return build(doc, part.Vectors, parseMetadata(doc, part.Metadata, heldMeta), cur, func(name string) bool { return !touched[name] }), nil
 }

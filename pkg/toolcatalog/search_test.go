@@ -492,6 +492,42 @@ func TestCachedQueriesAreNotEmbeddedAgain(t *testing.T) {
 	}
 }
 
+// Given only the vectors that changed, Next keeps the other tools' rows:
+// the catalog is the one New builds from every vector, and StaleVectors
+// names exactly the vectors a version changed, removed tools aside.
+func TestNextFromTheChangedVectorsIsNew(t *testing.T) {
+	doc, raw := fixtureParts(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 3})
+	prev, err := New(doc, raw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := maps.Clone(raw)
+	next["get_weather"] = raw["send_email"]
+	doc2 := *doc
+	doc2.Tools = slices.DeleteFunc(slices.Clone(doc.Tools), func(tl contract.Tool) bool { return tl.Name == "create_issue" })
+	delete(next, "create_issue")
+	digest := func(name string) uint64 {
+		if vec, ok := next[name]; ok {
+			return contract.VectorDigest(vec)
+		}
+		return 0
+	}
+	if stale := prev.StaleVectors(&doc2, digest); !slices.Equal(stale, []string{"get_weather"}) {
+		t.Fatalf("StaleVectors = %v; want [get_weather]", stale)
+	}
+	got := prev.Next(&doc2, map[string][]byte{"get_weather": next["get_weather"]}, nil)
+	want, err := New(&doc2, next, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.EqualFunc(got.Vectors, want.Vectors, slices.Equal) || !slices.Equal(got.matrix, want.matrix) {
+		t.Fatal("Next from the changed vectors differs from New from all of them")
+	}
+	if stale := got.StaleVectors(&doc2, digest); len(stale) != 0 {
+		t.Fatalf("the next catalog still finds %v stale", stale)
+	}
+}
+
 // Next takes the rows of unchanged vectors from the catalog before it and
 // decodes the others: a changed vector is searched as it now is, one
 // that became unusable leaves its tool to BM25, and the rows taken are

@@ -63,7 +63,8 @@ var (
 	latencyFlag = flag.Duration("scale.chat-latency", 200*time.Millisecond, "latency of every chat request in the slow first build")
 	budgetFlag  = flag.Duration("scale.pass-budget", time.Second, "the manager's -pass-budget")
 	dimsFlag    = flag.Int("scale.dimensions", 256, "embedding dimensions")
-	profileFlag = flag.String("scale.cpuprofile", "", "write the manager's CPU profile during the edits of each size to this file prefix (SIZE.pprof is added)")
+	profileFlag = flag.String("scale.cpuprofile", "", "write the manager's CPU and allocation profiles during the edits of each size to this file prefix (SIZE.pprof and SIZE.allocs.pprof are added)")
+	heapFlag    = flag.String("scale.heapprofile", "", "write the manager's heap profile, once the bulk apply is graded and the manager idle, to this file prefix (SIZE.heap.pprof is added)")
 )
 
 const (
@@ -328,6 +329,7 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 		tc := getCatalog(t, ns, "scale")
 		return tc.Status.Quality != nil && tc.Status.Quality.Version >= tc.Status.Version && mgr.idle(t)
 	})
+	mgr.heapProfile(t, fmt.Sprintf("%s%d.heap.pprof", *heapFlag, n))
 
 	// A consumer's full load.
 	cc, counted := redisSrv.CountingClient()
@@ -442,7 +444,8 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 type managerProcess struct {
 	cmd         *exec.Cmd
 	metricsAddr string
-	// pprofAddr serves the manager's profiles, with -scale.cpuprofile.
+	// pprofAddr serves the manager's profiles, with -scale.cpuprofile or
+	// -scale.heapprofile.
 	pprofAddr string
 	// idleSince is when idle first saw no work, zero while there is.
 	idleSince time.Time
@@ -465,7 +468,7 @@ func startManager(t *testing.T, bin string) *managerProcess {
 	l.Close()
 	args := []string{"--metrics-bind-address=" + addr, "--health-probe-bind-address=0", "--zap-log-level=error", "--pass-budget=" + budgetFlag.String()}
 	var pprofAddr string
-	if *profileFlag != "" {
+	if *profileFlag != "" || *heapFlag != "" {
 		pprofAddr = testenv.FreeAddr(t)
 		args = append(args, "--pprof-bind-address="+pprofAddr)
 	}
@@ -494,36 +497,56 @@ func startManager(t *testing.T, bin string) *managerProcess {
 	return m
 }
 
-// profile records profileSeconds of the manager's CPU profile into path;
-// the returned function waits for it. Nothing without -scale.cpuprofile.
+// profile records profileSeconds of the manager's CPU profile into path,
+// and of its allocations beside it; the returned function waits for both. Nothing without -scale.cpuprofile.
 func (m *managerProcess) profile(t *testing.T, path string) func() {
-	if m.pprofAddr == "" {
+	if *profileFlag == "" {
 		return func() {}
 	}
 	start := time.Now()
-	done := make(chan error, 1)
-	go func() {
-		resp, err := http.Get("http://" + m.pprofAddr + "/debug/pprof/profile?seconds=" + strconv.Itoa(int(profileSeconds.Seconds())))
-		if err != nil {
-			done <- err
-			return
-		}
-		defer resp.Body.Close()
-		f, err := os.Create(path)
-		if err != nil {
-			done <- err
-			return
-		}
-		_, err = io.Copy(f, resp.Body)
-		done <- errors.Join(err, f.Close())
-	}()
+	seconds := strconv.Itoa(int(profileSeconds.Seconds()))
+	allocs := strings.TrimSuffix(path, ".pprof") + ".allocs.pprof"
+	cpuDone, allocsDone := make(chan error, 1), make(chan error, 1)
+	go func() { cpuDone <- m.pprof("profile?seconds="+seconds, path) }()
+	go func() { allocsDone <- m.pprof("allocs?seconds="+seconds, allocs) }()
 	return func() {
-		if err := <-done; err != nil {
-			t.Errorf("CPU profile: %v", err)
+		if err := errors.Join(<-cpuDone, <-allocsDone); err != nil {
+			t.Errorf("CPU or allocation profile: %v", err)
 			return
 		}
-		t.Logf("CPU profile of %v (the edits took %v): %s", profileSeconds, time.Since(start).Round(time.Second), path)
+		t.Logf("CPU and allocation profiles of %v (the edits took %v): %s, %s", profileSeconds, time.Since(start).Round(time.Second), path, allocs)
 	}
+}
+
+// heapProfile writes the manager's heap profile, after a collection, into
+// path. Nothing without -scale.heapprofile.
+func (m *managerProcess) heapProfile(t *testing.T, path string) {
+	if *heapFlag == "" {
+		return
+	}
+	if err := m.pprof("heap?gc=1", path); err != nil {
+		t.Errorf("heap profile: %v", err)
+		return
+	}
+	t.Logf("heap profile: %s", path)
+}
+
+// pprof copies one of the manager's /debug/pprof/ endpoints into path.
+func (m *managerProcess) pprof(endpoint, path string) error {
+	resp, err := http.Get("http://" + m.pprofAddr + "/debug/pprof/" + endpoint)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", endpoint, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, resp.Body)
+	return errors.Join(err, f.Close())
 }
 
 // profileSeconds is how long a CPU profile records.
