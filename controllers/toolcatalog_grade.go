@@ -225,8 +225,9 @@ func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*toolcatalog.Gr
 }
 
 // index indexes a job's version: from the last index graded, with the
-// vectors that changed since read from Redis, or whole the first time. A
-// vector read after a later version replaced it is indexed as it now is.
+// vectors that changed since read from Redis and written over its rows,
+// or whole the first time. A vector read after a later version replaced
+// it is indexed as it now is.
 func (st *gradeState) index(ctx context.Context, job *gradeJob) (*toolcatalog.Catalog, error) {
 	doc := job.stored.Doc
 	prev := st.grader.Catalog()
@@ -248,7 +249,7 @@ func (st *gradeState) index(ctx context.Context, job *gradeJob) (*toolcatalog.Ca
 		}
 	}
 	if prev != nil {
-		return prev.Next(doc, vecs, nil), nil
+		return st.grader.Next(doc, vecs), nil
 	}
 	return toolcatalog.New(doc, vecs, nil)
 }

@@ -220,6 +220,14 @@ func build(doc *contract.Document, raw map[string][]byte, metadata map[string]*c
 		c.vecNames = append(c.vecNames, t.Name)
 		c.rawHash = append(c.rawHash, hash)
 	}
+	c.finish(prev)
+	return c
+}
+
+// finish indexes the catalog's text, lending prev's terms of unchanged
+// tools, and lists the tools always included.
+func (c *Catalog) finish(prev *Catalog) {
+	doc := c.Document
 	if prev != nil {
 		c.index = newBM25Index(doc.Tools, prev.index, prev.tools)
 	} else {
@@ -241,7 +249,70 @@ func build(doc *contract.Document, raw map[string][]byte, metadata map[string]*c
 			c.always = append(c.always, t.Name)
 		}
 	}
-	return c
+}
+
+// overwrite builds the Catalog of doc in prev's storage, as Next does, when
+// the tools with a vector are prev's, in the same order: the rows of the
+// changed vectors in rawVectors are written over prev's, which no copy of
+// every row is made for. It returns nil, and changes nothing, otherwise.
+// prev is spent when it returns a Catalog: its rows are the new ones.
+// changed names the tools whose row was written.
+func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catalog) (c *Catalog, changed []string) {
+	if prev.matrix == nil || (doc.Embedding.Dimensions != 0 && doc.Embedding.Dimensions != prev.dims) {
+		return nil, nil
+	}
+	type update struct {
+		row  int
+		vec  []float32
+		hash uint64
+	}
+	var updates []update
+	rowOf := make([]int, len(doc.Tools))
+	n := 0
+	for i, t := range doc.Tools {
+		rowOf[i] = -1
+		old, oldHash := prev.row(t.Name)
+		has := old != nil
+		if r, ok := rawVectors[t.Name]; ok {
+			hash := contract.VectorDigest(r)
+			if old == nil || hash != oldHash {
+				v, err := contract.DecodeVector(r)
+				has = err == nil && len(v) == prev.dims && normalize(v)
+				if has {
+					updates = append(updates, update{n, v, hash})
+				}
+			}
+		}
+		if !has {
+			continue
+		}
+		if n == len(prev.vecNames) || prev.vecNames[n] != t.Name {
+			return nil, nil
+		}
+		rowOf[i] = n
+		n++
+	}
+	if n != len(prev.vecNames) {
+		return nil, nil
+	}
+	c = &Catalog{
+		Document: doc, Vectors: make(map[string][]float32, n), Metadata: parseMetadata(doc, nil, prev.Metadata),
+		tools: make(map[string]int, len(doc.Tools)), matrix: prev.matrix, vecNames: prev.vecNames, rowOf: rowOf,
+		dims: prev.dims, rawHash: slices.Clone(prev.rawHash),
+	}
+	for _, u := range updates {
+		copy(c.matrix[u.row*c.dims:(u.row+1)*c.dims], u.vec)
+		c.rawHash[u.row] = u.hash
+		changed = append(changed, c.vecNames[u.row])
+	}
+	for i, t := range doc.Tools {
+		c.tools[t.Name] = i
+		if row := rowOf[i]; row >= 0 {
+			c.Vectors[t.Name] = c.matrix[row*c.dims : (row+1)*c.dims : (row+1)*c.dims]
+		}
+	}
+	c.finish(prev)
+	return c, changed
 }
 
 // Version is the catalog's version.

@@ -9,6 +9,7 @@ import (
 
 	"gonum.org/v1/gonum/blas/blas32"
 
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/linalg"
 )
 
@@ -90,8 +91,12 @@ type Grader struct {
 	// in turn, DefaultSample when 0.
 	Sample int
 
-	prev  *Catalog
-	tools map[string]*gradedTool
+	prev *Catalog
+	// next is the catalog Next built over prev's rows, prev then spent;
+	// nextRows names the tools whose row Next wrote.
+	next     *Catalog
+	nextRows []string
+	tools    map[string]*gradedTool
 	// turn is the tool after which the rotating sample goes on.
 	turn string
 }
@@ -132,9 +137,33 @@ type queryOutcome struct {
 	semWatch, lexWatch float64
 }
 
-// Catalog is the catalog last graded, nil before the first Grade: build
-// the next version's with its Next.
-func (g *Grader) Catalog() *Catalog { return g.prev }
+// Catalog is the catalog last graded, nil before the first Grade and
+// after Next until the next Grade.
+func (g *Grader) Catalog() *Catalog {
+	if g.next != nil {
+		return nil
+	}
+	return g.prev
+}
+
+// Next builds the catalog of the version after the one last graded from
+// the parts that changed since, as Catalog().Next does, for the next
+// Grade. When the tools with a vector are the same, in the same order, the
+// changed vectors are written over the last graded catalog's rows instead
+// of a copy of every row (51 MB at 50,000 tools of 256 dimensions): that
+// catalog is then spent, and must not be searched any more. It returns nil
+// before the first Grade.
+func (g *Grader) Next(doc *contract.Document, rawVectors map[string][]byte) *Catalog {
+	prev := g.Catalog()
+	if prev == nil {
+		return nil
+	}
+	if c, rows := overwrite(doc, rawVectors, prev); c != nil {
+		g.next, g.nextRows = c, rows
+		return c
+	}
+	return prev.Next(doc, rawVectors, nil)
+}
 
 // Grade grades c, a version of the catalog the Grader graded before (or
 // any catalog: a Grader meeting another model or catalog starts afresh),
@@ -146,11 +175,19 @@ func (g *Grader) Grade(ctx context.Context, c *Catalog, sets map[string]QuerySet
 	if method != BM25 && c.dims == 0 {
 		method = BM25
 	}
-	if g.prev == nil || g.prev.Document.CatalogUID != c.Document.CatalogUID || g.prev.Document.Embedding != c.Document.Embedding ||
+	// The rows of a catalog Next wrote over are the new ones: what changed
+	// is what Next wrote. Any other catalog after Next grades afresh.
+	spent := g.next != nil && g.next != c
+	rows := g.nextRows
+	if g.next != c {
+		rows = nil
+	}
+	g.next, g.nextRows = nil, nil
+	if spent || g.prev == nil || g.prev.Document.CatalogUID != c.Document.CatalogUID || g.prev.Document.Embedding != c.Document.Embedding ||
 		!sameRanking(g.prev.withDefaults(Options{TopK: GradeK}), opts) {
 		g.tools = nil
 	}
-	changed := changedTools(g.prev, c)
+	changed := changedTools(g.prev, c, rows)
 	if g.tools == nil {
 		g.tools = map[string]*gradedTool{}
 	}
@@ -297,15 +334,19 @@ func outcomeOf(tool string, terms []string, order, semantic, lexical []ranked) *
 }
 
 // changedTools names the tools whose text or vector differ between two
-// versions, or that only one holds; every tool when prev is nil.
-func changedTools(prev, c *Catalog) map[string]bool {
+// versions, or that only one holds; every tool when prev is nil. rows,
+// when c was written over prev's rows, names the vectors that changed.
+func changedTools(prev, c *Catalog, rows []string) map[string]bool {
 	out := map[string]bool{}
 	if prev == nil {
 		return out
 	}
+	for _, name := range rows {
+		out[name] = true
+	}
 	for _, t := range c.Document.Tools {
 		j, ok := prev.tools[t.Name]
-		if !ok || !prev.index.docs[j].indexes(t) || !slices.Equal(prev.Vectors[t.Name], c.Vectors[t.Name]) {
+		if !ok || !prev.index.docs[j].indexes(t) || (rows == nil && !slices.Equal(prev.Vectors[t.Name], c.Vectors[t.Name])) {
 			out[t.Name] = true
 		}
 	}

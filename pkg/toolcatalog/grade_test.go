@@ -3,6 +3,7 @@ package toolcatalog
 import (
 	"context"
 	"maps"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -110,13 +111,7 @@ func TestGradeSkipsToolsWithOneQuery(t *testing.T) {
 func TestGraderRegradesWhatAVersionCouldChange(t *testing.T) {
 	ctx := context.Background()
 	search := contract.SearchDefaults{Method: "hybrid", TopK: 5}
-	// Tools enough that a query's arms rank past watchRank.
-	base := append([]fixtureTool(nil), fixture...)
-	for _, w := range []string{"zebra", "xylophone", "quartz", "falcon", "lantern", "volcano", "marmalade", "jigsaw", "compass", "trumpet",
-		"glacier", "orchid", "meteor", "saffron", "harbor", "tundra", "pelican", "cobalt", "bamboo", "sapphire"} {
-		base = append(base, fixtureTool{name: w + "_facts", description: "Facts about the " + w + " and its history.", params: `{}`,
-			queries: []string{w + " facts", "tell me about the " + w, "history of the " + w}})
-	}
+	base := gradedFixture()
 	doc, raw := fixtureParts(t, base, search)
 	v1, err := New(doc, raw, nil)
 	if err != nil {
@@ -201,4 +196,87 @@ func TestGraderBoundsTheSearchesOfOneGrading(t *testing.T) {
 	if left != 0 || first.Queries != 23 {
 		t.Fatalf("after five gradings: %d graded, %d left; want 23 and 0", first.Queries, left)
 	}
+}
+
+// gradedFixture is the fixture with tools enough that a query's arms rank
+// past watchRank.
+func gradedFixture() []fixtureTool {
+	base := append([]fixtureTool(nil), fixture...)
+	for _, w := range []string{"zebra", "xylophone", "quartz", "falcon", "lantern", "volcano", "marmalade", "jigsaw", "compass", "trumpet",
+		"glacier", "orchid", "meteor", "saffron", "harbor", "tundra", "pelican", "cobalt", "bamboo", "sapphire"} {
+		base = append(base, fixtureTool{name: w + "_facts", description: "Facts about the " + w + " and its history.", params: `{}`,
+			queries: []string{w + " facts", "tell me about the " + w, "history of the " + w}})
+	}
+	return base
+}
+
+// Grader.Next writes a version's changed vectors over the rows of the
+// catalog last graded when the tools with a vector are the same; when
+// they are not, it builds the rows afresh. Either way the version is
+// graded as one built by Catalog.Next, searching the same queries.
+func TestGraderNextWritesOverTheRows(t *testing.T) {
+	ctx := context.Background()
+	base := gradedFixture()
+	doc, raw := fixtureParts(t, base, contract.SearchDefaults{Method: "hybrid", TopK: 5})
+	sets := querySets(t, base)
+	// g grades over its rows; copies, a grader of the same versions, each
+	// built by Catalog.Next.
+	g, copies := &Grader{}, &Grader{}
+	if g.Next(doc, raw) != nil {
+		t.Fatal("Next before the first Grade built a catalog")
+	}
+	grade := func(g *Grader, c *Catalog) *Grading {
+		t.Helper()
+		got, _, err := g.Grade(ctx, c, sets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	v1 := buildCatalog(t, doc, raw)
+	grade(g, v1)
+	grade(copies, buildCatalog(t, doc, raw))
+	same := func(c *Catalog, doc *contract.Document, changed map[string][]byte) {
+		t.Helper()
+		want := copies.Catalog().Next(doc, changed, nil)
+		if !maps.EqualFunc(c.Vectors, want.Vectors, slices.Equal) {
+			t.Fatal("the vectors differ from Catalog.Next's")
+		}
+		if got, whole := grade(g, c), grade(copies, want); !reflect.DeepEqual(got, whole) {
+			t.Fatalf("grading %+v differs from %+v", got, whole)
+		}
+	}
+
+	// get_weather takes send_email's vector: written over its row.
+	changed := map[string][]byte{"get_weather": raw["send_email"]}
+	storage := &v1.matrix[0]
+	v2 := g.Next(doc, changed)
+	if &v2.matrix[0] != storage {
+		t.Fatal("Next copied every row for a changed vector")
+	}
+	if g.Catalog() != nil {
+		t.Fatal("the catalog written over is still offered after Next")
+	}
+	same(v2, doc, changed)
+	if g.Catalog() != v2 {
+		t.Fatal("Grade did not keep the catalog it graded")
+	}
+
+	// create_issue goes: the rows are laid out anew.
+	doc3 := *doc
+	doc3.Tools = slices.DeleteFunc(slices.Clone(doc.Tools), func(tl contract.Tool) bool { return tl.Name == "create_issue" })
+	v3 := g.Next(&doc3, nil)
+	if &v3.matrix[0] == storage {
+		t.Fatal("Next wrote over the rows of another layout")
+	}
+	same(v3, &doc3, nil)
+}
+
+func buildCatalog(t *testing.T, doc *contract.Document, raw map[string][]byte) *Catalog {
+	t.Helper()
+	c, err := New(doc, raw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
