@@ -114,6 +114,7 @@ func Scheme() *runtime.Scheme {
 // of ToolDefinitions they would be most of the cache. Every write is a
 // patch computed from the object as read, so what is dropped here is
 // never written back.
+// The strings ToolDefinitions repeat are held once (internToolDefinition).
 func stripUnread(in any) (any, error) {
 	in, err := stripManagedFields(in)
 	if obj, aerr := meta.Accessor(in); err == nil && aerr == nil {
@@ -121,6 +122,9 @@ func stripUnread(in any) (any, error) {
 			delete(a, corev1.LastAppliedConfigAnnotation)
 			obj.SetAnnotations(a)
 		}
+	}
+	if td, ok := in.(*v1alpha1.ToolDefinition); ok && err == nil {
+		internToolDefinition(td)
 	}
 	return in, err
 }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -240,17 +241,31 @@ func TestMetricsAndProbesOfARunningManager(t *testing.T) {
 
 // The manager's cache holds objects without what nothing reads: kubectl
 // apply's copy of the whole object and managedFields. Other annotations
-// stay, and every write is a patch, so the API server keeps both.
+// stay, and every write is a patch, so the API server keeps both. The
+// strings ToolDefinitions repeat are held once.
 func TestCacheDropsWhatNothingReads(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ns := testenv.Namespace(t, kube, "cache-")
-	td := &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weather", Annotations: map[string]string{
+	td := &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weather", Labels: map[string]string{"team": "forecasts"}, Annotations: map[string]string{
 		corev1.LastAppliedConfigAnnotation: `{"spec":{"description":"` + strings.Repeat("a long description ", 100) + `"}}`,
 		"team.example.com/owner":           "weather",
 	}}, Spec: v1alpha1.ToolDefinitionSpec{Name: "get_weather", Description: "Get the weather for a city."}}
-	if err := kube.Create(ctx, td); err != nil {
-		t.Fatal(err)
+	// A second tool with the same labels, records and conditions: the
+	// cache holds the strings they repeat once.
+	twin := &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forecast", Labels: map[string]string{"team": "forecasts"}},
+		Spec: v1alpha1.ToolDefinitionSpec{Name: "get_forecast", Description: "Get the forecast for a city."}}
+	for _, obj := range []*v1alpha1.ToolDefinition{td, twin} {
+		if err := kube.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		obj.Status = v1alpha1.ToolDefinitionStatus{SpecHash: "sha256:" + obj.Name,
+			Catalogs: []v1alpha1.CatalogEmbeddingStatus{{Catalog: "weather-tools", SpecHash: "sha256:" + obj.Name, Model: "text-embedding-3-small"}},
+			Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonEmbedded,
+				Message: "embedded in weather-tools (version 12)", LastTransitionTime: metav1.Now()}}}
+		if err := kube.Status().Update(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
 	}
 	mgr, err := New(cfg, Config{MetricsAddr: "0", ProbeAddr: "0", LeaderElectionID: "cache-test", SkipNameValidation: true, WatchNamespaces: []string{ns}})
 	if err != nil {
@@ -279,6 +294,28 @@ func TestCacheDropsWhatNothingReads(t *testing.T) {
 	}
 	if cached.ManagedFields != nil {
 		t.Fatal("the cache holds managedFields")
+	}
+	other := &v1alpha1.ToolDefinition{}
+	if err := mgr.GetCache().Get(ctx, client.ObjectKeyFromObject(twin), other); err != nil {
+		t.Fatal(err)
+	}
+	a, b := cached.Status, other.Status
+	if len(a.Conditions) != 1 || len(b.Conditions) != 1 || len(a.Catalogs) != 1 || len(b.Catalogs) != 1 {
+		t.Fatalf("cached statuses %+v and %+v", a, b)
+	}
+	for what, pair := range map[string][2]string{
+		"label value":       {cached.Labels["team"], other.Labels["team"]},
+		"condition message": {a.Conditions[0].Message, b.Conditions[0].Message},
+		"condition reason":  {a.Conditions[0].Reason, b.Conditions[0].Reason},
+		"record catalog":    {a.Catalogs[0].Catalog, b.Catalogs[0].Catalog},
+		"record model":      {a.Catalogs[0].Model, b.Catalogs[0].Model},
+	} {
+		if pair[0] != pair[1] || unsafe.StringData(pair[0]) != unsafe.StringData(pair[1]) {
+			t.Errorf("the cache holds the %s %q twice", what, pair[0])
+		}
+	}
+	if unsafe.StringData(a.Catalogs[0].SpecHash) != unsafe.StringData(a.SpecHash) {
+		t.Error("the cache holds a record's spec hash apart from the status's")
 	}
 	stored := &v1alpha1.ToolDefinition{}
 	if err := kube.Get(ctx, client.ObjectKeyFromObject(td), stored); err != nil {
