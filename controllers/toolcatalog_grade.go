@@ -226,33 +226,33 @@ func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*toolcatalog.Gr
 
 // index indexes a job's version: from the last index graded, with the
 // vectors that changed since read from Redis and written over its rows,
-// or whole the first time. A vector read after a later version replaced
-// it is indexed as it now is.
+// or whole the first time, reading the vectors a chunk at a time. A
+// vector read after a later version replaced it is indexed as it now is.
 func (st *gradeState) index(ctx context.Context, job *gradeJob) (*toolcatalog.Catalog, error) {
 	doc := job.stored.Doc
-	prev := st.grader.Catalog()
-	var names []string
-	if prev != nil {
-		names = prev.StaleVectors(doc, func(name string) uint64 { return job.stored.Tools[name].Vector })
-	} else {
-		for _, t := range doc.Tools {
-			if job.stored.Tools[t.Name].HasVector {
-				names = append(names, t.Name)
-			}
-		}
-	}
-	var vecs map[string][]byte
-	if len(names) > 0 {
-		var err error
-		if vecs, err = job.vectors(ctx, names); err != nil {
+	read := func(names []string) (map[string][]byte, error) {
+		vecs, err := job.vectors(ctx, names)
+		if err != nil {
 			return nil, fmt.Errorf("reading the vectors to grade: %w", err)
 		}
+		return vecs, nil
 	}
-	if prev != nil {
-		return st.grader.Next(doc, vecs), nil
+	prev := st.grader.Catalog()
+	if prev == nil {
+		return toolcatalog.NewReading(doc, gradeReadChunk, read)
 	}
-	return toolcatalog.New(doc, vecs, nil)
+	var vecs map[string][]byte
+	if names := prev.StaleVectors(doc, func(name string) uint64 { return job.stored.Tools[name].Vector }); len(names) > 0 {
+		var err error
+		if vecs, err = read(names); err != nil {
+			return nil, err
+		}
+	}
+	return st.grader.Next(doc, vecs), nil
 }
+
+// gradeReadChunk is how many tools' vectors a first index reads at a time.
+const gradeReadChunk = 1000
 
 // ownQueries are the queries a tool's vector was built from.
 func ownQueries(m *contract.Metadata) []string {

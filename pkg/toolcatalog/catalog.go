@@ -189,39 +189,91 @@ func build(doc *contract.Document, raw map[string][]byte, metadata map[string]*c
 	}
 	c.rowOf = make([]int, len(doc.Tools))
 	for i, t := range doc.Tools {
-		c.rowOf[i] = -1
-		if c.matrix == nil && c.dims > 0 {
-			c.matrix = make([]float32, 0, rows*c.dims)
+		c.reserve(rows)
+		r, ok := raw[t.Name]
+		var v []float32
+		var h uint64
+		if !ok {
+			v, h = kept(t.Name)
 		}
-		start := len(c.matrix)
-		var err error
-		var hash uint64
-		if r, ok := raw[t.Name]; ok {
-			hash = contract.VectorDigest(r)
-			if same, h := prev.row(t.Name); same != nil && h == hash {
-				c.matrix = append(c.matrix, same...)
-			} else if c.matrix, err = contract.AppendVector(c.matrix, r); err == nil && !normalize(c.matrix[start:]) {
-				err = errZeroVector
-			}
-		} else if v, h := kept(t.Name); v != nil {
-			// Already unit-length.
-			c.matrix, hash = append(c.matrix, v...), h
-		} else {
-			continue
-		}
-		row := c.matrix[start:]
-		if err != nil || len(row) == 0 || (c.dims != 0 && len(row) != c.dims) {
-			c.matrix = c.matrix[:start]
-			continue
-		}
-		c.dims = len(row)
-		c.Vectors[t.Name] = c.matrix[start:len(c.matrix):len(c.matrix)]
-		c.rowOf[i] = len(c.vecNames)
-		c.vecNames = append(c.vecNames, t.Name)
-		c.rawHash = append(c.rawHash, hash)
+		c.appendRow(i, t.Name, r, ok, v, h, prev)
 	}
 	c.finish(prev)
 	return c
+}
+
+// reserve makes room for rows rows, once their length is known, so that
+// the rows are one block.
+func (c *Catalog) reserve(rows int) {
+	if c.matrix == nil && c.dims > 0 {
+		c.matrix = make([]float32, 0, rows*c.dims)
+	}
+}
+
+// appendRow lays out tool i's row: decoded from r when hasRaw (or taken
+// from prev when prev decoded it from the same bytes), else kept, a row
+// already unit-length whose raw vector had digest keptHash. A vector that
+// does not decode, has no direction or another length leaves the tool
+// without a row.
+func (c *Catalog) appendRow(i int, name string, r []byte, hasRaw bool, kept []float32, keptHash uint64, prev *Catalog) {
+	c.rowOf[i] = -1
+	start := len(c.matrix)
+	var err error
+	var hash uint64
+	switch {
+	case hasRaw:
+		hash = contract.VectorDigest(r)
+		if same, h := prev.row(name); same != nil && h == hash {
+			c.matrix = append(c.matrix, same...)
+		} else if c.matrix, err = contract.AppendVector(c.matrix, r); err == nil && !normalize(c.matrix[start:]) {
+			err = errZeroVector
+		}
+	case kept != nil:
+		c.matrix, hash = append(c.matrix, kept...), keptHash
+	default:
+		return
+	}
+	row := c.matrix[start:]
+	if err != nil || len(row) == 0 || (c.dims != 0 && len(row) != c.dims) {
+		c.matrix = c.matrix[:start]
+		return
+	}
+	c.dims = len(row)
+	c.Vectors[name] = c.matrix[start:len(c.matrix):len(c.matrix)]
+	c.rowOf[i] = len(c.vecNames)
+	c.vecNames = append(c.vecNames, name)
+	c.rawHash = append(c.rawHash, hash)
+}
+
+// NewReading builds a Catalog of doc, without metadata, as New does, but
+// reads the raw vectors of its tools through read, up to chunk tools at a
+// time in the document's order, and decodes each chunk before reading the
+// next: the raw vectors of a large catalog are never held all at once
+// beside their rows. read leaves out a tool without a vector.
+func NewReading(doc *contract.Document, chunk int, read func(names []string) (map[string][]byte, error)) (*Catalog, error) {
+	c := &Catalog{Document: doc, Vectors: make(map[string][]float32, len(doc.Tools)), Metadata: map[string]*contract.Metadata{}, tools: make(map[string]int, len(doc.Tools))}
+	c.dims = doc.Embedding.Dimensions
+	c.rowOf = make([]int, len(doc.Tools))
+	names := make([]string, 0, chunk)
+	for start := 0; start < len(doc.Tools); start += chunk {
+		tools := doc.Tools[start:min(start+chunk, len(doc.Tools))]
+		names = names[:0]
+		for _, t := range tools {
+			names = append(names, t.Name)
+		}
+		raw, err := read(names)
+		if err != nil {
+			return nil, err
+		}
+		for j, t := range tools {
+			c.tools[t.Name] = start + j
+			c.reserve(len(doc.Tools))
+			r, ok := raw[t.Name]
+			c.appendRow(start+j, t.Name, r, ok, nil, 0, nil)
+		}
+	}
+	c.finish(nil)
+	return c, nil
 }
 
 // finish indexes the catalog's text, lending prev's terms of unchanged

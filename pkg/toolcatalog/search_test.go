@@ -492,6 +492,52 @@ func TestCachedQueriesAreNotEmbeddedAgain(t *testing.T) {
 	}
 }
 
+// NewReading reads the vectors a chunk at a time, never asking for more
+// than the chunk, and builds the catalog New builds from all of them; a
+// read that fails fails it.
+func TestNewReadingIsNew(t *testing.T) {
+	doc, raw := fixtureParts(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 3})
+	raw = maps.Clone(raw)
+	delete(raw, "run_sql")                                          // no vector
+	raw["create_issue"] = contract.EncodeVector(make([]float32, 3)) // another length
+	want, err := New(doc, raw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := 0
+	got, err := NewReading(doc, 2, func(names []string) (map[string][]byte, error) {
+		reads++
+		if len(names) > 2 {
+			t.Fatalf("asked for %d vectors at once, more than the chunk", len(names))
+		}
+		out := map[string][]byte{}
+		for _, n := range names {
+			if v, ok := raw[n]; ok {
+				out[n] = v
+			}
+		}
+		return out, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (len(doc.Tools) + 1) / 2; reads != want {
+		t.Fatalf("%d reads; want %d", reads, want)
+	}
+	if !maps.EqualFunc(got.Vectors, want.Vectors, slices.Equal) || !slices.Equal(got.matrix, want.matrix) || !slices.Equal(got.vecNames, want.vecNames) {
+		t.Fatal("NewReading's rows differ from New's")
+	}
+	for _, q := range []string{"email my manager", "weather in Paris"} {
+		if a, b := search(t, got, q, Options{Embedder: lexicalEmbedder()}), search(t, want, q, Options{Embedder: lexicalEmbedder()}); !slices.Equal(names(a.Results), names(b.Results)) {
+			t.Fatalf("%q: NewReading's catalog finds %v, New's %v", q, names(a.Results), names(b.Results))
+		}
+	}
+	failure := errors.New("redis is down")
+	if _, err := NewReading(doc, 2, func([]string) (map[string][]byte, error) { return nil, failure }); !errors.Is(err, failure) {
+		t.Fatalf("a failed read: %v", err)
+	}
+}
+
 // Given only the vectors that changed, Next keeps the other tools' rows:
 // the catalog is the one New builds from every vector, and StaleVectors
 // names exactly the vectors a version changed, removed tools aside.
