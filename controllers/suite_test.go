@@ -43,6 +43,8 @@ var (
 	// redisServer is the real redis-server the catalogs of the suite use.
 	redisServer *redistest.Server
 	redisPool   *redisconn.Pool
+	// suiteManager runs the suite's controllers.
+	suiteManager ctrl.Manager
 	// suiteProviders is the reconciler's provider factory.
 	suiteProviders = &injectedProviders{
 		generators: map[string]embedding.QueryGenerator{}, last: map[string]embedding.Embedder{}, builds: map[string]int{},
@@ -123,6 +125,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "creating manager: %v\n", err)
 		return 1
 	}
+	suiteManager = mgr
 	if err := (&ToolDefinitionReconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("tooldefinition-controller"),

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -74,6 +75,8 @@ type ToolCatalogReconciler struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 
+	// informers is the manager's cache, read by toolDefinitions.
+	informers     cache.Informers
 	providersOnce sync.Once
 	publishedOnce sync.Once
 	state         *published.Catalogs
@@ -325,6 +328,7 @@ func isRedisAuthError(err error) bool {
 // (spec and annotation changes), the ToolDefinitions they select (spec and label
 // changes, before and after), and the Secrets they refer to.
 func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	r.informers = mgr.GetCache()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ToolCatalog{}, secretRefIndex, func(o client.Object) []string {
 		return catalogconfig.SecretNames(o.(*v1alpha1.ToolCatalog))
 	}); err != nil {

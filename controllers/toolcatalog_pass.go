@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
@@ -162,18 +161,18 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 }
 
 // selectedToolDefinitions lists the ToolDefinitions the selector matches.
-func (r *ToolCatalogReconciler) selectedToolDefinitions(ctx context.Context, tc *v1alpha1.ToolCatalog) ([]v1alpha1.ToolDefinition, error) {
+func (r *ToolCatalogReconciler) selectedToolDefinitions(ctx context.Context, tc *v1alpha1.ToolCatalog) ([]*v1alpha1.ToolDefinition, error) {
 	sel, err := metav1.LabelSelectorAsSelector(&tc.Spec.Selector)
 	if err != nil {
 		return nil, &stepError{reason: v1alpha1.ReasonInvalidConfiguration, message: fmt.Sprintf("spec.selector: %v", err), kind: stalled, published: true, err: err}
 	}
-	list := &v1alpha1.ToolDefinitionList{}
 	// Read-only: the pass never changes the objects, so the cache's own
-	// copies do.
-	if err := r.List(ctx, list, client.InNamespace(tc.Namespace), client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
+	// do.
+	tds, err := r.toolDefinitions(ctx, tc.Namespace, sel)
+	if err != nil {
 		return nil, &stepError{reason: v1alpha1.ReasonAPIError, message: fmt.Sprintf("listing ToolDefinitions: %v; retrying with backoff", err), err: err}
 	}
-	return list.Items, nil
+	return tds, nil
 }
 
 // redisError classifies a failure to read or write Redis.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -146,22 +147,21 @@ func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.To
 	if err != nil {
 		return false, err
 	}
-	list := &v1alpha1.ToolDefinitionList{}
 	// Read-only, as in the pass.
-	if err := r.List(ctx, list, client.InNamespace(tc.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+	tds, err := r.toolDefinitions(ctx, tc.Namespace, labels.Everything())
+	if err != nil {
 		return false, fmt.Errorf("listing ToolDefinitions: %w", err)
 	}
 	existing := map[string]*v1alpha1.CatalogEmbeddingStatus{}
-	for i := range list.Items {
-		if rec := recordOf(&list.Items[i], tc.Name); rec != nil {
-			existing[list.Items[i].Name] = rec
+	for _, td := range tds {
+		if rec := recordOf(td, tc.Name); rec != nil {
+			existing[td.Name] = rec
 		}
 	}
 	desired := o.Records(existing)
 	confusable := confusableTools(tc.Status.Quality)
 	written := 0
-	for i := range list.Items {
-		td := &list.Items[i]
+	for _, td := range tds {
 		want, selected := desired[td.Name]
 		if selected {
 			want.ConfusableWith = confusable[td.Spec.Name]

@@ -35,7 +35,7 @@ func BenchmarkNoOpPass(b *testing.B) {
 	for _, n := range []int{1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
 			f := &fakeProviders{model: "m", dims: 256}
-			tds := benchTools(n)
+			tds := pointers(benchTools(n))
 			sel := &Selector{}
 			first := noOpPass(b, f, sel, tds, ReadStored(&contract.Snapshot{}))
 			stored, err := ReadStored(&contract.Snapshot{}).Published(first.Build, 1)
@@ -53,7 +53,7 @@ func BenchmarkNoOpPass(b *testing.B) {
 	}
 }
 
-func noOpPass(b *testing.B, f *fakeProviders, sel *Selector, tds []v1alpha1.ToolDefinition, stored Stored) *Outcome {
+func noOpPass(b *testing.B, f *fakeProviders, sel *Selector, tds []*v1alpha1.ToolDefinition, stored Stored) *Outcome {
 	s, err := sel.Select(tds)
 	if err != nil {
 		b.Fatal(err)

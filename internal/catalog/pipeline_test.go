@@ -691,7 +691,7 @@ func TestSelectorRemembersPerGeneration(t *testing.T) {
 	for i := range tds {
 		tds[i].UID, tds[i].Generation = types.UID("uid-"+tds[i].Name), 1
 	}
-	first, err := s.Select(tds)
+	first, err := s.Select(pointers(tds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -701,7 +701,7 @@ func TestSelectorRemembersPerGeneration(t *testing.T) {
 	// The same generation with another description: the remembered entry
 	// stands, since the spec cannot change without a new generation.
 	tds[0].Spec.Description = "changed without a new generation"
-	again, err := s.Select(tds)
+	again, err := s.Select(pointers(tds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -709,7 +709,7 @@ func TestSelectorRemembersPerGeneration(t *testing.T) {
 		t.Errorf("generation 1 derived again: %q", again.Tools[0].Entry.Description)
 	}
 	tds[0].Generation = 2
-	next, err := s.Select(tds[:1])
+	next, err := s.Select(pointers(tds[:1]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -838,4 +838,13 @@ func TestSameRecord(t *testing.T) {
 			t.Errorf("records differing in %s are the same", name)
 		}
 	}
+}
+
+// pointers points at each of tds, as the cache's objects are listed.
+func pointers(tds []v1alpha1.ToolDefinition) []*v1alpha1.ToolDefinition {
+	out := make([]*v1alpha1.ToolDefinition, len(tds))
+	for i := range tds {
+		out[i] = &tds[i]
+	}
+	return out
 }

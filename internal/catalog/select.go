@@ -93,7 +93,11 @@ func validSpec(td *v1alpha1.ToolDefinition) error {
 // control, is rejected) and rejects every ToolDefinition of a tool name
 // that more than one of them uses. Those being deleted are left out.
 func Select(tds []v1alpha1.ToolDefinition) (Selection, error) {
-	return (&Selector{}).Select(tds)
+	ptrs := make([]*v1alpha1.ToolDefinition, len(tds))
+	for i := range tds {
+		ptrs[i] = &tds[i]
+	}
+	return (&Selector{}).Select(ptrs)
 }
 
 // Selector is Select with a memory: each ToolDefinition's validation and
@@ -120,7 +124,7 @@ type selected struct {
 // are kept by pointer and the tools are ordered by name before they are
 // copied out once: at 50,000 tools, copying and swapping whole entries
 // was most of a pass's selection.
-func (s *Selector) Select(tds []v1alpha1.ToolDefinition) (Selection, error) {
+func (s *Selector) Select(tds []*v1alpha1.ToolDefinition) (Selection, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.memo == nil {
@@ -135,8 +139,7 @@ func (s *Selector) Select(tds []v1alpha1.ToolDefinition) (Selection, error) {
 	valid := make([]candidate, 0, len(tds))
 	first := make(map[string]int, len(tds)) // tool name → its first candidate
 	var conflicts map[string][]*v1alpha1.ToolDefinition
-	for i := range tds {
-		td := &tds[i]
+	for _, td := range tds {
 		if !td.DeletionTimestamp.IsZero() {
 			continue
 		}

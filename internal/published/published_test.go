@@ -48,9 +48,9 @@ func (f *fixture) open() *published.Catalog { return f.cs.Open("ns/c", "uid-1", 
 // names, on top of stored, with the builtin offline providers.
 func (f *fixture) build(st *published.Catalog, stored catalog.Stored, names ...string) catalog.Build {
 	f.t.Helper()
-	var tds []v1alpha1.ToolDefinition
+	var tds []*v1alpha1.ToolDefinition
 	for _, n := range names {
-		tds = append(tds, v1alpha1.ToolDefinition{
+		tds = append(tds, &v1alpha1.ToolDefinition{
 			ObjectMeta: metav1.ObjectMeta{Name: n},
 			Spec: v1alpha1.ToolDefinitionSpec{Name: n, Description: "does " + n,
 				Parameters: &apiextensionsv1.JSON{Raw: []byte(`{"type":"object"}`)}},
