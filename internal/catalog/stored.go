@@ -48,9 +48,10 @@ type Stored struct {
 	Digests []string
 }
 
-// ReadStored parses a snapshot. Unreadable metadata marks the tool (it
-// counts as stale); an unreadable document is kept as DocErr. Staged
-// entries are laid over the published ones (WithStaged).
+// ReadStored parses a snapshot, with its vectors or their digests.
+// Unreadable metadata marks the tool (it counts as stale); an unreadable
+// document is kept as DocErr. Staged entries are laid over the published
+// ones (WithStaged).
 func ReadStored(snap *contract.Snapshot) Stored {
 	s := Stored{Version: snap.Version, Tools: make(map[string]StoredTool, len(snap.Metadata))}
 	s.Doc, s.DocErr = snap.Document()
@@ -59,9 +60,16 @@ func ReadStored(snap *contract.Snapshot) Stored {
 		m, err := contract.ParseMetadata(raw)
 		s.Tools[name] = StoredTool{Metadata: m, MetadataErr: err}
 	}
-	for name, vec := range snap.Vectors {
+	digests := snap.VectorDigests
+	if digests == nil {
+		digests = make(map[string]uint64, len(snap.Vectors))
+		for name, vec := range snap.Vectors {
+			digests[name] = contract.VectorDigest(vec)
+		}
+	}
+	for name, d := range digests {
 		st := s.Tools[name]
-		st.HasVector, st.Vector = true, contract.VectorDigest(vec)
+		st.HasVector, st.Vector = true, d
 		s.Tools[name] = st
 	}
 	return s.WithStaged(snap.StagedMetadata, snap.StagedVectors)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sort"
 	"strconv"
@@ -36,8 +37,10 @@ type Snapshot struct {
 	Legacy []byte
 	// Metadata is P:metadata.
 	Metadata map[string]string
-	// Vectors is P:embeddings.
-	Vectors map[string][]byte
+	// Vectors is P:embeddings; ReadWithStaged leaves it empty and fills
+	// VectorDigests, each vector's VectorDigest, instead.
+	Vectors       map[string][]byte
+	VectorDigests map[string]uint64
 	// StagedMetadata and StagedVectors are the staged entries (see
 	// Keys.StagedEmbeddings); ReadWithStaged fills them.
 	StagedMetadata map[string]string
@@ -80,7 +83,10 @@ func Read(ctx context.Context, c redis.UniversalClient, k Keys) (*Snapshot, erro
 	return read(ctx, c, k, false)
 }
 
-// ReadWithStaged is Read with the staged entries, for the operator.
+// ReadWithStaged is Read with the staged entries and, instead of the
+// published vectors, their digests, for the operator: what it publishes
+// next carries only the vectors that changed, and a 50,000-tool catalog's
+// vectors are 51 MB it need not hold.
 func ReadWithStaged(ctx context.Context, c redis.UniversalClient, k Keys) (*Snapshot, error) {
 	return read(ctx, c, k, true)
 }
@@ -104,9 +110,15 @@ func read(ctx context.Context, c redis.UniversalClient, k Keys, staged bool) (*S
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("reading catalog %s: %w", k.Prefix, err)
 	}
-	s := &Snapshot{Entries: entries.Val(), Metadata: meta.Val(), Vectors: bytesValues(vecs.Val())}
+	s := &Snapshot{Entries: entries.Val(), Metadata: meta.Val()}
 	if staged {
+		s.VectorDigests = make(map[string]uint64, len(vecs.Val()))
+		for name, vec := range vecs.Val() {
+			s.VectorDigests[name] = maphash.String(vectorSeed, vec)
+		}
 		s.StagedMetadata, s.StagedVectors = stagedMeta.Val(), bytesValues(stagedVecs.Val())
+	} else {
+		s.Vectors = bytesValues(vecs.Val())
 	}
 	if v, err := version.Result(); err == nil {
 		if s.Version, err = strconv.ParseInt(v, 10, 64); err != nil {
@@ -397,7 +409,8 @@ type Stamp struct {
 
 // Stamp is the snapshot's stamp.
 func (s *Snapshot) Stamp() Stamp {
-	return Stamp{Version: s.Version, Head: string(s.Head), Tools: int64(len(s.Entries)), Vectors: int64(len(s.Vectors)), Metadata: int64(len(s.Metadata))}
+	vectors := len(s.Vectors) + len(s.VectorDigests) // one of them is empty
+	return Stamp{Version: s.Version, Head: string(s.Head), Tools: int64(len(s.Entries)), Vectors: int64(vectors), Metadata: int64(len(s.Metadata))}
 }
 
 // ReadStamp reads a catalog's stamp and its staged entries in one

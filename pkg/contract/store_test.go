@@ -455,3 +455,58 @@ func TestReadVectors(t *testing.T) {
 		}
 	}
 }
+
+// ReadWithStaged digests the published vectors instead of returning them,
+// with the digest VectorDigest gives their bytes, and stamps the snapshot
+// as Read does.
+func TestReadWithStagedDigestsTheVectors(t *testing.T) {
+	c, k := newClient(t)
+	ctx := context.Background()
+	vecs := map[string][]byte{"a": EncodeVector([]float32{1, 2}), "b": EncodeVector([]float32{3, 4})}
+	if err := c.HSet(ctx, k.Embeddings(), flatten(vecs)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	full, err := Read(ctx, c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	digested, err := ReadWithStaged(ctx, c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(digested.Vectors) != 0 || len(digested.VectorDigests) != len(vecs) {
+		t.Fatalf("ReadWithStaged: %d vectors, %d digests; want 0 and %d", len(digested.Vectors), len(digested.VectorDigests), len(vecs))
+	}
+	for name, vec := range vecs {
+		if digested.VectorDigests[name] != VectorDigest(vec) {
+			t.Fatalf("digest of %s is not VectorDigest of its bytes", name)
+		}
+	}
+	if full.Stamp() != digested.Stamp() {
+		t.Fatalf("stamps %+v and %+v differ", full.Stamp(), digested.Stamp())
+	}
+}
+
+// BenchmarkReadWithStaged10k reads a 10,000-tool catalog's stored state
+// as the operator does, its 256-dimension vectors as digests.
+func BenchmarkReadWithStaged10k(b *testing.B) {
+	c := server.Client()
+	defer c.Close()
+	k := Keys{Prefix: DefaultPrefix("ns-bench", "read10k")}
+	ctx := context.Background()
+	vecs := map[string][]byte{}
+	for i := range 10000 {
+		v := make([]float32, 256)
+		v[i%256] = float32(i)
+		vecs[fmt.Sprintf("tool-%05d", i)] = EncodeVector(v)
+	}
+	if err := c.HSet(ctx, k.Embeddings(), flatten(vecs)...).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ReadWithStaged(ctx, c, k); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
