@@ -74,7 +74,7 @@ type publishedState interface {
 	Generated() *catalog.Generated
 	QueryVectors() *published.QueryVectors
 	Read(ctx context.Context, fresh bool) (catalog.Stored, error)
-	Learned(ctx context.Context, stored catalog.Stored, tools []catalog.Tool) (map[string][]string, error)
+	Learned(ctx context.Context, stored catalog.Stored, tools []*catalog.Tool) (map[string][]string, error)
 	Stage(ctx context.Context, stored catalog.Stored, b catalog.Build) error
 	Publish(ctx context.Context, stored catalog.Stored, b catalog.Build, floor int64) (int64, error)
 	// Kept is the stored state of a version read or published.

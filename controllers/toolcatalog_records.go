@@ -16,15 +16,17 @@ import (
 )
 
 // records writes the ToolDefinitions' records of the catalogs' passes,
-// off the passes: a pass hands over its outcome and ends with the
+// off the passes: a pass hands over its outcome's records and ends with the
 // catalog's status written, so a catalog of 50,000 tools whose records
 // are still being written after a bulk apply publishes an edit at once.
 // Only the latest outcome of a catalog is written; one it supersedes is
-// dropped, since each outcome says every selected tool's record. The
+// dropped, since each outcome says every selected tool's record. Only the
+// records are kept of an outcome (catalog.Records), not its plans,
+// stored state or vectors. The
 // records go maxRecordsPerTurn at a time, catalogs taking turns. It runs
 // with the manager, on the leader.
 type records struct {
-	*afterPass[*catalog.Outcome]
+	*afterPass[*catalog.Records]
 	r *ToolCatalogReconciler
 	// writing is held while records are written, so a catalog being
 	// deleted (forget) waits for the write under way and gets none after.
@@ -32,7 +34,7 @@ type records struct {
 }
 
 func newRecords(r *ToolCatalogReconciler) *records {
-	rs := &records{afterPass: newAfterPass[*catalog.Outcome]("toolcatalog-records"), r: r}
+	rs := &records{afterPass: newAfterPass[*catalog.Records]("toolcatalog-records"), r: r}
 	rs.afterPass.run = rs.run
 	return rs
 }
@@ -42,8 +44,8 @@ func (rs *records) submit(key client.ObjectKey, out *catalog.Outcome) {
 	if out == nil {
 		return
 	}
-	slim := out.ForRecords()
-	rs.put(key, func(*catalog.Outcome, bool) (*catalog.Outcome, bool) { return slim, false })
+	recs := out.Records()
+	rs.put(key, func(*catalog.Records, bool) (*catalog.Records, bool) { return recs, false })
 }
 
 // forget drops a deleted catalog's outcome, after any write under way.

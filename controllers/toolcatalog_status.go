@@ -142,7 +142,7 @@ func recordFieldOwner(tc *v1alpha1.ToolCatalog) string {
 // no record until it has. At most maxRecordsPerTurn are written per call,
 // so other catalogs take turns when thousands change; more says some are
 // left for the next call.
-func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.ToolCatalog, o *catalog.Outcome) (more bool, err error) {
+func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.ToolCatalog, recs *catalog.Records) (more bool, err error) {
 	selecting, err := selectingCatalogs(ctx, r.Client, tc.Namespace)
 	if err != nil {
 		return false, err
@@ -152,21 +152,14 @@ func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.To
 	if err != nil {
 		return false, fmt.Errorf("listing ToolDefinitions: %w", err)
 	}
-	existing := map[string]*v1alpha1.CatalogEmbeddingStatus{}
-	for _, td := range tds {
-		if rec := recordOf(td, tc.Name); rec != nil {
-			existing[td.Name] = rec
-		}
-	}
-	desired := o.Records(existing)
 	confusable := confusableTools(tc.Status.Quality)
 	written := 0
 	for _, td := range tds {
-		want, selected := desired[td.Name]
+		have := recordOf(td, tc.Name)
+		want, selected := recs.For(td.Name, have)
 		if selected {
 			want.ConfusableWith = confusable[td.Spec.Name]
 		}
-		have := existing[td.Name]
 		switch {
 		case selected && have != nil && catalog.SameRecord(*have, want):
 			continue

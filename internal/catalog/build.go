@@ -61,7 +61,19 @@ func BuildDocument(in BuildInput) (Build, error) {
 		Permissions: map[string][]string{},
 	}
 	prev := in.Stored.Doc
-	inDoc := map[string]bool{}
+	// At most every plan and rejected ToolDefinition has an entry: sized
+	// once, a 50,000-tool document is 8 MB instead of up to 10 MB grown
+	// by appending.
+	entries := len(in.Rejected)
+	for _, pl := range in.Plans {
+		if _, embedded := in.Refreshed.Results[pl.Name]; embedded || !pl.Stale || in.Stored.Tools[pl.Name].HasVector {
+			entries++
+		}
+	}
+	if entries > 0 {
+		doc.Tools = make([]contract.Tool, 0, entries)
+	}
+	inDoc := make(map[string]bool, entries)
 	keepPrevious := func(name string) {
 		entry, ok := prev.ToolByName(name)
 		if !ok || inDoc[name] || !in.Stored.Tools[name].HasVector {

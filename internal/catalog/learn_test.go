@@ -44,7 +44,7 @@ func TestLearnPicksFrequentRequestsOfEachTool(t *testing.T) {
 // A tool is re-embedded when its learned requests change, from its stored
 // queries, and not otherwise.
 func TestPlanRelearnsOnlyChangedTools(t *testing.T) {
-	tools := []Tool{tool("a", "h"), tool("b", "h")}
+	tools := []*Tool{tool("a", "h"), tool("b", "h")}
 	st := map[string]StoredTool{}
 	for _, tl := range tools {
 		s := stored("h", "m", 8, fiveQueries...)

@@ -32,18 +32,6 @@ type Outcome struct {
 	Published bool
 }
 
-// ForRecords is the outcome with only what Records reads: the build's
-// document, vectors and metadata and the document read, which a
-// version's records do not need, are left out, so an outcome kept until
-// its records are written keeps little besides the plans.
-func (o *Outcome) ForRecords() *Outcome {
-	slim := *o
-	slim.Build = Build{Blocked: o.Build.Blocked}
-	// The document read is a whole version older than the one published.
-	slim.Stored = Stored{Version: o.Stored.Version, Tools: o.Stored.Tools}
-	return &slim
-}
-
 // Failures lists the rejected ToolDefinitions, then the failed refreshes.
 func (o *Outcome) Failures() []Failure {
 	return append(append([]Failure(nil), o.Rejected...), o.Refreshed.Failures...)
@@ -220,55 +208,6 @@ func (o *Outcome) Summary() string {
 		parts = append(parts, fmt.Sprintf("removed %d (%s)", len(o.Build.Removed), ListNames(o.Build.Removed)))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// Records computes each selected ToolDefinition's record of this catalog,
-// keyed by ToolDefinition name, given the records it has now.
-func (o *Outcome) Records(existing map[string]*v1alpha1.CatalogEmbeddingStatus) map[string]v1alpha1.CatalogEmbeddingStatus {
-	out := make(map[string]v1alpha1.CatalogEmbeddingStatus, len(o.Plans))
-	base := func(object, tool string) v1alpha1.CatalogEmbeddingStatus {
-		rec := v1alpha1.CatalogEmbeddingStatus{Catalog: o.Catalog}
-		st := o.Stored.Tools[tool]
-		m := st.Metadata
-		if st.Staged && o.Build.Blocked != "" {
-			m = st.Published
-		}
-		if res, ok := o.Refreshed.Results[tool]; ok && o.Build.Blocked == "" {
-			m = &res.Metadata
-		}
-		if m == nil {
-			return rec
-		}
-		rec.SpecHash, rec.Model, rec.QueryCount = m.SpecHash, m.Model, int32(len(m.SyntheticQueries))
-		t := metav1.NewTime(m.EmbeddedAt)
-		rec.EmbeddedTime = &t
-		rec.CatalogVersion = o.Version
-		if old := existing[object]; old != nil && old.SpecHash == rec.SpecHash && old.Model == rec.Model && old.CatalogVersion > 0 {
-			if _, fresh := o.Refreshed.Results[tool]; !fresh || !o.Published {
-				rec.CatalogVersion = old.CatalogVersion
-			}
-		}
-		return rec
-	}
-	selected := make(map[string]string, len(o.Plans)) // tool name → ToolDefinition
-	for _, pl := range o.Plans {
-		out[pl.Tool.Object] = base(pl.Tool.Object, pl.Name)
-		selected[pl.Name] = pl.Tool.Object
-	}
-	for _, f := range o.Failures() {
-		rec := base(f.Object, f.Tool)
-		if selected[f.Tool] != f.Object {
-			// Rejected or conflicting: what is stored under the name may
-			// belong to another ToolDefinition.
-			rec = v1alpha1.CatalogEmbeddingStatus{Catalog: o.Catalog}
-			if old := existing[f.Object]; old != nil {
-				rec = *old
-			}
-		}
-		rec.Reason, rec.Message = f.Reason, clip.Truncate(f.Message, 1024)
-		out[f.Object] = rec
-	}
-	return out
 }
 
 // SameRecord reports whether two records say the same, to the second.

@@ -30,7 +30,7 @@ const modeNormal v1alpha1.RefreshMode = ""
 
 // PlanInput is everything a pass's plan depends on.
 type PlanInput struct {
-	Tools  []Tool
+	Tools  []*Tool
 	Stored map[string]StoredTool
 	// Model and Dimensions identify the configured embedding; Dimensions
 	// 0 means any length is accepted.
@@ -49,8 +49,9 @@ type PlanInput struct {
 
 // ToolPlan is the plan for one tool.
 type ToolPlan struct {
-	// Tool is the selected tool; Name is its spec.name.
-	Tool Tool
+	// Tool is the selected tool, read-only (see Selection); Name is its
+	// spec.name.
+	Tool *Tool
 	Name string
 	// Stale says the stored vector does not match the current spec or
 	// model; StaleReason says how.
@@ -161,7 +162,7 @@ const (
 	StaleNoVector    = "vector is missing"
 )
 
-func classify(t Tool, in PlanInput) ToolPlan {
+func classify(t *Tool, in PlanInput) ToolPlan {
 	p := ToolPlan{Tool: t, Name: t.Entry.Name}
 	stored, ok := in.Stored[t.Entry.Name]
 	m := stored.Metadata

@@ -18,7 +18,7 @@ var fiveQueries = []string{"q1", "q2", "q3", "q4", "q5"}
 func TestPlanClassification(t *testing.T) {
 	tests := []struct {
 		name        string
-		tool        Tool
+		tool        *Tool
 		stored      *StoredTool
 		wantStale   string
 		wantInvalid bool
@@ -40,7 +40,7 @@ func TestPlanClassification(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := PlanInput{Tools: []Tool{tt.tool}, Stored: map[string]StoredTool{}, Model: "m", Dimensions: 8, QueriesPerTool: 5}
+			in := PlanInput{Tools: []*Tool{tt.tool}, Stored: map[string]StoredTool{}, Model: "m", Dimensions: 8, QueriesPerTool: 5}
 			if tt.stored != nil {
 				in.Stored["a"] = *tt.stored
 			}
@@ -66,12 +66,12 @@ func TestPlanClassification(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-func tool(name, hash string, examples ...string) Tool {
-	return Tool{Object: name, Entry: contract.Tool{Name: name, SpecHash: hash}, Examples: examples}
+func tool(name, hash string, examples ...string) *Tool {
+	return &Tool{Object: name, Entry: contract.Tool{Name: name, SpecHash: hash}, Examples: examples}
 }
 
 func TestPlanModes(t *testing.T) {
-	tools := []Tool{
+	tools := []*Tool{
 		tool("fresh", "h"),
 		tool("changed", "new"),
 		tool("broken", "h"),

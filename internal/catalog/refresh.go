@@ -210,7 +210,7 @@ func cutOff(ctx context.Context, err error) bool {
 // querySet is a tool and the full query set to embed for it: its
 // queries (examples and synthetic) and the requests learned for it.
 type querySet struct {
-	tool    Tool
+	tool    *Tool
 	queries []string
 	learned []string
 }

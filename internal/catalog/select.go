@@ -49,7 +49,8 @@ func (f Failure) Rejected() bool {
 // Selection is what a catalog's selector picked: the valid tools, sorted
 // by name with unique names, and the ToolDefinitions left out.
 type Selection struct {
-	Tools    []Tool
+	// Tools point into the Selector's memory: read-only.
+	Tools    []*Tool
 	Rejected []Failure
 }
 
@@ -121,9 +122,10 @@ type selected struct {
 }
 
 // Select is the package's Select, remembering what it derived. Entries
-// are kept by pointer and the tools are ordered by name before they are
-// copied out once: at 50,000 tools, copying and swapping whole entries
-// was most of a pass's selection.
+// are kept by pointer, and the selection points to them: at 50,000
+// tools, copying and swapping whole entries was most of a pass's
+// selection, and a copy per pass and per plan 20 MB. A generation's
+// entry is never changed once made, so a pass may keep the pointers.
 func (s *Selector) Select(tds []*v1alpha1.ToolDefinition) (Selection, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -198,10 +200,10 @@ func (s *Selector) Select(tds []*v1alpha1.ToolDefinition) (Selection, error) {
 		}
 	}
 	slices.SortFunc(valid, func(a, b candidate) int { return strings.Compare(a.td.Spec.Name, b.td.Spec.Name) })
-	sel.Tools = make([]Tool, 0, len(valid))
+	sel.Tools = make([]*Tool, 0, len(valid))
 	for _, c := range valid {
 		if conflicts[c.td.Spec.Name] == nil {
-			sel.Tools = append(sel.Tools, c.got.tool)
+			sel.Tools = append(sel.Tools, &c.got.tool)
 		}
 	}
 	sort.Slice(sel.Rejected, func(i, j int) bool { return sel.Rejected[i].Object < sel.Rejected[j].Object })

@@ -179,7 +179,7 @@ func (c *Catalog) read(ctx context.Context, fresh bool) (catalog.Stored, error) 
 // those past retention or beyond the cap, and picks each tool's learned
 // queries. A catalog that stopped learning has its recorded requests
 // deleted (its tools are then re-embedded without them).
-func (c *Catalog) Learned(ctx context.Context, stored catalog.Stored, tools []catalog.Tool) (map[string][]string, error) {
+func (c *Catalog) Learned(ctx context.Context, stored catalog.Stored, tools []*catalog.Tool) (map[string][]string, error) {
 	learned, err := c.learned(ctx, stored, tools)
 	if err != nil {
 		metrics.RedisErrors.WithLabelValues(c.id, "read").Inc()
@@ -187,7 +187,7 @@ func (c *Catalog) Learned(ctx context.Context, stored catalog.Stored, tools []ca
 	return learned, err
 }
 
-func (c *Catalog) learned(ctx context.Context, stored catalog.Stored, tools []catalog.Tool) (map[string][]string, error) {
+func (c *Catalog) learned(ctx context.Context, stored catalog.Stored, tools []*catalog.Tool) (map[string][]string, error) {
 	l := c.cfg.Learning
 	if l == nil {
 		if stored.Doc != nil && stored.Doc.Search.LearnFromRequests {

@@ -8,7 +8,9 @@ import (
 
 // CanonicalJSON re-encodes a JSON document with object keys sorted, no
 // insignificant whitespace, no HTML escaping and numbers kept as written.
-// Empty input (or only whitespace) yields empty output.
+// Empty input (or only whitespace) yields empty output. Input that is
+// canonical already is returned itself, not a copy: what the API server
+// stores is, and a catalog of 50,000 tools then holds its parameters once.
 func CanonicalJSON(doc []byte) ([]byte, error) {
 	if len(bytes.TrimSpace(doc)) == 0 {
 		return nil, nil
@@ -30,5 +32,9 @@ func CanonicalJSON(doc []byte) ([]byte, error) {
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
+	canonical := bytes.TrimSuffix(out.Bytes(), []byte("\n"))
+	if bytes.Equal(canonical, doc) {
+		return doc, nil
+	}
+	return canonical, nil
 }

@@ -19,3 +19,17 @@ func TestCanonicalJSON(t *testing.T) {
 		}
 	}
 }
+
+// Canonical input comes back itself, other input as a new slice.
+func TestCanonicalJSONSharesCanonicalInput(t *testing.T) {
+	in := []byte(`{"a":{"c":"<x>","d":[3,1]},"b":1}`)
+	got, err := CanonicalJSON(in)
+	if err != nil || &got[0] != &in[0] || len(got) != len(in) {
+		t.Fatalf("canonical input copied: %s, %v", got, err)
+	}
+	spaced := []byte(`{"a": 1}`)
+	got, err = CanonicalJSON(spaced)
+	if err != nil || string(got) != `{"a":1}` || &got[0] == &spaced[0] {
+		t.Fatalf("%s, %v", got, err)
+	}
+}

@@ -64,7 +64,7 @@ var (
 	budgetFlag  = flag.Duration("scale.pass-budget", time.Second, "the manager's -pass-budget")
 	dimsFlag    = flag.Int("scale.dimensions", 256, "embedding dimensions")
 	profileFlag = flag.String("scale.cpuprofile", "", "write the manager's CPU and allocation profiles during the edits of each size to this file prefix (SIZE.pprof and SIZE.allocs.pprof are added)")
-	heapFlag    = flag.String("scale.heapprofile", "", "write the manager's heap profile, once the bulk apply is graded and the manager idle, to this file prefix (SIZE.heap.pprof is added)")
+	heapFlag    = flag.String("scale.heapprofile", "", "write the manager's heap profile, once the bulk apply is graded and the manager idle, to this file prefix (SIZE.heap.pprof is added), and at its highest resident set (SIZE.peak.heap.pprof)")
 )
 
 const (
@@ -265,6 +265,7 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 	ns := namespace(t, fmt.Sprintf("n%d", n))
 	p := newProvider(t, 0)
 	mgr := startManager(t, bin)
+	mgr.watchPeak(t, fmt.Sprintf("%s%d.peak.heap.pprof", *heapFlag, n))
 	rc := redisSrv.Client()
 	keys := contract.Keys{Prefix: contract.DefaultPrefix(ns, "scale")}
 
@@ -531,6 +532,46 @@ func (m *managerProcess) heapProfile(t *testing.T, path string) {
 	t.Logf("heap profile: %s", path)
 }
 
+// watchPeak writes the manager's heap profile into path each time its
+// resident set grows by peakStep past the highest seen, until the test
+// ends, so the profile is of the peak. Nothing without -scale.heapprofile.
+func (m *managerProcess) watchPeak(t *testing.T, path string) {
+	if *heapFlag == "" {
+		return
+	}
+	stop := make(chan struct{})
+	stopped := make(chan struct{})
+	t.Cleanup(func() { close(stop); <-stopped })
+	go func() {
+		defer close(stopped)
+		var high int64
+		start := time.Now()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-m.done:
+				return
+			case <-time.After(2 * time.Second):
+			}
+			rss, err := m.rss()
+			if err != nil || rss < high+peakStep {
+				continue
+			}
+			high = rss
+			if err := m.pprof("heap", path); err != nil {
+				t.Logf("heap profile at the peak: %v", err)
+				continue
+			}
+			t.Logf("heap profile at %s resident, %v in: %s", mib(rss), time.Since(start).Round(time.Second), path)
+		}
+	}()
+}
+
+// peakStep is how far the resident set must grow past the highest seen
+// for watchPeak to profile again.
+const peakStep = 16 << 20
+
 // pprof copies one of the manager's /debug/pprof/ endpoints into path.
 func (m *managerProcess) pprof(endpoint, path string) error {
 	resp, err := http.Get("http://" + m.pprofAddr + "/debug/pprof/" + endpoint)
@@ -566,13 +607,31 @@ func (m *managerProcess) cpu(t *testing.T) time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
+// rss reads the manager's resident set now.
+func (m *managerProcess) rss() (int64, error) {
+	fields, err := m.status()
+	return fields["VmRSS"], err
+}
+
 // memory reads the manager's resident set from /proc/pid/status: the
 // peak (VmHWM) and, now, what is anonymous (heap, stacks) and what is
 // file-backed (the binary's pages).
 func (m *managerProcess) memory(t *testing.T) (peak, anon, file int64) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
+	fields, err := m.status()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, ok := fields["VmHWM"]; !ok {
+		t.Fatal("no VmHWM in /proc/pid/status")
+	}
+	return fields["VmHWM"], fields["RssAnon"], fields["RssFile"]
+}
+
+// status reads the sizes in /proc/pid/status, in bytes.
+func (m *managerProcess) status() (map[string]int64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
+	if err != nil {
+		return nil, err
 	}
 	fields := map[string]int64{}
 	for _, line := range strings.Split(string(raw), "\n") {
@@ -585,10 +644,7 @@ func (m *managerProcess) memory(t *testing.T) (peak, anon, file int64) {
 			fields[name] = kb * 1024
 		}
 	}
-	if _, ok := fields["VmHWM"]; !ok {
-		t.Fatal("no VmHWM in /proc/pid/status")
-	}
-	return fields["VmHWM"], fields["RssAnon"], fields["RssFile"]
+	return fields, nil
 }
 
 // setMemory reports the manager's peak RSS and what it holds now.

@@ -1,0 +1,123 @@
+package catalog
+
+import (
+	"sort"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
+)
+
+// Records are the ToolDefinitions' records of a catalog as an outcome
+// says them. They are all the records writer keeps of an outcome: the
+// plans, the stored state and the new vectors are not, and a record is
+// derived when it is written, from the one the ToolDefinition has, so
+// no map of every ToolDefinition's record is made per turn.
+type Records struct {
+	// Catalog is the ToolCatalog's name; Version the catalog's version
+	// after the pass.
+	Catalog string
+	Version int64
+	// byObject is sorted by object.
+	byObject []record
+}
+
+// record is one ToolDefinition's record before the one it has is known.
+type record struct {
+	object string
+	// selected is false for a rejected or conflicting ToolDefinition:
+	// what is stored under its tool name may be another's, so its record
+	// keeps what it had, with the failure.
+	selected bool
+	// embedded says the record names an embedding: spec hash, model,
+	// query count and time.
+	embedded        bool
+	specHash, model string
+	queries         int32
+	embeddedAt      time.Time
+	// newVersion says the embedding is new in this outcome's published
+	// version; otherwise a record naming the same embedding keeps the
+	// version it gave.
+	newVersion      bool
+	reason, message string
+}
+
+// Records derives the records of each selected or rejected
+// ToolDefinition.
+func (o *Outcome) Records() *Records {
+	rs := &Records{Catalog: o.Catalog, Version: o.Version, byObject: make([]record, 0, len(o.Plans)+len(o.Rejected))}
+	at := make(map[string]int, len(o.Plans)) // object → index
+	put := func(r record) {
+		if i, ok := at[r.object]; ok {
+			rs.byObject[i] = r
+			return
+		}
+		at[r.object] = len(rs.byObject)
+		rs.byObject = append(rs.byObject, r)
+	}
+	selected := make(map[string]string, len(o.Plans)) // tool name → ToolDefinition
+	for _, pl := range o.Plans {
+		put(o.record(pl.Tool.Object, pl.Name))
+		selected[pl.Name] = pl.Tool.Object
+	}
+	for _, f := range o.Failures() {
+		r := o.record(f.Object, f.Tool)
+		if selected[f.Tool] != f.Object {
+			r = record{object: f.Object}
+		}
+		r.reason, r.message = f.Reason, clip.Truncate(f.Message, 1024)
+		put(r)
+	}
+	sort.Slice(rs.byObject, func(i, j int) bool { return rs.byObject[i].object < rs.byObject[j].object })
+	return rs
+}
+
+// record is a selected tool's record: the embedding the pass published
+// or, failing that, the one published before.
+func (o *Outcome) record(object, tool string) record {
+	r := record{object: object, selected: true}
+	st := o.Stored.Tools[tool]
+	m := st.Metadata
+	if st.Staged && o.Build.Blocked != "" {
+		m = st.Published
+	}
+	res, fresh := o.Refreshed.Results[tool]
+	if fresh && o.Build.Blocked == "" {
+		m = &res.Metadata
+	}
+	if m == nil {
+		return r
+	}
+	r.embedded, r.specHash, r.model, r.queries, r.embeddedAt = true, m.SpecHash, m.Model, int32(len(m.SyntheticQueries)), m.EmbeddedAt
+	r.newVersion = fresh && o.Published
+	return r
+}
+
+// For is the record a ToolDefinition should have, given the one it has
+// (nil for none); selected is false when the outcome has none for it and
+// its record is to be removed.
+func (rs *Records) For(object string, have *v1alpha1.CatalogEmbeddingStatus) (rec v1alpha1.CatalogEmbeddingStatus, selected bool) {
+	i := sort.Search(len(rs.byObject), func(i int) bool { return rs.byObject[i].object >= object })
+	if i == len(rs.byObject) || rs.byObject[i].object != object {
+		return v1alpha1.CatalogEmbeddingStatus{}, false
+	}
+	r := &rs.byObject[i]
+	rec = v1alpha1.CatalogEmbeddingStatus{Catalog: rs.Catalog}
+	switch {
+	case !r.selected:
+		if have != nil {
+			rec = *have
+		}
+	case r.embedded:
+		rec.SpecHash, rec.Model, rec.QueryCount = r.specHash, r.model, r.queries
+		rec.EmbeddedTime = &metav1.Time{Time: r.embeddedAt}
+		rec.CatalogVersion = rs.Version
+		if have != nil && have.SpecHash == rec.SpecHash && have.Model == rec.Model && have.CatalogVersion > 0 && !r.newVersion {
+			rec.CatalogVersion = have.CatalogVersion
+		}
+	}
+	rec.Reason, rec.Message = r.reason, r.message
+	return rec, true
+}

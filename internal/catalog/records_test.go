@@ -1,0 +1,56 @@
+package catalog
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+// A record names the version that published its embedding: kept while
+// the embedding is the same, the new version once it is re-embedded and
+// published, and every ToolDefinition of many is found, the others not.
+func TestRecordsKeepTheVersionOfTheirEmbedding(t *testing.T) {
+	f := &fakeProviders{model: "m", dims: 4}
+	var tools []v1alpha1.ToolDefinition
+	for i := range 40 {
+		name := fmt.Sprintf("t%02d", 39-i) // not in name order
+		tools = append(tools, td(name, name, okParams))
+	}
+	first := pass(t, f, tools, ReadStored(&contract.Snapshot{}), Request{})
+	first.Version, first.Published = 1, true
+	had := map[string]*v1alpha1.CatalogEmbeddingStatus{}
+	for _, tool := range tools {
+		rec, ok := first.Records().For(tool.Name, nil)
+		if !ok || rec.CatalogVersion != 1 || rec.SpecHash == "" || rec.Model != "m" || rec.QueryCount != 2 || rec.EmbeddedTime == nil || rec.Catalog != "c" {
+			t.Fatalf("first record of %s: %v %+v", tool.Name, ok, rec)
+		}
+		had[tool.Name] = &rec
+	}
+
+	tools[5].Spec.Description = "edited"
+	edited := tools[5].Name
+	second := pass(t, f, tools, publishedState(t, first, 1), Request{})
+	second.Version, second.Published = 2, true
+	recs := second.Records()
+	for _, tool := range tools {
+		rec, ok := recs.For(tool.Name, had[tool.Name])
+		want := int64(1)
+		if tool.Name == edited {
+			want = 2
+		}
+		if !ok || rec.CatalogVersion != want {
+			t.Errorf("%s: selected %v, version %d, want %d", tool.Name, ok, rec.CatalogVersion, want)
+		}
+	}
+	// Without a record to keep, the record names the current version.
+	if rec, _ := recs.For(tools[0].Name, nil); rec.CatalogVersion != 2 {
+		t.Errorf("a ToolDefinition without a record gets version %d, want 2", rec.CatalogVersion)
+	}
+	for _, object := range []string{"", "t", "t00a", "zz"} {
+		if _, ok := recs.For(object, nil); ok {
+			t.Errorf("%q has a record", object)
+		}
+	}
+}
