@@ -160,6 +160,9 @@ func (c *Catalog) read(ctx context.Context, fresh bool) (catalog.Stored, error) 
 			return kept.stored.WithStaged(staged.StagedMetadata, staged.StagedVectors), nil
 		}
 	}
+	// What was kept is not needed past here: let it go before the read
+	// rather than hold two catalogs' states at once.
+	c.keep(nil)
 	snap, err := contract.ReadWithStaged(ctx, c.rc, c.cfg.Keys)
 	if err != nil {
 		return catalog.Stored{}, err

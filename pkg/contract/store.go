@@ -45,6 +45,11 @@ type Snapshot struct {
 	// Keys.StagedEmbeddings); ReadWithStaged fills them.
 	StagedMetadata map[string]string
 	StagedVectors  map[string][]byte
+
+	// versionRaw is P:version as read and vectorNames the fields of
+	// P:embeddings, for ReadWithStaged.
+	versionRaw  string
+	vectorNames []string
 }
 
 // Document assembles the published document: from P:head and P:tools, or
@@ -86,24 +91,61 @@ func Read(ctx context.Context, c redis.UniversalClient, k Keys) (*Snapshot, erro
 // ReadWithStaged is Read with the staged entries and, instead of the
 // published vectors, their digests, for the operator: what it publishes
 // next carries only the vectors that changed, and a 50,000-tool catalog's
-// vectors are 51 MB it need not hold.
+// vectors are 51 MB it need not hold, nor read at once. The vectors are
+// read maxVectorsPerRead at a time after the rest; every write of them
+// sets P:version, so the snapshot is consistent when P:version is the
+// same after them. It is read again when not, up to maxReadAttempts times.
 func ReadWithStaged(ctx context.Context, c redis.UniversalClient, k Keys) (*Snapshot, error) {
-	return read(ctx, c, k, true)
+	for range maxReadAttempts {
+		s, err := read(ctx, c, k, true)
+		if err != nil {
+			return nil, err
+		}
+		names := s.vectorNames
+		s.vectorNames = nil
+		s.VectorDigests = make(map[string]uint64, len(names))
+		for chunk := range slices.Chunk(names, maxVectorsPerRead) {
+			vals, err := c.HMGet(ctx, k.Embeddings(), chunk...).Result()
+			if err != nil {
+				return nil, fmt.Errorf("reading %s: %w", k.Embeddings(), err)
+			}
+			for i, v := range vals {
+				if vec, ok := v.(string); ok {
+					s.VectorDigests[chunk[i]] = maphash.String(vectorSeed, vec)
+				}
+			}
+		}
+		version, err := c.Get(ctx, k.Version()).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("reading catalog %s: %w", k.Prefix, err)
+		}
+		if version == s.versionRaw && len(s.VectorDigests) == len(names) {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("reading catalog %s: its version changed during each of %d reads", k.Prefix, maxReadAttempts)
 }
+
+// maxReadAttempts bounds ReadWithStaged's reads of a catalog that changes
+// while it is read.
+const maxReadAttempts = 3
 
 func read(ctx context.Context, c redis.UniversalClient, k Keys, staged bool) (*Snapshot, error) {
 	var version, head, legacy *redis.StringCmd
 	var entries, meta, vecs, stagedMeta, stagedVecs *redis.MapStringStringCmd
+	var vecNames *redis.StringSliceCmd
 	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		version = p.Get(ctx, k.Version())
 		head = p.Get(ctx, k.Head())
 		legacy = p.Get(ctx, k.Catalog())
 		entries = p.HGetAll(ctx, k.Tools())
 		meta = p.HGetAll(ctx, k.Metadata())
-		vecs = p.HGetAll(ctx, k.Embeddings())
 		if staged {
+			vecNames = p.HKeys(ctx, k.Embeddings())
 			stagedMeta = p.HGetAll(ctx, k.StagedMetadata())
 			stagedVecs = p.HGetAll(ctx, k.StagedEmbeddings())
+		} else {
+			vecs = p.HGetAll(ctx, k.Embeddings())
 		}
 		return nil
 	})
@@ -112,15 +154,13 @@ func read(ctx context.Context, c redis.UniversalClient, k Keys, staged bool) (*S
 	}
 	s := &Snapshot{Entries: entries.Val(), Metadata: meta.Val()}
 	if staged {
-		s.VectorDigests = make(map[string]uint64, len(vecs.Val()))
-		for name, vec := range vecs.Val() {
-			s.VectorDigests[name] = maphash.String(vectorSeed, vec)
-		}
+		s.vectorNames = vecNames.Val()
 		s.StagedMetadata, s.StagedVectors = stagedMeta.Val(), bytesValues(stagedVecs.Val())
 	} else {
 		s.Vectors = bytesValues(vecs.Val())
 	}
 	if v, err := version.Result(); err == nil {
+		s.versionRaw = v
 		if s.Version, err = strconv.ParseInt(v, 10, 64); err != nil {
 			return nil, fmt.Errorf("reading catalog %s: %s holds %q, not a version number", k.Prefix, k.Version(), v)
 		}

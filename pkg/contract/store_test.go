@@ -487,6 +487,73 @@ func TestReadWithStagedDigestsTheVectors(t *testing.T) {
 	}
 }
 
+// A version published while ReadWithStaged reads the vectors is noticed:
+// the catalog is read again, and the snapshot is the new version's, its
+// digests included. One that changes during every read is an error.
+func TestReadWithStagedRereadsAChangingCatalog(t *testing.T) {
+	c, k := newClient(t)
+	ctx := context.Background()
+	old, updated := EncodeVector([]float32{1, 2}), EncodeVector([]float32{5, 6})
+	if err := c.HSet(ctx, k.Embeddings(), "a", old).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, k.Version(), 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(version int, vec []byte) {
+		_, err := server.Client().TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, k.Embeddings(), "a", vec)
+			p.Set(ctx, k.Version(), version, 0)
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	writes := &writeOnVectorRead{publish: func(n int) {
+		if n == 1 {
+			publish(2, updated)
+		}
+	}}
+	c.AddHook(writes)
+	s, err := ReadWithStaged(ctx, c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if writes.reads != 2 || s.Version != 2 || s.VectorDigests["a"] != VectorDigest(updated) {
+		t.Fatalf("after %d vector reads: version %d, digest of a is the new vector's: %v", writes.reads, s.Version, s.VectorDigests["a"] == VectorDigest(updated))
+	}
+
+	always := &writeOnVectorRead{}
+	always.publish = func(n int) { publish(2+n, old) }
+	c2, _ := newClient(t)
+	c2.AddHook(always)
+	if _, err := ReadWithStaged(ctx, c2, k); err == nil || always.reads != maxReadAttempts {
+		t.Fatalf("a catalog changing during each of %d reads: %v", always.reads, err)
+	}
+}
+
+// writeOnVectorRead calls publish before each HMGET of vectors, with how
+// many there were.
+type writeOnVectorRead struct {
+	reads   int
+	publish func(n int)
+}
+
+func (*writeOnVectorRead) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (*writeOnVectorRead) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (w *writeOnVectorRead) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "hmget" {
+			w.reads++
+			w.publish(w.reads)
+		}
+		return next(ctx, cmd)
+	}
+}
+
 // BenchmarkReadWithStaged10k reads a 10,000-tool catalog's stored state
 // as the operator does, its 256-dimension vectors as digests.
 func BenchmarkReadWithStaged10k(b *testing.B) {
