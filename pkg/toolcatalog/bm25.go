@@ -205,6 +205,56 @@ func newBM25Index(tools []contract.Tool, prev *bm25Index, prevAt map[string]int)
 	return ix
 }
 
+// reindex makes ix, in place, the index of tools: ix's own tools in the
+// same order, some with new text. Only those are tokenized, and only
+// their postings change, where newBM25Index would lay out every term's
+// postings again; the result is the same index. It returns the tools
+// whose text changed. ix must be no one else's.
+func (ix *bm25Index) reindex(tools []contract.Tool) (changed []string) {
+	var todo []int
+	for i, t := range tools {
+		if !ix.docs[i].indexes(t) {
+			todo = append(todo, i)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	old := make([][]termFreq, len(todo))
+	for k, i := range todo {
+		old[k] = ix.docs[i].terms
+	}
+	tokenize(tools, todo, ix.docs)
+	byDoc := func(p posting, doc int32) int { return int(p.doc - doc) }
+	for k, i := range todo {
+		doc := int32(i)
+		for _, tf := range old[k] {
+			ps := ix.postings[tf.term]
+			if at, found := slices.BinarySearchFunc(ps, doc, byDoc); found {
+				ps = slices.Delete(ps, at, at+1)
+			}
+			if len(ps) == 0 {
+				delete(ix.postings, tf.term)
+			} else {
+				ix.postings[tf.term] = ps
+			}
+		}
+		for _, tf := range ix.docs[i].terms {
+			ps := ix.postings[tf.term]
+			at, _ := slices.BinarySearchFunc(ps, doc, byDoc)
+			ix.postings[tf.term] = slices.Insert(ps, at, posting{doc: doc, freq: float32(tf.freq)})
+		}
+		ix.lengths[i] = ix.docs[i].length
+		changed = append(changed, tools[i].Name)
+	}
+	var total float64 // summed in order, as newBM25Index does
+	for i := range ix.docs {
+		total += ix.docs[i].length
+	}
+	ix.avgLen = total / float64(len(tools))
+	return changed
+}
+
 // scoreBuffers holds dense score buffers between searches, each zero.
 var scoreBuffers sync.Pool
 

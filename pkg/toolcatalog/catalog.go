@@ -280,9 +280,11 @@ func NewReading(doc *contract.Document, chunk int, read func(names []string) (ma
 // tools, and lists the tools always included.
 func (c *Catalog) finish(prev *Catalog) {
 	doc := c.Document
-	if prev != nil {
+	switch {
+	case c.index != nil:
+	case prev != nil:
 		c.index = newBM25Index(doc.Tools, prev.index, prev.tools)
-	} else {
+	default:
 		c.index = newBM25Index(doc.Tools, nil, nil)
 	}
 	seen := map[string]bool{}
@@ -307,8 +309,10 @@ func (c *Catalog) finish(prev *Catalog) {
 // the tools with a vector are prev's, in the same order: the rows of the
 // changed vectors in rawVectors are written over prev's, which no copy of
 // every row is made for. It returns nil, and changes nothing, otherwise.
-// prev is spent when it returns a Catalog: its rows are the new ones.
-// changed names the tools whose row was written.
+// prev is spent when it returns a Catalog: its rows are the new ones,
+// and when its tools are doc's, in the same order, so is its text index,
+// which is re-indexed in place. changed names the tools whose row was
+// written or whose text was re-indexed in place.
 func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catalog) (c *Catalog, changed []string) {
 	if prev.matrix == nil || (doc.Embedding.Dimensions != 0 && doc.Embedding.Dimensions != prev.dims) {
 		return nil, nil
@@ -363,8 +367,17 @@ func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catal
 			c.Vectors[t.Name] = c.matrix[row*c.dims : (row+1)*c.dims : (row+1)*c.dims]
 		}
 	}
+	if sameNames(doc.Tools, prev.Document.Tools) {
+		c.index = prev.index
+		changed = append(changed, c.index.reindex(doc.Tools)...)
+	}
 	c.finish(prev)
 	return c, changed
+}
+
+// sameNames reports whether a and b are the same tools in the same order.
+func sameNames(a, b []contract.Tool) bool {
+	return slices.EqualFunc(a, b, func(x, y contract.Tool) bool { return x.Name == y.Name })
 }
 
 // Version is the catalog's version.

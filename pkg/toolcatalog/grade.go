@@ -93,7 +93,8 @@ type Grader struct {
 
 	prev *Catalog
 	// next is the catalog Next built over prev's rows, prev then spent;
-	// nextRows names the tools whose row Next wrote.
+	// nextRows names the tools whose row Next wrote or whose text it
+	// re-indexed in prev's index.
 	next     *Catalog
 	nextRows []string
 	tools    map[string]*gradedTool
@@ -175,8 +176,9 @@ func (g *Grader) Grade(ctx context.Context, c *Catalog, sets map[string]QuerySet
 	if method != BM25 && c.dims == 0 {
 		method = BM25
 	}
-	// The rows of a catalog Next wrote over are the new ones: what changed
-	// is what Next wrote. Any other catalog after Next grades afresh.
+	// The rows (and maybe the text index) of a catalog Next wrote over are
+	// the new ones: what changed is what Next wrote. Any other catalog
+	// after Next grades afresh.
 	spent := g.next != nil && g.next != c
 	rows := g.nextRows
 	if g.next != c {
@@ -335,7 +337,8 @@ func outcomeOf(tool string, terms []string, order, semantic, lexical []ranked) *
 
 // changedTools names the tools whose text or vector differ between two
 // versions, or that only one holds; every tool when prev is nil. rows,
-// when c was written over prev's rows, names the vectors that changed.
+// when c was written over prev's rows, names the vectors and the text
+// that changed (the text index may then be prev's own).
 func changedTools(prev, c *Catalog, rows []string) map[string]bool {
 	out := map[string]bool{}
 	if prev == nil {

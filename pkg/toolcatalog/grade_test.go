@@ -262,6 +262,22 @@ func TestGraderNextWritesOverTheRows(t *testing.T) {
 		t.Fatal("Grade did not keep the catalog it graded")
 	}
 
+	// send_email's text changes, no vector does: the text index is
+	// re-indexed in place and grades as one built afresh.
+	edited := *doc
+	edited.Tools = slices.Clone(doc.Tools)
+	for i := range edited.Tools {
+		if edited.Tools[i].Name == "send_email" {
+			edited.Tools[i].Description = "Post a paper letter to a street address."
+		}
+	}
+	index := v2.index
+	v2b := g.Next(&edited, nil)
+	if v2b.index != index {
+		t.Fatal("Next built a new text index for one tool's text")
+	}
+	same(v2b, &edited, nil)
+
 	// create_issue goes: the rows are laid out anew.
 	doc3 := *doc
 	doc3.Tools = slices.DeleteFunc(slices.Clone(doc.Tools), func(tl contract.Tool) bool { return tl.Name == "create_issue" })

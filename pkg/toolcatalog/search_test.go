@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -603,5 +604,59 @@ func TestNextTakesOnlyUnchangedVectors(t *testing.T) {
 	}
 	if r := search(t, got, "email my manager", Options{Method: Semantic, Embedder: lexicalEmbedder()}); firstRanked(r) != "get_weather" && firstRanked(r) != "send_email" {
 		t.Fatalf("semantic search ranks %s first, want a tool with the email vector", firstRanked(r))
+	}
+}
+
+// An index re-indexed in place is the index built afresh: postings in
+// document order, a term no tool holds any more gone, a new term there,
+// lengths and the average length alike, and only the edited tools named.
+func TestReindexIsANewIndex(t *testing.T) {
+	doc, _ := fixtureParts(t, gradedFixture(), contract.SearchDefaults{})
+	tools := slices.Clone(doc.Tools)
+	ix := newBM25Index(tools, nil, nil)
+	sendEmail := slices.IndexFunc(tools, func(tl contract.Tool) bool { return tl.Name == "send_email" })
+	only := "" // a term of send_email's parameters no other tool holds
+	for _, tf := range ix.docs[sendEmail].terms {
+		if ps := ix.postings[tf.term]; len(ps) == 1 && !strings.Contains(tools[sendEmail].Name+" "+tools[sendEmail].Description, tf.term) {
+			only = tf.term
+		}
+	}
+	if only == "" {
+		t.Fatal("send_email's parameters have no term of their own")
+	}
+	edited := slices.Clone(tools)
+	var want []string
+	for i := range edited {
+		switch {
+		case strings.HasPrefix(edited[i].Name, "zebra"):
+			edited[i].Description = "Facts about the okapi and its habitat."
+		case edited[i].Name == "send_email":
+			edited[i].Parameters = json.RawMessage(`{"type":"object","properties":{"recipient":{"type":"string","description":"who gets the okapi"}}}`)
+		default:
+			continue
+		}
+		want = append(want, edited[i].Name)
+	}
+	changed := ix.reindex(edited)
+	fresh := newBM25Index(edited, nil, nil)
+	if !slices.Equal(changed, want) {
+		t.Errorf("reindex named %v as changed, want %v", changed, want)
+	}
+	if _, ok := ix.postings[only]; ok {
+		t.Errorf("%q, which no tool holds now, is still indexed", only)
+	}
+	if len(ix.postings["okapi"]) != 2 {
+		t.Errorf("the new term is indexed for %v", ix.postings["okapi"])
+	}
+	if len(ix.postings) != len(fresh.postings) || ix.avgLen != fresh.avgLen || ix.maxIDF != fresh.maxIDF || !slices.Equal(ix.lengths, fresh.lengths) {
+		t.Fatalf("%d terms, average length %v, maxIDF %v; afresh %d, %v, %v", len(ix.postings), ix.avgLen, ix.maxIDF, len(fresh.postings), fresh.avgLen, fresh.maxIDF)
+	}
+	for term, ps := range fresh.postings {
+		if !slices.Equal(ix.postings[term], ps) {
+			t.Errorf("postings of %q: %v, afresh %v", term, ix.postings[term], ps)
+		}
+	}
+	if ix.reindex(edited) != nil {
+		t.Error("an index of the same text named tools as changed")
 	}
 }
