@@ -306,9 +306,11 @@ func (c *Catalog) finish(prev *Catalog) {
 }
 
 // overwrite builds the Catalog of doc in prev's storage, as Next does, when
-// the tools with a vector are prev's, in the same order: the rows of the
-// changed vectors in rawVectors are written over prev's, which no copy of
-// every row is made for. It returns nil, and changes nothing, otherwise.
+// the tools with a vector are prev's or some of them, in the same order:
+// the rows of removed tools are dropped by moving the others up, and the
+// rows of the changed vectors in rawVectors are written over prev's, which
+// no copy of every row is made for. It returns nil, and changes nothing,
+// otherwise (a tool gained a row).
 // prev is spent when it returns a Catalog: its rows are the new ones,
 // and when its tools are doc's, in the same order, so is its text index,
 // which is re-indexed in place. changed names the tools whose row was
@@ -324,6 +326,9 @@ func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catal
 	}
 	var updates []update
 	rowOf := make([]int, len(doc.Tools))
+	// from is each row's place in prev: rising, and the row's own or
+	// past it when tools were removed.
+	from := make([]int, 0, len(prev.vecNames))
 	n := 0
 	for i, t := range doc.Tools {
 		rowOf[i] = -1
@@ -342,19 +347,29 @@ func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catal
 		if !has {
 			continue
 		}
-		if n == len(prev.vecNames) || prev.vecNames[n] != t.Name {
-			return nil, nil
+		r := prev.rowIndex(t.Name)
+		if r < 0 || (n > 0 && r <= from[n-1]) {
+			return nil, nil // a new row, or rows in another order
 		}
+		from = append(from, r)
 		rowOf[i] = n
 		n++
-	}
-	if n != len(prev.vecNames) {
-		return nil, nil
 	}
 	c = &Catalog{
 		Document: doc, Vectors: make(map[string][]float32, n), Metadata: parseMetadata(doc, nil, prev.Metadata),
 		tools: make(map[string]int, len(doc.Tools)), matrix: prev.matrix, vecNames: prev.vecNames, rowOf: rowOf,
 		dims: prev.dims, rawHash: slices.Clone(prev.rawHash),
+	}
+	// Not nil: the rows are written over, prev's vectors no longer its own.
+	changed = []string{}
+	if n < len(prev.vecNames) {
+		// Tools were removed: the rows kept move up, in order, each to
+		// a place already read or its own.
+		c.matrix, c.vecNames, c.rawHash = prev.matrix[:n*c.dims], make([]string, n), make([]uint64, n)
+		for row, r := range from {
+			copy(c.matrix[row*c.dims:(row+1)*c.dims], prev.matrix[r*c.dims:(r+1)*c.dims])
+			c.vecNames[row], c.rawHash[row] = prev.vecNames[r], prev.rawHash[r]
+		}
 	}
 	for _, u := range updates {
 		copy(c.matrix[u.row*c.dims:(u.row+1)*c.dims], u.vec)
@@ -449,15 +464,23 @@ var errZeroVector = errors.New("zero vector")
 // row is tool name's row and the digest of the raw vector it was decoded
 // from (0 when unknown); nil on a nil Catalog or for a tool without one.
 func (c *Catalog) row(name string) ([]float32, uint64) {
-	if c == nil {
+	row := c.rowIndex(name)
+	if row < 0 {
 		return nil, 0
+	}
+	return c.matrix[row*c.dims : (row+1)*c.dims], c.rawHash[row]
+}
+
+// rowIndex is a tool's row in the matrix, -1 when it has none.
+func (c *Catalog) rowIndex(name string) int {
+	if c == nil {
+		return -1
 	}
 	i, ok := c.tools[name]
-	if !ok || c.rowOf[i] < 0 {
-		return nil, 0
+	if !ok {
+		return -1
 	}
-	row := c.rowOf[i]
-	return c.matrix[row*c.dims : (row+1)*c.dims], c.rawHash[row]
+	return c.rowOf[i]
 }
 
 func normalize(v []float32) bool {

@@ -278,14 +278,25 @@ func TestGraderNextWritesOverTheRows(t *testing.T) {
 	}
 	same(v2b, &edited, nil)
 
-	// create_issue goes: the rows are laid out anew.
+	// create_issue and the first tool go while send_email's vector
+	// changes: the rows kept move up in place.
+	first := doc.Tools[0].Name
 	doc3 := *doc
-	doc3.Tools = slices.DeleteFunc(slices.Clone(doc.Tools), func(tl contract.Tool) bool { return tl.Name == "create_issue" })
-	v3 := g.Next(&doc3, nil)
-	if &v3.matrix[0] == storage {
-		t.Fatal("Next wrote over the rows of another layout")
+	doc3.Tools = slices.DeleteFunc(slices.Clone(doc.Tools), func(tl contract.Tool) bool { return tl.Name == "create_issue" || tl.Name == first })
+	moved := map[string][]byte{"send_email": raw["create_issue"]}
+	v3 := g.Next(&doc3, moved)
+	if &v3.matrix[0] != storage || len(v3.vecNames) != len(doc.Tools)-2 {
+		t.Fatalf("Next copied every row to drop two (%d rows)", len(v3.vecNames))
 	}
-	same(v3, &doc3, nil)
+	same(v3, &doc3, moved)
+
+	// create_issue comes back: it needs a row, and the rows are laid out
+	// anew.
+	v4 := g.Next(doc, map[string][]byte{"create_issue": raw["create_issue"]})
+	if &v4.matrix[0] == storage {
+		t.Fatal("Next wrote over the rows for a tool that had none")
+	}
+	same(v4, doc, map[string][]byte{"create_issue": raw["create_issue"]})
 }
 
 func buildCatalog(t *testing.T, doc *contract.Document, raw map[string][]byte) *Catalog {
