@@ -104,16 +104,9 @@ func ReadWithStaged(ctx context.Context, c redis.UniversalClient, k Keys) (*Snap
 		names := s.vectorNames
 		s.vectorNames = nil
 		s.VectorDigests = make(map[string]uint64, len(names))
-		for chunk := range slices.Chunk(names, maxVectorsPerRead) {
-			vals, err := c.HMGet(ctx, k.Embeddings(), chunk...).Result()
-			if err != nil {
-				return nil, fmt.Errorf("reading %s: %w", k.Embeddings(), err)
-			}
-			for i, v := range vals {
-				if vec, ok := v.(string); ok {
-					s.VectorDigests[chunk[i]] = maphash.String(vectorSeed, vec)
-				}
-			}
+		err = eachVector(ctx, c, k, names, func(name, vec string) { s.VectorDigests[name] = maphash.String(vectorSeed, vec) })
+		if err != nil {
+			return nil, err
 		}
 		version, err := c.Get(ctx, k.Version()).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
@@ -488,16 +481,25 @@ const maxVectorsPerRead = 1000
 // without a vector is left out.
 func ReadVectors(ctx context.Context, c redis.UniversalClient, k Keys, names []string) (map[string][]byte, error) {
 	out := make(map[string][]byte, len(names))
+	if err := eachVector(ctx, c, k, names, func(name, vec string) { out[name] = []byte(vec) }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eachVector reads the named tools' vectors from P:embeddings in round
+// trips of up to maxVectorsPerRead names and calls fn with each there is.
+func eachVector(ctx context.Context, c redis.UniversalClient, k Keys, names []string, fn func(name, vec string)) error {
 	for chunk := range slices.Chunk(names, maxVectorsPerRead) {
 		vals, err := c.HMGet(ctx, k.Embeddings(), chunk...).Result()
 		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", k.Embeddings(), err)
+			return fmt.Errorf("reading %s: %w", k.Embeddings(), err)
 		}
 		for i, v := range vals {
-			if s, ok := v.(string); ok {
-				out[chunk[i]] = []byte(s)
+			if vec, ok := v.(string); ok {
+				fn(chunk[i], vec)
 			}
 		}
 	}
-	return out, nil
+	return nil
 }
