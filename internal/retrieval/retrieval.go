@@ -8,8 +8,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -30,6 +33,9 @@ type Tool struct {
 type Query struct {
 	Query string   `json:"query"`
 	Gold  []string `json:"gold"`
+	// Split names the part of the set the query belongs to (MetaTool's
+	// "single" and "multi"); empty when the set has none.
+	Split string `json:"split,omitempty"`
 }
 
 // Dataset is a retrieval dataset.
@@ -138,6 +144,14 @@ type Metrics struct {
 	Recall, Hit map[int]float64
 	// MRR is the mean reciprocal rank of the first gold tool (0 beyond 10).
 	MRR float64
+	// NDCG10 is the mean nDCG@10, each gold tool of gain 1; Complete[k]
+	// the share of queries with every gold tool in the top k (5 and 10).
+	NDCG10   float64
+	Complete map[int]float64
+	// Split is the part of the set these are of, empty for all of it;
+	// Splits are the metrics of each part, when the set has parts.
+	Split  string
+	Splits []*Metrics
 	// Latency percentiles of one search, query embedding included.
 	P50, P90, P99 time.Duration
 	// Fallbacks counts searches that fell back to BM25.
@@ -146,7 +160,8 @@ type Metrics struct {
 
 // Evaluate runs every query through one method.
 func Evaluate(ctx context.Context, c *toolcatalog.Catalog, queries []Query, method toolcatalog.Method, emb toolcatalog.QueryEmbedder) (*Metrics, error) {
-	m := &Metrics{Method: method, Queries: len(queries), Recall: map[int]float64{}, Hit: map[int]float64{}}
+	m := newMetrics(method, "")
+	splits := map[string]*Metrics{}
 	maxK := Ks[len(Ks)-1]
 	latencies := make([]time.Duration, 0, len(queries))
 	for _, q := range queries {
@@ -163,22 +178,99 @@ func Evaluate(ctx context.Context, c *toolcatalog.Catalog, queries []Query, meth
 		for _, r := range resp.Results {
 			got = append(got, r.Tool.Name)
 		}
-		recall, hit, rr := Score(got, q.Gold)
-		for _, k := range Ks {
-			m.Recall[k] += recall[k]
-			m.Hit[k] += hit[k]
+		m.add(got, q.Gold)
+		if q.Split != "" {
+			if splits[q.Split] == nil {
+				splits[q.Split] = newMetrics(method, q.Split)
+			}
+			splits[q.Split].add(got, q.Gold)
 		}
-		m.MRR += rr
+		if resp.Fallback != "" && q.Split != "" {
+			splits[q.Split].Fallbacks++
+		}
 	}
-	n := float64(max(len(queries), 1))
+	m.finish()
+	for _, name := range slices.Sorted(maps.Keys(splits)) {
+		splits[name].finish()
+		m.Splits = append(m.Splits, splits[name])
+	}
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	m.P50, m.P90, m.P99 = percentile(latencies, 50), percentile(latencies, 90), percentile(latencies, 99)
+	return m, nil
+}
+
+func newMetrics(method toolcatalog.Method, split string) *Metrics {
+	return &Metrics{Method: method, Split: split, Recall: map[int]float64{}, Hit: map[int]float64{}, Complete: map[int]float64{}}
+}
+
+// add scores one query's ranked tools.
+func (m *Metrics) add(ranked, gold []string) {
+	recall, hit, rr := Score(ranked, gold)
+	for _, k := range Ks {
+		m.Recall[k] += recall[k]
+		m.Hit[k] += hit[k]
+	}
+	for _, k := range CompleteKs {
+		if Complete(ranked, gold, k) {
+			m.Complete[k]++
+		}
+	}
+	m.MRR += rr
+	m.NDCG10 += NDCG(ranked, gold, 10)
+	m.Queries++
+}
+
+// finish turns the sums into means.
+func (m *Metrics) finish() {
+	n := float64(max(m.Queries, 1))
 	for _, k := range Ks {
 		m.Recall[k] /= n
 		m.Hit[k] /= n
 	}
+	for _, k := range CompleteKs {
+		m.Complete[k] /= n
+	}
 	m.MRR /= n
-	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-	m.P50, m.P90, m.P99 = percentile(latencies, 50), percentile(latencies, 90), percentile(latencies, 99)
-	return m, nil
+	m.NDCG10 /= n
+}
+
+// CompleteKs are the cut-offs of Complete reported.
+var CompleteKs = []int{5, 10}
+
+// NDCG is the normalised discounted cumulative gain of ranked at k, each
+// gold tool of gain 1: the measure ToolRet and other tool-retrieval
+// benchmarks report.
+func NDCG(ranked, gold []string, k int) float64 {
+	isGold := map[string]bool{}
+	for _, g := range gold {
+		isGold[g] = true
+	}
+	relevant := len(isGold)
+	var dcg, ideal float64
+	for i, name := range ranked[:min(k, len(ranked))] {
+		if isGold[name] {
+			dcg += 1 / math.Log2(float64(i+2))
+			delete(isGold, name) // a tool listed twice counts once
+		}
+	}
+	for i := range min(k, relevant) {
+		ideal += 1 / math.Log2(float64(i+2))
+	}
+	if ideal == 0 {
+		return 0
+	}
+	return dcg / ideal
+}
+
+// Complete reports whether every gold tool is in the top k of ranked.
+func Complete(ranked, gold []string, k int) bool {
+	top := ranked[:min(k, len(ranked))]
+	for _, g := range gold {
+		if !slices.Contains(top, g) {
+			return false
+		}
+	}
+	return len(gold) > 0
 }
 
 // Score rates one ranked list against the gold tools: recall and hit at

@@ -3,6 +3,7 @@ package retrieval
 import (
 	"bytes"
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +34,54 @@ func TestScore(t *testing.T) {
 		if recall[1] != tt.recall1 || recall[5] != tt.recall5 || hit[1] != tt.hit1 || hit[5] != tt.hit5 || rr != tt.rr {
 			t.Errorf("%s: recall@1 %v @5 %v hit@1 %v @5 %v rr %v", tt.name, recall[1], recall[5], hit[1], hit[5], rr)
 		}
+	}
+}
+
+// nDCG@10 with gain 1 per gold tool, and complete@k: every gold tool in
+// the top k; the metrics of each part of a set beside the whole.
+func TestNDCGAndComplete(t *testing.T) {
+	log2 := func(n float64) float64 { return math.Log2(n) }
+	tests := []struct {
+		name     string
+		ranked   []string
+		gold     []string
+		ndcg     float64
+		complete [2]bool // @5, @10
+	}{
+		{"first", []string{"a", "b"}, []string{"a"}, 1, [2]bool{true, true}},
+		{"third", []string{"x", "y", "a"}, []string{"a"}, 1 / log2(4), [2]bool{true, true}},
+		{"both, swapped order does not matter", []string{"b", "a"}, []string{"a", "b"}, 1, [2]bool{true, true}},
+		{"one of two, second", []string{"x", "a"}, []string{"a", "b"}, (1 / log2(3)) / (1 + 1/log2(3)), [2]bool{false, false}},
+		{"second gold at six", []string{"a", "x", "y", "z", "w", "b"}, []string{"a", "b"}, (1 + 1/log2(7)) / (1 + 1/log2(3)), [2]bool{false, true}},
+		{"beyond ten", []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "a"}, []string{"a"}, 0, [2]bool{false, false}},
+		{"listed twice counts once", []string{"a", "a"}, []string{"a", "b"}, 1 / (1 + 1/log2(3)), [2]bool{false, false}},
+	}
+	for _, tt := range tests {
+		if got := NDCG(tt.ranked, tt.gold, 10); math.Abs(got-tt.ndcg) > 1e-12 {
+			t.Errorf("%s: nDCG@10 %v, want %v", tt.name, got, tt.ndcg)
+		}
+		if c5, c10 := Complete(tt.ranked, tt.gold, 5), Complete(tt.ranked, tt.gold, 10); c5 != tt.complete[0] || c10 != tt.complete[1] {
+			t.Errorf("%s: complete@5 %v @10 %v", tt.name, c5, c10)
+		}
+	}
+
+	m, single, multi := newMetrics("bm25", ""), newMetrics("bm25", "single"), newMetrics("bm25", "multi")
+	for _, q := range []struct {
+		ranked, gold []string
+		part         *Metrics
+	}{
+		{[]string{"a"}, []string{"a"}, single},
+		{[]string{"x"}, []string{"a"}, single},
+		{[]string{"a", "b"}, []string{"a", "b"}, multi},
+	} {
+		m.add(q.ranked, q.gold)
+		q.part.add(q.ranked, q.gold)
+	}
+	for _, x := range []*Metrics{m, single, multi} {
+		x.finish()
+	}
+	if m.Queries != 3 || single.Queries != 2 || multi.Queries != 1 || single.Complete[5] != 0.5 || multi.Complete[5] != 1 || math.Abs(m.Complete[10]-2.0/3) > 1e-12 {
+		t.Errorf("queries %d/%d/%d, complete@5 single %v multi %v, complete@10 all %v", m.Queries, single.Queries, multi.Queries, single.Complete[5], multi.Complete[5], m.Complete[10])
 	}
 }
 
