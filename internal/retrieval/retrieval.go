@@ -171,22 +171,17 @@ func Evaluate(ctx context.Context, c *toolcatalog.Catalog, queries []Query, meth
 		if err != nil {
 			return nil, err
 		}
-		if resp.Fallback != "" {
-			m.Fallbacks++
-		}
 		var got []string
 		for _, r := range resp.Results {
 			got = append(got, r.Tool.Name)
 		}
-		m.add(got, q.Gold)
+		fallback := resp.Fallback != ""
+		m.add(got, q.Gold, fallback)
 		if q.Split != "" {
 			if splits[q.Split] == nil {
 				splits[q.Split] = newMetrics(method, q.Split)
 			}
-			splits[q.Split].add(got, q.Gold)
-		}
-		if resp.Fallback != "" && q.Split != "" {
-			splits[q.Split].Fallbacks++
+			splits[q.Split].add(got, q.Gold, fallback)
 		}
 	}
 	m.finish()
@@ -203,8 +198,12 @@ func newMetrics(method toolcatalog.Method, split string) *Metrics {
 	return &Metrics{Method: method, Split: split, Recall: map[int]float64{}, Hit: map[int]float64{}, Complete: map[int]float64{}}
 }
 
-// add scores one query's ranked tools.
-func (m *Metrics) add(ranked, gold []string) {
+// add scores one query's ranked tools; fallback says its search fell back
+// to BM25.
+func (m *Metrics) add(ranked, gold []string, fallback bool) {
+	if fallback {
+		m.Fallbacks++
+	}
 	recall, hit, rr := Score(ranked, gold)
 	for _, k := range Ks {
 		m.Recall[k] += recall[k]

@@ -74,8 +74,8 @@ func TestNDCGAndComplete(t *testing.T) {
 		{[]string{"x"}, []string{"a"}, single},
 		{[]string{"a", "b"}, []string{"a", "b"}, multi},
 	} {
-		m.add(q.ranked, q.gold)
-		q.part.add(q.ranked, q.gold)
+		m.add(q.ranked, q.gold, false)
+		q.part.add(q.ranked, q.gold, false)
 	}
 	for _, x := range []*Metrics{m, single, multi} {
 		x.finish()
