@@ -36,6 +36,7 @@ func run() error {
 		embURL, embModel, embKeyEnv    = flag.String("embedding-base-url", "", "OpenAI-compatible embeddings base URL; empty uses the builtin model"), flag.String("embedding-model", "", "embedding model"), flag.String("embedding-api-key-env", "OPENAI_API_KEY", "environment variable holding the embeddings API key")
 		embDims                        = flag.Int("embedding-dimensions", 0, "requested vector length (0: the model's)")
 		replay                         = flag.Int("replay", 0, "replay half of the queries as usage, folding up to N recorded requests per tool into its query set, and report the other half before and after learning (0: off)")
+		intents                        = flag.String("intents", toolcatalog.IntentsOn, "on searches each intent of a request that asks for several things; off searches every request whole")
 		builtin                        = flag.String("builtin", "sentence", "builtin embedder without -embedding-base-url: sentence (Universal Sentence Encoder lite) or lexical (hashed n-grams)")
 		chatURL, chatModel, chatKeyEnv = flag.String("chat-base-url", "", "OpenAI-compatible chat base URL for query generation; empty uses the builtin generator"), flag.String("chat-model", "", "chat model"), flag.String("chat-api-key-env", "OPENAI_API_KEY", "environment variable holding the chat API key")
 	)
@@ -84,7 +85,7 @@ func run() error {
 		learned := retrieval.Replayed(traffic, *replay)
 		fmt.Printf("\nreplay: %d traffic queries recorded as usage, %d tools learned requests (at most %d each); %d test queries\n\nbefore learning (test queries):\n",
 			len(traffic), len(learned), *replay, len(test))
-		if err := report(ctx, cat, test, emb); err != nil {
+		if err := report(ctx, cat, test, emb, *intents); err != nil {
 			return err
 		}
 		learnt, err := retrieval.Build(ctx, ds.Tools, retrieval.BuildOptions{Embedder: emb, Generator: gen, QueriesPerTool: *perTool, Concurrency: *concurrency, Learned: learned})
@@ -92,16 +93,16 @@ func run() error {
 			return err
 		}
 		fmt.Printf("\nafter learning (test queries):\n")
-		return report(ctx, learnt, test, emb)
+		return report(ctx, learnt, test, emb, *intents)
 	}
-	return report(ctx, cat, ds.Queries, emb)
+	return report(ctx, cat, ds.Queries, emb, *intents)
 }
 
 // report evaluates every method on the queries and prints the table.
-func report(ctx context.Context, cat *toolcatalog.Catalog, queries []retrieval.Query, emb embedding.Embedder) error {
+func report(ctx context.Context, cat *toolcatalog.Catalog, queries []retrieval.Query, emb embedding.Embedder, intents string) error {
 	var results []*retrieval.Metrics
 	for _, m := range toolcatalog.Methods {
-		r, err := retrieval.Evaluate(ctx, cat, queries, m, emb)
+		r, err := retrieval.Evaluate(ctx, cat, queries, toolcatalog.Options{Method: m, Embedder: emb, Intents: intents})
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 // The quality gate: on the shipped sets, with the builtin sentence model
@@ -44,7 +45,7 @@ func TestRetrievalQualityGate(t *testing.T) {
 			def := toolcatalog.Method(cat.Document.Search.Method)
 			got := map[toolcatalog.Method]*Metrics{}
 			for _, m := range []toolcatalog.Method{toolcatalog.BM25, toolcatalog.Semantic, def} {
-				if got[m], err = Evaluate(ctx, cat, ds.Queries, m, queries); err != nil {
+				if got[m], err = Evaluate(ctx, cat, ds.Queries, toolcatalog.Options{Method: m, Embedder: queries}); err != nil {
 					t.Fatal(err)
 				}
 				t.Logf("%-8s recall@1 %.3f recall@5 %.3f hit@1 %.3f MRR %.3f", m, got[m].Recall[1], got[m].Recall[5], got[m].Hit[1], got[m].MRR)
@@ -62,17 +63,18 @@ func TestRetrievalQualityGate(t *testing.T) {
 	}
 }
 
-// precomputed answers a known set of queries with vectors embedded in one
-// batch, so an evaluation pays for each query once.
+// precomputed answers a known set of queries and their intents with
+// vectors embedded in one batch, so an evaluation pays for each once.
 type precomputed struct {
 	model   string
 	vectors map[string][]float32
 }
 
 func embedQueries(ctx context.Context, emb embedding.Embedder, queries []Query) (precomputed, error) {
-	texts := make([]string, len(queries))
-	for i, q := range queries {
-		texts[i] = q.Query
+	var texts []string
+	for _, q := range queries {
+		texts = append(texts, q.Query)
+		texts = append(texts, text.Intents(q.Query)...)
 	}
 	vecs, err := emb.Embed(ctx, texts)
 	if err != nil {

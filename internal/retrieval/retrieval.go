@@ -158,30 +158,45 @@ type Metrics struct {
 	Fallbacks int
 }
 
-// Evaluate runs every query through one method.
-func Evaluate(ctx context.Context, c *toolcatalog.Catalog, queries []Query, method toolcatalog.Method, emb toolcatalog.QueryEmbedder) (*Metrics, error) {
+// Evaluate runs every query through one search setting (opts.Method,
+// with opts.Embedder for the semantic arm). The measures at each k of Ks
+// are of a search for k tools, as a client asking for k sees them (a
+// request of several intents shares the k places among them); MRR and
+// nDCG are of the search for the most. The latency is that search's, the
+// query embedded.
+func Evaluate(ctx context.Context, c *toolcatalog.Catalog, queries []Query, opts toolcatalog.Options) (*Metrics, error) {
+	method := opts.Method
 	m := newMetrics(method, "")
 	splits := map[string]*Metrics{}
-	maxK := Ks[len(Ks)-1]
+	if opts.Embedder != nil {
+		// The searches for fewer tools embed nothing again.
+		opts.Embedder = toolcatalog.CacheQueries(opts.Embedder, 64)
+	}
 	latencies := make([]time.Duration, 0, len(queries))
 	for _, q := range queries {
-		start := time.Now()
-		resp, err := c.Search(ctx, q.Query, toolcatalog.Options{Method: method, TopK: maxK, Embedder: emb})
-		latencies = append(latencies, time.Since(start))
-		if err != nil {
-			return nil, err
+		at := map[int][]string{}
+		var fallback bool
+		for i := len(Ks) - 1; i >= 0; i-- {
+			opts.TopK = Ks[i]
+			start := time.Now()
+			resp, err := c.Search(ctx, q.Query, opts)
+			if err != nil {
+				return nil, err
+			}
+			if i == len(Ks)-1 {
+				latencies = append(latencies, time.Since(start))
+				fallback = resp.Fallback != ""
+			}
+			for _, r := range resp.Results {
+				at[Ks[i]] = append(at[Ks[i]], r.Tool.Name)
+			}
 		}
-		var got []string
-		for _, r := range resp.Results {
-			got = append(got, r.Tool.Name)
-		}
-		fallback := resp.Fallback != ""
-		m.add(got, q.Gold, fallback)
+		m.add(at, q.Gold, fallback)
 		if q.Split != "" {
 			if splits[q.Split] == nil {
 				splits[q.Split] = newMetrics(method, q.Split)
 			}
-			splits[q.Split].add(got, q.Gold, fallback)
+			splits[q.Split].add(at, q.Gold, fallback)
 		}
 	}
 	m.finish()
@@ -198,22 +213,24 @@ func newMetrics(method toolcatalog.Method, split string) *Metrics {
 	return &Metrics{Method: method, Split: split, Recall: map[int]float64{}, Hit: map[int]float64{}, Complete: map[int]float64{}}
 }
 
-// add scores one query's ranked tools; fallback says its search fell back
-// to BM25.
-func (m *Metrics) add(ranked, gold []string, fallback bool) {
+// add scores one query's ranked tools, at[k] those of a search for k
+// tools (k in Ks); fallback says its search fell back to BM25.
+func (m *Metrics) add(at map[int][]string, gold []string, fallback bool) {
 	if fallback {
 		m.Fallbacks++
 	}
-	recall, hit, rr := Score(ranked, gold)
 	for _, k := range Ks {
+		recall, hit, _ := Score(at[k], gold)
 		m.Recall[k] += recall[k]
 		m.Hit[k] += hit[k]
 	}
 	for _, k := range CompleteKs {
-		if Complete(ranked, gold, k) {
+		if Complete(at[k], gold, k) {
 			m.Complete[k]++
 		}
 	}
+	ranked := at[Ks[len(Ks)-1]]
+	_, _, rr := Score(ranked, gold)
 	m.MRR += rr
 	m.NDCG10 += NDCG(ranked, gold, 10)
 	m.Queries++

@@ -74,14 +74,36 @@ func TestNDCGAndComplete(t *testing.T) {
 		{[]string{"x"}, []string{"a"}, single},
 		{[]string{"a", "b"}, []string{"a", "b"}, multi},
 	} {
-		m.add(q.ranked, q.gold, false)
-		q.part.add(q.ranked, q.gold, false)
+		at := map[int][]string{}
+		for _, k := range Ks {
+			at[k] = q.ranked
+		}
+		m.add(at, q.gold, false)
+		q.part.add(at, q.gold, false)
 	}
 	for _, x := range []*Metrics{m, single, multi} {
 		x.finish()
 	}
 	if m.Queries != 3 || single.Queries != 2 || multi.Queries != 1 || single.Complete[5] != 0.5 || multi.Complete[5] != 1 || math.Abs(m.Complete[10]-2.0/3) > 1e-12 {
 		t.Errorf("queries %d/%d/%d, complete@5 single %v multi %v, complete@10 all %v", m.Queries, single.Queries, multi.Queries, single.Complete[5], multi.Complete[5], m.Complete[10])
+	}
+}
+
+// The measures at k are of the search for k tools, not the first k of a
+// longer one: a request of several intents shares the places differently.
+func TestMeasuresAtKAreOfASearchForK(t *testing.T) {
+	m := newMetrics("hybrid", "")
+	m.add(map[int][]string{
+		1:  {"b"},
+		5:  {"a", "b", "x", "y", "z"},
+		10: {"a", "x", "y", "z", "w", "v", "b"},
+	}, []string{"a", "b"}, false)
+	m.finish()
+	if m.Recall[1] != 0.5 || m.Recall[5] != 1 || m.Complete[5] != 1 || m.Complete[10] != 1 || m.MRR != 1 {
+		t.Errorf("recall@1 %v @5 %v, complete@5 %v @10 %v, MRR %v", m.Recall[1], m.Recall[5], m.Complete[5], m.Complete[10], m.MRR)
+	}
+	if want := (1 + 1/math.Log2(8)) / (1 + 1/math.Log2(3)); math.Abs(m.NDCG10-want) > 1e-12 {
+		t.Errorf("nDCG@10 %v, want %v (of the search for 10)", m.NDCG10, want)
 	}
 }
 
@@ -110,7 +132,7 @@ func TestMiniDatasetEndToEnd(t *testing.T) {
 	}
 	var all []*Metrics
 	for _, m := range []toolcatalog.Method{toolcatalog.BM25, toolcatalog.Semantic, toolcatalog.Hybrid} {
-		r, err := Evaluate(ctx, cat, ds.Queries, m, emb)
+		r, err := Evaluate(ctx, cat, ds.Queries, toolcatalog.Options{Method: m, Embedder: emb})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +174,7 @@ func TestMiniDatasetWithTheBuiltinSentenceModel(t *testing.T) {
 	}
 	top1 := map[toolcatalog.Method]float64{}
 	for _, m := range []toolcatalog.Method{toolcatalog.Semantic, toolcatalog.Hybrid} {
-		r, err := Evaluate(ctx, cat, ds.Queries, m, emb)
+		r, err := Evaluate(ctx, cat, ds.Queries, toolcatalog.Options{Method: m, Embedder: emb})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -62,6 +62,10 @@ type SearchDefaults struct {
 	// consumers use their defaults.
 	SemanticWeight     *float64 `json:"semantic_weight,omitempty"`
 	MinLexicalEvidence *float64 `json:"min_lexical_evidence,omitempty"`
+	// Intents is "off" when consumers search a request as one intent;
+	// absent or "on", they search each intent of a request that asks for
+	// several things.
+	Intents string `json:"intents,omitempty"`
 	// LearnFromRequests asks consumers to record the request text that
 	// led to each tool call (RecordRequest); the operator folds frequent
 	// requests into the tools' query sets.

@@ -265,14 +265,14 @@ func (g *Grader) Grade(ctx context.Context, c *Catalog, sets map[string]QuerySet
 			if err := ctx.Err(); err != nil {
 				return nil, 0, err
 			}
-			resp := &Response{Method: method}
+			var blend Blend
 			var own *ownScore
 			if method != BM25 {
 				n := len(c.vecNames)
 				own = &ownScore{row: c.rowOf[c.tools[d.tool]], cosine: looCosine(d.gt.units[d.i], d.gt.sum, d.gt.set.Vectors[d.i]), cosines: cosines[j*n : (j+1)*n]}
 			}
 			q := d.gt.set.Queries[d.i]
-			order, semantic, lexical := c.rank(q, d.gt.units[d.i], opts, all, resp, own)
+			order, semantic, lexical := c.rank(q, d.gt.units[d.i], opts, all, method, &blend, own)
 			d.gt.outcomes[d.i] = outcomeOf(d.tool, c.index.queryTerms(q), order, semantic.top, lexical)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/linalg"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 // Method is a search method.
@@ -71,7 +73,17 @@ type Options struct {
 	// fusion constant of the rrf method.
 	K1, B float64
 	RRFK  int
+	// Intents is IntentsOn to search each intent of a request that asks
+	// for several things (see text.Intents) or IntentsOff to search the
+	// request as one; empty takes the catalog's setting, on by default.
+	Intents string
 }
+
+// Intents settings.
+const (
+	IntentsOn  = "on"
+	IntentsOff = "off"
+)
 
 // Arm is one ranking's view of a tool.
 type Arm struct {
@@ -88,14 +100,20 @@ const (
 	WhyExactName     = "exact-name"
 	WhyAlwaysInclude = "always-include"
 	WhyPopular       = "popular"
+	WhyIntent        = "intent"
 	WhyRanked        = "ranked"
 )
 
 // Result is one returned tool with the scores that placed it.
 type Result struct {
 	Tool contract.Tool
-	// Why is exact-name, always-include, popular or ranked.
+	// Why is exact-name, always-include, popular, intent (the best
+	// tool of one intent of several; see Intent) or ranked (by the whole
+	// request).
 	Why string
+	// Intent is the intent whose ranking placed the tool, when Why is
+	// intent; its arms are that ranking's.
+	Intent string
 	// Score is the ranking score of the effective method (cosine, BM25
 	// or fused), 0 when the tool is not ranked by it.
 	Score float64
@@ -113,25 +131,43 @@ type Response struct {
 	// Fallback says why semantic ranking was not used, when it was asked
 	// for but could not be.
 	Fallback string
-	// LexicalEvidence is the query's best BM25 score over the catalog's
+	// Blend is how hybrid search ranked the whole request.
+	Blend
+	// Intents are the request's intents when it asked for several things,
+	// each with how it was ranked; nil for a one-intent request.
+	Intents []Intent
+}
+
+// Blend is how hybrid search ranked one text.
+type Blend struct {
+	// LexicalEvidence is the text's best BM25 score over the catalog's
 	// largest possible idf: about the number of distinctive tool words the
-	// query holds. It is comparable across catalogs of any size.
+	// text holds. It is comparable across catalogs of any size.
 	LexicalEvidence float64
 	// SemanticOnly says hybrid search ranked by the cosine alone, because
 	// LexicalEvidence was under MinLexicalEvidence.
 	SemanticOnly bool
-	// SemanticWeight is the cosine's share in this query's blend (the
+	// SemanticWeight is the cosine's share in this text's blend (the
 	// setting, lowered for strong lexical evidence); MinLexicalEvidence the
 	// threshold of the semantic-only rule.
 	SemanticWeight, MinLexicalEvidence float64
 }
 
+// Intent is one of several things a request asks for, searched on its own.
+type Intent struct {
+	// Text is the intent as the request words it.
+	Text string
+	Blend
+}
+
 // Search ranks the catalog's tools for a query. An exact tool name ranks
 // first; always-included tools come next, then popular ones, then the
-// ranking, up to TopK tools in all. Always-included tools are returned even
-// when they alone exceed TopK. Ties are broken by name, so equal scores
-// order the same way every time. Only the first MaxQueryBytes of query are
-// read.
+// ranking, up to TopK tools in all. A request that asks for several things
+// (see text.Intents) is searched whole and for each intent: each intent's
+// best tools come before the whole request's ranking, an equal share of
+// the places left for each (see intentPicks). Always-included tools are returned even when
+// they alone exceed TopK. Ties are broken by name, so equal scores order
+// the same way every time. Only the first MaxQueryBytes of query are read.
 func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Response, error) {
 	// A request is a sentence or a paragraph; whatever follows is cut
 	// before it is tokenized or embedded, so its size bounds the work.
@@ -140,29 +176,53 @@ func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Resp
 	if !slices.Contains(Methods, opts.Method) {
 		return nil, fmt.Errorf("unknown search method %q: use semantic, bm25, hybrid or rrf", opts.Method)
 	}
+	if opts.Intents != IntentsOn && opts.Intents != IntentsOff {
+		return nil, fmt.Errorf("unknown intents setting %q: use on or off", opts.Intents)
+	}
 	allowed := c.visibleTo(opts.Principal, opts.Groups)
 
 	resp := &Response{Method: opts.Method}
-	var unit []float32
+	texts := []string{query}
+	if opts.Intents == IntentsOn {
+		for _, in := range text.Intents(query) {
+			texts = append(texts, in)
+			resp.Intents = append(resp.Intents, Intent{Text: in})
+		}
+	}
+	var units [][]float32
 	if opts.Method != BM25 {
 		var reason string
-		unit, reason = c.embedQuery(ctx, query, opts)
+		units, reason = c.embedQueries(ctx, texts, opts)
 		if reason != "" {
 			resp.Method, resp.Fallback = BM25, reason
 		}
 	}
-	order, semantic, lexical := c.rank(query, unit, opts, allowed, resp, nil)
+	rankings := make([]searched, len(texts))
+	for i, t := range texts {
+		var unit []float32
+		if units != nil {
+			unit = units[i]
+		}
+		blend := &resp.Blend
+		if i > 0 {
+			blend = &resp.Intents[i-1].Blend
+		}
+		order, semantic, lexical := c.rank(t, unit, opts, allowed, resp.Method, blend, nil)
+		rankings[i] = searched{order: order, semantic: armsOf(semantic.top), bm25: armsOf(lexical), final: armsOf(order)}
+	}
 
-	semArms, lexArms, finalArms := armsOf(semantic.top), armsOf(lexical), armsOf(order)
 	seen := map[string]bool{}
-	add := func(name, why string) {
+	add := func(name, why string, by int) {
 		t, ok := c.Tool(name)
 		if !ok || seen[name] || !allowed(name) {
 			return
 		}
 		seen[name] = true
-		r := Result{Tool: t, Why: why, Semantic: semArms[name], BM25: lexArms[name]}
-		if a := finalArms[name]; a != nil {
+		r := Result{Tool: t, Why: why, Semantic: rankings[by].semantic[name], BM25: rankings[by].bm25[name]}
+		if by > 0 {
+			r.Intent = texts[by]
+		}
+		if a := rankings[by].final[name]; a != nil {
 			r.Score = a.Score
 		}
 		resp.Results = append(resp.Results, r)
@@ -170,28 +230,89 @@ func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Resp
 	q := strings.TrimSpace(query)
 	for _, t := range c.Document.Tools {
 		if strings.EqualFold(t.Name, q) {
-			add(t.Name, WhyExactName)
+			add(t.Name, WhyExactName, 0)
 		}
 	}
 	for _, n := range c.always {
-		add(n, WhyAlwaysInclude)
+		add(n, WhyAlwaysInclude, 0)
 	}
 	for _, n := range opts.AlwaysInclude {
-		add(n, WhyAlwaysInclude)
+		add(n, WhyAlwaysInclude, 0)
 	}
 	for _, n := range opts.Popular {
 		if len(resp.Results) >= opts.TopK {
 			break
 		}
-		add(n, WhyPopular)
+		add(n, WhyPopular, 0)
 	}
-	for _, r := range order {
+	if len(rankings) > 1 {
+		free := opts.TopK - len(resp.Results)
+		for _, p := range intentPicks(rankings, free, func(n string) bool { return !seen[n] && allowed(n) }) {
+			add(p.name, WhyIntent, p.by)
+		}
+	}
+	for _, r := range rankings[0].order {
 		if len(resp.Results) >= opts.TopK {
 			break
 		}
-		add(r.name, WhyRanked)
+		add(r.name, WhyRanked, 0)
 	}
 	return resp, nil
+}
+
+// intentPick is a tool an intent placed: by is its ranking's index.
+type intentPick struct {
+	name string
+	by   int
+}
+
+// intentPicks gives each intent (rankings[1:]) its share of the free
+// places: in turns, each intent's best tool not yet picked and still
+// open. Within a turn the whole request's ranking (rankings[0]) orders
+// the picks, so an intent whose best tool the request as a whole ranks
+// high comes first, and a sentence that only sets the scene ("I am
+// planning a trip.") comes after those that ask.
+func intentPicks(rankings []searched, free int, open func(name string) bool) []intentPick {
+	intents, whole := rankings[1:], rankings[0].final
+	share := max(1, free/len(intents))
+	next := make([]int, len(intents))
+	taken := map[string]bool{}
+	var out []intentPick
+	for turn := 0; turn < share && len(out) < free; turn++ {
+		type pick struct {
+			intentPick
+			at int // the rank the whole request gives it
+		}
+		var picks []pick
+		for i, r := range intents {
+			for ; next[i] < len(r.order); next[i]++ {
+				n := r.order[next[i]].name
+				if taken[n] || !open(n) {
+					continue
+				}
+				at := math.MaxInt
+				if a := whole[n]; a != nil {
+					at = a.Rank
+				}
+				picks = append(picks, pick{intentPick{n, i + 1}, at})
+				taken[n] = true
+				next[i]++
+				break
+			}
+		}
+		// Stable: picks the whole request did not rank keep intent order.
+		sort.SliceStable(picks, func(a, b int) bool { return picks[a].at < picks[b].at })
+		for _, p := range picks[:min(len(picks), free-len(out))] {
+			out = append(out, p.intentPick)
+		}
+	}
+	return out
+}
+
+// searched is one text's ranking, with each arm's view of its tools.
+type searched struct {
+	order                 []ranked
+	semantic, bm25, final map[string]*Arm
 }
 
 func (c *Catalog) withDefaults(o Options) Options {
@@ -231,6 +352,12 @@ func (c *Catalog) withDefaults(o Options) Options {
 	}
 	if o.RRFK <= 0 {
 		o.RRFK = DefaultRRFK
+	}
+	if o.Intents == "" {
+		o.Intents = d.Intents
+		if o.Intents == "" {
+			o.Intents = IntentsOn
+		}
 	}
 	return o
 }
@@ -317,13 +444,13 @@ func (h *rankHeap) Pop() any {
 	return x
 }
 
-// rank orders the tools for a query by resp.Method, with the query's
-// unit vector (nil for BM25). It fills resp's lexical evidence and hybrid
+// rank orders the tools for a query by method, with the query's unit
+// vector (nil for BM25). It fills resp's lexical evidence and hybrid
 // settings and returns the order with each arm's ranking. own, when set,
 // replaces one tool's cosine (see Grade).
-func (c *Catalog) rank(query string, unit []float32, opts Options, allowed func(string) bool, resp *Response, own *ownScore) (order []ranked, semantic semanticScores, lexical []ranked) {
+func (c *Catalog) rank(query string, unit []float32, opts Options, allowed func(string) bool, method Method, resp *Blend, own *ownScore) (order []ranked, semantic semanticScores, lexical []ranked) {
 	resp.SemanticWeight, resp.MinLexicalEvidence = *opts.SemanticWeight, *opts.MinLexicalEvidence
-	if resp.Method != BM25 {
+	if method != BM25 {
 		semantic = c.semanticRanking(unit, opts, allowed, own)
 	}
 	// BM25 is cheap: rank it always, so every result shows both arms.
@@ -331,7 +458,7 @@ func (c *Catalog) rank(query string, unit []float32, opts Options, allowed func(
 	if len(lexical) > 0 && c.index.maxIDF > 0 {
 		resp.LexicalEvidence = lexical[0].score / c.index.maxIDF
 	}
-	switch resp.Method {
+	switch method {
 	case Semantic:
 		return semantic.top, semantic, lexical
 	case RRF:
@@ -369,22 +496,32 @@ type semanticScores struct {
 	cosine []float32
 }
 
-// embedQuery embeds the query with the catalog's model and returns it at
-// unit length, or a reason why it cannot.
-func (c *Catalog) embedQuery(ctx context.Context, query string, opts Options) ([]float32, string) {
+// embedQueries embeds the texts with the catalog's model in one call and
+// returns them at unit length, or a reason why it cannot.
+func (c *Catalog) embedQueries(ctx context.Context, texts []string, opts Options) ([][]float32, string) {
 	switch {
 	case opts.Embedder == nil:
 		return nil, "no query embedder configured"
 	case opts.Embedder.Model() != c.Document.Embedding.Model:
 		return nil, fmt.Sprintf("the query embedder's model %s is not the catalog's model %s", opts.Embedder.Model(), c.Document.Embedding.Model)
-	case strings.TrimSpace(query) == "":
+	case strings.TrimSpace(texts[0]) == "":
 		return nil, "empty query"
 	}
-	vecs, err := opts.Embedder.Embed(ctx, []string{query})
+	vecs, err := opts.Embedder.Embed(ctx, texts)
 	if err != nil {
 		return nil, fmt.Sprintf("embedding the query failed: %v", err)
 	}
-	return c.unitQuery(vecs[0])
+	if len(vecs) != len(texts) {
+		return nil, fmt.Sprintf("the query embedder returned %d vectors for %d texts", len(vecs), len(texts))
+	}
+	units := make([][]float32, len(vecs))
+	for i, v := range vecs {
+		var reason string
+		if units[i], reason = c.unitQuery(v); reason != "" {
+			return nil, reason
+		}
+	}
+	return units, ""
 }
 
 // unitQuery checks a query vector against the catalog and scales it to

@@ -1,0 +1,118 @@
+package toolcatalog
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+// A request for three things gets each intent's best tool, says which
+// intent placed it, and reports each intent's blend.
+func TestSearchGivesEachIntentItsShare(t *testing.T) {
+	c := buildFixture(t, fixture, contract.SearchDefaults{})
+	emb := lexicalEmbedder()
+	req := "Please send an email to my manager about the outage, and then open an issue in the repository about the crash. Also translate the text to Spanish."
+	for _, m := range Methods {
+		r := search(t, c, req, Options{Method: m, TopK: 4, Embedder: emb})
+		if len(r.Intents) != 3 {
+			t.Fatalf("%s: intents %+v, want 3", m, r.Intents)
+		}
+		byIntent := map[string]string{}
+		for _, res := range r.Results {
+			if res.Why == WhyIntent {
+				byIntent[res.Tool.Name] = res.Intent
+			}
+		}
+		want := map[string]string{
+			"send_email":     "Please send an email to my manager about the outage",
+			"create_issue":   "open an issue in the repository about the crash",
+			"translate_text": "Also translate the text to Spanish",
+		}
+		for tool, intent := range want {
+			if byIntent[tool] != intent {
+				t.Errorf("%s: %s placed by intent %q, want %q (results %v)", m, tool, byIntent[tool], intent, names(r.Results))
+			}
+		}
+		if r.Results[0].Tool.Name != "web_search" || r.Results[0].Why != WhyAlwaysInclude {
+			t.Errorf("%s: the always-included tool does not come first: %v", m, names(r.Results))
+		}
+		for _, in := range r.Intents {
+			if in.MinLexicalEvidence != DefaultMinLexicalEvidence {
+				t.Errorf("%s: intent %q has no blend: %+v", m, in.Text, in)
+			}
+		}
+	}
+}
+
+// A long intent crowds a short one out of the whole request's ranking;
+// searched by intent, the short one gets its place.
+func TestSearchIntentsOutweighALongerOne(t *testing.T) {
+	crowd := append(slices.Clone(fixture),
+		fixtureTool{name: "forward_email", description: "Forward an email message to another recipient.", queries: []string{"forward this mail to my manager", "pass the email on to the team"}},
+		fixtureTool{name: "reply_email", description: "Reply to an email message from a sender.", queries: []string{"answer my manager's email", "reply to the team's message"}},
+	)
+	c := buildFixture(t, crowd, contract.SearchDefaults{})
+	emb := lexicalEmbedder()
+	req := "Send an email message to my manager and the team about the outage with the incident summary, and forward the email to the recipient list. Then translate the text to German."
+	for _, m := range []Method{BM25, Semantic} {
+		whole := names(search(t, c, req, Options{Method: m, TopK: 3, Embedder: emb, Intents: IntentsOff}).Results)
+		if slices.Contains(whole, "translate_text") {
+			t.Errorf("%s: searched whole, the request finds translate_text (%v): the test proves nothing", m, whole)
+		}
+	}
+	for _, m := range Methods {
+		r := search(t, c, req, Options{Method: m, TopK: 3, Embedder: emb})
+		if got := names(r.Results); !slices.Contains(got, "translate_text") || len(got) != 3 {
+			t.Errorf("%s: %v, want translate_text among 3 (intents %+v)", m, got, r.Intents)
+		}
+	}
+}
+
+// A request for one thing ranks exactly as with intents off.
+func TestSearchOneIntentIsUnchanged(t *testing.T) {
+	c := buildFixture(t, fixture, contract.SearchDefaults{})
+	emb := lexicalEmbedder()
+	for _, q := range []string{"send an email", "I want to report a defect in the repo. Can you help me with that?", "translate this paragraph to German"} {
+		for _, m := range Methods {
+			on := search(t, c, q, Options{Method: m, Embedder: emb})
+			off := search(t, c, q, Options{Method: m, Embedder: emb, Intents: IntentsOff})
+			if on.Intents != nil || !slices.Equal(names(on.Results), names(off.Results)) {
+				t.Errorf("%s %q: intents %+v, results %v, whole %v", m, q, on.Intents, names(on.Results), names(off.Results))
+			}
+		}
+	}
+}
+
+// The catalog's setting turns intents off; a search may turn them on, and
+// an unknown setting is refused.
+func TestSearchIntentsSetting(t *testing.T) {
+	c := buildFixture(t, fixture, contract.SearchDefaults{Intents: IntentsOff})
+	req := "Email my manager about the outage. Then say hello in Spanish."
+	if r := search(t, c, req, Options{Method: BM25}); r.Intents != nil {
+		t.Errorf("the catalog turns intents off, yet the search split the request: %+v", r.Intents)
+	}
+	if r := search(t, c, req, Options{Method: BM25, Intents: IntentsOn}); len(r.Intents) != 2 {
+		t.Errorf("intents on for one search: %+v", r.Intents)
+	}
+	if _, err := c.Search(context.Background(), req, Options{Intents: "sometimes"}); err == nil {
+		t.Error("an unknown intents setting was accepted")
+	}
+}
+
+// An intent's best tool the principal may not use is not returned.
+func TestSearchIntentsKeepPermissions(t *testing.T) {
+	c := buildFixture(t, fixture, contract.SearchDefaults{})
+	req := "Count active users in the database with SQL. Then email my manager the numbers."
+	for _, m := range Methods {
+		hidden := search(t, c, req, Options{Method: m, Embedder: lexicalEmbedder(), Principal: "user:ana"})
+		if slices.Contains(names(hidden.Results), "run_sql") {
+			t.Errorf("%s: run_sql returned to a principal who may not use it: %v", m, names(hidden.Results))
+		}
+		shown := search(t, c, req, Options{Method: m, Embedder: lexicalEmbedder(), Principal: "user:ana", Groups: []string{"analysts"}})
+		if !slices.Contains(names(shown.Results), "run_sql") {
+			t.Errorf("%s: an analyst does not get run_sql: %v", m, names(shown.Results))
+		}
+	}
+}
