@@ -442,7 +442,28 @@ type SearchSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9_-]{1,64}$`
 	AlwaysInclude []string `json:"alwaysInclude,omitempty"`
+
+	// intents is on to search each intent of a request that asks for
+	// several things ("find flights to Paris, check the weather there and
+	// convert 500 dollars") as well as the whole request, giving each
+	// intent its share of the results; off searches every request whole.
+	// A request for one thing is never split. Quote the value in YAML
+	// ("off"): a bare off or on is read as a boolean.
+	// +optional
+	// +kubebuilder:default=on
+	Intents SearchIntents `json:"intents,omitempty"`
 }
+
+// SearchIntents is whether consumers split a request into its intents.
+// +kubebuilder:validation:Enum=on;off
+type SearchIntents string
+
+const (
+	// IntentsOn searches each intent of a request and the whole.
+	IntentsOn SearchIntents = "on"
+	// IntentsOff searches every request whole.
+	IntentsOff SearchIntents = "off"
+)
 
 // LearningSpec configures learning from recorded requests.
 type LearningSpec struct {

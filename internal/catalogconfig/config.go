@@ -189,6 +189,11 @@ func (r *Resolver) Resolve(ctx context.Context, tc *v1alpha1.ToolCatalog) (*Conf
 	if cfg.Search.Method == "" {
 		cfg.Search.Method = string(v1alpha1.SearchHybrid)
 	}
+	if spec.Search.Intents == v1alpha1.IntentsOff {
+		// Absent means on: a catalog that keeps the default publishes
+		// the document it did before the setting existed.
+		cfg.Search.Intents = toolcatalog.IntentsOff
+	}
 	cfg.Search.Disclosure = DisclosureOf(spec.Disclosure)
 	if d := spec.Publish.ResyncInterval; d != nil && d.Duration > 0 {
 		cfg.Resync = d.Duration

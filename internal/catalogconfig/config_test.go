@@ -1,12 +1,14 @@
 package catalogconfig
 
 import (
+	"context"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
 // The published disclosure policy has every field set: unset fields take
@@ -50,6 +52,23 @@ func TestCheckKeyPrefix(t *testing.T) {
 		tc.Spec.Redis.KeyPrefix = prefix
 		if err := CheckKeyPrefix(tc); (err == nil) != ok {
 			t.Errorf("%q: %v, want allowed=%v", prefix, err, ok)
+		}
+	}
+}
+
+// Intents off is published; on, the default, publishes nothing, so the
+// document of a catalog that keeps it is as before the setting existed.
+func TestIntentsSettingIsPublished(t *testing.T) {
+	for setting, want := range map[v1alpha1.SearchIntents]string{"": "", v1alpha1.IntentsOn: "", v1alpha1.IntentsOff: toolcatalog.IntentsOff} {
+		tc := &v1alpha1.ToolCatalog{Spec: v1alpha1.ToolCatalogSpec{Redis: v1alpha1.RedisSpec{Addresses: []string{"127.0.0.1:6379"}}}}
+		tc.Namespace, tc.Name = "ns", "c"
+		tc.Spec.Search.Intents = setting
+		cfg, err := (&Resolver{}).Resolve(context.Background(), tc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Search.Intents != want {
+			t.Errorf("intents %q publishes %q, want %q", setting, cfg.Search.Intents, want)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -23,6 +25,7 @@ import (
 func (o *Options) searchCommand() *cobra.Command {
 	var (
 		method, principal string
+		intents           string
 		topK              int
 		explain           bool
 	)
@@ -33,7 +36,7 @@ func (o *Options) searchCommand() *cobra.Command {
   kubectl toolcatalog search assistant "open a bug" --method bm25 --top-k 3 --explain`,
 		Args: cobra.ExactArgs(2),
 		RunE: o.withCatalog(func(ctx context.Context, cmd *cobra.Command, args []string, s *session, cat *toolcatalog.Catalog) error {
-			opts := toolcatalog.Options{Method: toolcatalog.Method(method), TopK: topK, Principal: principal}
+			opts := toolcatalog.Options{Method: toolcatalog.Method(method), TopK: topK, Principal: principal, Intents: intents}
 			if s.embedder != nil {
 				opts.Embedder = s.embedder
 			}
@@ -48,13 +51,13 @@ func (o *Options) searchCommand() *cobra.Command {
 				if resp.Fallback != "" {
 					fmt.Fprintf(out, "semantic ranking not used: %s\n", resp.Fallback)
 				}
-				switch {
-				case resp.SemanticOnly:
-					fmt.Fprintf(out, "semantic-only rule fired: lexical evidence %.2f < %.2f, so the query shares no telling word with any tool; ranked by cosine alone\n",
-						resp.LexicalEvidence, resp.MinLexicalEvidence)
-				case resp.Method == toolcatalog.Hybrid:
-					fmt.Fprintf(out, "blend: %.2f·cosine + %.2f·bm25 (normalised); lexical evidence %.2f (semantic-only below %.2f)\n",
-						resp.SemanticWeight, 1-resp.SemanticWeight, resp.LexicalEvidence, resp.MinLexicalEvidence)
+				explainBlend(out, "", resp.Method, resp.Blend)
+				if len(resp.Intents) > 0 {
+					fmt.Fprintf(out, "%d intents, each searched on its own and given its share of the results:\n", len(resp.Intents))
+					for i, in := range resp.Intents {
+						fmt.Fprintf(out, "  intent %d: %q\n", i+1, in.Text)
+						explainBlend(out, "    ", resp.Method, in.Blend)
+					}
 				}
 			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
@@ -65,7 +68,11 @@ func (o *Options) searchCommand() *cobra.Command {
 			fmt.Fprintln(tw, header)
 			for i, r := range resp.Results {
 				if explain {
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%.4f\t%s\t%s\n", i+1, r.Tool.Name, r.Why, r.Score, arm(r.Semantic), arm(r.BM25))
+					why := r.Why
+					if r.Why == toolcatalog.WhyIntent {
+						why = fmt.Sprintf("intent %d", slices.IndexFunc(resp.Intents, func(in toolcatalog.Intent) bool { return in.Text == r.Intent })+1)
+					}
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%.4f\t%s\t%s\n", i+1, r.Tool.Name, why, r.Score, arm(r.Semantic), arm(r.BM25))
 				} else {
 					fmt.Fprintf(tw, "%d\t%s\t%.4f\t%s\n", i+1, r.Tool.Name, r.Score, clip.Truncate(r.Tool.Description, 70))
 				}
@@ -76,7 +83,8 @@ func (o *Options) searchCommand() *cobra.Command {
 	cmd.Flags().StringVar(&method, "method", "", "semantic, bm25, hybrid or rrf (default: the catalog's)")
 	cmd.Flags().IntVar(&topK, "top-k", 0, "number of tools to return (default: the catalog's)")
 	cmd.Flags().StringVar(&principal, "principal", "", "only show tools this principal may use")
-	cmd.Flags().BoolVar(&explain, "explain", false, "show why each tool was returned: each arm's score and rank")
+	cmd.Flags().BoolVar(&explain, "explain", false, "show why each tool was returned: each arm's score and rank, and the request's intents")
+	cmd.Flags().StringVar(&intents, "intents", "", "on or off: search each intent of a request that asks for several things (default: the catalog's)")
 	return cmd
 }
 
@@ -96,6 +104,18 @@ func (o *Options) withCatalog(run func(ctx context.Context, cmd *cobra.Command, 
 			return err
 		}
 		return run(ctx, cmd, args, s, cat)
+	}
+}
+
+// explainBlend says how hybrid search ranked one text.
+func explainBlend(out io.Writer, indent string, method toolcatalog.Method, b toolcatalog.Blend) {
+	switch {
+	case b.SemanticOnly:
+		fmt.Fprintf(out, "%ssemantic-only rule fired: lexical evidence %.2f < %.2f, so the text shares no telling word with any tool; ranked by cosine alone\n",
+			indent, b.LexicalEvidence, b.MinLexicalEvidence)
+	case method == toolcatalog.Hybrid:
+		fmt.Fprintf(out, "%sblend: %.2f·cosine + %.2f·bm25 (normalised); lexical evidence %.2f (semantic-only below %.2f)\n",
+			indent, b.SemanticWeight, 1-b.SemanticWeight, b.LexicalEvidence, b.MinLexicalEvidence)
 	}
 }
 

@@ -185,6 +185,22 @@ func TestSearch(t *testing.T) {
 		t.Errorf("hybrid explain output does not say the semantic-only rule fired:\n%s", out)
 	}
 
+	// A request for two things: each intent, its blend and the tools it
+	// placed; --intents off searches it whole.
+	two := "Send an email to my manager about the outage. Then tell me the weather forecast for Paris."
+	out = mustRun(t, "search", "assistant", two, "--explain")
+	for _, s := range []string{"2 intents, each searched on its own", `intent 1: "Send an email to my manager about the outage"`, `intent 2: "Then tell me the weather forecast for Paris"`} {
+		if !strings.Contains(out, s) {
+			t.Errorf("explain output lacks %q:\n%s", s, out)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^\d +send_email +intent 1 `).MatchString(out) || !regexp.MustCompile(`(?m)^\d +get_weather +intent 2 `).MatchString(out) {
+		t.Errorf("the rows do not say which intent placed send_email and get_weather:\n%s", out)
+	}
+	if out := mustRun(t, "search", "assistant", two, "--explain", "--intents", "off"); strings.Contains(out, "intents, each") || strings.Contains(out, "intent 1") {
+		t.Errorf("--intents off still split the request:\n%s", out)
+	}
+
 	// Permissions: run_sql only for its principal.
 	if out := mustRun(t, "search", "assistant", "run a SQL query", "--principal", "group:sales"); strings.Contains(out, "run_sql") {
 		t.Fatalf("run_sql shown to group:sales:\n%s", out)

@@ -409,7 +409,7 @@ func (b *Bridge) search(ctx context.Context, c *Catalog, query string, topK int)
 	}
 	opts := b.Search
 	opts.Principal, opts.Groups = b.Principal, b.Groups
-	opts.TopK = topK + len(core)
+	opts.TopK, opts.hide = topK, core
 	resp, err := c.Search(ctx, query, opts)
 	if err != nil {
 		return nil, nil, err
@@ -418,14 +418,17 @@ func (b *Bridge) search(ctx context.Context, c *Catalog, query string, topK int)
 		Name        string `json:"name"`
 		Toolset     string `json:"toolset,omitempty"`
 		Description string `json:"description"`
+		// Intent is the part of a request of several things the tool
+		// answers.
+		Intent string `json:"intent,omitempty"`
 	}
 	hits := []hit{}
 	var found []string
 	for _, r := range resp.Results {
-		if core[r.Tool.Name] || len(hits) == topK {
-			continue
+		if len(hits) == topK {
+			break
 		}
-		hits = append(hits, hit{r.Tool.Name, r.Tool.Toolset, clip.Truncate(r.Tool.Description, orDefault(b.DescriptionLength, BridgeDescriptionLength))})
+		hits = append(hits, hit{r.Tool.Name, r.Tool.Toolset, clip.Truncate(r.Tool.Description, orDefault(b.DescriptionLength, BridgeDescriptionLength)), r.Intent})
 		found = append(found, r.Tool.Name)
 	}
 	result := map[string]any{"tools": hits, "total_available": total}

@@ -133,6 +133,19 @@ func TestBridgeDispatch(t *testing.T) {
 			t.Fatalf("tool_search returned the core tool: %s", out)
 		}
 	}
+	// A request for two things: each hit says the intent it answers, and
+	// the core tool takes no intent's place.
+	out, _, err = b.Handle(ctx, ToolSearch, `{"query":"Send an email to the team. Then search the web for recent news and translate this paragraph to German.","top_k":2}`)
+	var intents struct {
+		Tools []struct{ Name, Intent string }
+	}
+	if err != nil || json.Unmarshal(out, &intents) != nil || len(intents.Tools) != 2 {
+		t.Fatalf("tool_search of two intents: %s %v", out, err)
+	}
+	if got := intents.Tools; got[0].Name != "send_email" || got[0].Intent != "Send an email to the team" ||
+		got[1].Name != "translate_text" || got[1].Intent != "translate this paragraph to German" {
+		t.Errorf("tool_search of two intents: %s", out)
+	}
 	// top_k is clamped to its range rather than refused.
 	for _, topK := range []string{"0", "99", "2.7"} {
 		out, _, err := b.Handle(ctx, ToolSearch, `{"query":"send an email","top_k":`+topK+`}`)

@@ -73,6 +73,9 @@ type Options struct {
 	// fusion constant of the rrf method.
 	K1, B float64
 	RRFK  int
+	// hide is tools a search leaves out, as if the principal could not
+	// use them (the bridge's core tools, which the model already has).
+	hide map[string]bool
 	// Intents is IntentsOn to search each intent of a request that asks
 	// for several things (see text.Intents) or IntentsOff to search the
 	// request as one; empty takes the catalog's setting, on by default.
@@ -180,6 +183,10 @@ func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Resp
 		return nil, fmt.Errorf("unknown intents setting %q: use on or off", opts.Intents)
 	}
 	allowed := c.visibleTo(opts.Principal, opts.Groups)
+	if hide := opts.hide; len(hide) > 0 {
+		visible := allowed
+		allowed = func(name string) bool { return !hide[name] && visible(name) }
+	}
 
 	resp := &Response{Method: opts.Method}
 	texts := []string{query}
