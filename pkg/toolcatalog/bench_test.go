@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 var (
@@ -207,6 +208,46 @@ func BenchmarkGrade10k(b *testing.B) {
 	for b.Loop() {
 		if _, _, err := (&Grader{MaxSearches: -1}).Grade(context.Background(), c, sets); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSearchIntents searches requests of two and three intents in a
+// 10,000-tool catalog, the texts embedded beforehand; ns/intent is the
+// time per intent, to set beside BenchmarkSearch's one-intent queries.
+func BenchmarkSearchIntents(b *testing.B) {
+	requests := []string{
+		"Find the weather forecast for Paris. Then send an email to the team about it.",
+		"Open an issue about the crash, and then translate the report to German. Also search the web for recent news.",
+	}
+	var texts []string
+	for _, r := range requests {
+		texts = append(texts, r)
+		texts = append(texts, text.Intents(r)...)
+	}
+	vecs, err := embedding.LexicalEmbedder{}.Embed(context.Background(), texts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	queries := embeddedQueries{}
+	for i, t := range texts {
+		queries[t] = vecs[i]
+	}
+	c := benchCatalog(b, 10000)
+	runtime.GC()
+	for _, m := range Methods {
+		for _, r := range requests {
+			n := len(text.Intents(r))
+			b.Run(fmt.Sprintf("method=%s/intents=%d", m, n), func(b *testing.B) {
+				opts := Options{Method: m, TopK: 10, Embedder: queries, MinLexicalEvidence: new(0.0)}
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := c.Search(context.Background(), r, opts); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/intent")
+			})
 		}
 	}
 }
