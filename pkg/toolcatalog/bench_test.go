@@ -60,6 +60,19 @@ func benchCatalog(b *testing.B, n int) *Catalog {
 // beforehand, so a search's time excludes embedding its query.
 type embeddedQueries map[string][]float32
 
+// embedBeforehand embeds texts with the fixture model for embeddedQueries.
+func embedBeforehand(b *testing.B, texts []string) embeddedQueries {
+	vecs, err := embedding.LexicalEmbedder{}.Embed(context.Background(), texts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	queries := embeddedQueries{}
+	for i, t := range texts {
+		queries[t] = vecs[i]
+	}
+	return queries
+}
+
 func (e embeddedQueries) Model() string { return embedding.BuiltinLexicalModel }
 
 func (e embeddedQueries) Embed(_ context.Context, texts []string) ([][]float32, error) {
@@ -71,14 +84,7 @@ func (e embeddedQueries) Embed(_ context.Context, texts []string) ([][]float32, 
 }
 
 func BenchmarkSearch(b *testing.B) {
-	vecs, err := embedding.LexicalEmbedder{}.Embed(context.Background(), benchQueries)
-	if err != nil {
-		b.Fatal(err)
-	}
-	queries := embeddedQueries{}
-	for i, q := range benchQueries {
-		queries[q] = vecs[i]
-	}
+	queries := embedBeforehand(b, benchQueries)
 	for _, n := range []int{1000, 10000, 50000} {
 		c := benchCatalog(b, n)
 		runtime.GC() // the build's garbage is not collected during the searches
@@ -225,14 +231,7 @@ func BenchmarkSearchIntents(b *testing.B) {
 		texts = append(texts, r)
 		texts = append(texts, text.Intents(r)...)
 	}
-	vecs, err := embedding.LexicalEmbedder{}.Embed(context.Background(), texts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	queries := embeddedQueries{}
-	for i, t := range texts {
-		queries[t] = vecs[i]
-	}
+	queries := embedBeforehand(b, texts)
 	c := benchCatalog(b, 10000)
 	runtime.GC()
 	for _, m := range Methods {
