@@ -58,7 +58,7 @@ func (TemplateQueryGenerator) GenerateQueries(ctx context.Context, req QueryRequ
 func templateQueries(tool ToolSpec) []string {
 	var lists [][]string
 	clauses := descriptionClauses(tool.Description)
-	name := strings.Join(text.Words(tool.Name), " ")
+	name := strings.Join(text.Parts(tool.Name), " ")
 	nameForms := phrasings(name)
 	if args := argumentPhrase(tool.Parameters); args != "" && name != "" {
 		nameForms = append([]string{name + " for " + args}, nameForms...)
@@ -194,8 +194,8 @@ func setOf(words string) map[string]bool {
 var exampleValue = regexp.MustCompile(`(?i)\b(?:e\.g\.|for example|such as)[,:]?\s*([^,;)]+)`)
 
 // argumentPhrase writes up to three parameters, required ones first, with
-// a value each: the first example their description gives, or a
-// placeholder ("location {location}").
+// a value each: the first example their description gives, else the
+// first value of their enum, else a placeholder ("location {location}").
 func argumentPhrase(schema []byte) string {
 	params := contract.Parameters(schema)
 	var parts []string
@@ -205,8 +205,10 @@ func argumentPhrase(schema []byte) string {
 			if v := strings.Trim(strings.TrimSpace(m[1]), `'"`); v != "" {
 				value = v
 			}
+		} else if len(p.Enum) > 0 {
+			value = p.Enum[0]
 		}
-		parts = append(parts, strings.Join(text.Words(p.Name), " ")+" "+value)
+		parts = append(parts, strings.Join(text.Parts(p.Name), " ")+" "+value)
 	}
 	return joinAnd(parts)
 }

@@ -165,6 +165,18 @@ func TestTemplateQueryGenerator(t *testing.T) {
 		t.Errorf("fx_rates queries %q, want the description asked for as a thing", got)
 	}
 
+	// A name's digits are split from its words, and an enum's first
+	// value fills an argument without an example.
+	got, err = gen.GenerateQueries(context.Background(), QueryRequest{Count: 8, Tool: ToolSpec{
+		Name:        "convert2pdf",
+		Description: "Converts a document.",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"format":{"type":"string","enum":["docx","odt"]}},"required":["format"]}`),
+	}})
+	mustf(t, err, "GenerateQueries(convert2pdf)")
+	if !slices.Contains(got, "convert 2 pdf for format docx") {
+		t.Errorf("convert2pdf queries %q lack %q", got, "convert 2 pdf for format docx")
+	}
+
 	// Up to the maximum queriesPerTool for a tool with some text.
 	many, err := gen.GenerateQueries(context.Background(), QueryRequest{Tool: req.Tool, Count: 50})
 	mustf(t, err, "GenerateQueries(50)")

@@ -1,6 +1,8 @@
 package contract
 
 import (
+	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -30,7 +32,37 @@ func TestParametersCarryDescriptions(t *testing.T) {
 		{Name: "flag"},
 		{Name: "unit", Description: "celsius or fahrenheit"},
 	}
-	if !slices.Equal(got, want) {
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Parameters = %#v, want %#v", got, want)
+	}
+}
+
+// Enum values are read as words of the tool: strings only, from the
+// property or its items, at most MaxEnumValues; a malformed enum is none.
+func TestParametersCarryEnumValues(t *testing.T) {
+	many := `"v0"`
+	for i := 1; i < 100; i++ {
+		many += fmt.Sprintf(`,"v%d"`, i)
+	}
+	got := Parameters([]byte(`{"type":"object","properties":{
+		"unit":{"type":"string","enum":["celsius","fahrenheit",3,null,""]},
+		"days":{"type":"array","items":{"enum":["monday","friday"]}},
+		"bad":{"description":"kept","enum":"celsius"},
+		"many":{"enum":[` + many + `]}}}`))
+	byName := map[string]Parameter{}
+	for _, p := range got {
+		byName[p.Name] = p
+	}
+	if e := byName["unit"].Enum; !slices.Equal(e, []string{"celsius", "fahrenheit"}) {
+		t.Errorf("unit enum %q", e)
+	}
+	if e := byName["days"].Enum; !slices.Equal(e, []string{"monday", "friday"}) {
+		t.Errorf("array items' enum %q", e)
+	}
+	if b := byName["bad"]; b.Enum != nil || b.Description != "kept" {
+		t.Errorf("a malformed enum: %+v", b)
+	}
+	if n := len(byName["many"].Enum); n != MaxEnumValues {
+		t.Errorf("%d enum values read, want at most %d", n, MaxEnumValues)
 	}
 }

@@ -80,8 +80,8 @@ type termFreq struct {
 	freq float64
 }
 
-// terms are the index's features of a text: its words without stopwords,
-// stemmed.
+// terms are the index's features of a text: its words (text.Parts)
+// without stopwords, stemmed.
 func terms(s string) []string { return stems(nil).terms(s) }
 
 // stems remembers the stems of the words met while indexing: a catalog's
@@ -93,7 +93,7 @@ type stems map[string]string
 // is one.
 func (m stems) terms(s string) []string {
 	var out []string
-	for _, w := range text.Words(s) {
+	for _, w := range text.Parts(s) {
 		if text.Stopwords[w] {
 			continue
 		}
@@ -124,6 +124,11 @@ func termsOf(t contract.Tool, memo stems) docTerms {
 	for _, p := range contract.Parameters(t.Parameters) {
 		field(p.Name, parameterNameWeight)
 		field(p.Description, parameterDescriptionWeight)
+		// The values a parameter takes name what the tool does
+		// ("celsius", "pdf").
+		for _, v := range p.Enum {
+			field(v, parameterDescriptionWeight)
+		}
 	}
 	d := docTerms{name: t.Name, description: t.Description, parameters: t.Parameters, terms: make([]termFreq, 0, len(tf)), length: length}
 	for w, f := range tf {

@@ -660,3 +660,18 @@ func TestReindexIsANewIndex(t *testing.T) {
 		t.Error("an index of the same text named tools as changed")
 	}
 }
+
+// BM25 reads a name's parts apart from its digits, and the values of a
+// parameter's enum.
+func TestBM25ReadsNamePartsAndEnumValues(t *testing.T) {
+	c := buildFixture(t, append(slices.Clone(fixture),
+		fixtureTool{name: "sha256Digest", description: "Digest a file.", queries: []string{"digest this file"}},
+		fixtureTool{name: "export_report", description: "Export the report.", params: `{"type":"object","properties":{"format":{"type":"string","enum":["csv","xlsx"]}}}`, queries: []string{"export the report"}},
+	), contract.SearchDefaults{})
+	for q, want := range map[string]string{"SHA-256 of the installer": "sha256Digest", "give me an xlsx": "export_report"} {
+		r := search(t, c, q, Options{Method: BM25})
+		if len(r.Results) == 0 || firstRanked(r) != want {
+			t.Errorf("bm25 %q ranks %v first, want %s", q, names(r.Results), want)
+		}
+	}
+}

@@ -61,6 +61,62 @@ func Words(text string) []string {
 	return out
 }
 
+// Parts splits text as Words does, and also a word's letters from its
+// digits where either side reads as a word of its own: before letters
+// that follow digits ("v2query" → "v2", "query") and after three or more
+// letters ("convert2pdf" → "convert", "2", "pdf"; "sha256" → "sha",
+// "256"), so "SHA-256", "sha256" and "sha_256" share their parts. Short
+// letter-digit names stay whole ("mp3", "h264", "3d", "v2"). Search and
+// the builtin queries use it for names; the builtin lexical embedder keeps
+// Words, so its vectors do not change.
+func Parts(text string) []string {
+	var out []string
+	for _, w := range Words(text) {
+		out = appendParts(out, w)
+	}
+	return out
+}
+
+// appendParts appends w's parts (see Parts) to out.
+func appendParts(out []string, w string) []string {
+	rs := []rune(w)
+	start := 0
+	for i := 1; i < len(rs); i++ {
+		prevDigit, digit := unicode.IsDigit(rs[i-1]), unicode.IsDigit(rs[i])
+		if prevDigit == digit || !unicode.IsLetter(rs[i-1]) && !prevDigit || !unicode.IsLetter(rs[i]) && !digit {
+			continue
+		}
+		var cut bool
+		if prevDigit {
+			cut = letterRun(rs[i:]) >= 2
+		} else {
+			cut = i-runStart(rs, i) >= 3
+		}
+		if cut {
+			out = append(out, string(rs[start:i]))
+			start = i
+		}
+	}
+	return append(out, string(rs[start:]))
+}
+
+// letterRun is how many letters rs starts with.
+func letterRun(rs []rune) int {
+	n := 0
+	for n < len(rs) && unicode.IsLetter(rs[n]) {
+		n++
+	}
+	return n
+}
+
+// runStart is where the run of letters ending before i starts.
+func runStart(rs []rune, i int) int {
+	for i > 0 && unicode.IsLetter(rs[i-1]) {
+		i--
+	}
+	return i
+}
+
 // Stopwords are frequent English words that say nothing about a tool.
 var Stopwords = map[string]bool{
 	"a": true, "an": true, "the": true, "and": true, "or": true, "of": true, "to": true, "in": true,

@@ -46,3 +46,28 @@ func TestStemJoinsInflections(t *testing.T) {
 		t.Errorf("Stem(天気) = %q, want it unchanged", got)
 	}
 }
+
+func TestPartsSplitsDigitsFromWords(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"v2query", []string{"v2", "query"}},
+		{"convert2pdf", []string{"convert", "2", "pdf"}},
+		{"sha256", []string{"sha", "256"}},
+		{"SHA-256", []string{"sha", "256"}},
+		{"base64Encode", []string{"base", "64", "encode"}},
+		{"v2_convert", []string{"v2", "convert"}},
+		{"getPowerOutput", []string{"get", "power", "output"}},
+		{"mp3 h264 3d v2 2022", []string{"mp3", "h264", "3d", "v2", "2022"}},
+	}
+	for _, tt := range tests {
+		if got := Parts(tt.in); !slices.Equal(got, tt.want) {
+			t.Errorf("Parts(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	// Words, which the lexical embedder's vectors depend on, is unchanged.
+	if got := Words("convert2pdf sha256"); !slices.Equal(got, []string{"convert2pdf", "sha256"}) {
+		t.Errorf("Words split digits: %q", got)
+	}
+}
