@@ -443,6 +443,17 @@ type SearchSpec struct {
 	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9_-]{1,64}$`
 	AlwaysInclude []string `json:"alwaysInclude,omitempty"`
 
+	// alwaysIncludeTopNUsed includes the n most used tools in every
+	// search, after the always-included ones, and sends them directly
+	// (not deferred) under progressive disclosure. Use is what consumers
+	// and the gateway record for each call that succeeded, over the last
+	// 28 days, each day counting half as much every 7 days; one principal
+	// counts at most 20 calls of a tool a day. 0 turns it off.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=20
+	AlwaysIncludeTopNUsed int32 `json:"alwaysIncludeTopNUsed,omitempty"`
+
 	// intents is on to search each intent of a request that asks for
 	// several things ("find flights to Paris, check the weather there and
 	// convert 500 dollars") as well as the whole request, giving each

@@ -175,12 +175,13 @@ func (r *Resolver) Resolve(ctx context.Context, tc *v1alpha1.ToolCatalog) (*Conf
 		Retain:         int(orDefault(spec.Publish.RetainVersions, 5)),
 		Resync:         DefaultResync,
 		Search: contract.SearchDefaults{
-			Method:              string(spec.Search.Method),
-			TopK:                int(orDefault(spec.Search.TopK, 5)),
-			SimilarityThreshold: spec.Search.SimilarityThreshold,
-			AlwaysInclude:       spec.Search.AlwaysInclude,
-			SemanticWeight:      orDefaultFloat(spec.Search.SemanticWeight, toolcatalog.DefaultSemanticWeight),
-			MinLexicalEvidence:  orDefaultFloat(spec.Search.MinLexicalEvidence, toolcatalog.DefaultMinLexicalEvidence),
+			Method:                string(spec.Search.Method),
+			TopK:                  int(orDefault(spec.Search.TopK, 5)),
+			SimilarityThreshold:   spec.Search.SimilarityThreshold,
+			AlwaysInclude:         spec.Search.AlwaysInclude,
+			AlwaysIncludeTopNUsed: int(spec.Search.AlwaysIncludeTopNUsed),
+			SemanticWeight:        orDefaultFloat(spec.Search.SemanticWeight, toolcatalog.DefaultSemanticWeight),
+			MinLexicalEvidence:    orDefaultFloat(spec.Search.MinLexicalEvidence, toolcatalog.DefaultMinLexicalEvidence),
 		},
 	}
 	if cfg.Channel == "" {

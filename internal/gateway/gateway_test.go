@@ -232,7 +232,7 @@ func TestTokensSavedByDisclosure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := cat.PlanPublished("alice", []string{"staff"}, 0)
+	plan, err := cat.PlanPublished("alice", []string{"staff"}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,8 +50,10 @@ type view struct {
 	// identifies what they are now.
 	changed chan struct{}
 	listing string
-	// synced is the version the view was planned for last.
-	synced *toolcatalog.Catalog
+	// synced is the version the view was planned for last, popular the
+	// most used tools it was planned with.
+	synced  *toolcatalog.Catalog
+	popular []string
 }
 
 // view returns the caller's view, creating it for the current version.
@@ -126,8 +128,9 @@ func (v *view) principal() Principal { return v.caller.principal }
 // out (served.resync reports it), and a panic in planning is an error,
 // not a crash.
 func (v *view) sync(cat *toolcatalog.Catalog) (err error) {
+	popular := v.s.follower.Popular()
 	v.mu.Lock()
-	current := v.synced == cat
+	current := v.synced == cat && slices.Equal(v.popular, popular)
 	v.mu.Unlock()
 	if current {
 		return nil
@@ -138,16 +141,16 @@ func (v *view) sync(cat *toolcatalog.Catalog) (err error) {
 		}
 	}()
 	p := v.caller.principal
-	plan, err := cat.PlanPublished(p.User, p.Groups, v.caller.window)
+	plan, err := cat.PlanPublished(p.User, p.Groups, v.caller.window, popular)
 	if err != nil {
 		return err
 	}
 	policy := cat.DisclosurePolicy()
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.plan, v.synced = plan, cat
+	v.plan, v.synced, v.popular = plan, cat, popular
 	v.bridge.TopK, v.bridge.MaxTopK, v.bridge.DescriptionLength = policy.SearchTopK, policy.SearchMaxTopK, policy.DescriptionLength
-	v.bridge.Search = toolcatalog.Options{}
+	v.bridge.Search = toolcatalog.Options{Popular: popular}
 	if v.queries != nil {
 		v.bridge.Search.Embedder = v.queries
 	}
@@ -385,8 +388,23 @@ func (v *view) call(ctx context.Context, name string, args json.RawMessage) *mcp
 	v.metrics().Upstream.WithLabelValues(v.catalogID()).Observe(time.Since(upstart).Seconds())
 	if res.IsError {
 		outcome = OutcomeToolError
+	} else {
+		v.recordUse(ctx, cat, name)
 	}
 	return res
+}
+
+// recordUse records a call that succeeded as a use of the tool, for a catalog
+// that includes its most used tools; one principal's uses of a tool count
+// at most contract.MaxUsesPerPrincipal a day, anonymous clients together
+// as one.
+func (v *view) recordUse(ctx context.Context, cat *toolcatalog.Catalog, name string) {
+	if cat.Document.Search.AlwaysIncludeTopNUsed <= 0 {
+		return
+	}
+	if err := toolcatalog.RecordUsage(ctx, v.s.redis, v.s.keys, cat, v.principal().User, name); err != nil {
+		v.s.g.opts.Log.Error(err, "Recording a use", "catalog", v.s.id, "tool", name)
+	}
 }
 
 // learn records the request behind a tool_call that succeeded, for a

@@ -60,10 +60,21 @@ func (k Keys) StagedEmbeddings() string { return k.Prefix + ":staged:embeddings"
 // StagedMetadata is P:staged:metadata; see StagedEmbeddings.
 func (k Keys) StagedMetadata() string { return k.Prefix + ":staged:metadata" }
 
-// Usage is P:usage, a sorted set of tool name → use count that consumers
-// maintain; the operator neither writes nor publishes it, and deletes it
-// with the catalog.
+// Usage is P:usage, where catalogs published before usage decayed kept
+// tool name → use count; nothing writes it now, and the operator deletes
+// it with the catalog.
 func (k Keys) Usage() string { return k.Prefix + ":usage" }
+
+// UsageDay is P:usage:d<day>, a sorted set of tool name → the uses
+// recorded on that day (days since the Unix epoch, UTC), which consumers
+// write (RecordUse) and read (TopUsed); it expires when it leaves the
+// usage window.
+func (k Keys) UsageDay(day int64) string { return fmt.Sprintf("%s:usage:d%d", k.Prefix, day) }
+
+// UsageBy is P:usage:by:d<day>, a hash of a principal's hash and a tool
+// name → that principal's uses of the tool that day, which caps what one
+// principal adds to UsageDay.
+func (k Keys) UsageBy(day int64) string { return fmt.Sprintf("%s:usage:by:d%d", k.Prefix, day) }
 
 // Requests is P:requests, a sorted set of recorded requests (Recorded
 // members: a request's text and the tool it led to) → count, which

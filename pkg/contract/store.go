@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -422,7 +423,8 @@ func Delete(ctx context.Context, c redis.UniversalClient, k Keys) error {
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("reading %s: %w", k.Version(), err)
 	}
-	keys := []string{k.Catalog(), k.Head(), k.Tools(), k.Version(), k.Embeddings(), k.Metadata(), k.Usage(), k.StagedEmbeddings(), k.StagedMetadata(), k.Requests(), k.RequestsSeen(), k.RequestsBy()}
+	keys := []string{k.Catalog(), k.Head(), k.Tools(), k.Version(), k.Embeddings(), k.Metadata(), k.StagedEmbeddings(), k.StagedMetadata(), k.Requests(), k.RequestsSeen(), k.RequestsBy()}
+	keys = append(keys, usageKeys(k, time.Now())...)
 	keys = append(keys, versionKeys(k.Changes, version, MaxRetainVersions+1)...)
 	keys = append(keys, versionKeys(k.CatalogVersion, version, MaxRetainVersions+1)...)
 	if err := c.Del(ctx, keys...).Err(); err != nil {

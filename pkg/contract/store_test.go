@@ -367,6 +367,11 @@ func TestDeleteRemovesEveryKeyAndNothingElse(t *testing.T) {
 	if err := c.Set(ctx, k.StagedEmbeddings(), "x", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
+	for _, at := range []time.Time{time.Now(), time.Now().AddDate(0, 0, -UsageWindow+1)} {
+		if _, err := RecordUse(ctx, c, k, "user:ana", "a", at); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := Delete(ctx, c, k); err != nil {
 		t.Fatal(err)
 	}

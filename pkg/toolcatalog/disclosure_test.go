@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,6 +68,12 @@ func TestPlanDisclosure(t *testing.T) {
 	}
 
 	// A principal's view excludes what it may not use.
+	// The most used tools are sent directly, never deferred.
+	popular, _ := c.PlanDisclosure(DisclosureConfig{Mode: DisclosureOn, Popular: []string{"send_email"}})
+	if slices.Contains(popular.Deferred, "send_email") || !slices.ContainsFunc(popular.Direct, func(t contract.Tool) bool { return t.Name == "send_email" }) ||
+		len(popular.Deferred) != len(on.Deferred)-1 {
+		t.Errorf("a popular tool deferred: direct %d, deferred %v", len(popular.Direct), popular.Deferred)
+	}
 	sales, _ := c.PlanDisclosure(DisclosureConfig{Mode: DisclosureOn, Principal: "group:sales"})
 	for _, n := range sales.Deferred {
 		if n == "run_sql" {
@@ -146,6 +153,13 @@ func TestBridgeDispatch(t *testing.T) {
 		got[1].Name != "translate_text" || got[1].Intent != "translate this paragraph to German" {
 		t.Errorf("tool_search of two intents: %s", out)
 	}
+	// The most used tools are sent directly: tool_search leaves them out.
+	b.Search.Popular = []string{"send_email"}
+	out, _, err = b.Handle(ctx, ToolSearch, `{"query":"send an email to the team or translate this paragraph","top_k":2}`)
+	if err != nil || json.Unmarshal(out, &found) != nil || len(found.Tools) == 0 || found.TotalAvailable != 3 || slices.ContainsFunc(found.Tools, func(h struct{ Name, Toolset, Description string }) bool { return h.Name == "send_email" }) {
+		t.Fatalf("tool_search found a popular tool: %s %v", out, err)
+	}
+	b.Search.Popular = nil
 	// top_k is clamped to its range rather than refused.
 	for _, topK := range []string{"0", "99", "2.7"} {
 		out, _, err := b.Handle(ctx, ToolSearch, `{"query":"send an email","top_k":`+topK+`}`)
@@ -214,12 +228,12 @@ func TestDisclosurePolicyAndPlanPublished(t *testing.T) {
 	}
 	// Auto with the defaults: six small tools are far below 10 % of
 	// 128,000 tokens, so the tools themselves are listed...
-	d, err := old.PlanPublished("", nil, 0)
+	d, err := old.PlanPublished("", nil, 0, nil)
 	if err != nil || d.Active {
 		t.Fatalf("auto with defaults: %+v %v", d, err)
 	}
 	// ...unless the client's own window is small.
-	d, err = old.PlanPublished("", nil, d.DeferrableTokens*5)
+	d, err = old.PlanPublished("", nil, d.DeferrableTokens*5, nil)
 	if err != nil || !d.Active {
 		t.Fatalf("auto with a small client window: %+v %v", d, err)
 	}
@@ -236,7 +250,7 @@ func TestDisclosurePolicyAndPlanPublished(t *testing.T) {
 		groups    []string
 		deferred  int
 	}{{"ana", nil, 4}, {"ana", []string{"analysts"}, 5}, {"", nil, 5}} {
-		d, err := on.PlanPublished(tt.principal, tt.groups, 0)
+		d, err := on.PlanPublished(tt.principal, tt.groups, 0, nil)
 		if err != nil || !d.Active || len(d.Deferred) != tt.deferred {
 			t.Errorf("%s %v: deferred %v, want %d", tt.principal, tt.groups, d.Deferred, tt.deferred)
 		}

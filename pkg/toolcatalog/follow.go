@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -36,12 +37,24 @@ type FollowOptions struct {
 	// UID): a version published under the keys by anyone else is refused
 	// with ErrForeignCatalog, and the last good version is kept.
 	Catalog, CatalogUID string
+	// UsageInterval is how often the most used tools are read again for
+	// a catalog that includes them (search always_include_top_n_used);
+	// DefaultUsageInterval when zero.
+	UsageInterval time.Duration
+	// OnPopular, when set, is called with the current version when its
+	// most used tools (Popular) change between versions; a new version is
+	// told by OnUpdate, with Popular already read for it.
+	OnPopular func(*Catalog)
 	// WaitForPublish lets Follow start before the catalog is first
 	// published: instead of failing with ErrNotPublished it returns a
 	// Follower whose Current is nil until the first version appears (Wait
 	// blocks until then).
 	WaitForPublish bool
 }
+
+// DefaultUsageInterval is how often a Follower reads the most used tools
+// again: usage moves over days, so a minute is fresh enough.
+const DefaultUsageInterval = time.Minute
 
 // ErrForeignCatalog means the keys hold a version of another catalog than
 // the one a follower expects.
@@ -58,7 +71,8 @@ type Follower struct {
 	keys    contract.Keys
 	opts    FollowOptions
 	current atomic.Pointer[Catalog]
-	mu      sync.Mutex // serialises reloads
+	popular atomic.Pointer[[]string]
+	mu      sync.Mutex // serialises reloads and usage reads
 	reloads atomic.Int64
 	// loaded is closed when the first version is loaded.
 	loaded     chan struct{}
@@ -73,6 +87,9 @@ func Follow(ctx context.Context, c redis.UniversalClient, keys contract.Keys, op
 	}
 	if opts.RecheckInterval <= 0 {
 		opts.RecheckInterval = DefaultRecheckInterval
+	}
+	if opts.UsageInterval <= 0 {
+		opts.UsageInterval = DefaultUsageInterval
 	}
 	f := &Follower{client: c, keys: keys, opts: opts, loaded: make(chan struct{})}
 	// Subscribe before the first load, so no version published in between
@@ -99,6 +116,59 @@ func Follow(ctx context.Context, c redis.UniversalClient, keys contract.Keys, op
 // Current returns the newest loaded version; nil while a follower started
 // with WaitForPublish has not seen the first one.
 func (f *Follower) Current() *Catalog { return f.current.Load() }
+
+// Popular returns the current version's most used tools, most used
+// first: as many as it asks for (search always_include_top_n_used), of
+// those it holds; nil when it asks for none. Pass it as Options.Popular
+// and to PlanPublished.
+func (f *Follower) Popular() []string {
+	if p := f.popular.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// readPopular reads the most used tools of the current version again and
+// reports whether they changed. f.mu must be held. A failed read keeps
+// the last list.
+func (f *Follower) readPopular(ctx context.Context) bool {
+	var top []string
+	if cur := f.Current(); cur != nil && cur.Document.Search.AlwaysIncludeTopNUsed > 0 {
+		n := cur.Document.Search.AlwaysIncludeTopNUsed
+		// Tools since removed keep their uses for a while: read a few
+		// more than wanted.
+		used, err := TopUsed(ctx, f.client, f.keys, n+popularSlack)
+		if err != nil {
+			f.report(err)
+			return false
+		}
+		for _, name := range used {
+			if _, ok := cur.Tool(name); ok && len(top) < n {
+				top = append(top, name)
+			}
+		}
+	}
+	if slices.Equal(top, f.Popular()) {
+		return false
+	}
+	f.popular.Store(&top)
+	return true
+}
+
+// popularSlack is how many more used tools than wanted are read, in case
+// some left the catalog.
+const popularSlack = 10
+
+// refreshPopular reads the most used tools again and tells OnPopular when
+// they changed.
+func (f *Follower) refreshPopular(ctx context.Context) {
+	f.mu.Lock()
+	changed := f.readPopular(ctx)
+	f.mu.Unlock()
+	if changed && f.opts.OnPopular != nil {
+		f.opts.OnPopular(f.Current())
+	}
+}
 
 // Wait blocks until a version is loaded (at once when one is) or ctx ends.
 func (f *Follower) Wait(ctx context.Context) (*Catalog, error) {
@@ -154,6 +224,7 @@ func (f *Follower) reload(ctx context.Context, need func(cur *Catalog) bool) err
 		return nil
 	}
 	f.current.Store(c)
+	f.readPopular(ctx)
 	f.loadedOnce.Do(func() { close(f.loaded) })
 	f.reloads.Add(1)
 	if f.opts.OnUpdate != nil {
@@ -177,6 +248,8 @@ func (f *Follower) run(ctx context.Context, ps *redis.PubSub) {
 	defer ps.Close()
 	ticker := time.NewTicker(f.opts.RecheckInterval)
 	defer ticker.Stop()
+	usage := time.NewTicker(f.opts.UsageInterval)
+	defer usage.Stop()
 	msgs := make(chan any)
 	go func() {
 		defer close(msgs)
@@ -206,6 +279,8 @@ func (f *Follower) run(ctx context.Context, ps *redis.PubSub) {
 			if _, err := f.Check(ctx); err != nil {
 				f.report(err)
 			}
+		case <-usage.C:
+			f.refreshPopular(ctx)
 		case m, ok := <-msgs:
 			if !ok {
 				return
@@ -259,10 +334,21 @@ func (f *Follower) report(err error) {
 	}
 }
 
-// RecordUsage counts one use of a tool in the catalog's usage sorted set
-// (P:usage), which TopUsed reads.
-func RecordUsage(ctx context.Context, c redis.UniversalClient, keys contract.Keys, tool string) error {
-	return c.ZIncrBy(ctx, keys.Usage(), 1, tool).Err()
+// RecordUsage counts a call of a tool of cat by principal that succeeded,
+// in the catalog's usage (the P:usage:d<day> buckets), which TopUsed
+// reads. A tool cat does not hold counts for nothing, and one principal
+// counts at most contract.MaxUsesPerPrincipal times a tool a day
+// (anonymous callers, principal "", are one principal). Record only calls
+// that succeeded.
+func RecordUsage(ctx context.Context, c redis.UniversalClient, keys contract.Keys, cat *Catalog, principal, tool string) error {
+	if cat == nil {
+		return nil
+	}
+	if _, ok := cat.Tool(tool); !ok {
+		return nil
+	}
+	_, err := contract.RecordUse(ctx, c, keys, principal, tool, time.Now())
+	return err
 }
 
 // RecordRequest records that principal's request led to a call of a tool
@@ -285,10 +371,17 @@ func RecordRequest(ctx context.Context, c redis.UniversalClient, keys contract.K
 	return contract.RecordRequest(ctx, c, keys, principal, request, tool, time.Now())
 }
 
-// TopUsed returns the n most used tools, most used first.
+// TopUsed returns the n most used tools, most used first: the uses of
+// the last contract.UsageWindow days, each day's counting half as much
+// every contract.UsageHalfLife days.
 func TopUsed(ctx context.Context, c redis.UniversalClient, keys contract.Keys, n int) ([]string, error) {
-	if n <= 0 {
-		return nil, nil
+	used, err := contract.TopUsed(ctx, c, keys, n, time.Now())
+	if err != nil {
+		return nil, err
 	}
-	return c.ZRevRange(ctx, keys.Usage(), 0, int64(n-1)).Result()
+	out := make([]string, len(used))
+	for i, u := range used {
+		out[i] = u.Tool
+	}
+	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -31,8 +32,14 @@ func publish(t *testing.T, c redis.UniversalClient, k contract.Keys, channel str
 // publishAs publishes a version of the catalog object with that UID.
 func publishAs(t *testing.T, c redis.UniversalClient, k contract.Keys, channel, uid string, version int64, notify bool) *contract.Document {
 	t.Helper()
+	return publishWith(t, c, k, channel, uid, version, notify, contract.SearchDefaults{Method: "hybrid", TopK: 3})
+}
+
+// publishWith publishes a version with these search settings.
+func publishWith(t *testing.T, c redis.UniversalClient, k contract.Keys, channel, uid string, version int64, notify bool, search contract.SearchDefaults) *contract.Document {
+	t.Helper()
 	ctx := context.Background()
-	cat := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 3})
+	cat := buildFixture(t, fixture, search)
 	doc := *cat.Document
 	doc.Tools = append([]contract.Tool(nil), doc.Tools...)
 	doc.Tools[0].Description = fmt.Sprintf("Weather, version %d.", version)
@@ -287,14 +294,15 @@ func TestUsageCounts(t *testing.T) {
 	c := server.Client()
 	defer c.Close()
 	k := Keys("ns", t.Name())
-	for _, tool := range []string{"a", "b", "b", "c", "b", "c"} {
-		if err := RecordUsage(ctx, c, k, tool); err != nil {
+	cat := buildFixture(t, fixture, contract.SearchDefaults{})
+	for _, tool := range []string{"get_weather", "send_email", "send_email", "run_sql", "send_email", "run_sql", "not_in_the_catalog", "not_in_the_catalog", "not_in_the_catalog"} {
+		if err := RecordUsage(ctx, c, k, cat, "user:ana", tool); err != nil {
 			t.Fatal(err)
 		}
 	}
-	top, err := TopUsed(ctx, c, k, 2)
-	if err != nil || len(top) != 2 || top[0] != "b" || top[1] != "c" {
-		t.Fatalf("TopUsed = %v, %v; want [b c]", top, err)
+	top, err := TopUsed(ctx, c, k, 3)
+	if err != nil || !slices.Equal(top, []string{"send_email", "run_sql", "get_weather"}) {
+		t.Fatalf("TopUsed = %v, %v; want [send_email run_sql get_weather], and no tool the catalog does not hold", top, err)
 	}
 }
 
@@ -367,5 +375,54 @@ func TestFollowRefusesAForeignCatalog(t *testing.T) {
 	w, err := Follow(ctx, fc.c, other, FollowOptions{Channel: fc.channel, CatalogUID: "uid-1", WaitForPublish: true})
 	if err != nil || w.Current() != nil {
 		t.Fatalf("waiting follower: %v, current %v", err, w.Current())
+	}
+}
+
+// A follower of a catalog that includes its most used tools reads them
+// with each version and again as uses move, leaving out tools the
+// catalog does not hold; a version that asks for none has none.
+func TestFollowerReadsTheMostUsedTools(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := server.Client()
+	defer c.Close()
+	k := Keys("ns", t.Name())
+	ch := "chan-" + t.Name()
+	use := func(tool string, principals int) {
+		t.Helper()
+		for i := range principals {
+			if _, err := contract.RecordUse(ctx, c, k, fmt.Sprintf("user:%d", i), tool, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	use("not_in_the_catalog", 9)
+	use("run_sql", 5)
+	use("send_email", 3)
+	use("get_weather", 1)
+	publishWith(t, c, k, ch, "uid-1", 1, false, contract.SearchDefaults{Method: "hybrid", TopK: 3, AlwaysIncludeTopNUsed: 2})
+	changed := make(chan *Catalog, 8)
+	f, err := Follow(ctx, c, k, FollowOptions{Channel: ch, UsageInterval: 20 * time.Millisecond, OnPopular: func(c *Catalog) { changed <- c }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Popular(); !slices.Equal(got, []string{"run_sql", "send_email"}) {
+		t.Fatalf("popular at load %v, want [run_sql send_email]", got)
+	}
+	use("get_weather", 8)
+	select {
+	case cat := <-changed:
+		if got := f.Popular(); cat == nil || !slices.Equal(got, []string{"get_weather", "run_sql"}) {
+			t.Fatalf("popular after get_weather's uses %v", got)
+		}
+	case <-ctx.Done():
+		t.Fatal("OnPopular was not called after the uses moved")
+	}
+	publishWith(t, c, k, ch, "uid-1", 2, false, contract.SearchDefaults{Method: "hybrid", TopK: 3})
+	if _, err := f.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Popular(); got != nil || f.Current().Version() != 2 {
+		t.Fatalf("a version that includes no used tools: popular %v (version %d)", got, f.Current().Version())
 	}
 }
