@@ -69,6 +69,9 @@ type Options struct {
 	// IdleViews is how long a principal's view of a catalog is kept with
 	// no session; DefaultIdleViews when zero.
 	IdleViews time.Duration
+	// UsageInterval is how often a catalog's most used tools are read
+	// again (toolcatalog.DefaultUsageInterval when zero).
+	UsageInterval time.Duration
 	// Limits bound what a client can make the gateway do; DefaultLimits
 	// for the fields left zero.
 	Limits Limits
@@ -417,7 +420,7 @@ func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error
 	// Redis is shared: only versions this ToolCatalog published are
 	// served.
 	s.follower, err = toolcatalog.Follow(fctx, s.redis, cfg.Keys, toolcatalog.FollowOptions{
-		Channel: cfg.Channel, WaitForPublish: true,
+		Channel: cfg.Channel, WaitForPublish: true, UsageInterval: g.opts.UsageInterval,
 		Catalog: s.id, CatalogUID: string(tc.UID),
 		OnUpdate: s.resync,
 		// The most used tools are sent directly: views list them anew.

@@ -107,6 +107,8 @@ func run(m *testing.M) int {
 	stopped := make(chan error, 1)
 	go func() {
 		stopped <- Run(ctx, cfg, Config{Listener: l, MetricsListener: ml, StaticTokens: staticTokens, EgressAllow: egressAllow, CallTimeout: 5 * time.Second,
+			// TestMostUsedToolsAreListedDirectly waits for usage to move.
+			UsageInterval: 100 * time.Millisecond,
 			// The load test sends hundreds of calls a second as alice;
 			// TestLimits checks the rates on a gateway of its own.
 			Limits: Limits{SearchesPerSecond: 1e6, CallsPerSecond: 1e6}, Version: "test", Log: logr.Discard()})

@@ -40,6 +40,12 @@ func (o *Options) searchCommand() *cobra.Command {
 			if s.embedder != nil {
 				opts.Embedder = s.embedder
 			}
+			// The catalog's most used tools, as its consumers include them.
+			popular, err := toolcatalog.MostUsed(ctx, s.redis, s.config.Keys, cat)
+			if err != nil {
+				return err
+			}
+			opts.Popular = popular
 			resp, err := cat.Search(ctx, args[1], opts)
 			if err != nil {
 				return err

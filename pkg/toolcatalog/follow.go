@@ -132,27 +132,39 @@ func (f *Follower) Popular() []string {
 // reports whether they changed. f.mu must be held. A failed read keeps
 // the last list.
 func (f *Follower) readPopular(ctx context.Context) bool {
-	var top []string
-	if cur := f.Current(); cur != nil && cur.Document.Search.AlwaysIncludeTopNUsed > 0 {
-		n := cur.Document.Search.AlwaysIncludeTopNUsed
-		// Tools since removed keep their uses for a while: read a few
-		// more than wanted.
-		used, err := TopUsed(ctx, f.client, f.keys, n+popularSlack)
-		if err != nil {
-			f.report(err)
-			return false
-		}
-		for _, name := range used {
-			if _, ok := cur.Tool(name); ok && len(top) < n {
-				top = append(top, name)
-			}
-		}
+	top, err := MostUsed(ctx, f.client, f.keys, f.Current())
+	if err != nil {
+		f.report(err)
+		return false
 	}
 	if slices.Equal(top, f.Popular()) {
 		return false
 	}
 	f.popular.Store(&top)
 	return true
+}
+
+// MostUsed returns the most used tools of cat, most used first: as many
+// as it asks for (search always_include_top_n_used) of those it holds;
+// none for a nil catalog or one that asks for none.
+func MostUsed(ctx context.Context, c redis.UniversalClient, keys contract.Keys, cat *Catalog) ([]string, error) {
+	if cat == nil || cat.Document.Search.AlwaysIncludeTopNUsed <= 0 {
+		return nil, nil
+	}
+	n := cat.Document.Search.AlwaysIncludeTopNUsed
+	// Tools since removed keep their uses for a while: read a few more
+	// than wanted.
+	used, err := TopUsed(ctx, c, keys, n+popularSlack)
+	if err != nil {
+		return nil, err
+	}
+	var top []string
+	for _, name := range used {
+		if _, ok := cat.Tool(name); ok && len(top) < n {
+			top = append(top, name)
+		}
+	}
+	return top, nil
 }
 
 // popularSlack is how many more used tools than wanted are read, in case
