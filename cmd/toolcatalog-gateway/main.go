@@ -19,6 +19,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/gateway"
 	"github.com/toolcatalog/tool-catalog-operator/internal/memtune"
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry/otlp"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
 func main() {
@@ -40,6 +41,7 @@ func main() {
 	flag.DurationVar(&cfg.CallTimeout, "call-timeout", envflag.Duration("CALL_TIMEOUT", gateway.DefaultCallTimeout), "Timeout of each call to an upstream MCP server.")
 	flag.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", envflag.Duration("SHUTDOWN_DELAY", 5*time.Second), "On SIGTERM, how long to keep serving, unready, before ending open streams and waiting for the calls under way, so that Services stop sending new requests first.")
 	flag.DurationVar(&cfg.IdleViews, "idle-views", envflag.Duration("IDLE_VIEWS", gateway.DefaultIdleViews), "How long a principal's view of a catalog is kept without a session.")
+	flag.DurationVar(&cfg.UsageInterval, "usage-interval", envflag.Duration("USAGE_INTERVAL", toolcatalog.DefaultUsageInterval), "How often the most used tools of a catalog that includes them (spec.search.alwaysIncludeTopNUsed) are read again.")
 	flag.StringVar(&egressAllow, "egress-allow", envflag.String("EGRESS_ALLOW", ""), egress.FlagHelp)
 	d := gateway.DefaultLimits
 	flag.Int64Var(&cfg.Limits.RequestBytes, "max-request-bytes", d.RequestBytes, "Largest HTTP request body; larger ones get 413.")
