@@ -25,6 +25,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 // Self-grading bounds: at most maxGradedTools tools are graded per version
@@ -185,14 +186,25 @@ func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*toolcatalog.Gr
 	}
 	sample := gradingSample(stored, job.changed)
 	sets := make(map[string]toolcatalog.QuerySet, len(sample))
+	// A query of several intents is searched by its intents too, which
+	// are embedded once, with the query, and kept with it.
+	intents := func(q string) []string {
+		if stored.Doc.Search.Intents == toolcatalog.IntentsOff {
+			return nil
+		}
+		return text.Intents(q)
+	}
 	var texts []string
 	for _, name := range sample {
 		qs := ownQueries(stored.Tools[name].Metadata)
-		if kept, ok := st.sets[name]; ok && slices.Equal(kept.Queries, qs) {
+		if kept, ok := st.sets[name]; ok && slices.Equal(kept.Queries, qs) && (kept.IntentVectors != nil) == hasIntents(qs, intents) {
 			sets[name] = kept
 			continue
 		}
 		texts = append(texts, qs...)
+		for _, q := range qs {
+			texts = append(texts, intents(q)...)
+		}
 	}
 	model := job.emb.Model()
 	found, missing := job.queries.Lookup(model, texts)
@@ -213,6 +225,12 @@ func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*toolcatalog.Gr
 		set := toolcatalog.QuerySet{Queries: qs, Vectors: make([][]float32, len(qs))}
 		for i, q := range qs {
 			set.Vectors[i] = found[q]
+			for _, in := range intents(q) {
+				if set.IntentVectors == nil {
+					set.IntentVectors = map[int][][]float32{}
+				}
+				set.IntentVectors[i] = append(set.IntentVectors[i], found[in])
+			}
 		}
 		sets[name] = set
 	}
@@ -253,6 +271,11 @@ func (st *gradeState) index(ctx context.Context, job *gradeJob) (*toolcatalog.Ca
 
 // gradeReadChunk is how many tools' vectors a first index reads at a time.
 const gradeReadChunk = 1000
+
+// hasIntents reports whether any of qs asks for several things.
+func hasIntents(qs []string, intents func(string) []string) bool {
+	return slices.ContainsFunc(qs, func(q string) bool { return len(intents(q)) > 0 })
+}
 
 // ownQueries are the queries a tool's vector was built from.
 func ownQueries(m *contract.Metadata) []string {

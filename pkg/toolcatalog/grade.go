@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/linalg"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 // GradeK is the cut-off of self-grading: a tool's held-back query counts as
@@ -22,6 +23,11 @@ const GradeK = 5
 type QuerySet struct {
 	Queries []string
 	Vectors [][]float32
+	// IntentVectors holds, by query index, the vectors of the intents of
+	// a query that asks for several things (text.Intents), in order: the
+	// grading searches it as Search does. Without them such a query is
+	// searched whole by the semantic arm.
+	IntentVectors map[int][][]float32
 }
 
 // Grading is how well a catalog finds its own tools.
@@ -120,7 +126,9 @@ const watchRank = 3 * GradeK
 type gradedTool struct {
 	set   QuerySet
 	units [][]float32
-	sum   []float64
+	// intentUnits are the unit vectors of IntentVectors.
+	intentUnits map[int][][]float32
+	sum         []float64
 	// outcomes holds each query's last outcome, nil when it is due.
 	outcomes []*queryOutcome
 }
@@ -136,6 +144,9 @@ type queryOutcome struct {
 	// fewer tools).
 	terms              []string
 	semWatch, lexWatch float64
+	// intents says the query was searched by its intents: any change
+	// may move its tools, so any change makes it due.
+	intents bool
 }
 
 // Catalog is the catalog last graded, nil before the first Grade and
@@ -273,7 +284,19 @@ func (g *Grader) Grade(ctx context.Context, c *Catalog, sets map[string]QuerySet
 			}
 			q := d.gt.set.Queries[d.i]
 			order, semantic, lexical := c.rank(q, d.gt.units[d.i], opts, all, method, &blend, own)
-			d.gt.outcomes[d.i] = outcomeOf(d.tool, c.index.queryTerms(q), order, semantic.top, lexical)
+			var intents []string
+			if opts.Intents == IntentsOn {
+				intents = text.Intents(q)
+			}
+			units := d.gt.intentUnits[d.i]
+			if len(intents) > 0 && (method == BM25 || len(units) == len(intents)) {
+				order = c.fuseIntents(order, intents, units, opts, method)
+			} else {
+				intents = nil
+			}
+			o := outcomeOf(d.tool, c.index.queryTerms(q), order, semantic.top, lexical)
+			o.intents = intents != nil
+			d.gt.outcomes[d.i] = o
 		}
 	}
 	searched := len(todo)
@@ -305,14 +328,57 @@ func (c *Catalog) gradedTool(name string, set QuerySet, method Method) (*gradedT
 		}
 		gt.units = append(gt.units, unit)
 	}
+	for i, vecs := range set.IntentVectors {
+		units := make([][]float32, len(vecs))
+		for j, v := range vecs {
+			unit, reason := c.unitQuery(v)
+			if reason != "" {
+				return nil, fmt.Errorf("query %d, intent %d: %s", i, j+1, reason)
+			}
+			units[j] = unit
+		}
+		if gt.intentUnits == nil {
+			gt.intentUnits = map[int][][]float32{}
+		}
+		gt.intentUnits[i] = units
+	}
 	return gt, nil
+}
+
+// fuseIntents is the order Search gives a query of several intents,
+// whole holding its whole ranking: each intent's share of the top GradeK,
+// then the whole ranking.
+func (c *Catalog) fuseIntents(whole []ranked, intents []string, units [][]float32, opts Options, method Method) []ranked {
+	all := func(string) bool { return true }
+	rankings := []searched{{order: whole, final: armsOf(whole)}}
+	for j, in := range intents {
+		var unit []float32
+		if method != BM25 {
+			unit = units[j]
+		}
+		var blend Blend
+		order, _, _ := c.rank(in, unit, opts, all, method, &blend, nil)
+		rankings = append(rankings, searched{order: order})
+	}
+	seen := map[string]bool{}
+	var out []ranked
+	for _, p := range intentPicks(rankings, GradeK, func(n string) bool { return !seen[n] }) {
+		seen[p.name] = true
+		out = append(out, ranked{p.name, 0})
+	}
+	for _, r := range whole {
+		if !seen[r.name] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // sameRanking reports whether two settings rank alike.
 func sameRanking(a, b Options) bool {
 	same := func(x, y *float64) bool { return x == nil && y == nil || x != nil && y != nil && *x == *y }
 	return a.Method == b.Method && same(a.Threshold, b.Threshold) && same(a.SemanticWeight, b.SemanticWeight) &&
-		same(a.MinLexicalEvidence, b.MinLexicalEvidence)
+		same(a.MinLexicalEvidence, b.MinLexicalEvidence) && a.Intents == b.Intents
 }
 
 // outcomeOf records where a left-out query of tool ranked it.
@@ -383,7 +449,7 @@ func (g *Grader) markAffected(c *Catalog, changed map[string]bool, opts Options)
 			if o == nil {
 				continue
 			}
-			due := changed[o.first]
+			due := o.intents || changed[o.first]
 			for _, n := range o.top {
 				due = due || changed[n]
 			}

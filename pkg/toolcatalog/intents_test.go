@@ -3,9 +3,11 @@ package toolcatalog
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 // A request for three things gets each intent's best tool, says which
@@ -113,6 +115,50 @@ func TestSearchIntentsKeepPermissions(t *testing.T) {
 		shown := search(t, c, req, Options{Method: m, Embedder: lexicalEmbedder(), Principal: "user:ana", Groups: []string{"analysts"}})
 		if !slices.Contains(names(shown.Results), "run_sql") {
 			t.Errorf("%s: an analyst does not get run_sql: %v", m, names(shown.Results))
+		}
+	}
+}
+
+// Self-grading searches a tool's own query of several intents as Search
+// does: with intents the short intent's tool is found; searched whole by
+// the cosine it is crowded out.
+func TestGradeSearchesIntents(t *testing.T) {
+	crowd := slices.Clone(fixture)
+	for _, verb := range []string{"Forward", "Reply to", "Draft", "Archive", "Label", "Schedule"} {
+		crowd = append(crowd, fixtureTool{name: strings.ToLower(strings.ReplaceAll(verb, " ", "_")) + "_email",
+			description: verb + " an email message to a recipient about the team.", queries: []string{strings.ToLower(verb) + " the email to my manager", strings.ToLower(verb) + " a message to the team"}})
+	}
+	queries := []string{
+		"Send an email message to my manager and the team about the outage with the incident summary, and forward the email to the recipient list. Then translate the text to German.",
+		"translate this paragraph to German",
+	}
+	intents := text.Intents(queries[0])
+	if len(intents) != 2 {
+		t.Fatalf("intents %q", intents)
+	}
+	emb := lexicalEmbedder()
+	vecs, err := emb.Embed(context.Background(), append(slices.Clone(queries), intents...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := QuerySet{Queries: queries, Vectors: vecs[:2], IntentVectors: map[int][][]float32{0: vecs[2:]}}
+	for _, m := range []Method{BM25, Semantic, Hybrid} {
+		recall := map[string]float64{}
+		for _, setting := range []string{IntentsOn, IntentsOff} {
+			c := buildFixture(t, crowd, contract.SearchDefaults{Method: string(m), Intents: setting})
+			g, _, err := (&Grader{}).Grade(context.Background(), c, map[string]QuerySet{"translate_text": set})
+			if err != nil {
+				t.Fatal(err)
+			}
+			recall[setting] = g.SelfRecallAt5
+		}
+		if recall[IntentsOn] != 1 {
+			t.Errorf("%s: self-recall@5 with intents %v, want 1", m, recall[IntentsOn])
+		}
+		// BM25 finds translate's rare words whole too; the cosine of the
+		// whole request is the email's.
+		if m == Semantic && recall[IntentsOff] != 0.5 {
+			t.Errorf("semantic: self-recall@5 searched whole %v, want 0.5: the test proves nothing", recall[IntentsOff])
 		}
 	}
 }
