@@ -14,7 +14,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # processes a parent-death signal, so they cannot outlive the process that
 # started them. Node.js and npm run the third-party MCP software the gateway
 # tests drive (test/interop, installed with npm ci from its lockfile).
-required=(redis-server=redis-server setpriv=util-linux node=nodejs npm=npm "$@")
+# Chromium runs the console's browser tests (chromedp drives it).
+required=(redis-server=redis-server setpriv=util-linux node=nodejs npm=npm chromium=chromium "$@")
 
 log() { echo "prereqs: $*" >&2; }
 

@@ -56,7 +56,7 @@ func NewCommand(o *Options) *cobra.Command {
 	f.StringVarP(&o.Namespace, "namespace", "n", "", "namespace of the ToolCatalog (default: the context's)")
 	f.StringVar(&o.RedisAddr, "redis-addr", "", "connect to this Redis host:port instead of the catalog's addresses")
 	f.StringVar(&o.RedisPasswordEnv, "redis-password-env", "", "environment variable holding the Redis password, with --redis-addr")
-	root.AddCommand(o.searchCommand(), o.describeToolCommand(), o.refreshCommand(), o.versionsCommand(), o.purgeRequestsCommand(), o.importCommand(), o.approveCommand())
+	root.AddCommand(o.searchCommand(), o.describeToolCommand(), o.refreshCommand(), o.versionsCommand(), o.purgeRequestsCommand(), o.importCommand(), o.approveCommand(), o.consoleCommand())
 	return root
 }
 
@@ -114,10 +114,16 @@ func (o *Options) open(ctx context.Context, name string, withRedis bool) (*sessi
 	if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tc); err != nil {
 		return nil, fmt.Errorf("reading ToolCatalog %s/%s: %w", ns, name, err)
 	}
-	s := &session{kube: kube, catalog: tc}
 	if !withRedis {
-		return s, nil
+		return &session{kube: kube, catalog: tc}, nil
 	}
+	return o.connect(ctx, kube, tc)
+}
+
+// connect resolves a catalog's configuration and connects to its Redis.
+func (o *Options) connect(ctx context.Context, kube client.Client, tc *v1alpha1.ToolCatalog) (*session, error) {
+	s := &session{kube: kube, catalog: tc}
+	var err error
 	resolver := &catalogconfig.Resolver{Reader: kube}
 	s.config, err = resolver.Resolve(ctx, tc)
 	if err == nil {

@@ -1,0 +1,251 @@
+// Package console serves the web console of kubectl toolcatalog console: a
+// local server that reads the cluster with the user's own client and
+// rights, and each catalog's Redis through the plugin's client code. It
+// renders every page on the server; what the user may not read, the page
+// says, with the API server's message.
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
+)
+
+//go:embed templates/*.html templates/*.css
+var files embed.FS
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"join": strings.Join,
+}).ParseFS(files, "templates/*.html"))
+
+// Server is the console's HTTP handler.
+type Server struct {
+	// Kube reads and writes the cluster as the user.
+	Kube client.Client
+	// Namespaces are those whose catalogs the console shows.
+	Namespaces []string
+	// Load reads a catalog's published version from its Redis.
+	Load func(ctx context.Context, tc *v1alpha1.ToolCatalog) (*toolcatalog.Catalog, error)
+	// Addr is the host:port the console serves on: a request naming
+	// another host (a DNS-rebinding page) is refused.
+	Addr string
+}
+
+// Handler routes the console's pages.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.catalogs)
+	mux.HandleFunc("GET /catalogs/{namespace}/{name}", s.catalog)
+	mux.HandleFunc("GET /style.css", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+		b, _ := files.ReadFile("templates/style.css")
+		_, _ = w.Write(b)
+	})
+	return s.secured(mux)
+}
+
+// secured refuses a request for another host than the console's own (a
+// page on another site whose name was rebound to 127.0.0.1 would
+// otherwise read the console with the user's rights), and sets the headers
+// every page carries: no framing, no script or style from elsewhere, no
+// sniffing. The console runs no script.
+func (s *Server) secured(h http.Handler) http.Handler {
+	_, port, _ := net.SplitHostPort(s.Addr)
+	hosts := map[string]bool{s.Addr: true, "localhost:" + port: true, "127.0.0.1:" + port: true}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hosts[r.Host] {
+			http.Error(w, "this console answers only to "+s.Addr, http.StatusMisdirectedRequest)
+			return
+		}
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "no-referrer")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// catalogRow is one catalog on the catalogs page.
+type catalogRow struct {
+	Namespace, Name     string
+	Ready, Reason       string
+	Message             string
+	Version             int64
+	Tools, Embedded     int32
+	Stale, Failed       int32
+	SelfRecall          string
+	Confusable, Pending int
+	LastRefresh         string
+}
+
+// denial is a namespace the user may not read, with the API server's
+// message.
+type denial struct{ Namespace, Message string }
+
+func (s *Server) catalogs(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	data := struct {
+		Rows    []catalogRow
+		Denied  []denial
+		Checked []string
+	}{Checked: s.Namespaces}
+	for _, ns := range s.Namespaces {
+		var list v1alpha1.ToolCatalogList
+		if err := s.Kube.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			data.Denied = append(data.Denied, denial{ns, apiMessage(err)})
+			continue
+		}
+		// Pending upstream changes, by the catalog whose selector takes
+		// the source's labels; a user who may not read sources sees none.
+		var sources v1alpha1.ToolSourceList
+		_ = s.Kube.List(ctx, &sources, client.InNamespace(ns))
+		for _, tc := range list.Items {
+			data.Rows = append(data.Rows, rowOf(&tc, sources.Items))
+		}
+	}
+	slices.SortFunc(data.Rows, func(a, b catalogRow) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	render(w, "catalogs.html", data)
+}
+
+func rowOf(tc *v1alpha1.ToolCatalog, sources []v1alpha1.ToolSource) catalogRow {
+	row := catalogRow{Namespace: tc.Namespace, Name: tc.Name, Ready: "Unknown", Version: tc.Status.Version}
+	if c := meta.FindStatusCondition(tc.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		row.Ready, row.Reason, row.Message = string(c.Status), c.Reason, c.Message
+	}
+	if n := tc.Status.Counts; n != nil {
+		row.Tools, row.Embedded, row.Stale, row.Failed = n.Tools, n.Embedded, n.Stale, n.Failed
+	}
+	if q := tc.Status.Quality; q != nil {
+		row.SelfRecall, row.Confusable = q.SelfRecallAt5, len(q.ConfusablePairs)
+	}
+	if lr := tc.Status.LastRefresh; lr != nil {
+		row.LastRefresh = string(lr.Result)
+		if lr.Message != "" {
+			row.LastRefresh += ": " + lr.Message
+		}
+	}
+	if sel, err := metav1.LabelSelectorAsSelector(&tc.Spec.Selector); err == nil {
+		for _, src := range sources {
+			if sel.Matches(labels.Set(src.Spec.Labels)) {
+				row.Pending += len(src.Status.PendingChanges)
+			}
+		}
+	}
+	return row
+}
+
+// toolRow is one tool on a catalog's page.
+type toolRow struct {
+	Name, Description, Toolset, Source string
+	Parameters                         []string
+	AlwaysInclude                      bool
+}
+
+func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	key := client.ObjectKey{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	data := struct {
+		Namespace, Name     string
+		Row                 catalogRow
+		Error               string
+		Unpublished         string
+		Version             int64
+		Tools               []toolRow
+		Toolsets, Sources   []string
+		Query, Toolset, Src string
+		Shown               int
+		Quality             *v1alpha1.CatalogQuality
+	}{Namespace: key.Namespace, Name: key.Name, Query: r.URL.Query().Get("q"), Toolset: r.URL.Query().Get("toolset"), Src: r.URL.Query().Get("source")}
+	tc := &v1alpha1.ToolCatalog{}
+	if err := s.Kube.Get(ctx, key, tc); err != nil {
+		w.WriteHeader(statusOf(err))
+		data.Error = apiMessage(err)
+		render(w, "catalog.html", data)
+		return
+	}
+	data.Row, data.Quality = rowOf(tc, nil), tc.Status.Quality
+	cat, err := s.Load(ctx, tc)
+	switch {
+	case errors.Is(err, toolcatalog.ErrNotPublished):
+		data.Unpublished = fmt.Sprintf("%s/%s has not published a version yet: see its Ready condition.", key.Namespace, key.Name)
+	case err != nil:
+		data.Error = "Reading the published catalog: " + err.Error()
+	default:
+		data.Version = cat.Version()
+		toolsets, sources := map[string]bool{}, map[string]bool{}
+		q := strings.ToLower(strings.TrimSpace(data.Query))
+		for _, t := range cat.Tools() {
+			toolsets[t.Toolset] = true
+			src := ""
+			if t.Source != nil {
+				src = t.Source.ToolSource
+			}
+			sources[src] = true
+			if data.Toolset != "" && t.Toolset != data.Toolset || data.Src != "" && src != data.Src ||
+				q != "" && !strings.Contains(strings.ToLower(t.Name+" "+t.Description), q) {
+				continue
+			}
+			data.Tools = append(data.Tools, toolRow{Name: t.Name, Description: t.Description, Toolset: t.Toolset, Source: src,
+				Parameters: paramNames(t), AlwaysInclude: t.AlwaysInclude})
+		}
+		data.Shown = len(data.Tools)
+		data.Toolsets, data.Sources = keys(toolsets), keys(sources)
+	}
+	render(w, "catalog.html", data)
+}
+
+func paramNames(t contract.Tool) []string { return contract.ParameterNames(t.Parameters) }
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		if k != "" {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// apiMessage is what the API server said, for the page.
+func apiMessage(err error) string {
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		return se.Status().Message
+	}
+	return err.Error()
+}
+
+func statusOf(err error) int {
+	var se apierrors.APIStatus
+	if errors.As(err, &se) && se.Status().Code != 0 {
+		return int(se.Status().Code)
+	}
+	return http.StatusBadGateway
+}
+
+func render(w http.ResponseWriter, page string, data any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := pages.ExecuteTemplate(w, page, data); err != nil {
+		http.Error(w, "rendering the page: "+err.Error(), http.StatusInternalServerError)
+	}
+}

@@ -1,0 +1,192 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// lineWriter passes what a command prints to a channel, a write at a time.
+type lineWriter chan string
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	w <- string(p)
+	return len(p), nil
+}
+
+// startConsole runs kubectl toolcatalog console --no-browser until the test
+// ends and returns its URL.
+func startConsole(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(lineWriter, 16)
+	cmd := NewCommand(&Options{Out: out, Err: out, RESTConfig: cfg})
+	cmd.SetArgs(append([]string{"-n", ns, "console", "--no-browser"}, args...))
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("console: %v", err)
+		}
+	})
+	url := regexp.MustCompile(`http://127\.0\.0\.1:\d+/`)
+	for {
+		select {
+		case line := <-out:
+			if u := url.FindString(line); u != "" {
+				return u
+			}
+			t.Logf("console: %s", line)
+		case err := <-done:
+			t.Fatalf("the console stopped: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the console printed no URL within 30s")
+		}
+	}
+}
+
+// browser is a headless Chromium tab that fails the test on any script
+// exception or error the page logs (a stylesheet the policy refused, say).
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatal("chromium is not installed: run hack/prereqs.sh (make test does), or apt-get install chromium")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.WindowSize(1280, 900))
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	var errs []string
+	done := make(chan struct{})
+	messages := chromedp.Console(ctx)
+	go func() {
+		defer close(done)
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleException || m.Type == "error" {
+				errs = append(errs, m.String()+" at "+m.URL)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		acancel()
+		<-done
+		for _, e := range errs {
+			t.Errorf("the browser reported: %s", e)
+		}
+	})
+	return ctx
+}
+
+// screenshot keeps the page's image in $CONSOLE_SCREENSHOTS, when set.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("CONSOLE_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// text is the text of the page's main element.
+func text(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func do(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The catalogs page lists the catalog with its state, and the catalog's
+// page its published tools, filtered by a search; pages load in Chromium
+// without errors and are reachable by keyboard.
+func TestConsoleCatalogPages(t *testing.T) {
+	base := startConsole(t)
+	ctx := browser(t)
+	do(t, ctx, chromedp.Navigate(base))
+	catalogs := text(t, ctx)
+	screenshot(t, ctx, "catalogs")
+	for _, want := range []string{ns + "/assistant", "True", "Self-recall@5", "Pending upstream changes"} {
+		if !strings.Contains(catalogs, want) {
+			t.Errorf("the catalogs page lacks %q:\n%s", want, catalogs)
+		}
+	}
+	do(t, ctx, chromedp.KeyEvent("\t"))
+	if focused, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement.textContent`)); err != nil || focused != "Skip to content" {
+		t.Errorf("the first Tab focuses %q (%v), want the skip link", focused, err)
+	}
+
+	do(t, ctx, chromedp.Click(chromedp.CSS(`a[href="/catalogs/`+ns+`/assistant"]`)), chromedp.WaitVisible(chromedp.CSS(`#tools`)))
+	catalog := text(t, ctx)
+	screenshot(t, ctx, "catalog")
+	for _, want := range []string{"Version 1", "get_weather", "send_email", "run_sql", "4 shown"} {
+		if !strings.Contains(catalog, want) {
+			t.Errorf("the catalog page lacks %q:\n%s", want, catalog)
+		}
+	}
+	do(t, ctx, chromedp.SetValue(chromedp.CSS(`#q`), "weather"), chromedp.Submit(chromedp.CSS(`#q`)), chromedp.WaitVisible(chromedp.CSS(`#tools`)))
+	if filtered := text(t, ctx); !strings.Contains(filtered, "get_weather") || strings.Contains(filtered, "send_email") || !strings.Contains(filtered, "1 shown") {
+		t.Errorf("filtered by weather:\n%s", filtered)
+	}
+}
+
+// A page that names the catalog is refused to anyone asking for another
+// host name: a site whose name was rebound to 127.0.0.1 cannot read the
+// console with the user's rights.
+func TestConsoleRefusesOtherHosts(t *testing.T) {
+	base := startConsole(t)
+	for host, want := range map[string]int{"evil.example": http.StatusMisdirectedRequest, "": http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodGet, base, nil)
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %q: status %d, want %d", cmpOr(host, "the console's own"), resp.StatusCode, want)
+		}
+	}
+	if _, err := kubectlToolcatalog(t, "console", "--no-browser", "--address", "0.0.0.0:0"); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+		t.Errorf("--address 0.0.0.0:0: %v", err)
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return fmt.Sprint(b)
+}
