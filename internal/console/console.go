@@ -33,6 +33,7 @@ var files embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"join": strings.Join,
+	"sub1": func(x float64) float64 { return 1 - x },
 }).ParseFS(files, "templates/*.html"))
 
 // Server is the console's HTTP handler.
@@ -42,10 +43,20 @@ type Server struct {
 	// Namespaces are those whose catalogs the console shows.
 	Namespaces []string
 	// Load reads a catalog's published version from its Redis.
-	Load func(ctx context.Context, tc *v1alpha1.ToolCatalog) (*toolcatalog.Catalog, error)
+	Load func(ctx context.Context, tc *v1alpha1.ToolCatalog) (*Published, error)
 	// Addr is the host:port the console serves on: a request naming
 	// another host (a DNS-rebinding page) is refused.
 	Addr string
+}
+
+// Published is a catalog's published version, as the plugin reads it.
+type Published struct {
+	Catalog *toolcatalog.Catalog
+	// Embedder embeds queries with the catalog's model; nil when its
+	// provider cannot be built (search falls back to BM25 and says so).
+	Embedder toolcatalog.QueryEmbedder
+	// Popular are the catalog's most used tools, when it includes them.
+	Popular []string
 }
 
 // Handler routes the console's pages.
@@ -53,6 +64,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.catalogs)
 	mux.HandleFunc("GET /catalogs/{namespace}/{name}", s.catalog)
+	mux.HandleFunc("GET /catalogs/{namespace}/{name}/search", s.search)
 	mux.HandleFunc("GET /style.css", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/css; charset=utf-8")
 		b, _ := files.ReadFile("templates/style.css")
@@ -183,13 +195,14 @@ func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data.Row, data.Quality = rowOf(tc, nil), tc.Status.Quality
-	cat, err := s.Load(ctx, tc)
+	pub, err := s.Load(ctx, tc)
 	switch {
 	case errors.Is(err, toolcatalog.ErrNotPublished):
 		data.Unpublished = fmt.Sprintf("%s/%s has not published a version yet: see its Ready condition.", key.Namespace, key.Name)
 	case err != nil:
 		data.Error = "Reading the published catalog: " + err.Error()
 	default:
+		cat := pub.Catalog
 		data.Version = cat.Version()
 		toolsets, sources := map[string]bool{}, map[string]bool{}
 		q := strings.ToLower(strings.TrimSpace(data.Query))

@@ -89,13 +89,24 @@ func (o *Options) consoleServer(ctx context.Context, all bool) (*console.Server,
 		}
 	}
 	return &console.Server{Kube: kube, Namespaces: namespaces,
-		Load: func(ctx context.Context, tc *v1alpha1.ToolCatalog) (*toolcatalog.Catalog, error) {
+		Load: func(ctx context.Context, tc *v1alpha1.ToolCatalog) (*console.Published, error) {
 			s, err := o.connect(ctx, kube, tc)
 			if err != nil {
 				return nil, err
 			}
 			defer s.Close()
-			return toolcatalog.Load(ctx, s.redis, s.config.Keys)
+			cat, err := toolcatalog.Load(ctx, s.redis, s.config.Keys)
+			if err != nil {
+				return nil, err
+			}
+			pub := &console.Published{Catalog: cat}
+			if s.embedder != nil {
+				pub.Embedder = s.embedder
+			}
+			if pub.Popular, err = toolcatalog.MostUsed(ctx, s.redis, s.config.Keys, cat); err != nil {
+				return nil, err
+			}
+			return pub, nil
 		}}, nil
 }
 

@@ -158,6 +158,23 @@ func TestConsoleCatalogPages(t *testing.T) {
 	if filtered := text(t, ctx); !strings.Contains(filtered, "get_weather") || strings.Contains(filtered, "send_email") || !strings.Contains(filtered, "1 shown") {
 		t.Errorf("filtered by weather:\n%s", filtered)
 	}
+
+	// The search playground: a request of two intents, each arm's score
+	// and rank as a bar, the intents and their blends.
+	do(t, ctx, chromedp.Click(chromedp.CSS(`a[href$="/search"]`)), chromedp.WaitVisible(chromedp.CSS(`#q`)),
+		chromedp.SetValue(chromedp.CSS(`#q`), "Send an email to my manager about the outage. Then tell me the weather forecast for Paris."),
+		chromedp.Submit(chromedp.CSS(`#q`)), chromedp.WaitVisible(chromedp.CSS(`#results`)))
+	found := text(t, ctx)
+	screenshot(t, ctx, "search")
+	for _, want := range []string{"method hybrid", "2 intents", "“Send an email to my manager about the outage”", "blend 0.", "send_email", "intent 1", "get_weather", "intent 2"} {
+		if !strings.Contains(found, want) {
+			t.Errorf("the search page lacks %q:\n%s", want, found)
+		}
+	}
+	meters, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("meter").length`))
+	if err != nil || meters < 4 {
+		t.Errorf("%d score bars (%v), want one per arm of each ranked tool", meters, err)
+	}
 }
 
 // A page that names the catalog is refused to anyone asking for another
