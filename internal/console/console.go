@@ -44,6 +44,8 @@ type Server struct {
 	Namespaces []string
 	// Load reads a catalog's published version from its Redis.
 	Load func(ctx context.Context, tc *v1alpha1.ToolCatalog) (*Published, error)
+	// History reads a catalog's retained versions, newest first.
+	History func(ctx context.Context, tc *v1alpha1.ToolCatalog) ([]*contract.Document, error)
 	// Addr is the host:port the console serves on: a request naming
 	// another host (a DNS-rebinding page) is refused.
 	Addr string
@@ -65,6 +67,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", s.catalogs)
 	mux.HandleFunc("GET /catalogs/{namespace}/{name}", s.catalog)
 	mux.HandleFunc("GET /catalogs/{namespace}/{name}/search", s.search)
+	mux.HandleFunc("GET /catalogs/{namespace}/{name}/versions", s.versions)
 	mux.HandleFunc("GET /style.css", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/css; charset=utf-8")
 		b, _ := files.ReadFile("templates/style.css")

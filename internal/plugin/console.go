@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/console"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
@@ -107,6 +108,14 @@ func (o *Options) consoleServer(ctx context.Context, all bool) (*console.Server,
 				return nil, err
 			}
 			return pub, nil
+		},
+		History: func(ctx context.Context, tc *v1alpha1.ToolCatalog) ([]*contract.Document, error) {
+			s, err := o.connect(ctx, kube, tc)
+			if err != nil {
+				return nil, err
+			}
+			defer s.Close()
+			return contract.ReadHistory(ctx, s.redis, s.config.Keys)
 		}}, nil
 }
 

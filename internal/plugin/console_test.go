@@ -13,6 +13,12 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
 )
 
 // lineWriter passes what a command prints to a channel, a write at a time.
@@ -206,4 +212,55 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return fmt.Sprint(b)
+}
+
+// After an edit, the versions page shows what the new version changed:
+// the description before and after, and a diff of the parameters.
+func TestConsoleComparesVersions(t *testing.T) {
+	ctx := context.Background()
+	label := map[string]string{"catalog": "changing"}
+	weather := &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cv-weather", Labels: label},
+		Spec: v1alpha1.ToolDefinitionSpec{Name: "get_weather", Description: "Get the current weather for a city."}}
+	email := &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cv-email", Labels: label},
+		Spec: v1alpha1.ToolDefinitionSpec{Name: "send_email", Description: "Send an email message to a recipient."}}
+	tc := &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "changing"}, Spec: v1alpha1.ToolCatalogSpec{
+		Selector: metav1.LabelSelector{MatchLabels: label}, Redis: v1alpha1.RedisSpec{Addresses: []string{redisSrv.Addr}}}}
+	for _, o := range []client.Object{weather, email, tc} {
+		if err := kube.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version := func() int64 {
+		got := &v1alpha1.ToolCatalog{}
+		if kube.Get(ctx, client.ObjectKeyFromObject(tc), got) != nil {
+			return 0
+		}
+		return got.Status.Version
+	}
+	testenv.WaitFor(t, "version 1 of the catalog", 60*time.Second, func() bool { return version() == 1 })
+	patch := client.MergeFrom(weather.DeepCopy())
+	weather.Spec.Description = "Get the current weather and a five-day forecast for a city."
+	weather.Spec.Parameters = &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","properties":{"city":{"type":"string","description":"The city"}},"required":["city"]}`)}
+	if err := kube.Patch(ctx, weather, patch); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, "version 2 of the catalog", 60*time.Second, func() bool { return version() == 2 })
+
+	base := startConsole(t)
+	bctx := browser(t)
+	do(t, bctx, chromedp.Navigate(base+"catalogs/"+ns+"/changing"), chromedp.Click(chromedp.CSS(`a[href$="/versions"]`)), chromedp.WaitVisible(chromedp.CSS(`#summary`)))
+	page := text(t, bctx)
+	screenshot(t, bctx, "versions")
+	for _, want := range []string{"From 1 to 2", "0 added · 0 removed · 1 changed · 1 unchanged", "get_weather",
+		"− Get the current weather for a city.", "+ Get the current weather and a five-day forecast for a city.", `+  "required": [`, `"city": {`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the versions page lacks %q:\n%s", want, page)
+		}
+	}
+	// Compared the other way, by choosing the versions.
+	do(t, bctx, chromedp.SetValue(chromedp.CSS(`#from`), "2"), chromedp.SetValue(chromedp.CSS(`#to`), "1"),
+		chromedp.Submit(chromedp.CSS(`#from`)), chromedp.WaitVisible(chromedp.CSS(`#summary`)))
+	if page := text(t, bctx); !strings.Contains(page, "From 2 to 1") || !strings.Contains(page, "+ Get the current weather for a city.") {
+		t.Errorf("versions 2 to 1:\n%s", page)
+	}
 }
