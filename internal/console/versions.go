@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/pmezard/go-difflib/difflib"
+	udiff "github.com/aymanbagabas/go-udiff"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -107,10 +107,7 @@ func changeOf(a, b contract.Tool) toolChange {
 		c.FromDescription, c.ToDesc = a.Description, b.Description
 	}
 	if !bytes.Equal(a.Parameters, b.Parameters) {
-		c.ParametersDiff, _ = difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-			A: difflib.SplitLines(indent(a.Parameters)), B: difflib.SplitLines(indent(b.Parameters)),
-			FromFile: "parameters", ToFile: "parameters", Context: 3,
-		})
+		c.ParametersDiff = udiff.Unified("parameters", "parameters", indent(a.Parameters), indent(b.Parameters))
 	}
 	for name, differs := range map[string]bool{
 		"toolset":        a.Toolset != b.Toolset,

@@ -2,11 +2,14 @@ package mcpsource
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	udiff "github.com/aymanbagabas/go-udiff"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -100,4 +103,53 @@ func indented(raw []byte) string {
 		return string(raw)
 	}
 	return b.String()
+}
+
+// ChoosePending picks the pending changes to approve: the named tools, or
+// all of them; hash, with one tool, must name that tool's pending change.
+func ChoosePending(pending []v1alpha1.PendingChange, tools []string, all bool, hash string) ([]v1alpha1.PendingChange, error) {
+	switch {
+	case all && len(tools) > 0:
+		return nil, fmt.Errorf("give tools or --all, not both")
+	case hash != "" && len(tools) != 1:
+		return nil, fmt.Errorf("--hash needs exactly one tool")
+	case hash != "" && !Reviewed(strings.ToLower(hash), strings.ToLower(hash)):
+		return nil, fmt.Errorf("--hash %q is not a spec hash: give at least %d hex digits", hash, ShortHash)
+	case all && len(pending) == 0:
+		return nil, fmt.Errorf("no change is pending")
+	case all:
+		return pending, nil
+	}
+	var out []v1alpha1.PendingChange
+	for _, tool := range tools {
+		i := slices.IndexFunc(pending, func(p v1alpha1.PendingChange) bool { return p.Tool == tool })
+		if i < 0 {
+			return nil, fmt.Errorf("no change of %s is pending (list them with kubectl toolcatalog approve SOURCE)", tool)
+		}
+		p := pending[i]
+		if hash != "" && !Reviewed(strings.ToLower(hash), p.SpecHash) {
+			return nil, fmt.Errorf("the pending change of %s now has spec hash %s, not %s: the server changed it again since you reviewed it; review it again", tool, p.SpecHash[:ShortHash], hash)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Approve approves the chosen pending changes of a source by their spec
+// hashes, in its approve annotation, with the caller's client: what the
+// caller may not patch is refused by the API server.
+func Approve(ctx context.Context, c client.Client, ts *v1alpha1.ToolSource, chosen []v1alpha1.PendingChange) error {
+	patch := client.MergeFrom(ts.DeepCopy())
+	approvals, _ := ParseApprovals(ts.Annotations[v1alpha1.AnnotationApprove])
+	for _, p := range chosen {
+		approvals[p.Tool] = p.SpecHash
+	}
+	if ts.Annotations == nil {
+		ts.Annotations = map[string]string{}
+	}
+	ts.Annotations[v1alpha1.AnnotationApprove] = FormatApprovals(approvals)
+	if err := c.Patch(ctx, ts, patch); err != nil {
+		return fmt.Errorf("approving: %w", err)
+	}
+	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -49,21 +48,12 @@ pending change is no longer the one you reviewed.`,
 			if len(args) == 1 && !all {
 				return listPending(out, ts)
 			}
-			chosen, err := choosePending(ts.Status.PendingChanges, args[1:], all, hash)
+			chosen, err := mcpsource.ChoosePending(ts.Status.PendingChanges, args[1:], all, hash)
 			if err != nil {
 				return err
 			}
-			patch := client.MergeFrom(ts.DeepCopy())
-			approvals, _ := mcpsource.ParseApprovals(ts.Annotations[v1alpha1.AnnotationApprove])
-			for _, p := range chosen {
-				approvals[p.Tool] = p.SpecHash
-			}
-			if ts.Annotations == nil {
-				ts.Annotations = map[string]string{}
-			}
-			ts.Annotations[v1alpha1.AnnotationApprove] = mcpsource.FormatApprovals(approvals)
-			if err := kube.Patch(ctx, ts, patch); err != nil {
-				return fmt.Errorf("approving: %w", err)
+			if err := mcpsource.Approve(ctx, kube, ts, chosen); err != nil {
+				return err
 			}
 			for _, p := range chosen {
 				fmt.Fprintf(out, "approved %s (%s, spec hash %s): %s\n", p.Tool, strings.ToLower(string(p.Change)), p.SpecHash[:mcpsource.ShortHash], mcpsource.Visible(p.Summary))
@@ -116,36 +106,6 @@ func listPending(out io.Writer, ts *v1alpha1.ToolSource) error {
 		fmt.Fprint(out, mcpsource.Visible(diff))
 	}
 	return nil
-}
-
-// choosePending picks the pending changes to approve: the named tools, or
-// all of them; hash, with one tool, must name that tool's pending change.
-func choosePending(pending []v1alpha1.PendingChange, tools []string, all bool, hash string) ([]v1alpha1.PendingChange, error) {
-	switch {
-	case all && len(tools) > 0:
-		return nil, fmt.Errorf("give tools or --all, not both")
-	case hash != "" && len(tools) != 1:
-		return nil, fmt.Errorf("--hash needs exactly one tool")
-	case hash != "" && !mcpsource.Reviewed(strings.ToLower(hash), strings.ToLower(hash)):
-		return nil, fmt.Errorf("--hash %q is not a spec hash: give at least %d hex digits", hash, mcpsource.ShortHash)
-	case all && len(pending) == 0:
-		return nil, fmt.Errorf("no change is pending")
-	case all:
-		return pending, nil
-	}
-	var out []v1alpha1.PendingChange
-	for _, tool := range tools {
-		i := slices.IndexFunc(pending, func(p v1alpha1.PendingChange) bool { return p.Tool == tool })
-		if i < 0 {
-			return nil, fmt.Errorf("no change of %s is pending (list them with kubectl toolcatalog approve SOURCE)", tool)
-		}
-		p := pending[i]
-		if hash != "" && !mcpsource.Reviewed(strings.ToLower(hash), p.SpecHash) {
-			return nil, fmt.Errorf("the pending change of %s now has spec hash %s, not %s: the server changed it again since you reviewed it; review it again", tool, p.SpecHash[:mcpsource.ShortHash], hash)
-		}
-		out = append(out, p)
-	}
-	return out, nil
 }
 
 // waitApplied waits until the source holds none of the approved changes
