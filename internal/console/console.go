@@ -7,7 +7,9 @@ package console
 
 import (
 	"context"
+	"crypto/rand"
 	"embed"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"html/template"
@@ -49,6 +51,9 @@ type Server struct {
 	// Addr is the host:port the console serves on: a request naming
 	// another host (a DNS-rebinding page) is refused.
 	Addr string
+	// token is the console's own, in every form it serves: a form posted
+	// from anywhere else is refused.
+	token string
 }
 
 // Published is a catalog's published version, as the plugin reads it.
@@ -63,11 +68,16 @@ type Published struct {
 
 // Handler routes the console's pages.
 func (s *Server) Handler() http.Handler {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b) // crypto/rand never fails
+	s.token = base64.RawURLEncoding.EncodeToString(b)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.catalogs)
 	mux.HandleFunc("GET /catalogs/{namespace}/{name}", s.catalog)
 	mux.HandleFunc("GET /catalogs/{namespace}/{name}/search", s.search)
 	mux.HandleFunc("GET /catalogs/{namespace}/{name}/versions", s.versions)
+	mux.HandleFunc("GET /approvals", s.approvals)
+	mux.HandleFunc("POST /sources/{namespace}/{name}/approve", s.approve)
 	mux.HandleFunc("GET /style.css", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/css; charset=utf-8")
 		b, _ := files.ReadFile("templates/style.css")
@@ -91,7 +101,7 @@ func (s *Server) secured(h http.Handler) http.Handler {
 		}
 		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("Referrer-Policy", "no-referrer")
+		w.Header().Set("Referrer-Policy", "same-origin")
 		h.ServeHTTP(w, r)
 	})
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/controllers"
+	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
@@ -72,6 +73,18 @@ func run(m *testing.M) int {
 	pool := redisconn.NewPool()
 	defer pool.Close()
 	if err := (&controllers.ToolCatalogReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("toolcatalog-controller"), Redis: pool}).SetupWithManager(ctx, mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// ToolSources on loopback MCP servers hold upstream changes for the
+	// console's approvals page.
+	policy, err := egress.New([]string{"127.0.0.1/32"}, cfg.Host)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := (&controllers.ToolSourceReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("toolsource-controller"),
+		Egress: policy, MaxTools: 100}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
