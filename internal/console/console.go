@@ -34,8 +34,9 @@ import (
 var files embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
-	"join": strings.Join,
-	"sub1": func(x float64) float64 { return 1 - x },
+	"join":  strings.Join,
+	"sub1":  func(x float64) float64 { return 1 - x },
+	"deref": func(b *bool) bool { return *b },
 }).ParseFS(files, "templates/*.html"))
 
 // Server is the console's HTTP handler.
@@ -76,6 +77,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /catalogs/{namespace}/{name}", s.catalog)
 	mux.HandleFunc("GET /catalogs/{namespace}/{name}/search", s.search)
 	mux.HandleFunc("GET /catalogs/{namespace}/{name}/versions", s.versions)
+	mux.HandleFunc("GET /catalogs/{namespace}/{name}/tools/{tool}", s.tool)
 	mux.HandleFunc("GET /approvals", s.approvals)
 	mux.HandleFunc("POST /sources/{namespace}/{name}/approve", s.approve)
 	mux.HandleFunc("GET /style.css", func(w http.ResponseWriter, r *http.Request) {

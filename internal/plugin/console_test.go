@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -177,6 +178,28 @@ func TestConsoleCatalogPages(t *testing.T) {
 	if filtered := text(t, ctx); !strings.Contains(filtered, "get_weather") || strings.Contains(filtered, "send_email") || !strings.Contains(filtered, "1 shown") {
 		t.Errorf("filtered by weather:\n%s", filtered)
 	}
+
+	// A tool: as published, what its vector was built from, and its
+	// ToolDefinition's records and conditions.
+	do(t, ctx, chromedp.Click(chromedp.CSS(`a[href$="/tools/get_weather"]`)), chromedp.WaitVisible(chromedp.CSS(`#definition`)))
+	tool := text(t, ctx)
+	screenshot(t, ctx, "tool")
+	for _, want := range []string{"Tool get_weather", "Get the current weather conditions and the forecast for a city.", "Spec hash",
+		"Synthetic and example queries", "Learned requests", ns + "/weather", "Embedding records", "assistant", "Ready", "True"} {
+		if !strings.Contains(tool, want) {
+			t.Errorf("the tool page lacks %q:\n%s", want, tool)
+		}
+	}
+	resp, err := http.Get(base + "catalogs/" + ns + "/assistant/tools/nope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(missing), "holds no tool nope") || !strings.Contains(string(missing), "No ToolDefinition") {
+		t.Errorf("a tool the catalog does not hold: %d\n%s", resp.StatusCode, missing)
+	}
+	do(t, ctx, chromedp.Navigate(base+"catalogs/"+ns+"/assistant"), chromedp.WaitVisible(chromedp.CSS(`#tools`)))
 
 	// The search playground: a request of two intents, each arm's score
 	// and rank as a bar, the intents and their blends.
