@@ -78,6 +78,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /catalogs/{namespace}/{name}/search", s.search)
 	mux.HandleFunc("GET /catalogs/{namespace}/{name}/versions", s.versions)
 	mux.HandleFunc("GET /catalogs/{namespace}/{name}/tools/{tool}", s.tool)
+	mux.HandleFunc("GET /catalogs/{namespace}/{name}/map.svg", s.toolMap)
 	mux.HandleFunc("GET /approvals", s.approvals)
 	mux.HandleFunc("POST /sources/{namespace}/{name}/approve", s.approve)
 	mux.HandleFunc("GET /style.css", func(w http.ResponseWriter, r *http.Request) {

@@ -169,7 +169,11 @@ func TestConsoleCatalogPages(t *testing.T) {
 	do(t, ctx, chromedp.Click(chromedp.CSS(`a[href="/catalogs/`+ns+`/assistant"]`)), chromedp.WaitVisible(chromedp.CSS(`#tools`)))
 	catalog := text(t, ctx)
 	screenshot(t, ctx, "catalog")
-	for _, want := range []string{"Version 1", "get_weather", "send_email", "run_sql", "4 shown"} {
+	// The map of the tools is drawn: an image the browser decoded.
+	if width, err := chromedp.Run(ctx, chromedp.Evaluate[int](`(async () => { const img = document.querySelector('img[src$="map.svg"]'); await img.decode(); return img.naturalWidth })()`, chromedp.EvalAwaitPromise)); err != nil || width == 0 {
+		t.Errorf("the map of the tools did not load: width %d (%v)", width, err)
+	}
+	for _, want := range []string{"Version 1", "get_weather", "send_email", "run_sql", "4 shown", "Map of the tools"} {
 		if !strings.Contains(catalog, want) {
 			t.Errorf("the catalog page lacks %q:\n%s", want, catalog)
 		}
