@@ -203,20 +203,19 @@ func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
 		Shown               int
 		Quality             *v1alpha1.CatalogQuality
 	}{Namespace: key.Namespace, Name: key.Name, Query: r.URL.Query().Get("q"), Toolset: r.URL.Query().Get("toolset"), Src: r.URL.Query().Get("source")}
-	tc := &v1alpha1.ToolCatalog{}
-	if err := s.Kube.Get(ctx, key, tc); err != nil {
-		w.WriteHeader(statusOf(err))
-		data.Error = apiMessage(err)
+	tc, pub, perr := s.open(ctx, key)
+	if tc == nil {
+		w.WriteHeader(perr.status)
+		data.Error = perr.msg
 		render(w, "catalog.html", data)
 		return
 	}
 	data.Row, data.Quality = rowOf(tc, nil), tc.Status.Quality
-	pub, err := s.Load(ctx, tc)
 	switch {
-	case errors.Is(err, toolcatalog.ErrNotPublished):
-		data.Unpublished = fmt.Sprintf("%s/%s has not published a version yet: see its Ready condition.", key.Namespace, key.Name)
-	case err != nil:
-		data.Error = "Reading the published catalog: " + err.Error()
+	case perr != nil && perr.status == http.StatusOK:
+		data.Unpublished = perr.msg
+	case perr != nil:
+		data.Error = perr.msg
 	default:
 		cat := pub.Catalog
 		data.Version = cat.Version()
@@ -253,6 +252,31 @@ func keys(m map[string]bool) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// pageError is why a page cannot show a catalog's published version: the
+// status to answer with (200 for a catalog not published yet) and what to
+// tell the user.
+type pageError struct {
+	status int
+	msg    string
+}
+
+// open reads a catalog as the user and then its published version; tc is
+// nil when the catalog itself could not be read.
+func (s *Server) open(ctx context.Context, key client.ObjectKey) (*v1alpha1.ToolCatalog, *Published, *pageError) {
+	tc := &v1alpha1.ToolCatalog{}
+	if err := s.Kube.Get(ctx, key, tc); err != nil {
+		return nil, nil, &pageError{statusOf(err), apiMessage(err)}
+	}
+	pub, err := s.Load(ctx, tc)
+	switch {
+	case errors.Is(err, toolcatalog.ErrNotPublished):
+		return tc, nil, &pageError{http.StatusOK, fmt.Sprintf("%s/%s has not published a version yet: see its Ready condition.", key.Namespace, key.Name)}
+	case err != nil:
+		return tc, nil, &pageError{http.StatusBadGateway, "Reading the published catalog: " + err.Error()}
+	}
+	return tc, pub, nil
 }
 
 // apiMessage is what the API server said, for the page.

@@ -2,15 +2,12 @@ package console
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
@@ -47,19 +44,11 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		Version                               int64
 	}{Namespace: key.Namespace, Name: key.Name, Query: q.Get("q"), Method: q.Get("method"), Methods: toolcatalog.Methods}
 	data.TopK, _ = strconv.Atoi(q.Get("k"))
-	tc := &v1alpha1.ToolCatalog{}
-	if err := s.Kube.Get(ctx, key, tc); err != nil {
-		w.WriteHeader(statusOf(err))
-		data.Error = apiMessage(err)
-		render(w, "search.html", data)
-		return
-	}
-	pub, err := s.Load(ctx, tc)
+	_, pub, perr := s.open(ctx, key)
 	switch {
-	case errors.Is(err, toolcatalog.ErrNotPublished):
-		data.Error = fmt.Sprintf("%s/%s has not published a version yet: see its Ready condition.", key.Namespace, key.Name)
-	case err != nil:
-		data.Error = "Reading the published catalog: " + err.Error()
+	case perr != nil:
+		w.WriteHeader(perr.status)
+		data.Error = perr.msg
 	case data.Query != "":
 		data.Version = pub.Catalog.Version()
 		opts := toolcatalog.Options{Method: toolcatalog.Method(data.Method), TopK: min(max(data.TopK, 0), 50), Popular: pub.Popular}

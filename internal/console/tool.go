@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
 // tool shows one tool of a catalog: its published entry (description,
@@ -33,19 +31,15 @@ func (s *Server) tool(w http.ResponseWriter, r *http.Request) {
 		Conditions                               []metav1.Condition
 		DefinitionError                          string
 	}{Namespace: key.Namespace, Name: key.Name, Tool: name}
-	tc := &v1alpha1.ToolCatalog{}
-	if err := s.Kube.Get(ctx, key, tc); err != nil {
-		w.WriteHeader(statusOf(err))
-		data.Error = apiMessage(err)
+	tc, pub, perr := s.open(ctx, key)
+	switch {
+	case tc == nil:
+		w.WriteHeader(perr.status)
+		data.Error = perr.msg
 		render(w, "tool.html", data)
 		return
-	}
-	pub, err := s.Load(ctx, tc)
-	switch {
-	case errors.Is(err, toolcatalog.ErrNotPublished):
-		data.Error = fmt.Sprintf("%s/%s has not published a version yet: see its Ready condition.", key.Namespace, key.Name)
-	case err != nil:
-		data.Error = "Reading the published catalog: " + err.Error()
+	case perr != nil:
+		data.Error = perr.msg
 	default:
 		t, ok := pub.Catalog.Tool(name)
 		if !ok {

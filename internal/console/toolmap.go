@@ -17,7 +17,6 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
@@ -35,14 +34,13 @@ func (s *Server) toolMap(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	key := client.ObjectKey{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
-	tc := &v1alpha1.ToolCatalog{}
-	if err := s.Kube.Get(ctx, key, tc); err != nil {
-		http.Error(w, apiMessage(err), statusOf(err))
-		return
-	}
-	pub, err := s.Load(ctx, tc)
-	if err != nil {
-		http.Error(w, "reading the published catalog: "+err.Error(), http.StatusBadGateway)
+	tc, pub, perr := s.open(ctx, key)
+	if perr != nil {
+		status := perr.status
+		if status == http.StatusOK {
+			status = http.StatusNotFound // nothing to draw yet
+		}
+		http.Error(w, perr.msg, status)
 		return
 	}
 	var pairs [][2]string
