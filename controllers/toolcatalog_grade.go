@@ -65,6 +65,8 @@ type gradeJob struct {
 	queries *published.QueryVectors
 	// vectors reads the published vectors of tools.
 	vectors func(ctx context.Context, names []string) (map[string][]byte, error)
+	// record keeps the grading in Redis with the retained versions'.
+	record func(ctx context.Context, q contract.Quality) error
 	// rest says the version's grading is recorded, and this job does
 	// the searches it left.
 	rest bool
@@ -97,7 +99,7 @@ func (gs *grades) submit(tc *v1alpha1.ToolCatalog, emb embedding.Embedder, st pu
 		return
 	}
 	key := client.ObjectKeyFromObject(tc)
-	job := &gradeJob{version: out.Version, stored: stored, emb: emb, changed: map[string]bool{}, queries: st.QueryVectors(), vectors: st.Vectors}
+	job := &gradeJob{version: out.Version, stored: stored, emb: emb, changed: map[string]bool{}, queries: st.QueryVectors(), vectors: st.Vectors, record: st.RecordQuality}
 	for name := range out.Build.Vectors {
 		job.changed[name] = true
 	}
@@ -162,6 +164,16 @@ func (gs *grades) run(ctx context.Context, key client.ObjectKey) {
 	}
 	gs.queue.Forget(key)
 	gs.r.recordConfusable(base, tc)
+	if g.Queries > 0 {
+		q := contract.Quality{
+			Version: job.version, SelfRecallAt5: g.SelfRecallAt5, GradedTools: g.Tools, GradedQueries: g.Queries,
+			Outranked: len(g.Outranked), Confusable: len(g.Confusable), Graded: gs.r.now(),
+		}
+		if err := job.record(ctx, q); err != nil {
+			// The status has it; only the chart of the versions misses it.
+			log.Error(err, "Cannot keep the grading with the retained versions")
+		}
+	}
 	id := catalogID(tc)
 	metrics.SelfRecall.WithLabelValues(id).Set(g.SelfRecallAt5)
 	for kind, n := range map[string]int{"graded_tools": g.Tools, "graded_queries": g.Queries, "outranked_tools": len(g.Outranked), "confusable_pairs": len(g.Confusable)} {
@@ -170,7 +182,7 @@ func (gs *grades) run(ctx context.Context, key client.ObjectKey) {
 	if left > 0 {
 		// The rest of this version's searches, after a pause that
 		// bounds the grading's share of the CPU.
-		gs.retry(key, &gradeJob{version: job.version, stored: job.stored, emb: job.emb, changed: map[string]bool{}, queries: job.queries, vectors: job.vectors, rest: true},
+		gs.retry(key, &gradeJob{version: job.version, stored: job.stored, emb: job.emb, changed: map[string]bool{}, queries: job.queries, vectors: job.vectors, record: job.record, rest: true},
 			func(k client.ObjectKey) { gs.queue.AddAfter(k, gradeRetry) })
 	}
 }

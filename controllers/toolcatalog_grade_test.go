@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
 // A catalog grades each version it publishes with its own queries and
@@ -98,6 +99,21 @@ func TestSelfGradingNamesConfusableTools(t *testing.T) {
 		g.Expect(tc.Status.Quality.Version).To(BeNumerically(">", graded))
 	}).Should(Succeed())
 	g.Expect(tc.Status.Quality.ConfusablePairs).To(BeEmpty())
+	// Both gradings are kept with their versions, for the console's chart.
+	rc := redisClient(t)
+	g.Eventually(func(g Gomega) {
+		qs, err := contract.ReadQuality(t.Context(), rc, catalogKeys(ns, "graded"))
+		g.Expect(err).NotTo(HaveOccurred())
+		byVersion := map[int64]contract.Quality{}
+		for _, q := range qs {
+			byVersion[q.Version] = q
+		}
+		g.Expect(byVersion).To(HaveKey(graded))
+		g.Expect(byVersion[graded].Confusable).To(Equal(1))
+		g.Expect(strconv.FormatFloat(byVersion[graded].SelfRecallAt5, 'f', 3, 64)).To(Equal(q.SelfRecallAt5))
+		g.Expect(byVersion).To(HaveKey(tc.Status.Quality.Version))
+		g.Expect(byVersion[tc.Status.Quality.Version].Confusable).To(Equal(0))
+	}).Should(Succeed())
 	g.Expect(testutil.ToFloat64(metrics.Quality.WithLabelValues(ns+"/graded", "confusable_pairs"))).To(Equal(0.0))
 	for _, name := range []string{"lookup", "find"} {
 		g.Eventually(func(g Gomega) {

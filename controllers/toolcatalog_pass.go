@@ -82,6 +82,8 @@ type publishedState interface {
 	// Vectors reads published vectors, which the stored state does not
 	// keep.
 	Vectors(ctx context.Context, names []string) (map[string][]byte, error)
+	// RecordQuality keeps a version's grading with the retained ones.
+	RecordQuality(ctx context.Context, q contract.Quality) error
 }
 
 // refresh runs the pipeline of internal/catalog: select, read, plan,

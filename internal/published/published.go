@@ -289,6 +289,16 @@ func (c *Catalog) Vectors(ctx context.Context, names []string) (map[string][]byt
 	return vecs, err
 }
 
+// RecordQuality keeps a version's self-grading with the retained
+// versions, for consumers that chart it.
+func (c *Catalog) RecordQuality(ctx context.Context, q contract.Quality) error {
+	err := contract.RecordQuality(ctx, c.rc, c.cfg.Keys, q, c.cfg.Retain)
+	if err != nil {
+		metrics.RedisErrors.WithLabelValues(c.id, "write").Inc()
+	}
+	return err
+}
+
 // Kept returns the stored state kept for version, the one a pass read or
 // published, if that is what is kept.
 func (c *Catalog) Kept(version int64) (catalog.Stored, bool) {

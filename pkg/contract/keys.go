@@ -92,6 +92,11 @@ func (k Keys) RequestsSeen() string { return k.Prefix + ":requests:seen" }
 // MaxTeachers): learning counts people, not calls.
 func (k Keys) RequestsBy() string { return k.Prefix + ":requests:by" }
 
+// Quality is P:quality, a sorted set of the self-gradings of the retained
+// versions (Quality JSON) → version, which the operator writes after it
+// grades a version and consumers may read to chart a catalog's quality.
+func (k Keys) Quality() string { return k.Prefix + ":quality" }
+
 // GatewaySession is P:gateway:session:<id>: an MCP session the gateway
 // opened for a client of protocol 2025-11-25 or older, as JSON (the
 // catalog's UID, a hash of the principal and window that opened it, when),
