@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,8 +48,10 @@ type Server struct {
 	Namespaces []string
 	// Load reads a catalog's published version from its Redis.
 	Load func(ctx context.Context, tc *v1alpha1.ToolCatalog) (*Published, error)
-	// History reads a catalog's retained versions, newest first.
-	History func(ctx context.Context, tc *v1alpha1.ToolCatalog) ([]*contract.Document, error)
+	// Redis calls read with a client of the catalog's Redis and the
+	// catalog's keys, for what a page reads beside the published version
+	// (retained versions, gradings, recorded requests).
+	Redis func(ctx context.Context, tc *v1alpha1.ToolCatalog, read func(redis.UniversalClient, contract.Keys) error) error
 	// Addr is the host:port the console serves on: a request naming
 	// another host (a DNS-rebinding page) is refused.
 	Addr string
@@ -79,6 +82,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /catalogs/{namespace}/{name}/versions", s.versions)
 	mux.HandleFunc("GET /catalogs/{namespace}/{name}/tools/{tool}", s.tool)
 	mux.HandleFunc("GET /catalogs/{namespace}/{name}/map.svg", s.toolMap)
+	mux.HandleFunc("GET /catalogs/{namespace}/{name}/quality.svg", s.qualityChart)
 	mux.HandleFunc("GET /approvals", s.approvals)
 	mux.HandleFunc("POST /sources/{namespace}/{name}/approve", s.approve)
 	mux.HandleFunc("GET /style.css", func(w http.ResponseWriter, r *http.Request) {
@@ -202,6 +206,8 @@ func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
 		Query, Toolset, Src string
 		Shown               int
 		Quality             *v1alpha1.CatalogQuality
+		Gradings            []contract.Quality
+		GradingsError       string
 	}{Namespace: key.Namespace, Name: key.Name, Query: r.URL.Query().Get("q"), Toolset: r.URL.Query().Get("toolset"), Src: r.URL.Query().Get("source")}
 	tc, pub, perr := s.open(ctx, key)
 	if tc == nil {
@@ -237,6 +243,12 @@ func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
 		}
 		data.Shown = len(data.Tools)
 		data.Toolsets, data.Sources = keys(toolsets), keys(sources)
+		if qs, err := s.gradings(ctx, tc); err != nil {
+			data.GradingsError = "Reading the gradings of the retained versions: " + err.Error()
+		} else {
+			slices.Reverse(qs) // newest first in the table
+			data.Gradings = qs
+		}
 	}
 	render(w, "catalog.html", data)
 }

@@ -6,12 +6,20 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
+
+// learned is a learned request and how many distinct principals made it
+// (0 once it is no longer recorded).
+type learned struct {
+	Request    string
+	Principals int
+}
 
 // tool shows one tool of a catalog: its published entry (description,
 // parameters, annotations, source), the queries its vector was built from,
@@ -30,6 +38,10 @@ func (s *Server) tool(w http.ResponseWriter, r *http.Request) {
 		Records                                  []v1alpha1.CatalogEmbeddingStatus
 		Conditions                               []metav1.Condition
 		DefinitionError                          string
+		// Learned are the learned requests with how many distinct
+		// principals made each.
+		Learned      []learned
+		LearnedError string
 	}{Namespace: key.Namespace, Name: key.Name, Tool: name}
 	tc, pub, perr := s.open(ctx, key)
 	switch {
@@ -48,6 +60,19 @@ func (s *Server) tool(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		data.Entry, data.Metadata, data.Parameters = &t, pub.Catalog.Metadata[name], indent(t.Parameters)
+		if m := data.Metadata; m != nil && len(m.LearnedQueries) > 0 {
+			var taught map[string]int
+			err := s.Redis(ctx, tc, func(c redis.UniversalClient, k contract.Keys) (err error) {
+				taught, err = contract.Teachers(ctx, c, k, name, m.LearnedQueries)
+				return err
+			})
+			if err != nil {
+				data.LearnedError = "Reading who made the learned requests: " + err.Error()
+			}
+			for _, q := range m.LearnedQueries {
+				data.Learned = append(data.Learned, learned{q, taught[q]})
+			}
+		}
 	}
 	// The ToolDefinition of that name, with its records and conditions.
 	var tds v1alpha1.ToolDefinitionList

@@ -1,10 +1,10 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"image/color"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"time"
@@ -51,13 +51,13 @@ func (s *Server) toolMap(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	svg, err := drawMap(pub.Catalog, pairs)
+	p, err := drawMap(pub.Catalog, pairs)
+	if err == nil {
+		err = writeSVG(w, p, 8*vg.Inch, 6*vg.Inch)
+	}
 	if err != nil {
 		http.Error(w, "drawing the map: "+err.Error(), http.StatusInternalServerError)
-		return
 	}
-	w.Header().Set("Content-Type", "image/svg+xml")
-	_, _ = w.Write(svg)
 }
 
 // project returns the tools with vectors (at most maxMapTools, in name
@@ -103,10 +103,23 @@ func project(cat *toolcatalog.Catalog) ([]string, [][2]float64) {
 			out[i][k] = mat.Dot(mat.NewVecDense(dims, row), v.ColView(k))
 		}
 	}
+	// A component the tools do not spread along (two tools have one)
+	// is rounding noise: draw it flat.
+	for k := range 2 {
+		var spread float64
+		for i := range out {
+			spread = max(spread, math.Abs(out[i][k]))
+		}
+		if spread < 1e-9 {
+			for i := range out {
+				out[i][k] = 0
+			}
+		}
+	}
 	return names, out
 }
 
-func drawMap(cat *toolcatalog.Catalog, pairs [][2]string) ([]byte, error) {
+func drawMap(cat *toolcatalog.Catalog, pairs [][2]string) (*plot.Plot, error) {
 	names, at := project(cat)
 	index := map[string]int{}
 	for i, n := range names {
@@ -165,13 +178,5 @@ func drawMap(cat *toolcatalog.Catalog, pairs [][2]string) ([]byte, error) {
 		labels.Offset = vg.Point{X: vg.Points(5), Y: vg.Points(-3)}
 		p.Add(labels)
 	}
-	wt, err := p.WriterTo(8*vg.Inch, 6*vg.Inch, "svg")
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	if _, err := wt.WriteTo(&buf); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return p, nil
 }

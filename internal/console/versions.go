@@ -11,6 +11,7 @@ import (
 	"time"
 
 	udiff "github.com/aymanbagabas/go-udiff"
+	"github.com/redis/go-redis/v9"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -49,7 +50,11 @@ func (s *Server) versions(w http.ResponseWriter, r *http.Request) {
 		render(w, "versions.html", data)
 		return
 	}
-	docs, err := s.History(ctx, tc)
+	var docs []*contract.Document
+	err := s.Redis(ctx, tc, func(c redis.UniversalClient, k contract.Keys) (err error) {
+		docs, err = contract.ReadHistory(ctx, c, k)
+		return err
+	})
 	switch {
 	case err != nil:
 		data.Error = "Reading the retained versions: " + err.Error()

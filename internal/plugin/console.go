@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 
@@ -109,13 +110,13 @@ func (o *Options) consoleServer(ctx context.Context, all bool) (*console.Server,
 			}
 			return pub, nil
 		},
-		History: func(ctx context.Context, tc *v1alpha1.ToolCatalog) ([]*contract.Document, error) {
+		Redis: func(ctx context.Context, tc *v1alpha1.ToolCatalog, read func(redis.UniversalClient, contract.Keys) error) error {
 			s, err := o.connect(ctx, kube, tc)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			defer s.Close()
-			return contract.ReadHistory(ctx, s.redis, s.config.Keys)
+			return read(s.redis, s.config.Keys)
 		}}, nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
 // lineWriter passes what a command prints to a channel, a write at a time.
@@ -302,6 +303,70 @@ func TestConsoleComparesVersions(t *testing.T) {
 		chromedp.Submit(chromedp.CSS(`#from`)), chromedp.WaitVisible(chromedp.CSS(`#summary`)))
 	if page := text(t, bctx); !strings.Contains(page, "From 2 to 1") || !strings.Contains(page, "+ Get the current weather for a city.") {
 		t.Errorf("versions 2 to 1:\n%s", page)
+	}
+}
+
+// A catalog's page charts self-recall@5 across its retained versions, from
+// the gradings the operator keeps with them, and a tool's page lists the
+// requests it learned with how many principals made each.
+func TestConsoleShowsGradingsAndLearnedRequests(t *testing.T) {
+	ctx := context.Background()
+	label := map[string]string{"catalog": "learning"}
+	room := &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lr-room", Labels: label},
+		Spec: v1alpha1.ToolDefinitionSpec{Name: "book_room", Description: "Reserve a meeting room in the office for a time slot."}}
+	email := &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lr-email", Labels: label},
+		Spec: v1alpha1.ToolDefinitionSpec{Name: "send_email", Description: "Send an email message to a recipient."}}
+	tc := &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "learning"}, Spec: v1alpha1.ToolCatalogSpec{
+		Selector: metav1.LabelSelector{MatchLabels: label}, Redis: v1alpha1.RedisSpec{Addresses: []string{redisSrv.Addr}},
+		Publish:  v1alpha1.PublishSpec{ResyncInterval: &metav1.Duration{Duration: time.Second}},
+		Learning: v1alpha1.LearningSpec{Enabled: true, MinCount: 2, MinPrincipals: 2}}}
+	for _, o := range []client.Object{room, email, tc} {
+		if err := kube.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	graded := func() int64 {
+		got := &v1alpha1.ToolCatalog{}
+		if kube.Get(ctx, client.ObjectKeyFromObject(tc), got) != nil || got.Status.Quality == nil {
+			return 0
+		}
+		return got.Status.Quality.Version
+	}
+	testenv.WaitFor(t, "the grading of version 1", 60*time.Second, func() bool { return graded() == 1 })
+	// Two people call the rooms after fish tanks: the request is learned.
+	rc := redisSrv.Client()
+	defer rc.Close()
+	keys := contract.Keys{Prefix: contract.DefaultPrefix(ns, "learning")}
+	for _, who := range []string{"ana", "ben"} {
+		if err := contract.RecordRequest(ctx, rc, keys, who, "grab the fishbowl for standup", "book_room", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.WaitFor(t, "the grading of version 2, which learned the request", 60*time.Second, func() bool { return graded() == 2 })
+
+	base := startConsole(t)
+	bctx := browser(t)
+	do(t, bctx, chromedp.Navigate(base+"catalogs/"+ns+"/learning"), chromedp.WaitVisible(chromedp.CSS(`#quality`)))
+	page := text(t, bctx)
+	screenshot(t, bctx, "catalog-gradings")
+	for _, want := range []string{"Self-recall across versions", "Gradings of the retained versions, newest first"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the catalog page lacks %q:\n%s", want, page)
+		}
+	}
+	rows, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#quality ~ table tbody tr td:first-child")].map(td => td.textContent)`))
+	if err != nil || strings.Join(rows, " ") != "2 1" {
+		t.Errorf("gradings of versions %q (%v), want 2 1", rows, err)
+	}
+	if width, err := chromedp.Run(bctx, chromedp.Evaluate[int](`(async () => { const img = document.querySelector('img[src$="quality.svg"]'); await img.decode(); return img.naturalWidth })()`, chromedp.EvalAwaitPromise)); err != nil || width == 0 {
+		t.Errorf("the chart of self-recall did not load: width %d (%v)", width, err)
+	}
+
+	do(t, bctx, chromedp.Click(chromedp.CSS(`a[href$="/tools/book_room"]`)), chromedp.WaitVisible(chromedp.CSS(`#queries`)))
+	learned, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("section[aria-labelledby=queries] table tbody td")].map(td => td.textContent)`))
+	screenshot(t, bctx, "tool-learned")
+	if err != nil || strings.Join(learned, "|") != "grab the fishbowl for standup|2" {
+		t.Errorf("learned requests %q (%v), want the request made by 2 principals:\n%s", learned, err, text(t, bctx))
 	}
 }
 
