@@ -204,7 +204,7 @@ func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
 		Tools               []toolRow
 		Toolsets, Sources   []string
 		Query, Toolset, Src string
-		Shown               int
+		Shown, Total        int
 		Quality             *v1alpha1.CatalogQuality
 		Gradings            []contract.Quality
 		GradingsError       string
@@ -241,7 +241,7 @@ func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
 			data.Tools = append(data.Tools, toolRow{Name: t.Name, Description: t.Description, Toolset: t.Toolset, Source: src,
 				Parameters: paramNames(t), AlwaysInclude: t.AlwaysInclude})
 		}
-		data.Shown = len(data.Tools)
+		data.Shown, data.Total = len(data.Tools), len(cat.Tools())
 		data.Toolsets, data.Sources = keys(toolsets), keys(sources)
 		if qs, err := s.gradings(ctx, tc); err != nil {
 			data.GradingsError = "Reading the gradings of the retained versions: " + err.Error()

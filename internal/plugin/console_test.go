@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -367,6 +368,72 @@ func TestConsoleShowsGradingsAndLearnedRequests(t *testing.T) {
 	screenshot(t, bctx, "tool-learned")
 	if err != nil || strings.Join(learned, "|") != "grab the fishbowl for standup|2" {
 		t.Errorf("learned requests %q (%v), want the request made by 2 principals:\n%s", learned, err, text(t, bctx))
+	}
+}
+
+// A catalog that has published nothing, and one whose selector matches no
+// tool, get a page that says so on each page, without a broken image or
+// an error in the browser.
+func TestConsoleExplainsEmptyAndUnpublishedCatalogs(t *testing.T) {
+	ctx := context.Background()
+	redisSpec := v1alpha1.RedisSpec{Addresses: []string{redisSrv.Addr}}
+	unpublished := &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-key"}, Spec: v1alpha1.ToolCatalogSpec{
+		Selector: metav1.LabelSelector{MatchLabels: map[string]string{"catalog": "assistant"}}, Redis: redisSpec,
+		Embedding: v1alpha1.EmbeddingSpec{Provider: v1alpha1.ProviderOpenAI, Model: "text-embedding-3-small",
+			APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "no-such-secret", Key: "api-key"}}}}
+	empty := &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "empty"}, Spec: v1alpha1.ToolCatalogSpec{
+		Selector: metav1.LabelSelector{MatchLabels: map[string]string{"catalog": "nothing-has-this-label"}}, Redis: redisSpec}}
+	for _, o := range []client.Object{unpublished, empty} {
+		if err := kube.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(o *v1alpha1.ToolCatalog) *v1alpha1.ToolCatalog {
+		got := &v1alpha1.ToolCatalog{}
+		_ = kube.Get(ctx, client.ObjectKeyFromObject(o), got)
+		return got
+	}
+	// The operator has looked at both: one stalled on its Secret, the
+	// other published.
+	testenv.WaitFor(t, "the unpublished catalog's Ready condition", 60*time.Second, func() bool {
+		c := meta.FindStatusCondition(get(unpublished).Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse
+	})
+	testenv.WaitFor(t, "version 1 of the empty catalog", 60*time.Second, func() bool { return get(empty).Status.Version == 1 })
+
+	base := startConsole(t)
+	bctx := browser(t)
+	pages := []struct{ path, want string }{
+		{"catalogs/" + ns + "/no-key", "has not published a version yet: see its Ready condition."},
+		{"catalogs/" + ns + "/no-key/search?q=weather", "has not published a version yet"},
+		{"catalogs/" + ns + "/no-key/versions", "has not published a version yet"},
+		{"catalogs/" + ns + "/no-key/tools/get_weather", "has not published a version yet"},
+		{"catalogs/" + ns + "/empty", "Version 1 holds no tools: the catalog's selector matches no ToolDefinition"},
+		{"catalogs/" + ns + "/empty/search?q=weather", "No tool matches."},
+	}
+	for _, p := range pages {
+		do(t, bctx, chromedp.Navigate(base+p.path), chromedp.WaitVisible(chromedp.CSS(`main`)))
+		if page := text(t, bctx); !strings.Contains(page, p.want) {
+			t.Errorf("%s lacks %q:\n%s", p.path, p.want, page)
+		}
+		if p.path == "catalogs/"+ns+"/no-key" {
+			screenshot(t, bctx, "unpublished")
+		}
+	}
+	do(t, bctx, chromedp.Navigate(base+"catalogs/"+ns+"/no-key"), chromedp.WaitVisible(chromedp.CSS(`main`)))
+	if page := text(t, bctx); !strings.Contains(page, "Ready: False") || !strings.Contains(page, "no-such-secret") {
+		t.Errorf("the unpublished catalog's page does not give its Ready condition:\n%s", page)
+	}
+	// A tool of the empty catalog answers 404 (fetched outside the
+	// browser, which would report the status as an error).
+	resp, err := http.Get(base + "catalogs/" + ns + "/empty/tools/get_weather")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "Version 1 of "+ns+"/empty holds no tool get_weather") {
+		t.Errorf("a tool of the empty catalog: %d\n%s", resp.StatusCode, body)
 	}
 }
 

@@ -134,12 +134,17 @@ func (o *Options) connect(ctx context.Context, kube client.Client, tc *v1alpha1.
 	}
 	if err != nil {
 		var ce *catalogconfig.Error
-		if !errors.As(err, &ce) || o.RedisAddr == "" {
+		if !errors.As(err, &ce) || catalogconfig.CheckKeyPrefix(tc) != nil {
 			return nil, err
 		}
-		// A missing provider Secret does not stop BM25 search through an
-		// explicit Redis address.
+		// A provider that cannot be built (its Secret missing, say) does
+		// not stop reading the catalog and searching it with BM25.
 		s.config = &catalogconfig.Config{Keys: catalogconfig.KeysOf(tc)}
+		if o.RedisAddr == "" {
+			if s.config.Redis, err = resolver.RedisOptions(ctx, tc); err != nil {
+				return nil, err
+			}
+		}
 	}
 	opts := s.config.Redis
 	if o.RedisAddr != "" {
