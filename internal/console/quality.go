@@ -13,6 +13,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -97,12 +98,15 @@ func (versionTicks) Ticks(lo, hi float64) []plot.Tick {
 
 // writeSVG writes p as an SVG image of the given size.
 func writeSVG(w http.ResponseWriter, p *plot.Plot, width, height vg.Length) error {
-	wt, err := p.WriterTo(width, height, "svg")
-	if err != nil {
-		return err
-	}
+	return writeCanvas(w, width, height, p.Draw)
+}
+
+// writeCanvas writes what paint draws as an SVG image of the given size.
+func writeCanvas(w http.ResponseWriter, width, height vg.Length, paint func(draw.Canvas)) error {
+	c := vgsvg.New(width, height)
+	paint(draw.New(c))
 	w.Header().Set("Content-Type", "image/svg+xml")
-	if _, err := wt.WriteTo(w); err != nil {
+	if _, err := c.WriteTo(w); err != nil {
 		return fmt.Errorf("writing the image: %w", err)
 	}
 	return nil

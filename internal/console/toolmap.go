@@ -51,9 +51,14 @@ func (s *Server) toolMap(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	p, err := drawMap(pub.Catalog, pairs)
+	p, legend, err := drawMap(pub.Catalog, pairs)
 	if err == nil {
-		err = writeSVG(w, p, 8*vg.Inch, 6*vg.Inch)
+		// The legend beside the plot, where it hides no tool.
+		width, legendWidth := 9*vg.Inch, 1.75*vg.Inch
+		err = writeCanvas(w, width, 6*vg.Inch, func(dc draw.Canvas) {
+			p.Draw(draw.Crop(dc, 0, -legendWidth, 0, 0))
+			legend.Draw(draw.Crop(dc, width-legendWidth, 0, 0, 0))
+		})
 	}
 	if err != nil {
 		http.Error(w, "drawing the map: "+err.Error(), http.StatusInternalServerError)
@@ -119,7 +124,8 @@ func project(cat *toolcatalog.Catalog) ([]string, [][2]float64) {
 	return names, out
 }
 
-func drawMap(cat *toolcatalog.Catalog, pairs [][2]string) (*plot.Plot, error) {
+// drawMap returns the map and its legend, drawn apart.
+func drawMap(cat *toolcatalog.Catalog, pairs [][2]string) (*plot.Plot, plot.Legend, error) {
 	names, at := project(cat)
 	index := map[string]int{}
 	for i, n := range names {
@@ -128,7 +134,8 @@ func drawMap(cat *toolcatalog.Catalog, pairs [][2]string) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = "Tools by their vectors' two principal components"
 	p.X.Label.Text, p.Y.Label.Text = "component 1", "component 2"
-	p.Legend.Top = true
+	legend := plot.NewLegend()
+	legend.Top, legend.Left = true, true
 	toolsets := map[string]plotter.XYs{}
 	for i, n := range names {
 		t, _ := cat.Tool(n)
@@ -137,7 +144,7 @@ func drawMap(cat *toolcatalog.Catalog, pairs [][2]string) (*plot.Plot, error) {
 	for i, set := range slices.Sorted(maps.Keys(toolsets)) {
 		sc, err := plotter.NewScatter(toolsets[set])
 		if err != nil {
-			return nil, err
+			return nil, legend, err
 		}
 		sc.GlyphStyle.Color = plotutil.Color(i)
 		sc.GlyphStyle.Shape = draw.CircleGlyph{}
@@ -146,7 +153,7 @@ func drawMap(cat *toolcatalog.Catalog, pairs [][2]string) (*plot.Plot, error) {
 		if set == "" {
 			set = "no toolset"
 		}
-		p.Legend.Add(set, sc)
+		legend.Add(set, sc)
 	}
 	for _, pr := range pairs {
 		a, okA := index[pr[0]]
@@ -156,14 +163,14 @@ func drawMap(cat *toolcatalog.Catalog, pairs [][2]string) (*plot.Plot, error) {
 		}
 		l, err := plotter.NewLine(plotter.XYs{{X: at[a][0], Y: at[a][1]}, {X: at[b][0], Y: at[b][1]}})
 		if err != nil {
-			return nil, err
+			return nil, legend, err
 		}
 		l.Color = color.RGBA{R: 207, G: 34, B: 46, A: 255}
 		l.Width = vg.Points(1.5)
 		p.Add(l)
 	}
 	if len(pairs) > 0 {
-		p.Legend.Add("confusable pair")
+		legend.Add("confusable pair")
 	}
 	// Names, while they can be read.
 	if len(names) <= maxMapLabels {
@@ -173,10 +180,10 @@ func drawMap(cat *toolcatalog.Catalog, pairs [][2]string) (*plot.Plot, error) {
 		}
 		labels, err := plotter.NewLabels(xyl)
 		if err != nil {
-			return nil, err
+			return nil, legend, err
 		}
 		labels.Offset = vg.Point{X: vg.Points(5), Y: vg.Points(-3)}
 		p.Add(labels)
 	}
-	return p, nil
+	return p, legend, nil
 }

@@ -14,15 +14,18 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/samples"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
@@ -149,16 +152,60 @@ func do(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Voi
 	}
 }
 
-// The catalogs page lists the catalog with its state, and the catalog's
-// page its published tools, filtered by a search; pages load in Chromium
+// applySamples applies config/samples to a namespace of their own, the
+// catalog on the suite's Redis and the ToolSource on a loopback MCP
+// server, and waits until the catalog serves every tool and is graded.
+func applySamples(t *testing.T, namespace string) {
+	t.Helper()
+	ctx := context.Background()
+	docs := mcptest.New(t, mcptest.Options{Name: "docs", Version: "1.0.0"})
+	docs.Tool("search_docs", "Search the product documentation for pages that answer a question.", nil, nil)
+	docs.Tool("read_page", "Read one page of the product documentation by its path.", nil, nil)
+	if err := kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := samples.Load(filepath.Join("..", "..", "config", "samples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var catalog client.ObjectKey
+	for _, o := range objs {
+		o.SetNamespace(namespace)
+		switch o.GetKind() {
+		case "ToolCatalog":
+			catalog = client.ObjectKeyFromObject(o)
+			err = unstructured.SetNestedStringSlice(o.Object, []string{redisSrv.Addr}, "spec", "redis", "addresses")
+		case "ToolSource":
+			err = unstructured.SetNestedField(o.Object, docs.URL, "spec", "mcp", "url")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kube.Create(ctx, o); err != nil {
+			t.Fatalf("sample %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	testenv.WaitFor(t, "the sample catalog serving its 6 tools and the 2 imported ones, graded", 90*time.Second, func() bool {
+		tc := &v1alpha1.ToolCatalog{}
+		return kube.Get(ctx, catalog, tc) == nil && tc.Status.Counts != nil && tc.Status.Counts.Embedded == 8 &&
+			tc.Status.Quality != nil && tc.Status.Quality.Version == tc.Status.Version
+	})
+}
+
+// With the samples applied, the catalogs page lists the catalog with its
+// state, and the catalog's page its published tools, a map of them, and
+// self-recall across versions; a tool's page shows it whole; the search
+// playground explains a request of two intents. Pages load in Chromium
 // without errors and are reachable by keyboard.
 func TestConsoleCatalogPages(t *testing.T) {
-	base := startConsole(t)
+	const samplesNS = "console-samples"
+	applySamples(t, samplesNS)
+	base := startConsole(t, "-n", samplesNS)
 	ctx := browser(t)
 	do(t, ctx, chromedp.Navigate(base))
 	catalogs := text(t, ctx)
 	screenshot(t, ctx, "catalogs")
-	for _, want := range []string{ns + "/assistant", "True", "Self-recall@5", "Pending upstream changes"} {
+	for _, want := range []string{samplesNS + "/assistant", "True", "Self-recall@5", "Pending upstream changes"} {
 		if !strings.Contains(catalogs, want) {
 			t.Errorf("the catalogs page lacks %q:\n%s", want, catalogs)
 		}
@@ -168,35 +215,47 @@ func TestConsoleCatalogPages(t *testing.T) {
 		t.Errorf("the first Tab focuses %q (%v), want the skip link", focused, err)
 	}
 
-	do(t, ctx, chromedp.Click(chromedp.CSS(`a[href="/catalogs/`+ns+`/assistant"]`)), chromedp.WaitVisible(chromedp.CSS(`#tools`)))
+	do(t, ctx, chromedp.Click(chromedp.CSS(`a[href="/catalogs/`+samplesNS+`/assistant"]`)), chromedp.WaitVisible(chromedp.CSS(`#tools`)))
 	catalog := text(t, ctx)
 	screenshot(t, ctx, "catalog")
-	// The map of the tools is drawn: an image the browser decoded.
-	if width, err := chromedp.Run(ctx, chromedp.Evaluate[int](`(async () => { const img = document.querySelector('img[src$="map.svg"]'); await img.decode(); return img.naturalWidth })()`, chromedp.EvalAwaitPromise)); err != nil || width == 0 {
-		t.Errorf("the map of the tools did not load: width %d (%v)", width, err)
+	// The map of the tools and the chart of self-recall are drawn:
+	// images the browser decoded.
+	for _, img := range []string{"map.svg", "quality.svg"} {
+		if width, err := chromedp.Run(ctx, chromedp.Evaluate[int](`(async () => { const img = document.querySelector('img[src$="`+img+`"]'); await img.decode(); return img.naturalWidth })()`, chromedp.EvalAwaitPromise)); err != nil || width == 0 {
+			t.Errorf("%s did not load: width %d (%v)", img, width, err)
+		}
 	}
-	for _, want := range []string{"Version 1", "get_weather", "send_email", "run_sql", "4 shown", "Map of the tools"} {
+	for _, want := range []string{"get_current_weather", "send_email", "run_sql_query", "docs_search_docs", "8 shown", "Map of the tools", "Self-recall across versions"} {
 		if !strings.Contains(catalog, want) {
 			t.Errorf("the catalog page lacks %q:\n%s", want, catalog)
 		}
 	}
 	do(t, ctx, chromedp.SetValue(chromedp.CSS(`#q`), "weather"), chromedp.Submit(chromedp.CSS(`#q`)), chromedp.WaitVisible(chromedp.CSS(`#tools`)))
-	if filtered := text(t, ctx); !strings.Contains(filtered, "get_weather") || strings.Contains(filtered, "send_email") || !strings.Contains(filtered, "1 shown") {
+	if filtered := text(t, ctx); !strings.Contains(filtered, "get_current_weather") || strings.Contains(filtered, "send_email") || !strings.Contains(filtered, "1 shown") {
 		t.Errorf("filtered by weather:\n%s", filtered)
+	}
+	do(t, ctx, chromedp.Clear(chromedp.CSS(`#q`)), chromedp.SetValue(chromedp.CSS(`#source`), "docs"), chromedp.Submit(chromedp.CSS(`#q`)), chromedp.WaitVisible(chromedp.CSS(`#tools`)))
+	if filtered := text(t, ctx); !strings.Contains(filtered, "docs_read_page") || strings.Contains(filtered, "send_email") || !strings.Contains(filtered, "2 shown") {
+		t.Errorf("filtered by the source docs:\n%s", filtered)
 	}
 
 	// A tool: as published, what its vector was built from, and its
 	// ToolDefinition's records and conditions.
-	do(t, ctx, chromedp.Click(chromedp.CSS(`a[href$="/tools/get_weather"]`)), chromedp.WaitVisible(chromedp.CSS(`#definition`)))
+	do(t, ctx, chromedp.Click(chromedp.CSS(`a[href$="/tools/docs_search_docs"]`)), chromedp.WaitVisible(chromedp.CSS(`#definition`)))
+	if page := text(t, ctx); !strings.Contains(page, "ToolSource docs, upstream tool search_docs") {
+		t.Errorf("the imported tool's page does not name its source:\n%s", page)
+	}
+	do(t, ctx, chromedp.Navigate(base+"catalogs/"+samplesNS+"/assistant/tools/get_current_weather"), chromedp.WaitVisible(chromedp.CSS(`#definition`)))
 	tool := text(t, ctx)
 	screenshot(t, ctx, "tool")
-	for _, want := range []string{"Tool get_weather", "Get the current weather conditions and the forecast for a city.", "Spec hash",
-		"Synthetic and example queries", "Learned requests", ns + "/weather", "Embedding records", "assistant", "Ready", "True"} {
+	for _, want := range []string{"Tool get_current_weather", "a city: temperature, precipitation, wind and a short summary.", "Toolset", "weather", "Spec hash",
+		`"celsius"`, "Synthetic and example queries", "is it going to rain in Lisbon tomorrow", "Learned requests", samplesNS + "/get-current-weather",
+		"Embedding records", "assistant", "Ready", "True"} {
 		if !strings.Contains(tool, want) {
 			t.Errorf("the tool page lacks %q:\n%s", want, tool)
 		}
 	}
-	resp, err := http.Get(base + "catalogs/" + ns + "/assistant/tools/nope")
+	resp, err := http.Get(base + "catalogs/" + samplesNS + "/assistant/tools/nope")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +264,7 @@ func TestConsoleCatalogPages(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(missing), "holds no tool nope") || !strings.Contains(string(missing), "No ToolDefinition") {
 		t.Errorf("a tool the catalog does not hold: %d\n%s", resp.StatusCode, missing)
 	}
-	do(t, ctx, chromedp.Navigate(base+"catalogs/"+ns+"/assistant"), chromedp.WaitVisible(chromedp.CSS(`#tools`)))
+	do(t, ctx, chromedp.Navigate(base+"catalogs/"+samplesNS+"/assistant"), chromedp.WaitVisible(chromedp.CSS(`#tools`)))
 
 	// The search playground: a request of two intents, each arm's score
 	// and rank as a bar, the intents and their blends.
@@ -214,7 +273,7 @@ func TestConsoleCatalogPages(t *testing.T) {
 		chromedp.Submit(chromedp.CSS(`#q`)), chromedp.WaitVisible(chromedp.CSS(`#results`)))
 	found := text(t, ctx)
 	screenshot(t, ctx, "search")
-	for _, want := range []string{"method hybrid", "2 intents", "“Send an email to my manager about the outage”", "blend 0.", "send_email", "intent 1", "get_weather", "intent 2"} {
+	for _, want := range []string{"method hybrid", "2 intents", "“Send an email to my manager about the outage”", "blend 0.", "send_email", "intent 1", "get_current_weather", "intent 2", "web_search", "always-include"} {
 		if !strings.Contains(found, want) {
 			t.Errorf("the search page lacks %q:\n%s", want, found)
 		}
