@@ -164,6 +164,11 @@ func (gs *grades) run(ctx context.Context, key client.ObjectKey) {
 	}
 	gs.queue.Forget(key)
 	gs.r.recordConfusable(base, tc)
+	id := catalogID(tc)
+	metrics.SelfRecall.WithLabelValues(id).Set(g.SelfRecallAt5)
+	for kind, n := range map[string]int{"graded_tools": g.Tools, "graded_queries": g.Queries, "outranked_tools": len(g.Outranked), "confusable_pairs": len(g.Confusable)} {
+		metrics.Quality.WithLabelValues(id, kind).Set(float64(n))
+	}
 	if g.Queries > 0 {
 		q := contract.Quality{
 			Version: job.version, SelfRecallAt5: g.SelfRecallAt5, GradedTools: g.Tools, GradedQueries: g.Queries,
@@ -173,11 +178,6 @@ func (gs *grades) run(ctx context.Context, key client.ObjectKey) {
 			// The status has it; only the chart of the versions misses it.
 			log.Error(err, "Cannot keep the grading with the retained versions")
 		}
-	}
-	id := catalogID(tc)
-	metrics.SelfRecall.WithLabelValues(id).Set(g.SelfRecallAt5)
-	for kind, n := range map[string]int{"graded_tools": g.Tools, "graded_queries": g.Queries, "outranked_tools": len(g.Outranked), "confusable_pairs": len(g.Confusable)} {
-		metrics.Quality.WithLabelValues(id, kind).Set(float64(n))
 	}
 	if left > 0 {
 		// The rest of this version's searches, after a pause that
