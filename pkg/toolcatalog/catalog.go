@@ -62,6 +62,10 @@ func Load(ctx context.Context, c redis.UniversalClient, keys contract.Keys) (*Ca
 	if err != nil {
 		return nil, err
 	}
+	// The metadata is parsed while the document is parsed and indexed:
+	// with two cores, a load takes about the longer of the two.
+	parsed := make(chan map[string]*contract.Metadata, 1)
+	go func() { parsed <- parseAllMetadata(snap.Metadata) }()
 	doc, err := snap.Document()
 	if err != nil {
 		return nil, err
@@ -69,7 +73,26 @@ func Load(ctx context.Context, c redis.UniversalClient, keys contract.Keys) (*Ca
 	if doc == nil {
 		return nil, fmt.Errorf("%w (%s)", ErrNotPublished, keys.Head())
 	}
-	return New(doc, snap.Vectors, snap.Metadata)
+	cat := build(doc, snap.Vectors, nil, nil, nil)
+	cat.Metadata = <-parsed
+	for name := range cat.Metadata {
+		if _, ok := cat.tools[name]; !ok {
+			delete(cat.Metadata, name) // not a tool of this version
+		}
+	}
+	return cat, nil
+}
+
+// parseAllMetadata parses every entry of raw; one that does not parse is
+// left out.
+func parseAllMetadata(raw map[string]string) map[string]*contract.Metadata {
+	out := make(map[string]*contract.Metadata, len(raw))
+	for name, r := range raw {
+		if m, err := contract.ParseMetadata(r); err == nil {
+			out[name] = m
+		}
+	}
+	return out
 }
 
 // LoadIfChanged is for a consumer told that its catalog is stale (it holds

@@ -104,6 +104,23 @@ func TestLoad(t *testing.T) {
 	if got := firstRanked(search(t, cat, "will it rain tomorrow", Options{Method: Semantic, Embedder: lexicalEmbedder()})); got != "get_weather" {
 		t.Fatalf("search on the loaded catalog: top %s", got)
 	}
+
+	// Metadata of a tool the version does not hold, and metadata that
+	// does not parse, are left out.
+	ghost, _ := (&contract.Metadata{SpecHash: "x", Description: "not a tool of this version"}).Marshal()
+	if err := c.HSet(context.Background(), k.Metadata(), "ghost_tool", ghost, "get_weather", "{not json").Err(); err != nil {
+		t.Fatal(err)
+	}
+	cat, err = Load(context.Background(), c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cat.Metadata["ghost_tool"]; ok {
+		t.Error("Load kept the metadata of a tool the version does not hold")
+	}
+	if _, ok := cat.Metadata["get_weather"]; ok || len(cat.Metadata) != len(fixture)-1 {
+		t.Errorf("Load kept %d metadata entries (get_weather's: %v), want the %d that parse", len(cat.Metadata), ok, len(fixture)-1)
+	}
 }
 
 // followCase publishes version 1 of a catalog named after the test and
