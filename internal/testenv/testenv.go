@@ -64,12 +64,19 @@ func Start(root, assets string) (*envtest.Environment, *rest.Config, error) {
 // waited for when timeout passes first.
 func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
+	WaitEvery(t, what, timeout, 20*time.Millisecond, cond)
+}
+
+// WaitEvery is WaitFor checking cond every interval, for a cond that
+// costs what is measured.
+func WaitEvery(t testing.TB, what string, timeout, interval time.Duration, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }
 
