@@ -315,22 +315,37 @@ func cmpOr(a, b string) string {
 	return fmt.Sprint(b)
 }
 
+// createAll creates objs in the cluster.
+func createAll(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := kube.Create(context.Background(), o); err != nil {
+			t.Fatalf("creating %s: %v", o.GetName(), err)
+		}
+	}
+}
+
+// labelledTool is a ToolDefinition of the suite's namespace carrying label.
+func labelledTool(name, tool, description string, label map[string]string) *v1alpha1.ToolDefinition {
+	return &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: label},
+		Spec: v1alpha1.ToolDefinitionSpec{Name: tool, Description: description}}
+}
+
+// labelCatalog is a catalog of the suite's namespace on its Redis,
+// selecting label.
+func labelCatalog(name string, label map[string]string) *v1alpha1.ToolCatalog {
+	return &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.ToolCatalogSpec{
+		Selector: metav1.LabelSelector{MatchLabels: label}, Redis: v1alpha1.RedisSpec{Addresses: []string{redisSrv.Addr}}}}
+}
+
 // After an edit, the versions page shows what the new version changed:
 // the description before and after, and a diff of the parameters.
 func TestConsoleComparesVersions(t *testing.T) {
 	ctx := context.Background()
 	label := map[string]string{"catalog": "changing"}
-	weather := &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cv-weather", Labels: label},
-		Spec: v1alpha1.ToolDefinitionSpec{Name: "get_weather", Description: "Get the current weather for a city."}}
-	email := &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cv-email", Labels: label},
-		Spec: v1alpha1.ToolDefinitionSpec{Name: "send_email", Description: "Send an email message to a recipient."}}
-	tc := &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "changing"}, Spec: v1alpha1.ToolCatalogSpec{
-		Selector: metav1.LabelSelector{MatchLabels: label}, Redis: v1alpha1.RedisSpec{Addresses: []string{redisSrv.Addr}}}}
-	for _, o := range []client.Object{weather, email, tc} {
-		if err := kube.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	weather := labelledTool("cv-weather", "get_weather", "Get the current weather for a city.", label)
+	tc := labelCatalog("changing", label)
+	createAll(t, weather, labelledTool("cv-email", "send_email", "Send an email message to a recipient.", label), tc)
 	version := func() int64 {
 		got := &v1alpha1.ToolCatalog{}
 		if kube.Get(ctx, client.ObjectKeyFromObject(tc), got) != nil {
@@ -372,19 +387,13 @@ func TestConsoleComparesVersions(t *testing.T) {
 func TestConsoleShowsGradingsAndLearnedRequests(t *testing.T) {
 	ctx := context.Background()
 	label := map[string]string{"catalog": "learning"}
-	room := &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lr-room", Labels: label},
-		Spec: v1alpha1.ToolDefinitionSpec{Name: "book_room", Description: "Reserve a meeting room in the office for a time slot."}}
-	email := &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lr-email", Labels: label},
-		Spec: v1alpha1.ToolDefinitionSpec{Name: "send_email", Description: "Send an email message to a recipient."}}
-	tc := &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "learning"}, Spec: v1alpha1.ToolCatalogSpec{
-		Selector: metav1.LabelSelector{MatchLabels: label}, Redis: v1alpha1.RedisSpec{Addresses: []string{redisSrv.Addr}},
-		Publish:  v1alpha1.PublishSpec{ResyncInterval: &metav1.Duration{Duration: time.Second}},
-		Learning: v1alpha1.LearningSpec{Enabled: true, MinCount: 2, MinPrincipals: 2}}}
-	for _, o := range []client.Object{room, email, tc} {
-		if err := kube.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tc := labelCatalog("learning", label)
+	tc.Spec.Publish.ResyncInterval = &metav1.Duration{Duration: time.Second}
+	tc.Spec.Learning = v1alpha1.LearningSpec{Enabled: true, MinCount: 2, MinPrincipals: 2}
+	createAll(t,
+		labelledTool("lr-room", "book_room", "Reserve a meeting room in the office for a time slot.", label),
+		labelledTool("lr-email", "send_email", "Send an email message to a recipient.", label),
+		tc)
 	graded := func() int64 {
 		got := &v1alpha1.ToolCatalog{}
 		if kube.Get(ctx, client.ObjectKeyFromObject(tc), got) != nil || got.Status.Quality == nil {
@@ -435,18 +444,11 @@ func TestConsoleShowsGradingsAndLearnedRequests(t *testing.T) {
 // an error in the browser.
 func TestConsoleExplainsEmptyAndUnpublishedCatalogs(t *testing.T) {
 	ctx := context.Background()
-	redisSpec := v1alpha1.RedisSpec{Addresses: []string{redisSrv.Addr}}
-	unpublished := &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-key"}, Spec: v1alpha1.ToolCatalogSpec{
-		Selector: metav1.LabelSelector{MatchLabels: map[string]string{"catalog": "assistant"}}, Redis: redisSpec,
-		Embedding: v1alpha1.EmbeddingSpec{Provider: v1alpha1.ProviderOpenAI, Model: "text-embedding-3-small",
-			APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "no-such-secret", Key: "api-key"}}}}
-	empty := &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "empty"}, Spec: v1alpha1.ToolCatalogSpec{
-		Selector: metav1.LabelSelector{MatchLabels: map[string]string{"catalog": "nothing-has-this-label"}}, Redis: redisSpec}}
-	for _, o := range []client.Object{unpublished, empty} {
-		if err := kube.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	unpublished := labelCatalog("no-key", map[string]string{"catalog": "assistant"})
+	unpublished.Spec.Embedding = v1alpha1.EmbeddingSpec{Provider: v1alpha1.ProviderOpenAI, Model: "text-embedding-3-small",
+		APIKeySecretRef: &v1alpha1.SecretKeySelector{Name: "no-such-secret", Key: "api-key"}}
+	empty := labelCatalog("empty", map[string]string{"catalog": "nothing-has-this-label"})
+	createAll(t, unpublished, empty)
 	get := func(o *v1alpha1.ToolCatalog) *v1alpha1.ToolCatalog {
 		got := &v1alpha1.ToolCatalog{}
 		_ = kube.Get(ctx, client.ObjectKeyFromObject(o), got)
