@@ -12,10 +12,12 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/linalg"
 )
 
 // ErrNotPublished means Redis holds no catalog under the keys.
@@ -32,9 +34,12 @@ type Catalog struct {
 	// Metadata is each tool's embedding metadata by tool name.
 	Metadata map[string]*contract.Metadata
 
-	tools  map[string]int // name → index in Document.Tools
-	index  *bm25Index
-	always []string
+	tools map[string]int // name → index in Document.Tools
+	// byRunes lists the indexes of the tools by the length of their names
+	// in runes, the only names a query can equal under case folding.
+	byRunes map[int][]int
+	index   *bm25Index
+	always  []string
 	// matrix holds the unit-length vectors of vecNames row by row, so a
 	// semantic search is one pass of dot products over contiguous memory.
 	matrix   []float32
@@ -43,6 +48,10 @@ type Catalog struct {
 	// -1 for a tool without a vector.
 	rowOf []int
 	dims  int
+	// quant holds matrix as int8 for the first pass of a semantic search
+	// (see rescore), when the matrix is large enough for the pass to be
+	// bound by memory; nil otherwise.
+	quant *linalg.Quantized
 	// rawHash holds, by row, the contract.VectorDigest of the raw vector
 	// the row was decoded from (0 when unknown), so a later version whose
 	// raw vector is the same takes the row instead of decoding it again.
@@ -212,7 +221,7 @@ func build(doc *contract.Document, raw map[string][]byte, metadata map[string]*c
 	}
 	c.rowOf = make([]int, len(doc.Tools))
 	for i, t := range doc.Tools {
-		c.reserve(rows)
+		c.reserve(rows, prev)
 		r, ok := raw[t.Name]
 		var v []float32
 		var h uint64
@@ -226,10 +235,14 @@ func build(doc *contract.Document, raw map[string][]byte, metadata map[string]*c
 }
 
 // reserve makes room for rows rows, once their length is known, so that
-// the rows are one block.
-func (c *Catalog) reserve(rows int) {
+// the rows are one block, and for their int8 copy when the matrix is large
+// or prev's had one.
+func (c *Catalog) reserve(rows int, prev *Catalog) {
 	if c.matrix == nil && c.dims > 0 {
 		c.matrix = make([]float32, 0, rows*c.dims)
+		if quantizes(rows*c.dims, c.dims) || (prev != nil && prev.quant != nil) {
+			c.quant = linalg.NewQuantized(c.dims, rows)
+		}
 	}
 }
 
@@ -243,16 +256,17 @@ func (c *Catalog) appendRow(i int, name string, r []byte, hasRaw bool, kept []fl
 	start := len(c.matrix)
 	var err error
 	var hash uint64
+	from := -1 // the row's place in prev, when taken from there
 	switch {
 	case hasRaw:
 		hash = contract.VectorDigest(r)
 		if same, h := prev.row(name); same != nil && h == hash {
-			c.matrix = append(c.matrix, same...)
+			c.matrix, from = append(c.matrix, same...), prev.rowIndex(name)
 		} else if c.matrix, err = contract.AppendVector(c.matrix, r); err == nil && !normalize(c.matrix[start:]) {
 			err = errZeroVector
 		}
 	case kept != nil:
-		c.matrix, hash = append(c.matrix, kept...), keptHash
+		c.matrix, hash, from = append(c.matrix, kept...), keptHash, prev.rowIndex(name)
 	default:
 		return
 	}
@@ -262,6 +276,13 @@ func (c *Catalog) appendRow(i int, name string, r []byte, hasRaw bool, kept []fl
 		return
 	}
 	c.dims = len(row)
+	switch {
+	case c.quant == nil:
+	case from >= 0 && prev.quant != nil:
+		c.quant.AppendFrom(prev.quant, from)
+	default:
+		c.quant.Append(row)
+	}
 	c.Vectors[name] = c.matrix[start:len(c.matrix):len(c.matrix)]
 	c.rowOf[i] = len(c.vecNames)
 	c.vecNames = append(c.vecNames, name)
@@ -290,7 +311,7 @@ func NewReading(doc *contract.Document, chunk int, read func(names []string) (ma
 		}
 		for j, t := range tools {
 			c.tools[t.Name] = start + j
-			c.reserve(len(doc.Tools))
+			c.reserve(len(doc.Tools), nil)
 			r, ok := raw[t.Name]
 			c.appendRow(start+j, t.Name, r, ok, nil, 0, nil)
 		}
@@ -300,9 +321,17 @@ func NewReading(doc *contract.Document, chunk int, read func(names []string) (ma
 }
 
 // finish indexes the catalog's text, lending prev's terms of unchanged
-// tools, and lists the tools always included.
+// tools, lists the tools always included and quantizes a large matrix.
 func (c *Catalog) finish(prev *Catalog) {
+	if c.quant == nil && quantizes(len(c.matrix), c.dims) {
+		c.quant = linalg.Quantize(c.matrix, c.dims)
+	}
 	doc := c.Document
+	c.byRunes = map[int][]int{}
+	for i, t := range doc.Tools {
+		n := utf8.RuneCountInString(t.Name)
+		c.byRunes[n] = append(c.byRunes[n], i)
+	}
 	switch {
 	case c.index != nil:
 	case prev != nil:
@@ -381,7 +410,7 @@ func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catal
 	c = &Catalog{
 		Document: doc, Vectors: make(map[string][]float32, n), Metadata: parseMetadata(doc, nil, prev.Metadata),
 		tools: make(map[string]int, len(doc.Tools)), matrix: prev.matrix, vecNames: prev.vecNames, rowOf: rowOf,
-		dims: prev.dims, rawHash: slices.Clone(prev.rawHash),
+		dims: prev.dims, rawHash: slices.Clone(prev.rawHash), quant: prev.quant,
 	}
 	// Not nil: the rows are written over, prev's vectors no longer its own.
 	changed = []string{}
@@ -392,10 +421,19 @@ func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catal
 		for row, r := range from {
 			copy(c.matrix[row*c.dims:(row+1)*c.dims], prev.matrix[r*c.dims:(r+1)*c.dims])
 			c.vecNames[row], c.rawHash[row] = prev.vecNames[r], prev.rawHash[r]
+			if c.quant != nil {
+				c.quant.Move(row, r)
+			}
+		}
+		if c.quant != nil {
+			c.quant.Truncate(n)
 		}
 	}
 	for _, u := range updates {
 		copy(c.matrix[u.row*c.dims:(u.row+1)*c.dims], u.vec)
+		if c.quant != nil {
+			c.quant.Set(u.row, u.vec)
+		}
 		c.rawHash[u.row] = u.hash
 		changed = append(changed, c.vecNames[u.row])
 	}
@@ -617,3 +655,18 @@ func incremental(ctx context.Context, c redis.UniversalClient, keys contract.Key
 	doc := contract.Assemble(*h, entries)
 	return build(doc, part.Vectors, parseMetadata(doc, part.Metadata, heldMeta), cur, func(name string) bool { return !touched[name] }), nil
 }
+
+// quantizeBytes is the size of matrix from which a semantic search first
+// scans it as int8: a quarter of the bytes to read from memory, at about
+// 4,000 rows of 256 floats. A smaller matrix is read from cache quickly,
+// and a CPU without a vector kernel scans float rows only.
+var quantizeBytes = func() int {
+	if linalg.Best == nil {
+		return math.MaxInt
+	}
+	return 4 << 20
+}()
+
+// quantizes reports whether a matrix of n floats in rows of dims is
+// scanned as int8.
+func quantizes(n, dims int) bool { return dims > 0 && 4*n >= quantizeBytes }

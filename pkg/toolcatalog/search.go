@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -235,8 +236,8 @@ func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Resp
 		resp.Results = append(resp.Results, r)
 	}
 	q := strings.TrimSpace(query)
-	for _, t := range c.Document.Tools {
-		if strings.EqualFold(t.Name, q) {
+	for _, i := range c.byRunes[utf8.RuneCountInString(q)] {
+		if t := c.Document.Tools[i]; strings.EqualFold(t.Name, q) {
 			add(t.Name, WhyExactName, 0)
 		}
 	}
@@ -499,8 +500,12 @@ type ownScore struct {
 type semanticScores struct {
 	// top is the best-scoring allowed tools, best first.
 	top []ranked
-	// cosine holds every tool's cosine by vector row (see Catalog.rowOf).
-	cosine []float32
+	// cosine holds every tool's cosine by vector row (see Catalog.rowOf):
+	// exact for the rows in top; when approximate, int8 scores for rows
+	// rescore left alone, which exactCosines replaces.
+	cosine      []float32
+	approximate bool
+	unit        []float32
 }
 
 // embedQueries embeds the texts with the catalog's model in one call and
@@ -552,19 +557,30 @@ func (c *Catalog) unitQuery(q []float32) ([]float32, string) {
 // centroids.
 func (c *Catalog) semanticRanking(unit []float32, opts Options, allowed func(string) bool, own *ownScore) semanticScores {
 	var scores []float32
-	if own != nil && own.cosines != nil {
+	approximate := false
+	switch {
+	case own != nil && own.cosines != nil:
 		scores = own.cosines
-	} else {
+	case c.quant != nil:
+		// The int8 rows first, then the rows they may misplace exactly.
+		scores, approximate = make([]float32, len(c.vecNames)), true
+		c.quant.Dots(scores, unit, linalg.Best)
+	default:
 		// One matrix-vector product scores every tool.
 		scores = make([]float32, len(c.vecNames))
 		linalg.DotsParallel(scores, c.matrix, unit, linalg.Best)
 	}
+	ownRow := -1
 	if own != nil {
-		scores[own.row] = own.cosine
+		scores[own.row], ownRow = own.cosine, own.row
+	}
+	d := depth(opts.TopK)
+	if approximate {
+		c.rescore(scores, unit, d, opts.Threshold, allowed, ownRow)
 	}
 	// The best depth tools by heap selection as the scores are read:
 	// O(n log d), with no list of every tool.
-	top := newSelection(depth(opts.TopK))
+	top := newSelection(d)
 	for row, name := range c.vecNames {
 		s := float64(scores[row])
 		if opts.Threshold != nil && s < *opts.Threshold {
@@ -574,7 +590,69 @@ func (c *Catalog) semanticRanking(unit []float32, opts Options, allowed func(str
 			top.offer(r)
 		}
 	}
-	return semanticScores{top: top.sorted(), cosine: scores}
+	return semanticScores{top: top.sorted(), cosine: scores, approximate: approximate, unit: unit}
+}
+
+// rescore replaces the int8 scores of every row that may rank among the
+// best d allowed rows with its exact cosine, the bits a scan of the float
+// rows gives it; ownRow's score is exact already. Each int8 score is
+// within its row's bound of the exact one, so the d rows of the highest
+// lower bounds score at least the d-th of those, t, exactly, and a row
+// whose upper bound is under t ranks below them all: only rows reaching t
+// are scored again, typically a few times d.
+func (c *Catalog) rescore(scores, unit []float32, d int, threshold *float64, allowed func(string) bool, ownRow int) {
+	bound := func(row int) float32 {
+		if row == ownRow {
+			return 0
+		}
+		return c.quant.Err(row)
+	}
+	lower := newSelection(d)
+	for row, name := range c.vecNames {
+		lo := float64(scores[row] - bound(row))
+		if threshold != nil && lo < *threshold {
+			continue // it may not pass the threshold: not one of the d
+		}
+		if r := (ranked{name, lo}); lower.wants(r) && allowed(name) {
+			lower.offer(r)
+		}
+	}
+	if len(lower.h) < d {
+		// Fewer than d rows surely count: score every row exactly.
+		own := float32(0)
+		if ownRow >= 0 {
+			own = scores[ownRow]
+		}
+		linalg.DotsParallel(scores, c.matrix, unit, linalg.Best)
+		if ownRow >= 0 {
+			scores[ownRow] = own
+		}
+		return
+	}
+	t := lower.h[0].score
+	var rows []int
+	for row := range c.vecNames {
+		if row != ownRow && float64(scores[row]+bound(row)) >= t {
+			rows = append(rows, row)
+		}
+	}
+	exact := make([]float32, len(rows))
+	linalg.DotsRows(exact, c.matrix, rows, unit, linalg.Best)
+	for i, row := range rows {
+		scores[row] = exact[i]
+	}
+}
+
+// exactCosines makes the cosines of rows exact, where they are not.
+func (c *Catalog) exactCosines(s semanticScores, rows []int) {
+	if !s.approximate || len(rows) == 0 {
+		return
+	}
+	exact := make([]float32, len(rows))
+	linalg.DotsRows(exact, c.matrix, rows, s.unit, linalg.Best)
+	for i, row := range rows {
+		s.cosine[row] = exact[i]
+	}
 }
 
 func (c *Catalog) bm25Ranking(query string, opts Options, allowed func(string) bool) []ranked {
@@ -604,9 +682,14 @@ func (c *Catalog) blend(w float64, semantic semanticScores, lexical []ranked) []
 		floor = semantic.top[n-1].score
 	}
 	bm25 := make(map[string]float64, len(lexical))
+	rows := make([]int, 0, len(lexical))
 	for _, r := range lexical {
 		bm25[r.name] = r.score
+		if row := c.rowOf[c.tools[r.name]]; row >= 0 {
+			rows = append(rows, row)
+		}
 	}
+	c.exactCosines(semantic, rows)
 	out := make([]ranked, 0, len(lexical)+len(semantic.top))
 	seen := make(map[string]bool, cap(out))
 	add := func(name string) {

@@ -278,9 +278,13 @@ func TestHybridUsesThePublishedBlend(t *testing.T) {
 
 func TestSearchExactNameRanksFirst(t *testing.T) {
 	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "bm25", TopK: 3})
-	r := search(t, c, "  Create_Issue ", Options{})
-	if r.Results[0].Tool.Name != "create_issue" || r.Results[0].Why != WhyExactName {
-		t.Fatalf("results %v, want create_issue first as exact-name", names(r.Results))
+	// Case folds as strings.EqualFold does: the long s (ſ) is s, two
+	// bytes in UTF-8 for one.
+	for q, want := range map[string]string{"  Create_Issue ": "create_issue", "WEB_\u017fEARCH": "web_search"} {
+		r := search(t, c, q, Options{})
+		if r.Results[0].Tool.Name != want || r.Results[0].Why != WhyExactName {
+			t.Fatalf("%q: results %v, want %s first as exact-name", q, names(r.Results), want)
+		}
 	}
 }
 

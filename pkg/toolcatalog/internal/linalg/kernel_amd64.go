@@ -14,6 +14,9 @@ func row512(k int, x *float32, w *float32, out *float32)
 func dots4x512(n int, q *float32, m *float32, ld int, out *float32)
 
 //go:noescape
+func dots4i8(n int, q *float32, m *int8, ld int, out *float32)
+
+//go:noescape
 func block256(k int, x *float32, ldx int, w *float32, out *float32, ldo int)
 
 //go:noescape
@@ -23,8 +26,8 @@ func row256(k int, x *float32, w *float32, out *float32)
 func dots4x256(n int, q *float32, m *float32, ld int, out *float32)
 
 var (
-	avx512 = &Kernel{Name: "avx512", Width: 64, Lanes: 16, block: block512, row: row512, dots4: dots4x512}
-	avx2   = &Kernel{Name: "avx2", Width: 16, Lanes: 8, block: block256, row: row256, dots4: dots4x256}
+	avx512 = &Kernel{Name: "avx512", Width: 64, Lanes: 16, block: block512, row: row512, dots4: dots4x512, dots4i8: dots4i8}
+	avx2   = &Kernel{Name: "avx2", Width: 16, Lanes: 8, block: block256, row: row256, dots4: dots4x256, dots4i8: dots4i8}
 )
 
 // Kernels lists the kernels this CPU runs, fastest first.

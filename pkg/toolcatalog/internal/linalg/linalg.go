@@ -28,6 +28,9 @@ type Kernel struct {
 	row   func(k int, x *float32, w *float32, out *float32)
 	// dots4 scores four rows of m, ld floats apart, against q.
 	dots4 func(n int, q *float32, m *float32, ld int, out *float32)
+	// dots4i8 scores four int8 rows of m, ld bytes apart, against q; n
+	// is a multiple of 8.
+	dots4i8 func(n int, q *float32, m *int8, ld int, out *float32)
 }
 
 // Best is the fastest kernel this CPU runs, nil if none: every product
@@ -118,6 +121,9 @@ func MulAdd(out, x, w []float32, n, k, c int) {
 
 // Dots sets scores[r] to the dot product of q and row r of m, a row-major
 // matrix of len(scores) rows of len(q) floats, with kern (nil: gonum's).
+// A row scores the same bits whichever rows it is scored with, here or by
+// DotsRows: the kernel sums each row on its own, the rows left over by
+// its blocks of four included.
 func Dots(scores, m, q []float32, kern *Kernel) {
 	rows, dims := len(scores), len(q)
 	if len(m) != rows*dims {
@@ -126,16 +132,73 @@ func Dots(scores, m, q []float32, kern *Kernel) {
 	if rows == 0 {
 		return
 	}
+	if !kern.takes(dims) {
+		gemv(scores, m, q)
+		return
+	}
 	r := 0
-	if kern != nil && dims > 0 && dims%kern.Lanes == 0 {
-		for ; r+4 <= rows; r += 4 {
-			kern.dots4(dims, &q[0], &m[r*dims], dims, &scores[r])
-		}
+	for ; r+4 <= rows; r += 4 {
+		kern.dots4(dims, &q[0], &m[r*dims], dims, &scores[r])
 	}
 	if r < rows {
-		blas32.Gemv(blas.NoTrans, 1, blas32.General{Rows: rows - r, Cols: dims, Stride: dims, Data: m[r*dims:]},
-			blas32.Vector{N: dims, Inc: 1, Data: q}, 0, blas32.Vector{N: rows - r, Inc: 1, Data: scores[r:]})
+		var block [4]int
+		for i := range block {
+			block[i] = min(r+i, rows-1)
+		}
+		var out [4]float32
+		kern.dots4gather(out[:], make([]float32, 4*dims), m, block, q)
+		copy(scores[r:], out[:rows-r])
 	}
+}
+
+// DotsRows sets scores[i] to the dot product of q and row rows[i] of m, a
+// row-major matrix of rows of len(q) floats: the bits Dots gives the row.
+func DotsRows(scores, m []float32, rows []int, q []float32, kern *Kernel) {
+	dims := len(q)
+	if len(scores) != len(rows) || dims == 0 || len(m)%dims != 0 {
+		panic(fmt.Sprintf("linalg: %d scores of %d rows of %d floats in %d", len(scores), len(rows), dims, len(m)))
+	}
+	n := len(m) / dims
+	for _, r := range rows {
+		if r < 0 || r >= n {
+			panic(fmt.Sprintf("linalg: row %d of %d", r, n))
+		}
+	}
+	if !kern.takes(dims) {
+		for i, r := range rows {
+			gemv(scores[i:i+1], m[r*dims:(r+1)*dims], q)
+		}
+		return
+	}
+	buf := make([]float32, 4*dims)
+	for i := 0; i < len(rows); i += 4 {
+		var block [4]int
+		for j := range block {
+			block[j] = rows[min(i+j, len(rows)-1)]
+		}
+		var out [4]float32
+		kern.dots4gather(out[:], buf, m, block, q)
+		copy(scores[i:], out[:min(4, len(rows)-i)])
+	}
+}
+
+// takes reports whether kern scores rows of dims floats.
+func (kern *Kernel) takes(dims int) bool { return kern != nil && dims > 0 && dims%kern.Lanes == 0 }
+
+// dots4gather scores rows block of m against q into out, copying them
+// together into buf, of 4·len(q) floats, for the kernel.
+func (kern *Kernel) dots4gather(out, buf, m []float32, block [4]int, q []float32) {
+	dims := len(q)
+	for i, r := range block {
+		copy(buf[i*dims:(i+1)*dims], m[r*dims:(r+1)*dims])
+	}
+	kern.dots4(dims, &q[0], &buf[0], dims, &out[0])
+}
+
+// gemv is Dots by gonum's kernel.
+func gemv(scores, m, q []float32) {
+	blas32.Gemv(blas.NoTrans, 1, blas32.General{Rows: len(scores), Cols: len(q), Stride: len(q), Data: m},
+		blas32.Vector{N: len(q), Inc: 1, Data: q}, 0, blas32.Vector{N: len(scores), Inc: 1, Data: scores})
 }
 
 // parallelBytes is the size of matrix from which DotsParallel splits the
@@ -147,18 +210,29 @@ const parallelBytes = 4 << 20
 // catalog is bound by memory bandwidth, which one core does not use up.
 // A smaller matrix is scanned by the calling goroutine alone.
 func DotsParallel(scores, m, q []float32, kern *Kernel) {
-	workers := min(runtime.GOMAXPROCS(0), 4*len(m)/parallelBytes)
-	if workers < 2 || len(q) == 0 || len(m) != len(scores)*len(q) {
+	if len(q) == 0 || len(m) != len(scores)*len(q) {
 		Dots(scores, m, q, kern) // bounds are checked there
 		return
 	}
-	rows, dims := len(scores), len(q)
+	dims := len(q)
+	inParallel(len(scores), 4*len(m), func(lo, hi int) { Dots(scores[lo:hi], m[lo*dims:hi*dims], q, kern) })
+}
+
+// inParallel calls scan on blocks of rows that split rows between up to
+// GOMAXPROCS goroutines, when the rows hold parallelBytes or more, and
+// waits for them; else it calls scan(0, rows) itself.
+func inParallel(rows, bytes int, scan func(lo, hi int)) {
+	workers := min(runtime.GOMAXPROCS(0), bytes/parallelBytes)
+	if workers < 2 {
+		scan(0, rows)
+		return
+	}
 	per := (rows + workers - 1) / workers
 	per = (per + 3) &^ 3 // whole blocks of four rows for the kernels
 	var wg sync.WaitGroup
-	for r := 0; r < rows; r += per {
-		end := min(r+per, rows)
-		wg.Go(func() { Dots(scores[r:end], m[r*dims:end*dims], q, kern) })
+	for lo := 0; lo < rows; lo += per {
+		hi := min(lo+per, rows)
+		wg.Go(func() { scan(lo, hi) })
 	}
 	wg.Wait()
 }
