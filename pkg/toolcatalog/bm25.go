@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
@@ -56,6 +57,30 @@ type bm25Index struct {
 	// docs holds each tool's weighted terms, so the index of a next
 	// version tokenizes only the tools whose text changed.
 	docs []docTerms
+	// norms caches each tool's length term of the BM25 denominator for
+	// the k1 and b last searched with (see lengthNorms).
+	norms atomic.Pointer[lengthNorms]
+}
+
+// lengthNorms are k1·(1 − b + b·length/avgLen) by tool, for one k1 and b.
+type lengthNorms struct {
+	k1, b float64
+	norm  []float64
+}
+
+// lengthNorms returns the tools' length norms for k1 and b, computed once
+// for the parameters searches use: a search then spends no division on
+// them per matching tool.
+func (ix *bm25Index) lengthNorms(k1, b float64) []float64 {
+	if ln := ix.norms.Load(); ln != nil && ln.k1 == k1 && ln.b == b {
+		return ln.norm
+	}
+	ln := &lengthNorms{k1: k1, b: b, norm: make([]float64, len(ix.lengths))}
+	for doc, l := range ix.lengths {
+		ln.norm[doc] = k1 * (1 - b + b*l/ix.avgLen)
+	}
+	ix.norms.Store(ln)
+	return ln.norm
 }
 
 // posting is one tool holding a term: its position and the term's
@@ -257,11 +282,18 @@ func (ix *bm25Index) reindex(tools []contract.Tool) (changed []string) {
 		total += ix.docs[i].length
 	}
 	ix.avgLen = total / float64(len(tools))
+	ix.norms.Store(nil)
 	return changed
 }
 
-// scoreBuffers holds dense score buffers between searches, each zero.
+// scoreBuffers holds the buffers of scores between searches: dense
+// scores, each zero, and the matched list, empty.
 var scoreBuffers sync.Pool
+
+type scoreBuffer struct {
+	score   []float64
+	matched []int
+}
 
 // scores returns the BM25 score of every tool matching a query term, by
 // document: dense, with the documents that matched in order of first
@@ -270,6 +302,7 @@ var scoreBuffers sync.Pool
 func (ix *bm25Index) scores(query string, k1, b float64) (score []float64, matched []int) {
 	n := float64(len(ix.lengths))
 	seen := map[string]bool{}
+	var norms []float64
 	for _, w := range terms(query) {
 		if seen[w] {
 			continue
@@ -280,16 +313,19 @@ func (ix *bm25Index) scores(query string, k1, b float64) (score []float64, match
 			continue
 		}
 		if score == nil {
-			if buf, ok := scoreBuffers.Get().(*[]float64); ok && cap(*buf) >= len(ix.lengths) {
-				score = (*buf)[:len(ix.lengths)]
+			if buf, ok := scoreBuffers.Get().(*scoreBuffer); ok && cap(buf.score) >= len(ix.lengths) {
+				score, matched = buf.score[:len(ix.lengths)], buf.matched[:0]
 			} else {
 				score = make([]float64, len(ix.lengths))
 			}
 		}
 		w := idf(n, float64(len(ps)))
+		if norms == nil {
+			norms = ix.lengthNorms(k1, b)
+		}
 		for _, p := range ps {
 			doc, freq := int(p.doc), float64(p.freq)
-			norm := freq + k1*(1-b+b*ix.lengths[doc]/ix.avgLen)
+			norm := freq + norms[doc]
 			if score[doc] == 0 {
 				matched = append(matched, doc)
 			}
@@ -307,7 +343,7 @@ func (ix *bm25Index) release(score []float64, matched []int) {
 	for _, doc := range matched {
 		score[doc] = 0
 	}
-	scoreBuffers.Put(&score)
+	scoreBuffers.Put(&scoreBuffer{score, matched})
 }
 
 // queryTerms are a query's distinct terms.

@@ -35,6 +35,9 @@ type Catalog struct {
 	Metadata map[string]*contract.Metadata
 
 	tools map[string]int // name → index in Document.Tools
+	// nameKeys says the tools are in name order, as Document.Seal leaves
+	// them, and so their rows: a row or tool index orders as its name.
+	nameKeys bool
 	// byRunes lists the indexes of the tools by the length of their names
 	// in runes, the only names a query can equal under case folding.
 	byRunes map[int][]int
@@ -327,6 +330,7 @@ func (c *Catalog) finish(prev *Catalog) {
 		c.quant = linalg.Quantize(c.matrix, c.dims)
 	}
 	doc := c.Document
+	c.nameKeys = len(doc.Tools) < math.MaxInt32 && slices.IsSortedFunc(doc.Tools, func(a, b contract.Tool) int { return strings.Compare(a.Name, b.Name) })
 	c.byRunes = map[int][]int{}
 	for i, t := range doc.Tools {
 		n := utf8.RuneCountInString(t.Name)
@@ -670,3 +674,12 @@ var quantizeBytes = func() int {
 // quantizes reports whether a matrix of n floats in rows of dims is
 // scanned as int8.
 func quantizes(n, dims int) bool { return dims > 0 && 4*n >= quantizeBytes }
+
+// nameKey is the ranked.key of row or tool index i: i + 1 when the tools
+// are in name order, else 0 (none).
+func (c *Catalog) nameKey(i int) int32 {
+	if !c.nameKeys {
+		return 0
+	}
+	return int32(i + 1)
+}

@@ -364,7 +364,7 @@ func (c *Catalog) fuseIntents(whole []ranked, intents []string, units [][]float3
 	var out []ranked
 	for _, p := range intentPicks(rankings, GradeK, func(n string) bool { return !seen[n] }) {
 		seen[p.name] = true
-		out = append(out, ranked{p.name, 0})
+		out = append(out, ranked{name: p.name})
 	}
 	for _, r := range whole {
 		if !seen[r.name] {

@@ -374,12 +374,20 @@ func (c *Catalog) withDefaults(o Options) Options {
 type ranked struct {
 	name  string
 	score float64
+	// key orders equal scores as their names do, when set: a full scan's
+	// row or tool index in a catalog whose tools are in name order (see
+	// Catalog.nameKeys), so ties cost no string comparison. A ranking's
+	// entries all have a key, or none.
+	key int32
 }
 
 // better orders by score, then name, so equal scores always order alike.
 func better(a, b ranked) bool {
 	if a.score != b.score {
 		return a.score > b.score
+	}
+	if a.key != b.key {
+		return a.key < b.key
 	}
 	return a.name < b.name
 }
@@ -586,7 +594,7 @@ func (c *Catalog) semanticRanking(unit []float32, opts Options, allowed func(str
 		if opts.Threshold != nil && s < *opts.Threshold {
 			continue
 		}
-		if r := (ranked{name, s}); top.wants(r) && allowed(name) {
+		if r := (ranked{name, s, c.nameKey(row)}); top.wants(r) && allowed(name) {
 			top.offer(r)
 		}
 	}
@@ -613,7 +621,7 @@ func (c *Catalog) rescore(scores, unit []float32, d int, threshold *float64, all
 		if threshold != nil && lo < *threshold {
 			continue // it may not pass the threshold: not one of the d
 		}
-		if r := (ranked{name, lo}); lower.wants(r) && allowed(name) {
+		if r := (ranked{name, lo, c.nameKey(row)}); lower.wants(r) && allowed(name) {
 			lower.offer(r)
 		}
 	}
@@ -660,8 +668,18 @@ func (c *Catalog) bm25Ranking(query string, opts Options, allowed func(string) b
 	defer c.index.release(scores, matched)
 	top := newSelection(depth(opts.TopK))
 	for _, doc := range matched {
-		if r := (ranked{c.Document.Tools[doc].Name, scores[doc]}); top.wants(r) && allowed(r.name) {
-			top.offer(r)
+		// A tool's name is read only when its score may place it (or,
+		// without keys, its name break a tie): reading every matched
+		// tool's from the document costs a cache miss each.
+		r := ranked{score: scores[doc], key: c.nameKey(doc)}
+		if r.key == 0 {
+			r.name = c.Document.Tools[doc].Name
+		}
+		if top.wants(r) {
+			r.name = c.Document.Tools[doc].Name
+			if allowed(r.name) {
+				top.offer(r)
+			}
 		}
 	}
 	return top.sorted()
@@ -704,7 +722,7 @@ func (c *Catalog) blend(w float64, semantic semanticScores, lexical []ranked) []
 		if b, ok := bm25[name]; ok {
 			s += (1 - w) * lex(b)
 		}
-		out = append(out, ranked{name, s})
+		out = append(out, ranked{name: name, score: s})
 	}
 	for _, r := range semantic.top {
 		add(r.name)
@@ -745,7 +763,7 @@ func fuse(k int, lists ...[]ranked) []ranked {
 	}
 	out := make([]ranked, 0, len(scores))
 	for n, s := range scores {
-		out = append(out, ranked{n, s})
+		out = append(out, ranked{name: n, score: s})
 	}
 	sortRanked(out)
 	return out
