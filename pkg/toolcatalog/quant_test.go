@@ -22,7 +22,7 @@ import (
 func TestInt8ScanRanksAsTheFloatScan(t *testing.T) {
 	t.Logf("kernel: %s", linalg.KernelName(linalg.Best))
 	r := rand.New(rand.NewPCG(21, 22))
-	const n, dims = 3000, 64
+	const n, dims = 4200, 64 // past concurrentArms: the arms are ranked side by side
 	words := strings.Fields("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon")
 	centres := make([][]float32, 60)
 	for i := range centres {

@@ -466,11 +466,24 @@ func (h *rankHeap) Pop() any {
 // replaces one tool's cosine (see Grade).
 func (c *Catalog) rank(query string, unit []float32, opts Options, allowed func(string) bool, method Method, resp *Blend, own *ownScore) (order []ranked, semantic semanticScores, lexical []ranked) {
 	resp.SemanticWeight, resp.MinLexicalEvidence = *opts.SemanticWeight, *opts.MinLexicalEvidence
-	if method != BM25 {
+	// BM25 is cheap: rank it always, so every result shows both arms. In
+	// a large catalog it is ranked beside the semantic arm, whose scan of
+	// the vectors leaves a core free once its blocks are scored.
+	switch {
+	case method == BM25:
+		lexical = c.bm25Ranking(query, opts, allowed)
+	case len(c.vecNames) >= concurrentArms:
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			lexical = c.bm25Ranking(query, opts, allowed)
+		}()
 		semantic = c.semanticRanking(unit, opts, allowed, own)
+		<-done
+	default:
+		semantic = c.semanticRanking(unit, opts, allowed, own)
+		lexical = c.bm25Ranking(query, opts, allowed)
 	}
-	// BM25 is cheap: rank it always, so every result shows both arms.
-	lexical = c.bm25Ranking(query, opts, allowed)
 	if len(lexical) > 0 && c.index.maxIDF > 0 {
 		resp.LexicalEvidence = lexical[0].score / c.index.maxIDF
 	}
@@ -494,6 +507,10 @@ func (c *Catalog) rank(query string, unit []float32, opts Options, allowed func(
 	}
 	return lexical, semantic, lexical
 }
+
+// concurrentArms is the number of vectors from which a search ranks its
+// two arms concurrently: below, a goroutine costs about what it saves.
+const concurrentArms = 4096
 
 // ownScore is one tool's cosine to use instead of the catalog's, for a
 // query whose cosines with every tool were computed beforehand (cosines,
