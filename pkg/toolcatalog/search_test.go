@@ -652,8 +652,17 @@ func TestReindexIsANewIndex(t *testing.T) {
 		}
 		want = append(want, edited[i].Name)
 	}
+	// A search before the edit caches the length norms of the old text.
+	ix.release(ix.scores("email the okapi", DefaultK1, DefaultB))
 	changed := ix.reindex(edited)
 	fresh := newBM25Index(edited, nil, nil)
+	got, gotDocs := ix.scores("email the okapi", DefaultK1, DefaultB)
+	wantScores, wantDocs := fresh.scores("email the okapi", DefaultK1, DefaultB)
+	if !slices.Equal(got, wantScores) || !slices.Equal(gotDocs, wantDocs) {
+		t.Errorf("BM25 scores after reindex %v, afresh %v", got, wantScores)
+	}
+	ix.release(got, gotDocs)
+	fresh.release(wantScores, wantDocs)
 	if !slices.Equal(changed, want) {
 		t.Errorf("reindex named %v as changed, want %v", changed, want)
 	}
