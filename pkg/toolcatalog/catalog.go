@@ -87,12 +87,30 @@ func Load(ctx context.Context, c redis.UniversalClient, keys contract.Keys) (*Ca
 	}
 	cat := build(doc, snap.Vectors, nil, nil, nil)
 	cat.Metadata = <-parsed
-	for name := range cat.Metadata {
-		if _, ok := cat.tools[name]; !ok {
+	for name, m := range cat.Metadata {
+		i, ok := cat.tools[name]
+		if !ok {
 			delete(cat.Metadata, name) // not a tool of this version
+			continue
 		}
+		shareStrings(m, doc.Tools[i], doc.Embedding.Model)
 	}
 	return cat, nil
+}
+
+// shareStrings points m's strings that equal the document's at the
+// document's copies: the metadata of 50,000 tools otherwise hold a second
+// copy of every description and spec hash, and 50,000 of the model's name.
+func shareStrings(m *contract.Metadata, t contract.Tool, model string) {
+	if m.Description == t.Description {
+		m.Description = t.Description
+	}
+	if m.SpecHash == t.SpecHash {
+		m.SpecHash = t.SpecHash
+	}
+	if m.Model == model {
+		m.Model = model
+	}
 }
 
 // parseAllMetadata parses every entry of raw; one that does not parse is
@@ -190,6 +208,7 @@ func parseMetadata(doc *contract.Document, raw map[string]string, held map[strin
 	for _, t := range doc.Tools {
 		if r, ok := raw[t.Name]; ok {
 			if m, err := contract.ParseMetadata(r); err == nil {
+				shareStrings(m, t, doc.Embedding.Model)
 				out[t.Name] = m
 			}
 		} else if m, ok := held[t.Name]; ok {

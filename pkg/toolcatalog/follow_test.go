@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -43,6 +44,9 @@ func publishWith(t *testing.T, c redis.UniversalClient, k contract.Keys, channel
 	doc := *cat.Document
 	doc.Tools = append([]contract.Tool(nil), doc.Tools...)
 	doc.Tools[0].Description = fmt.Sprintf("Weather, version %d.", version)
+	for i := range doc.Tools {
+		doc.Tools[i].SpecHash = fmt.Sprintf("%s-%d", doc.Tools[i].Name, len(doc.Tools[i].Description))
+	}
 	doc.Catalog = "ns/follow"
 	doc.CatalogUID = uid
 	if err := doc.Seal(); err != nil {
@@ -58,10 +62,11 @@ func publishWith(t *testing.T, c redis.UniversalClient, k contract.Keys, channel
 		t.Fatal(err)
 	}
 	vectors, meta := map[string][]byte{}, map[string][]byte{}
-	for name, v := range cat.Vectors {
-		vectors[name] = contract.EncodeVector(v)
-		m, _ := (&contract.Metadata{SpecHash: "h", Model: doc.Embedding.Model, Dimensions: len(v), SyntheticQueries: []string{"q"}}).Marshal()
-		meta[name] = m
+	for _, tool := range doc.Tools {
+		v := cat.Vectors[tool.Name]
+		vectors[tool.Name] = contract.EncodeVector(v)
+		m, _ := (&contract.Metadata{SpecHash: tool.SpecHash, Description: tool.Description, Model: doc.Embedding.Model, Dimensions: len(v), SyntheticQueries: []string{"q"}}).Marshal()
+		meta[tool.Name] = m
 	}
 	if err := contract.Write(ctx, c, k, contract.Update{ExpectVersion: version - 1, Document: &doc, Previous: prev, Rewrite: prev == nil, Vectors: vectors, Metadata: meta, Retain: 5}); err != nil {
 		t.Fatalf("writing version %d: %v", version, err)
@@ -103,6 +108,14 @@ func TestLoad(t *testing.T) {
 	}
 	if got := firstRanked(search(t, cat, "will it rain tomorrow", Options{Method: Semantic, Embedder: lexicalEmbedder()})); got != "get_weather" {
 		t.Fatalf("search on the loaded catalog: top %s", got)
+	}
+	// The metadata hold no second copy of what the document holds.
+	for _, tool := range cat.Document.Tools {
+		m := cat.Metadata[tool.Name]
+		if unsafe.StringData(m.Description) != unsafe.StringData(tool.Description) || unsafe.StringData(m.SpecHash) != unsafe.StringData(tool.SpecHash) ||
+			unsafe.StringData(m.Model) != unsafe.StringData(cat.Document.Embedding.Model) {
+			t.Fatalf("%s's metadata hold their own copies of the document's strings", tool.Name)
+		}
 	}
 
 	// Metadata of a tool the version does not hold, and metadata that
