@@ -55,6 +55,9 @@ type Catalog struct {
 	// (see rescore), when the matrix is large enough for the pass to be
 	// bound by memory; nil otherwise.
 	quant *linalg.Quantized
+	// floatOnly keeps quant nil, in this catalog and the next versions
+	// built from it (see NewReading).
+	floatOnly bool
 	// rawHash holds, by row, the contract.VectorDigest of the raw vector
 	// the row was decoded from (0 when unknown), so a later version whose
 	// raw vector is the same takes the row instead of decoding it again.
@@ -226,6 +229,7 @@ func parseMetadata(doc *contract.Document, raw map[string]string, held map[strin
 func build(doc *contract.Document, raw map[string][]byte, metadata map[string]*contract.Metadata, prev *Catalog, keep func(name string) bool) *Catalog {
 	c := &Catalog{Document: doc, Vectors: make(map[string][]float32, len(doc.Tools)), Metadata: metadata, tools: make(map[string]int, len(doc.Tools))}
 	c.dims = doc.Embedding.Dimensions
+	c.floatOnly = prev != nil && prev.floatOnly
 	kept := func(name string) ([]float32, uint64) {
 		if keep == nil || !keep(name) {
 			return nil, 0
@@ -262,7 +266,7 @@ func build(doc *contract.Document, raw map[string][]byte, metadata map[string]*c
 func (c *Catalog) reserve(rows int, prev *Catalog) {
 	if c.matrix == nil && c.dims > 0 {
 		c.matrix = make([]float32, 0, rows*c.dims)
-		if quantizes(rows*c.dims, c.dims) || (prev != nil && prev.quant != nil) {
+		if !c.floatOnly && (quantizes(rows*c.dims, c.dims) || (prev != nil && prev.quant != nil)) {
 			c.quant = linalg.NewQuantized(c.dims, rows)
 		}
 	}
@@ -316,8 +320,13 @@ func (c *Catalog) appendRow(i int, name string, r []byte, hasRaw bool, kept []fl
 // time in the document's order, and decodes each chunk before reading the
 // next: the raw vectors of a large catalog are never held all at once
 // beside their rows. read leaves out a tool without a vector.
+//
+// It is for grading (see Grader), whose searches score from cosines
+// computed beforehand: the catalog, and the versions Next builds from it,
+// keep no int8 copy of the rows for a first scan (a quarter of the rows'
+// memory), and a search of it scans the float rows.
 func NewReading(doc *contract.Document, chunk int, read func(names []string) (map[string][]byte, error)) (*Catalog, error) {
-	c := &Catalog{Document: doc, Vectors: make(map[string][]float32, len(doc.Tools)), Metadata: map[string]*contract.Metadata{}, tools: make(map[string]int, len(doc.Tools))}
+	c := &Catalog{Document: doc, Vectors: make(map[string][]float32, len(doc.Tools)), Metadata: map[string]*contract.Metadata{}, tools: make(map[string]int, len(doc.Tools)), floatOnly: true}
 	c.dims = doc.Embedding.Dimensions
 	c.rowOf = make([]int, len(doc.Tools))
 	names := make([]string, 0, chunk)
@@ -345,7 +354,7 @@ func NewReading(doc *contract.Document, chunk int, read func(names []string) (ma
 // finish indexes the catalog's text, lending prev's terms of unchanged
 // tools, lists the tools always included and quantizes a large matrix.
 func (c *Catalog) finish(prev *Catalog) {
-	if c.quant == nil && quantizes(len(c.matrix), c.dims) {
+	if c.quant == nil && !c.floatOnly && quantizes(len(c.matrix), c.dims) {
 		c.quant = linalg.Quantize(c.matrix, c.dims)
 	}
 	doc := c.Document
@@ -433,7 +442,7 @@ func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catal
 	c = &Catalog{
 		Document: doc, Vectors: make(map[string][]float32, n), Metadata: parseMetadata(doc, nil, prev.Metadata),
 		tools: make(map[string]int, len(doc.Tools)), matrix: prev.matrix, vecNames: prev.vecNames, rowOf: rowOf,
-		dims: prev.dims, rawHash: slices.Clone(prev.rawHash), quant: prev.quant,
+		dims: prev.dims, rawHash: slices.Clone(prev.rawHash), quant: prev.quant, floatOnly: prev.floatOnly,
 	}
 	// Not nil: the rows are written over, prev's vectors no longer its own.
 	changed = []string{}
