@@ -301,6 +301,23 @@ dots4x256_loop:
 // eight values at a time. n is a multiple of 8. A CPU with AVX-512 runs
 // it too: one scan of int8 rows is bound by memory, not arithmetic.
 
+// I8STEP adds eight values of four int8 rows (DI, R9, R10, R11), at byte
+// AX+off, times eight floats of q (SI) into accumulators a0–a3.
+#define I8STEP(off, a0, a1, a2, a3) \
+	VMOVUPS (off*4)(SI)(AX*4), Y4; \
+	VPMOVSXBD off(DI)(AX*1), Y5; \
+	VPMOVSXBD off(R9)(AX*1), Y6; \
+	VPMOVSXBD off(R10)(AX*1), Y7; \
+	VPMOVSXBD off(R11)(AX*1), Y8; \
+	VCVTDQ2PS Y5, Y5; \
+	VCVTDQ2PS Y6, Y6; \
+	VCVTDQ2PS Y7, Y7; \
+	VCVTDQ2PS Y8, Y8; \
+	VFMADD231PS Y5, Y4, a0; \
+	VFMADD231PS Y6, Y4, a1; \
+	VFMADD231PS Y7, Y4, a2; \
+	VFMADD231PS Y8, Y4, a3
+
 // func dots4i8(n int, q *float32, m *int8, ld int, out *float32)
 TEXT ·dots4i8(SB), NOSPLIT, $0-40
 	MOVQ n+0(FP), CX
@@ -315,66 +332,32 @@ TEXT ·dots4i8(SB), NOSPLIT, $0-40
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	XORQ AX, AX
 	VXORPS Y9, Y9, Y9
 	VXORPS Y10, Y10, Y10
 	VXORPS Y11, Y11, Y11
 	VXORPS Y12, Y12, Y12
-	// Sixteen values a turn, in two sets of accumulators, while n allows.
+	XORQ AX, AX
+	// Sixteen values a turn, in two sets of accumulators, while n allows;
+	// then the eight left, if any.
 	MOVQ CX, BX
 	ANDQ $-16, BX
 	JZ dots4i8_tail
 dots4i8_loop:
-	VMOVUPS (SI)(AX*4), Y4
-	VPMOVSXBD (DI)(AX*1), Y5
-	VPMOVSXBD (R9)(AX*1), Y6
-	VPMOVSXBD (R10)(AX*1), Y7
-	VPMOVSXBD (R11)(AX*1), Y8
-	VCVTDQ2PS Y5, Y5
-	VCVTDQ2PS Y6, Y6
-	VCVTDQ2PS Y7, Y7
-	VCVTDQ2PS Y8, Y8
-	VFMADD231PS Y5, Y4, Y0
-	VFMADD231PS Y6, Y4, Y1
-	VFMADD231PS Y7, Y4, Y2
-	VFMADD231PS Y8, Y4, Y3
-	VMOVUPS 32(SI)(AX*4), Y4
-	VPMOVSXBD 8(DI)(AX*1), Y5
-	VPMOVSXBD 8(R9)(AX*1), Y6
-	VPMOVSXBD 8(R10)(AX*1), Y7
-	VPMOVSXBD 8(R11)(AX*1), Y8
-	VCVTDQ2PS Y5, Y5
-	VCVTDQ2PS Y6, Y6
-	VCVTDQ2PS Y7, Y7
-	VCVTDQ2PS Y8, Y8
-	VFMADD231PS Y5, Y4, Y9
-	VFMADD231PS Y6, Y4, Y10
-	VFMADD231PS Y7, Y4, Y11
-	VFMADD231PS Y8, Y4, Y12
+	I8STEP(0, Y0, Y1, Y2, Y3)
+	I8STEP(8, Y9, Y10, Y11, Y12)
 	ADDQ $16, AX
 	CMPQ AX, BX
 	JLT dots4i8_loop
 dots4i8_tail:
 	CMPQ AX, CX
 	JGE dots4i8_sum
-	VMOVUPS (SI)(AX*4), Y4
-	VPMOVSXBD (DI)(AX*1), Y5
-	VPMOVSXBD (R9)(AX*1), Y6
-	VPMOVSXBD (R10)(AX*1), Y7
-	VPMOVSXBD (R11)(AX*1), Y8
-	VCVTDQ2PS Y5, Y5
-	VCVTDQ2PS Y6, Y6
-	VCVTDQ2PS Y7, Y7
-	VCVTDQ2PS Y8, Y8
-	VFMADD231PS Y5, Y4, Y0
-	VFMADD231PS Y6, Y4, Y1
-	VFMADD231PS Y7, Y4, Y2
-	VFMADD231PS Y8, Y4, Y3
+	I8STEP(0, Y0, Y1, Y2, Y3)
 dots4i8_sum:
 	VADDPS Y9, Y0, Y0
 	VADDPS Y10, Y1, Y1
 	VADDPS Y11, Y2, Y2
 	VADDPS Y12, Y3, Y3
+	// Pairwise sums leave row r's total in lane r of each 128-bit half.
 	VHADDPS Y1, Y0, Y0
 	VHADDPS Y3, Y2, Y2
 	VHADDPS Y2, Y0, Y0
