@@ -13,6 +13,17 @@
 //
 // The Go code checks every bound before calling them (linalg.go).
 
+// STORE4SUMS writes the totals of the eight-float sums in Y0–Y3, one
+// row's each, to the four floats at DX: pairwise sums leave row r's total
+// in lane r of each 128-bit half.
+#define STORE4SUMS \
+	VHADDPS Y1, Y0, Y0; \
+	VHADDPS Y3, Y2, Y2; \
+	VHADDPS Y2, Y0, Y0; \
+	VEXTRACTF128 $1, Y0, X1; \
+	VADDPS X1, X0, X0; \
+	VMOVUPS X0, (DX)
+
 // AVX-512: panels of 64 columns, four 16-float vectors per row.
 
 // func block512(k int, x *float32, ldx int, w *float32, out *float32, ldo int)
@@ -165,13 +176,7 @@ dots4x512_loop:
 	VADDPS Y6, Y2, Y2
 	VEXTRACTF64X4 $1, Z3, Y7
 	VADDPS Y7, Y3, Y3
-	// Pairwise sums leave row r's total in lane r of each 128-bit half.
-	VHADDPS Y1, Y0, Y0
-	VHADDPS Y3, Y2, Y2
-	VHADDPS Y2, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS X1, X0, X0
-	VMOVUPS X0, (DX)
+	STORE4SUMS
 	VZEROUPPER
 	RET
 
@@ -286,13 +291,7 @@ dots4x256_loop:
 	ADDQ $8, AX
 	CMPQ AX, CX
 	JLT dots4x256_loop
-	// Pairwise sums leave row r's total in lane r of each 128-bit half.
-	VHADDPS Y1, Y0, Y0
-	VHADDPS Y3, Y2, Y2
-	VHADDPS Y2, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS X1, X0, X0
-	VMOVUPS X0, (DX)
+	STORE4SUMS
 	VZEROUPPER
 	RET
 
@@ -357,12 +356,6 @@ dots4i8_sum:
 	VADDPS Y10, Y1, Y1
 	VADDPS Y11, Y2, Y2
 	VADDPS Y12, Y3, Y3
-	// Pairwise sums leave row r's total in lane r of each 128-bit half.
-	VHADDPS Y1, Y0, Y0
-	VHADDPS Y3, Y2, Y2
-	VHADDPS Y2, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS X1, X0, X0
-	VMOVUPS X0, (DX)
+	STORE4SUMS
 	VZEROUPPER
 	RET
