@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -384,4 +386,86 @@ func postSession(t *testing.T, base, ns, catalog, session, body string) (int, st
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(out)
+}
+
+// A stopping gateway still answers a request sent on a connection kept
+// alive from before, as a proxy that picked the replica a moment before
+// it was taken out of service sends one, and closes the connection after
+// that answer, so the client's next request opens a new one to a replica
+// still in service. Closing the idle connection at SIGTERM instead would
+// reset the request, and a POST so reset is not sent again.
+func TestStoppingGatewayAnswersOnKeptAliveConnections(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + l.Addr().String()
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- Run(ctx, restConfig, Config{Listener: l, StaticTokens: staticTokens, EgressAllow: egressAllow,
+			ShutdownDelay: 5 * time.Second, Log: logr.Discard()})
+	}()
+	status := func() int {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	waitFor(t, "the gateway to be ready", func() bool { return status() == http.StatusOK })
+
+	conn, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	post := func() (*http.Response, error) {
+		if _, err := io.WriteString(conn, "POST /mcp/default/catalog HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"); err != nil {
+			return nil, err
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return nil, err
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp, err
+	}
+	resp, err := post()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Close {
+		t.Fatalf("a serving gateway closed the connection after its answer (%s)", resp.Status)
+	}
+
+	stop()
+	waitFor(t, "the stopping gateway to be unready", func() bool { return status() == http.StatusServiceUnavailable })
+	select {
+	case err := <-stopped:
+		t.Fatalf("the gateway stopped before the shutdown delay had passed: %v", err)
+	default:
+	}
+	resp, err = post()
+	if err != nil {
+		t.Fatalf("a request on a connection kept alive from before the stop: %v; want an answer", err)
+	}
+	if !resp.Close {
+		t.Fatalf("the stopping gateway answered %s and kept the connection open; want it closed after the answer", resp.Status)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("reading the connection after the answer: %v; want it closed (EOF)", err)
+	}
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the gateway did not stop within 30s of the shutdown delay")
+	}
 }

@@ -167,7 +167,19 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Once stopping, answers close their connections, so clients open
+	// new ones, which reach the replicas still in service. A connection
+	// kept alive between requests is left open until the shutdown delay
+	// has passed: closing it at once would reset a request a client is
+	// sending on it at that moment (http.Server.SetKeepAlivesEnabled
+	// does), and a POST so reset is not sent again.
+	var stopping atomic.Bool
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if stopping.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		mux.ServeHTTP(w, r)
+	})}
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	metricsSrv := &http.Server{Handler: metricsMux, ReadHeaderTimeout: 10 * time.Second}
@@ -200,9 +212,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	select {
 	case <-ctx.Done():
 		ready.Store(false)
-		// Answers from now on close their connections, so clients open
-		// new ones, which reach the replicas still in service.
-		srv.SetKeepAlivesEnabled(false)
+		stopping.Store(true)
 		if cfg.ShutdownDelay > 0 {
 			cfg.Log.Info("Stopping: unready, serving for the shutdown delay", "delay", cfg.ShutdownDelay.String())
 			time.Sleep(cfg.ShutdownDelay)
