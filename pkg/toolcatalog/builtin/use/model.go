@@ -75,9 +75,12 @@ type tensor struct {
 	data       []float32
 }
 
-// Load parses the embedded weights (float16, widened to float32) and
-// packs them for the fastest matrix kernel the CPU runs (AVX-512, AVX2
-// with FMA, else gonum's portable one).
+// Load parses the embedded weights (float16) and packs the dense layers'
+// kernels for the fastest matrix kernel the CPU runs (AVX-512, AVX2 with
+// FMA, else gonum's portable one): kept as float16 for a kernel that
+// widens them as it reads them (AVX2 with F16C), which streams half the
+// bytes for the same vectors, else widened to float32. The other weights
+// are widened to float32.
 func Load() (*Model, error) {
 	return load(linalg.Best)
 }
@@ -88,22 +91,29 @@ func load(kern *linalg.Kernel) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := readWeights(weightsBin)
+	halves, err := readWeights(weightsBin)
 	if err != nil {
 		return nil, fmt.Errorf("reading the model weights: %w", err)
 	}
-	m := &Model{tok: tok, w: w, layers: map[string]linalg.Packed{}, kern: kern}
-	for name, t := range w {
+	m := &Model{tok: tok, w: map[string]tensor{}, layers: map[string]linalg.Packed{}, kern: kern}
+	for name, t := range halves {
 		if strings.HasSuffix(name, ".kernel") {
-			m.layers[name] = linalg.Pack(t.data, t.rows, t.cols, kern)
-			delete(w, name) // the packed copy is the only one used
+			m.layers[name] = linalg.PackHalf(t.data, t.rows, t.cols, kern)
+		} else {
+			m.w[name] = tensor{rows: t.rows, cols: t.cols, data: linalg.Widen(t.data)}
 		}
 	}
 	m.workspaces.New = func() any { return &workspace{} }
 	return m, nil
 }
 
-func readWeights(b []byte) (map[string]tensor, error) {
+// halfTensor is a tensor of IEEE 754 binary16 values, as stored.
+type halfTensor struct {
+	rows, cols int
+	data       []uint16
+}
+
+func readWeights(b []byte) (map[string]halfTensor, error) {
 	r := bytes.NewReader(b)
 	magic := make([]byte, 4)
 	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != "USEL" {
@@ -116,7 +126,7 @@ func readWeights(b []byte) (map[string]tensor, error) {
 	if err := binary.Read(r, binary.LittleEndian, &count); err != nil {
 		return nil, err
 	}
-	out := map[string]tensor{}
+	out := map[string]halfTensor{}
 	for range count {
 		var nameLen uint16
 		if err := binary.Read(r, binary.LittleEndian, &nameLen); err != nil {
@@ -134,7 +144,7 @@ func readWeights(b []byte) (map[string]tensor, error) {
 		if err := binary.Read(r, binary.LittleEndian, dims); err != nil {
 			return nil, err
 		}
-		t := tensor{rows: 1, cols: 1}
+		t := halfTensor{rows: 1, cols: 1}
 		switch rank {
 		case 1:
 			t.cols = int(dims[0])
@@ -143,13 +153,9 @@ func readWeights(b []byte) (map[string]tensor, error) {
 		default:
 			return nil, fmt.Errorf("tensor %s has rank %d", name, rank)
 		}
-		half := make([]uint16, t.rows*t.cols)
-		if err := binary.Read(r, binary.LittleEndian, half); err != nil {
+		t.data = make([]uint16, t.rows*t.cols)
+		if err := binary.Read(r, binary.LittleEndian, t.data); err != nil {
 			return nil, err
-		}
-		t.data = make([]float32, len(half))
-		for i, h := range half {
-			t.data[i] = fromHalf(h)
 		}
 		out[string(name)] = t
 	}
@@ -337,25 +343,4 @@ func (m *Model) layerNorm(ws *workspace, x []float32, n, width int, name string)
 		}
 	}
 	return out
-}
-
-// fromHalf widens IEEE 754 binary16 to float32.
-func fromHalf(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h & 0x3ff)
-	switch {
-	case exp == 0 && mant == 0:
-		return math.Float32frombits(sign)
-	case exp == 0: // subnormal
-		for mant&0x400 == 0 {
-			mant <<= 1
-			exp--
-		}
-		exp++
-		mant &= 0x3ff
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
 }

@@ -2,6 +2,7 @@ package use
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/linalg"
@@ -17,6 +18,40 @@ func TestEmbedMatchesReference(t *testing.T) {
 			}
 			checkReference(t, m)
 		})
+	}
+}
+
+// A kernel that reads the dense layers' weights as float16 gives the
+// vectors of the same kernel over the weights widened to float32, to the
+// bit.
+func TestHalfPanelsEmbedAsWidenedOnes(t *testing.T) {
+	halves, err := readWeights(weightsBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kern := range linalg.Kernels() {
+		half, err := load(kern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		widened, err := load(kern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, w := range halves {
+			if strings.HasSuffix(name, ".kernel") {
+				widened.layers[name] = linalg.Pack(linalg.Widen(w.data), w.rows, w.cols, kern)
+			}
+		}
+		for _, r := range loadReference(t).Texts {
+			a, _ := half.Embed(r.Text)
+			b, _ := widened.Embed(r.Text)
+			for i := range a {
+				if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+					t.Fatalf("%s: Embed(%q)[%d] = %g over float16 panels, %g over float32 ones", kern.Name, r.Text, i, a[i], b[i])
+				}
+			}
+		}
 	}
 }
 

@@ -359,3 +359,115 @@ dots4i8_sum:
 	STORE4SUMS
 	VZEROUPPER
 	RET
+
+// A block kernel over binary16 panels (see PackHalf in linalg.go), for
+// AVX2 with FMA and F16C: panels of 16 columns, each row of the panel
+// widened by VCVTPH2PS as it is read, 32 bytes instead of 64. It does six
+// rows of x, twelve accumulators, so that the multiply-adds of a row wait
+// on each other less; block4x256h does four, for the rows left over. Each
+// sum is taken in the order block256 takes it: the same bits as over the
+// widened panel.
+
+// LOAD2ROWS and STORE2ROWS load and store two rows of sums, a and b,
+// each two 8-float vectors, at AX and AX+R10, and move AX two rows on.
+#define LOAD2ROWS(a0, a1, b0, b1) \
+	VMOVUPS 0(AX), a0; \
+	VMOVUPS 32(AX), a1; \
+	VMOVUPS 0(AX)(R10*1), b0; \
+	VMOVUPS 32(AX)(R10*1), b1; \
+	LEAQ (AX)(R10*2), AX
+#define STORE2ROWS(a0, a1, b0, b1) \
+	VMOVUPS a0, 0(AX); \
+	VMOVUPS a1, 32(AX); \
+	VMOVUPS b0, 0(AX)(R10*1); \
+	VMOVUPS b1, 32(AX)(R10*1); \
+	LEAQ (AX)(R10*2), AX
+
+// HSTEP adds x at addr times the widened panel row in Y12–Y13 to a0–a1.
+#define HSTEP(addr, a0, a1) \
+	VBROADCASTSS addr, Y14; \
+	VFMADD231PS Y14, Y12, a0; \
+	VFMADD231PS Y14, Y13, a1
+
+// func block6x256h(k int, x *float32, ldx int, w *uint16, out *float32, ldo int)
+TEXT ·block6x256h(SB), NOSPLIT, $0-48
+	MOVQ k+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ ldx+16(FP), R8
+	MOVQ w+24(FP), DI
+	MOVQ out+32(FP), DX
+	MOVQ ldo+40(FP), R10
+	SHLQ $2, R8
+	SHLQ $2, R10
+	// Rows of x at SI, SI+R8, R11, R11+R8, R12, R12+R8.
+	LEAQ (SI)(R8*2), R11
+	LEAQ (R11)(R8*2), R12
+	MOVQ DX, AX
+	LOAD2ROWS(Y0, Y1, Y2, Y3)
+	LOAD2ROWS(Y4, Y5, Y6, Y7)
+	LOAD2ROWS(Y8, Y9, Y10, Y11)
+block6x256h_loop:
+	VCVTPH2PS 0(DI), Y12
+	VCVTPH2PS 16(DI), Y13
+	HSTEP((SI), Y0, Y1)
+	HSTEP((SI)(R8*1), Y2, Y3)
+	HSTEP((R11), Y4, Y5)
+	HSTEP((R11)(R8*1), Y6, Y7)
+	HSTEP((R12), Y8, Y9)
+	HSTEP((R12)(R8*1), Y10, Y11)
+	ADDQ $4, SI
+	ADDQ $4, R11
+	ADDQ $4, R12
+	ADDQ $32, DI
+	DECQ CX
+	JNZ block6x256h_loop
+	MOVQ DX, AX
+	STORE2ROWS(Y0, Y1, Y2, Y3)
+	STORE2ROWS(Y4, Y5, Y6, Y7)
+	STORE2ROWS(Y8, Y9, Y10, Y11)
+	VZEROUPPER
+	RET
+
+// func block4x256h(k int, x *float32, ldx int, w *uint16, out *float32, ldo int)
+TEXT ·block4x256h(SB), NOSPLIT, $0-48
+	MOVQ k+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ ldx+16(FP), R8
+	MOVQ w+24(FP), DI
+	MOVQ out+32(FP), DX
+	MOVQ ldo+40(FP), R10
+	SHLQ $2, R8
+	SHLQ $2, R10
+	// Rows of x at SI, SI+R8, R11, R11+R8.
+	LEAQ (SI)(R8*2), R11
+	MOVQ DX, AX
+	LOAD2ROWS(Y0, Y1, Y2, Y3)
+	LOAD2ROWS(Y4, Y5, Y6, Y7)
+block4x256h_loop:
+	VCVTPH2PS 0(DI), Y12
+	VCVTPH2PS 16(DI), Y13
+	HSTEP((SI), Y0, Y1)
+	HSTEP((SI)(R8*1), Y2, Y3)
+	HSTEP((R11), Y4, Y5)
+	HSTEP((R11)(R8*1), Y6, Y7)
+	ADDQ $4, SI
+	ADDQ $4, R11
+	ADDQ $32, DI
+	DECQ CX
+	JNZ block4x256h_loop
+	MOVQ DX, AX
+	STORE2ROWS(Y0, Y1, Y2, Y3)
+	STORE2ROWS(Y4, Y5, Y6, Y7)
+	VZEROUPPER
+	RET
+
+// func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
+TEXT ·cpuid(SB), NOSPLIT, $0-24
+	MOVL leaf+0(FP), AX
+	MOVL sub+4(FP), CX
+	CPUID
+	MOVL AX, eax+8(FP)
+	MOVL BX, ebx+12(FP)
+	MOVL CX, ecx+16(FP)
+	MOVL DX, edx+20(FP)
+	RET

@@ -9,6 +9,7 @@ package linalg
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 
@@ -31,7 +32,14 @@ type Kernel struct {
 	// dots4i8 scores four int8 rows of m, ld bytes apart, against q; n
 	// is a multiple of 8.
 	dots4i8 func(n int, q *float32, m *int8, ld int, out *float32)
+	// blockHalf does halfRows rows of x against one panel of binary16
+	// weights, widening each weight as it reads it, and blockHalf4 four
+	// rows; nil if the kernel has none.
+	blockHalf, blockHalf4 func(k int, x *float32, ldx int, w *uint16, out *float32, ldo int)
 }
+
+// halfRows is how many rows of x a binary16 block kernel does at once.
+const halfRows = 6
 
 // Best is the fastest kernel this CPU runs, nil if none: every product
 // is then gonum's.
@@ -57,6 +65,9 @@ type Packed struct {
 	K, C int
 	kern *Kernel // nil: row-major, multiplied by gonum's kernel
 	data []float32
+	// half holds the panels as binary16 instead of data, for a kernel
+	// with blockHalf (see PackHalf).
+	half []uint16
 }
 
 // Pack lays out the row-major k×c matrix w for kern; a matrix whose
@@ -74,14 +85,63 @@ func PackInto(dst, w []float32, k, c int, kern *Kernel) Packed {
 	if kern == nil || c%kern.Width != 0 {
 		return Packed{K: k, C: c, data: w}
 	}
-	width := kern.Width
-	data := dst[:0]
+	return Packed{K: k, C: c, kern: kern, data: panels(dst[:0], w, k, c, kern.Width)}
+}
+
+// PackHalf is Pack of the row-major k×c matrix of IEEE 754 binary16
+// values w, widened to float32. A kernel that reads binary16 panels (AVX2
+// with F16C) keeps them so and widens each weight as it reads it: half
+// the bytes to stream from memory for the same products, to the bit.
+// Other kernels get the widened matrix, packed.
+func PackHalf(w []uint16, k, c int, kern *Kernel) Packed {
+	if len(w) != k*c {
+		panic(fmt.Sprintf("linalg: a %d×%d matrix of %d values", k, c, len(w)))
+	}
+	if kern == nil || kern.blockHalf == nil || c%kern.Width != 0 {
+		return Pack(Widen(w), k, c, kern)
+	}
+	return Packed{K: k, C: c, kern: kern, half: panels(make([]uint16, 0, len(w)), w, k, c, kern.Width)}
+}
+
+// panels appends the row-major k×c matrix w to dst as panels of width
+// columns, each panel's k rows one after another.
+func panels[T any](dst, w []T, k, c, width int) []T {
 	for j := 0; j < c; j += width {
 		for p := range k {
-			data = append(data, w[p*c+j:p*c+j+width]...)
+			dst = append(dst, w[p*c+j:p*c+j+width]...)
 		}
 	}
-	return Packed{K: k, C: c, kern: kern, data: data}
+	return dst
+}
+
+// Widen returns the IEEE 754 binary16 values h as float32, exactly.
+func Widen(h []uint16) []float32 {
+	out := make([]float32, len(h))
+	for i, v := range h {
+		out[i] = widen(v)
+	}
+	return out
+}
+
+// widen returns the binary16 value h as float32.
+func widen(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h & 0x3ff)
+	switch {
+	case exp == 0 && mant == 0:
+		return math.Float32frombits(sign)
+	case exp == 0: // subnormal
+		for mant&0x400 == 0 {
+			mant <<= 1
+			exp--
+		}
+		exp++
+		mant &= 0x3ff
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
+	}
+	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
 }
 
 // Kernel is the kernel w is packed for, nil for gonum's.
@@ -90,10 +150,17 @@ func (w Packed) Kernel() *Kernel { return w.kern }
 // MulAdd adds x·w to out, x being n×k and out n×c, both row-major.
 func (w Packed) MulAdd(out, x []float32, n int) {
 	k, c := w.K, w.C
-	if len(x) < n*k || len(out) < n*c || len(w.data) != k*c {
+	if len(x) < n*k || len(out) < n*c || len(w.data)+len(w.half) != k*c {
 		panic(fmt.Sprintf("linalg: %d×%d by %d×%d into %d floats: sizes disagree", n, k, k, c, len(out)))
 	}
-	if w.kern == nil || n == 0 || k == 0 {
+	if n == 0 || k == 0 {
+		return
+	}
+	if w.half != nil {
+		w.mulAddHalf(out, x, n)
+		return
+	}
+	if w.kern == nil {
 		MulAdd(out, x, w.data, n, k, c)
 		return
 	}
@@ -109,6 +176,48 @@ func (w Packed) MulAdd(out, x []float32, n int) {
 		}
 	}
 }
+
+// mulAddHalf is MulAdd over binary16 panels. The rows left over
+// by the blocks are done as one more block, copied into a workspace whose
+// other rows are zero: a block costs about what one row does, the kernel
+// keeping one row's sums waiting on each other.
+func (w Packed) mulAddHalf(out, x []float32, n int) {
+	k, c, width := w.K, w.C, w.kern.Width
+	full := n / halfRows * halfRows
+	last := w.kern.blockHalf
+	if n-full <= 4 {
+		last = w.kern.blockHalf4
+	}
+	var tail []float32 // halfRows rows of x, then halfRows of out
+	if full < n {
+		buf := tails.Get().(*[]float32)
+		defer tails.Put(buf)
+		if size := halfRows * (k + width); cap(*buf) < size {
+			*buf = make([]float32, size)
+		}
+		tail = (*buf)[:halfRows*(k+width)]
+		clear(tail[copy(tail, x[full*k:n*k]) : halfRows*k])
+	}
+	for j := 0; j < c; j += width {
+		panel := &w.half[j*k]
+		for r := 0; r < full; r += halfRows {
+			w.kern.blockHalf(k, &x[r*k], k, panel, &out[r*c+j], c)
+		}
+		if tail != nil {
+			sums := tail[halfRows*k:]
+			for r := full; r < n; r++ {
+				copy(sums[(r-full)*width:], out[r*c+j:r*c+j+width])
+			}
+			last(k, &tail[0], k, panel, &sums[0], width)
+			for r := full; r < n; r++ {
+				copy(out[r*c+j:r*c+j+width], sums[(r-full)*width:])
+			}
+		}
+	}
+}
+
+// tails holds mulAddHalf's workspaces.
+var tails = sync.Pool{New: func() any { return new([]float32) }}
 
 // MulAdd adds x·w to out by gonum's kernel: x is n×k, w is k×c and out
 // n×c, all row-major.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -32,6 +33,73 @@ func TestMulAddAgreesWithGonum(t *testing.T) {
 					agree(t, fmt.Sprintf("%s n=%d k=%d c=%d", kern.Name, n, k, c), got, want)
 				}
 			}
+		}
+	}
+}
+
+// Binary16 panels give the products of the widened matrix packed as
+// float32, to the bit, for every kernel and gonum's: whole blocks of rows
+// and the rows left over, and columns that fill no whole panel.
+func TestPackHalfIsPackOfTheWidenedMatrix(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	halves := 0
+	for _, kern := range append(Kernels(), nil) {
+		for _, n := range []int{1, 2, 5, 6, 7, 10, 12, 53} {
+			for _, k := range []int{1, 7, 256} {
+				for _, c := range []int{16, 17, 64, 512} {
+					w := make([]uint16, k*c)
+					for i := range w {
+						// Normal values of weights' size and some subnormal ones.
+						w[i] = uint16(r.IntN(0x7800)) | uint16(r.IntN(2))<<15
+					}
+					x, bias := random(r, n*k), random(r, n*c)
+					got, want := append([]float32(nil), bias...), append([]float32(nil), bias...)
+					p := PackHalf(w, k, c, kern)
+					if p.half != nil {
+						halves++
+					}
+					p.MulAdd(got, x, n)
+					Pack(Widen(w), k, c, kern).MulAdd(want, x, n)
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s n=%d k=%d c=%d: [%d] = %g, widened %g", KernelName(kern), n, k, c, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+	if hasHalf := slices.ContainsFunc(Kernels(), func(k *Kernel) bool { return k.blockHalf != nil }); hasHalf != (halves > 0) {
+		t.Fatalf("%d products over binary16 panels; a kernel with them: %t", halves, hasHalf)
+	}
+}
+
+// Every binary16 value, zeros, subnormals, infinities and NaNs included,
+// widens to the float32 the CPU's conversion gives.
+func TestWidenEveryHalf(t *testing.T) {
+	w := make([]uint16, 1<<16)
+	for i := range w {
+		w[i] = uint16(i)
+	}
+	wide := Widen(w)
+	for _, kern := range Kernels() {
+		if kern.blockHalf == nil {
+			continue
+		}
+		// x = 1 with sums of zero: each sum is one product, the weight.
+		out := make([]float32, halfRows*len(w))
+		x := []float32{1, 1, 1, 1, 1, 1}
+		PackHalf(w, 1, len(w), kern).MulAdd(out, x, halfRows)
+		for i, h := range w {
+			got, want := out[i], wide[i]
+			if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) && !(got == 0 && want == 0) {
+				t.Fatalf("%s: binary16 %#04x widened to %g (%#08x), the CPU's %g (%#08x)", kern.Name, h, want, math.Float32bits(want), got, math.Float32bits(got))
+			}
+		}
+	}
+	for h, want := range map[uint16]float32{0x3c00: 1, 0xc000: -2, 0x7bff: 65504, 0x0001: 0x1p-24, 0x0400: 0x1p-14, 0x3555: 0.33325195} {
+		if got := wide[h]; got != want {
+			t.Errorf("binary16 %#04x widened to %g, want %g", h, got, want)
 		}
 	}
 }
@@ -217,8 +285,12 @@ func TestBoundsAreChecked(t *testing.T) {
 			"short out":     func() { p.MulAdd(make([]float32, 4*64-1), make([]float32, 4*8), 4) },
 			"short matrix":  func() { Dots(make([]float32, 4), make([]float32, 4*16-1), make([]float32, 16), kern) },
 			"short weights": func() { Pack(make([]float32, 8*64-1), 8, 64, kern) },
-			"short scores":  func() { DotsBatch(make([]float32, 2*4-1), make([]float32, 4*16), make([]float32, 2*16), 16, kern) },
-			"ragged batch":  func() { DotsBatch(make([]float32, 2*4), make([]float32, 4*16), make([]float32, 2*16-1), 16, kern) },
+			"short halves":  func() { PackHalf(make([]uint16, 8*64-1), 8, 64, kern) },
+			"short x, halves": func() {
+				PackHalf(make([]uint16, 8*64), 8, 64, kern).MulAdd(make([]float32, 7*64), make([]float32, 7*8-1), 7)
+			},
+			"short scores": func() { DotsBatch(make([]float32, 2*4-1), make([]float32, 4*16), make([]float32, 2*16), 16, kern) },
+			"ragged batch": func() { DotsBatch(make([]float32, 2*4), make([]float32, 4*16), make([]float32, 2*16-1), 16, kern) },
 			"short parallel": func() {
 				DotsParallel(make([]float32, parallelBytes/64), make([]float32, parallelBytes/4-1), make([]float32, 16), kern)
 			},
@@ -252,19 +324,26 @@ func random(r *rand.Rand, n int) []float32 {
 }
 
 // BenchmarkMulAdd measures the builtin model's dense layers for a 10- and
-// a 53-token input, per kernel, in multiply-adds per second.
+// a 53-token input, per kernel, over float32 and binary16 panels, in
+// multiply-adds per second.
 func BenchmarkMulAdd(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, kern := range append(Kernels(), nil) {
 		for _, s := range [][3]int{{10, 512, 1536}, {10, 1536, 512}, {53, 512, 1536}} {
 			n, k, c := s[0], s[1], s[2]
-			x, out, p := random(r, n*k), make([]float32, n*c), Pack(random(r, k*c), k, c, kern)
-			b.Run(fmt.Sprintf("kernel=%s/%dx%dx%d", KernelName(kern), n, k, c), func(b *testing.B) {
-				for b.Loop() {
-					p.MulAdd(out, x, n)
-				}
-				b.ReportMetric(float64(n*k*c)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
-			})
+			x, out, w := random(r, n*k), make([]float32, n*c), random(r, k*c)
+			half := make([]uint16, len(w))
+			for i := range half {
+				half[i] = uint16(r.IntN(0x7800)) | uint16(r.IntN(2))<<15
+			}
+			for name, p := range map[string]Packed{"float32": Pack(w, k, c, kern), "binary16": PackHalf(half, k, c, kern)} {
+				b.Run(fmt.Sprintf("kernel=%s/%s/%dx%dx%d", KernelName(kern), name, n, k, c), func(b *testing.B) {
+					for b.Loop() {
+						p.MulAdd(out, x, n)
+					}
+					b.ReportMetric(float64(n*k*c)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+				})
+			}
 		}
 	}
 }
