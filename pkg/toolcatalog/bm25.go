@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -126,6 +127,9 @@ func (m stems) terms(s string) []string {
 		if !ok {
 			st = text.Stem(w)
 			if m != nil {
+				// A term the index keeps holds no part of another
+				// tool's text (w may be a substring of s).
+				st = strings.Clone(st)
 				m[w] = st
 			}
 		}

@@ -77,10 +77,25 @@ func Parts(text string) []string {
 	return out
 }
 
-// appendParts appends w's parts (see Parts) to out.
+// appendParts appends w's parts (see Parts) to out: substrings of w, and
+// w itself when it has one part, as a word without both letters and
+// digits has.
 func appendParts(out []string, w string) []string {
-	rs := []rune(w)
-	start := 0
+	var letters, digits bool
+	for _, r := range w {
+		letters = letters || unicode.IsLetter(r)
+		digits = digits || unicode.IsDigit(r)
+	}
+	if !letters || !digits {
+		return append(out, w)
+	}
+	// The runes of w, and where each starts in w.
+	var rs []rune
+	var offsets []int
+	for at, r := range w {
+		rs, offsets = append(rs, r), append(offsets, at)
+	}
+	start := 0 // where the part starts in w
 	for i := 1; i < len(rs); i++ {
 		prevDigit, digit := unicode.IsDigit(rs[i-1]), unicode.IsDigit(rs[i])
 		if prevDigit == digit || !unicode.IsLetter(rs[i-1]) && !prevDigit || !unicode.IsLetter(rs[i]) && !digit {
@@ -93,11 +108,11 @@ func appendParts(out []string, w string) []string {
 			cut = i-runStart(rs, i) >= 3
 		}
 		if cut {
-			out = append(out, string(rs[start:i]))
-			start = i
+			out = append(out, w[start:offsets[i]])
+			start = offsets[i]
 		}
 	}
-	return append(out, string(rs[start:]))
+	return append(out, w[start:])
 }
 
 // letterRun is how many letters rs starts with.

@@ -2,6 +2,7 @@ package text
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -60,10 +61,21 @@ func TestPartsSplitsDigitsFromWords(t *testing.T) {
 		{"v2_convert", []string{"v2", "convert"}},
 		{"getPowerOutput", []string{"get", "power", "output"}},
 		{"mp3 h264 3d v2 2022", []string{"mp3", "h264", "3d", "v2", "2022"}},
+		{"größe2liter", []string{"größe", "2", "liter"}},
+		{"ĳ2ĳĳ", []string{"ij2", "ijij"}},
+		{"\xff2abc", []string{"2", "abc"}},
 	}
 	for _, tt := range tests {
 		if got := Parts(tt.in); !slices.Equal(got, tt.want) {
 			t.Errorf("Parts(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	// A word's parts, put together, are the word, whatever its runes.
+	for _, in := range []string{"abc123def", "日本2語", "x\u0301y2zz", "a\xffb9cc", "٣abc"} {
+		for _, w := range Words(in) {
+			if got := strings.Join(Parts(w), ""); got != w {
+				t.Errorf("the parts of %q join to %q", w, got)
+			}
 		}
 	}
 	// Words, which the lexical embedder's vectors depend on, is unchanged.
