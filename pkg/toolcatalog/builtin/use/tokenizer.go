@@ -94,10 +94,10 @@ type match struct {
 	id, length int
 }
 
-// prefixes returns the pieces that start the symbols, shortest first, or
-// the unknown piece (id 0, one symbol) when none does.
-func (t *Tokenizer) prefixes(symbols []rune) []match {
-	var out []match
+// prefixes appends to out the pieces that start the symbols, shortest
+// first, or the unknown piece (id 0, one symbol) when none does.
+func (t *Tokenizer) prefixes(out []match, symbols []rune) []match {
+	out = out[:0]
 	n := t.root
 	for i, r := range symbols {
 		next, ok := n.children[r]
@@ -125,32 +125,26 @@ func (t *Tokenizer) Encode(text string) []int {
 	}
 	symbols := []rune(separator + strings.ReplaceAll(text, " ", separator))
 
-	// ending[e] lists the pieces that end at position e, by start.
-	type candidate struct {
-		start int
-		m     match
-	}
-	ending := make([][]candidate, len(symbols)+1)
-	for i := range symbols {
-		for _, m := range t.prefixes(symbols[i:]) {
-			ending[i+m.length] = append(ending[i+m.length], candidate{start: i, m: m})
-		}
-	}
+	// best[e] is the best score of a segmentation of symbols[:e] and
+	// words[e] the piece that ends it. The pieces ending at e are visited
+	// by start, ascending, as the reference visits them, keeping the last
+	// of equal scores; a best of exactly 0 counts as unset. best[i] is
+	// final when the pieces starting at i are visited: every piece that
+	// ends at i starts before it.
 	best := make([]float64, len(symbols)+1)
 	words := make([]int, len(symbols)+1)
-	for end := range ending {
-		// The reference visits starts in ascending order and keeps the
-		// last of equal scores; a best of exactly 0 counts as unset.
-		cands := ending[end]
-		sortByStart(cands, func(c candidate) int { return c.start })
-		for _, c := range cands {
-			score := t.pieces[c.m.id].score + best[end-c.m.length]
-			if c.m.id == 0 {
-				score = best[end-c.m.length]
+	var matches []match
+	for i := range symbols {
+		matches = t.prefixes(matches, symbols[i:])
+		for _, m := range matches {
+			end := i + m.length
+			score := t.pieces[m.id].score + best[i]
+			if m.id == 0 {
+				score = best[i]
 			}
 			if best[end] == 0 || score >= best[end] {
 				best[end] = score
-				words[end] = c.m.id
+				words[end] = m.id
 			}
 		}
 	}
@@ -172,14 +166,4 @@ func (t *Tokenizer) Encode(text string) []int {
 		merged[i], merged[j] = merged[j], merged[i]
 	}
 	return merged
-}
-
-// sortByStart orders candidates by start (insertion sort: lists are short
-// and already nearly ordered).
-func sortByStart[T any](xs []T, key func(T) int) {
-	for i := 1; i < len(xs); i++ {
-		for j := i; j > 0 && key(xs[j]) < key(xs[j-1]); j-- {
-			xs[j], xs[j-1] = xs[j-1], xs[j]
-		}
-	}
 }
