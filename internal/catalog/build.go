@@ -106,7 +106,10 @@ func BuildDocument(in BuildInput) (Build, error) {
 	}
 
 	b := Build{Document: doc, Vectors: map[string][]byte{}, Metadata: map[string][]byte{}}
-	b.Blocked = mixedModels(in, doc, inDoc)
+	// In name order, as sealing leaves them: plans come in name order, so
+	// this is about one pass over them.
+	slices.SortFunc(doc.Tools, func(a, b contract.Tool) int { return strings.Compare(a.Name, b.Name) })
+	b.Blocked = mixedModels(in, doc)
 	if in.Stored.DocErr != nil {
 		// Publishing over it would drop every entry that cannot be
 		// rebuilt from a ToolDefinition right now.
@@ -156,18 +159,14 @@ func BuildDocument(in BuildInput) (Build, error) {
 	return b, nil
 }
 
-// mixedModels explains why the document's tools would carry vectors of
-// another model or length than the configured one, or returns "". With no
-// configured length, the document takes the length of the first tool in
-// name order that has one.
-func mixedModels(in BuildInput, doc *contract.Document, inDoc map[string]bool) string {
-	names := make([]string, 0, len(inDoc))
-	for name := range inDoc {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+// mixedModels explains why the document's tools, sorted by name, would
+// carry vectors of another model or length than the configured one, or
+// returns "". With no configured length, the document takes the length of
+// the first tool in name order that has one.
+func mixedModels(in BuildInput, doc *contract.Document) string {
 	var others []string
-	for _, name := range names {
+	for i := range doc.Tools {
+		name := doc.Tools[i].Name
 		model, dims := vectorModel(in, name)
 		if doc.Embedding.Dimensions == 0 {
 			doc.Embedding.Dimensions = dims

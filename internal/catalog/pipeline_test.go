@@ -850,3 +850,47 @@ func recordFor(o *Outcome, object string, have *v1alpha1.CatalogEmbeddingStatus)
 	rec, _ := o.Records().For(object, have)
 	return rec
 }
+
+// A Selector takes the last call's order when the same names come again,
+// and the selection stays in name order whatever changes under it: the
+// objects listed in another order, a tool renamed, one gone and another
+// come (the same count), one in conflict.
+func TestSelectorKeepsNameOrder(t *testing.T) {
+	tds := pointers(benchTools(40))
+	sel := &Selector{}
+	check := func(what string) {
+		t.Helper()
+		got, err := sel.Select(tds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := (&Selector{}).Select(tds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := func(s Selection) []string {
+			var out []string
+			for _, tool := range s.Tools {
+				out = append(out, tool.Entry.Name)
+			}
+			return out
+		}
+		if !slices.Equal(names(got), names(want)) || !slices.IsSorted(names(got)) {
+			t.Fatalf("%s: selected %v, want %v", what, names(got), names(want))
+		}
+	}
+	check("first")
+	slices.Reverse(tds)
+	check("listed in another order")
+	renamed := tds[5].DeepCopy()
+	renamed.Spec.Name, renamed.Generation = "aaa_renamed", renamed.Generation+1
+	tds[5] = renamed
+	check("a tool renamed")
+	gone := benchTools(41)[40]
+	tds[9] = &gone
+	check("one gone and another come")
+	twin := tds[12].DeepCopy()
+	twin.Name, twin.UID = twin.Name+"-twin", twin.UID+"-twin"
+	tds = append(tds[:13], twin)
+	check("a name in conflict")
+}

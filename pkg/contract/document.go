@@ -233,8 +233,10 @@ func (d *Document) contentHash(digests []string) (string, error) {
 	}
 	sum := sha256.New()
 	sum.Write(canon)
+	var line []byte
 	for i := range d.Tools {
-		fmt.Fprintf(sum, "\n%s %s", d.Tools[i].Name, digests[i])
+		line = append(append(append(append(line[:0], '\n'), d.Tools[i].Name...), ' '), digests[i]...)
+		sum.Write(line)
 	}
 	return hex.EncodeToString(sum.Sum(nil)), nil
 }
