@@ -275,18 +275,40 @@ func Write(ctx context.Context, c redis.UniversalClient, k Keys, u Update) error
 // update.
 func diff(u Update) (set map[string][]byte, removed []string, change Change, err error) {
 	change = Change{Version: u.Document.Version, Updated: []string{}, Removed: []string{}, Before: map[string]Entry{}}
-	var before map[string]Entry
+	// The previous document's tools by name, as positions: at 50,000
+	// tools a map of their entries is 25 MB to build for every version.
+	var at map[string]int
 	if u.Previous != nil {
-		before = u.Previous.Entries()
+		at = make(map[string]int, len(u.Previous.Tools))
+		for i := range u.Previous.Tools {
+			at[u.Previous.Tools[i].Name] = i
+		}
 		h := u.Previous.Head()
 		change.HeadBefore = &h
+	}
+	// listed marks the previous tools the document lists; fresh holds
+	// the names it lists that the previous one did not.
+	listed := make([]bool, len(at))
+	fresh := map[string]bool{}
+	inDoc := func(name string) bool {
+		j, had := at[name]
+		return fresh[name] || had && listed[j]
 	}
 	set = map[string][]byte{}
 	updated := map[string]bool{}
 	for i := range u.Document.Tools {
 		e := u.Document.Entry(i)
-		old, had := before[e.Name]
-		if had && old.Equal(e) && !u.Rewrite {
+		j, had := at[e.Name]
+		if inDoc(e.Name) {
+			// P:tools holds one entry a name: the head's count would lie.
+			return nil, nil, change, fmt.Errorf("the document lists tool %s twice", e.Name)
+		}
+		if had {
+			listed[j] = true
+		} else {
+			fresh[e.Name] = true
+		}
+		if had && u.Previous.Entry(j).Equal(e) && !u.Rewrite {
 			continue
 		}
 		if set[e.Name], err = json.Marshal(e); err != nil {
@@ -295,34 +317,26 @@ func diff(u Update) (set map[string][]byte, removed []string, change Change, err
 		updated[e.Name] = true
 	}
 	for name := range u.Vectors {
-		if _, ok := before[name]; ok || set[name] != nil {
+		if _, ok := at[name]; ok || set[name] != nil {
 			updated[name] = true
 		}
 	}
-	inDoc := map[string]bool{}
-	for _, t := range u.Document.Tools {
-		if inDoc[t.Name] {
-			// P:tools holds one entry a name: the head's count would lie.
-			return nil, nil, change, fmt.Errorf("the document lists tool %s twice", t.Name)
-		}
-		inDoc[t.Name] = true
-	}
-	for name := range before {
-		if !inDoc[name] {
+	for name := range at {
+		if !inDoc(name) {
 			removed = append(removed, name)
 		}
 	}
 	sort.Strings(removed)
 	for name := range updated {
-		if inDoc[name] {
+		if inDoc(name) {
 			change.Updated = append(change.Updated, name)
 		}
 	}
 	sort.Strings(change.Updated)
 	change.Removed = append(change.Removed, removed...)
 	for _, name := range append(slices.Clone(change.Updated), removed...) {
-		if e, ok := before[name]; ok {
-			change.Before[name] = e
+		if j, ok := at[name]; ok {
+			change.Before[name] = u.Previous.Entry(j)
 		}
 	}
 	return set, removed, change, nil
