@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"sort"
 	"strconv"
@@ -370,11 +369,12 @@ func ParseEntry(name string, data []byte) (Entry, error) {
 // NormalizeTool), so no JSON is encoded to compute it.
 func (e Entry) Digest() (string, error) {
 	h := sha256.New()
+	// Each field is its length (8 bytes, little-endian), then itself,
+	// written from one buffer: the hash copies a string it is given.
+	var buf []byte
 	field := func(s string) {
-		var n [8]byte
-		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		io.WriteString(h, s)
+		buf = append(binary.LittleEndian.AppendUint64(buf[:0], uint64(len(s))), s...)
+		h.Write(buf)
 	}
 	flag := func(b bool) {
 		if b {
