@@ -13,6 +13,23 @@
 //
 // The Go code checks every bound before calling them (linalg.go).
 
+// HALFARGS loads the arguments of a binary16 block kernel (block6x256h,
+// block4x256h): k in CX, rows of x at SI, SI+R8, R11 and R11+R8 (R8 the
+// row stride in bytes), the panel at DI, the sums at DX and AX (R10 their
+// row stride in bytes). It stands before any TEXT, where vet's argument
+// check reads it as no function's.
+#define HALFARGS \
+	MOVQ k+0(FP), CX; \
+	MOVQ x+8(FP), SI; \
+	MOVQ ldx+16(FP), R8; \
+	MOVQ w+24(FP), DI; \
+	MOVQ out+32(FP), DX; \
+	MOVQ ldo+40(FP), R10; \
+	SHLQ $2, R8; \
+	SHLQ $2, R10; \
+	LEAQ (SI)(R8*2), R11; \
+	MOVQ DX, AX
+
 // STORE4SUMS writes the totals of the eight-float sums in Y0–Y3, one
 // row's each, to the four floats at DX: pairwise sums leave row r's total
 // in lane r of each 128-bit half.
@@ -389,30 +406,26 @@ dots4i8_sum:
 	VFMADD231PS Y14, Y12, a0; \
 	VFMADD231PS Y14, Y13, a1
 
+// HSTEP4 widens the panel's next row into Y12–Y13 and adds it, times x,
+// to the sums of the first four rows, Y0–Y7.
+#define HSTEP4 \
+	VCVTPH2PS 0(DI), Y12; \
+	VCVTPH2PS 16(DI), Y13; \
+	HSTEP((SI), Y0, Y1); \
+	HSTEP((SI)(R8*1), Y2, Y3); \
+	HSTEP((R11), Y4, Y5); \
+	HSTEP((R11)(R8*1), Y6, Y7)
+
 // func block6x256h(k int, x *float32, ldx int, w *uint16, out *float32, ldo int)
 TEXT ·block6x256h(SB), NOSPLIT, $0-48
-	MOVQ k+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ ldx+16(FP), R8
-	MOVQ w+24(FP), DI
-	MOVQ out+32(FP), DX
-	MOVQ ldo+40(FP), R10
-	SHLQ $2, R8
-	SHLQ $2, R10
-	// Rows of x at SI, SI+R8, R11, R11+R8, R12, R12+R8.
-	LEAQ (SI)(R8*2), R11
+	HALFARGS
+	// Rows five and six at R12 and R12+R8.
 	LEAQ (R11)(R8*2), R12
-	MOVQ DX, AX
 	LOAD2ROWS(Y0, Y1, Y2, Y3)
 	LOAD2ROWS(Y4, Y5, Y6, Y7)
 	LOAD2ROWS(Y8, Y9, Y10, Y11)
 block6x256h_loop:
-	VCVTPH2PS 0(DI), Y12
-	VCVTPH2PS 16(DI), Y13
-	HSTEP((SI), Y0, Y1)
-	HSTEP((SI)(R8*1), Y2, Y3)
-	HSTEP((R11), Y4, Y5)
-	HSTEP((R11)(R8*1), Y6, Y7)
+	HSTEP4
 	HSTEP((R12), Y8, Y9)
 	HSTEP((R12)(R8*1), Y10, Y11)
 	ADDQ $4, SI
@@ -430,26 +443,11 @@ block6x256h_loop:
 
 // func block4x256h(k int, x *float32, ldx int, w *uint16, out *float32, ldo int)
 TEXT ·block4x256h(SB), NOSPLIT, $0-48
-	MOVQ k+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ ldx+16(FP), R8
-	MOVQ w+24(FP), DI
-	MOVQ out+32(FP), DX
-	MOVQ ldo+40(FP), R10
-	SHLQ $2, R8
-	SHLQ $2, R10
-	// Rows of x at SI, SI+R8, R11, R11+R8.
-	LEAQ (SI)(R8*2), R11
-	MOVQ DX, AX
+	HALFARGS
 	LOAD2ROWS(Y0, Y1, Y2, Y3)
 	LOAD2ROWS(Y4, Y5, Y6, Y7)
 block4x256h_loop:
-	VCVTPH2PS 0(DI), Y12
-	VCVTPH2PS 16(DI), Y13
-	HSTEP((SI), Y0, Y1)
-	HSTEP((SI)(R8*1), Y2, Y3)
-	HSTEP((R11), Y4, Y5)
-	HSTEP((R11)(R8*1), Y6, Y7)
+	HSTEP4
 	ADDQ $4, SI
 	ADDQ $4, R11
 	ADDQ $32, DI
