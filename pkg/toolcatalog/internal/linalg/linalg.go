@@ -177,10 +177,11 @@ func (w Packed) MulAdd(out, x []float32, n int) {
 	}
 }
 
-// mulAddHalf is MulAdd over binary16 panels. The rows left over
-// by the blocks are done as one more block, copied into a workspace whose
-// other rows are zero: a block costs about what one row does, the kernel
-// keeping one row's sums waiting on each other.
+// mulAddHalf is MulAdd over binary16 panels. The rows left over by the
+// blocks of six are done as one more block, of four rows when that takes
+// them, copied into a workspace whose other rows are zero: a block of
+// four costs about what one row would, a row's sums waiting on each
+// other.
 func (w Packed) mulAddHalf(out, x []float32, n int) {
 	k, c, width := w.K, w.C, w.kern.Width
 	full := n / halfRows * halfRows
