@@ -54,7 +54,8 @@ const (
 // it to Redis as versions.
 type ToolCatalogReconciler struct {
 	client.Client
-	// APIReader reads Secrets without caching them.
+	// APIReader reads Secrets without caching them, and the
+	// ToolDefinitions a deleted catalog's cleanup must see as they are.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	// Redis holds one client per catalog.
@@ -256,20 +257,28 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 	}
 	// No record is written from here on: the records left are removed.
 	r.records().forget(client.ObjectKeyFromObject(tc))
-	list := &v1alpha1.ToolDefinitionList{}
-	if err := r.List(ctx, list, client.InNamespace(tc.Namespace)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing ToolDefinitions: %w", err)
-	}
 	selecting, err := selectingCatalogs(ctx, r.Client, tc.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	for i := range list.Items {
-		if recordOf(&list.Items[i], tc.Name) != nil {
-			others := slices.DeleteFunc(selecting(&list.Items[i]), func(name string) bool { return name == tc.Name })
-			if err := r.applyRecord(ctx, tc, &list.Items[i], nil, others); err != nil {
-				return ctrl.Result{}, err
+	// The ToolDefinitions are listed from the API server, a page at a
+	// time, not from the cache: a record written just before forget may
+	// not have reached the cache yet, and would be left behind.
+	list := &v1alpha1.ToolDefinitionList{}
+	for {
+		if err := r.APIReader.List(ctx, list, client.InNamespace(tc.Namespace), client.Limit(cleanupPage), client.Continue(list.Continue)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("listing ToolDefinitions: %w", err)
+		}
+		for i := range list.Items {
+			if recordOf(&list.Items[i], tc.Name) != nil {
+				others := slices.DeleteFunc(selecting(&list.Items[i]), func(name string) bool { return name == tc.Name })
+				if err := r.applyRecord(ctx, tc, &list.Items[i], nil, others); err != nil {
+					return ctrl.Result{}, err
+				}
 			}
+		}
+		if list.Continue == "" {
+			break
 		}
 	}
 	r.catalogs().Forget(catalogID(tc))
@@ -284,6 +293,10 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 	}
 	return ctrl.Result{}, nil
 }
+
+// cleanupPage is how many ToolDefinitions a deleted catalog's cleanup
+// reads from the API server at a time.
+const cleanupPage = 500
 
 func (r *ToolCatalogReconciler) deleteKeys(ctx context.Context, tc *v1alpha1.ToolCatalog) error {
 	if catalogconfig.CheckKeyPrefix(tc) != nil {
