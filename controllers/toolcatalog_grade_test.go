@@ -56,7 +56,10 @@ func TestSelfGradingNamesConfusableTools(t *testing.T) {
 		g.Expect(testutil.ToFloat64(metrics.SelfRecall.WithLabelValues(ns + "/graded"))).To(BeNumerically("~", recall, 0.001))
 		g.Expect(testutil.ToFloat64(metrics.Quality.WithLabelValues(ns+"/graded", "confusable_pairs"))).To(Equal(1.0))
 	}).Should(Succeed())
-	g.Expect(hasEvent(eventsFor(g, ns, "graded"), corev1.EventTypeWarning, v1alpha1.ReasonConfusableTools)).NotTo(BeNil())
+	// Events are sent on their own, after the status.
+	g.Eventually(func(g Gomega) {
+		g.Expect(hasEvent(eventsFor(g, ns, "graded"), corev1.EventTypeWarning, v1alpha1.ReasonConfusableTools)).NotTo(BeNil())
+	}).Should(Succeed())
 
 	// Both ToolDefinitions name the other tool and the similarity.
 	for name, other := range map[string]string{"lookup": "find_customer", "find": "lookup_customer"} {

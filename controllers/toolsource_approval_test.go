@@ -114,9 +114,12 @@ func TestToolSourceRequireApprovalHoldsUpstreamChanges(t *testing.T) {
 	g.Expect(pending["crm_find_contact"].Diff).To(ContainSubstring(wholeChange))
 	g.Expect(pending["crm_delete_contact"].Diff).To(HaveSuffix("+annotations:\n+    destructiveHint: true\n"))
 	g.Expect(pending["crm_export_contacts"].Diff).To(ContainSubstring("+    Export every contact with their private notes.\n+parameters:\n"))
-	ev := hasEvent(eventsFor(g, ns, "crm"), corev1.EventTypeWarning, v1alpha1.ReasonChangePending)
-	g.Expect(ev).NotTo(BeNil())
-	g.Expect(ev.Note).To(ContainSubstring(want["crm_find_contact"].SpecHash[:12]))
+	// Events are sent on their own, after the status.
+	g.Eventually(func(g Gomega) {
+		ev := hasEvent(eventsFor(g, ns, "crm"), corev1.EventTypeWarning, v1alpha1.ReasonChangePending)
+		g.Expect(ev).NotTo(BeNil())
+		g.Expect(ev.Note).To(ContainSubstring(want["crm_find_contact"].SpecHash[:12]))
+	}).Should(Succeed())
 
 	// The sync that saw the changes applied none: the ToolDefinitions keep
 	// the approved content and say what waits, and Redis serves the same
@@ -129,7 +132,9 @@ func TestToolSourceRequireApprovalHoldsUpstreamChanges(t *testing.T) {
 		c := expectCondition(g, getTD(g, ns, "crm-find-contact"), v1alpha1.ConditionChangePending, metav1.ConditionTrue, v1alpha1.ReasonAwaitingApproval)
 		g.Expect(c.Message).To(ContainSubstring(want["crm_find_contact"].SpecHash))
 	}).Should(Succeed())
-	g.Expect(hasEvent(eventsFor(g, ns, "crm-find-contact"), corev1.EventTypeWarning, v1alpha1.ReasonAwaitingApproval)).NotTo(BeNil())
+	g.Eventually(func(g Gomega) {
+		g.Expect(hasEvent(eventsFor(g, ns, "crm-find-contact"), corev1.EventTypeWarning, v1alpha1.ReasonAwaitingApproval)).NotTo(BeNil())
+	}).Should(Succeed())
 	now := storedDoc(g, rc, keys)
 	g.Expect(now.Version).To(Equal(before.Version))
 	g.Expect(now.Tools).To(Equal(before.Tools))

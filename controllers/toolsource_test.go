@@ -87,7 +87,10 @@ func TestToolSourceImportsAndFollowsAnMCPServer(t *testing.T) {
 	g.Expect(search.Labels[catalogLabel]).To(Equal("imported"))
 	g.Expect(search.Spec.Source).To(Equal(&v1alpha1.ToolSourceReference{ToolSource: "docs", MCPURL: srv.URL, Tool: "search"}))
 	g.Expect(search.Spec.Annotations.Title).To(Equal("Search docs"))
-	g.Expect(hasEvent(eventsFor(g, ns, "docs"), corev1.EventTypeWarning, v1alpha1.ReasonToolsSkipped)).NotTo(BeNil())
+	// Events are sent on their own, after the status.
+	g.Eventually(func(g Gomega) {
+		g.Expect(hasEvent(eventsFor(g, ns, "docs"), corev1.EventTypeWarning, v1alpha1.ReasonToolsSkipped)).NotTo(BeNil())
+	}).Should(Succeed())
 
 	// The catalog publishes them, annotations and source included.
 	rc := redisClient(t)
