@@ -428,6 +428,10 @@ func newSelection(d int) *selection { return &selection{h: make(rankHeap, 0, d),
 // offering it.
 func (t *selection) wants(r ranked) bool { return len(t.h) < t.d || better(r, t.h[0]) }
 
+// below reports whether any entry of this score would be turned away: a
+// scan of every tool asks it first, before it reads the tool's name.
+func (t *selection) below(score float64) bool { return len(t.h) == t.d && score < t.h[0].score }
+
 // offer keeps r if it is among the best d offered so far.
 func (t *selection) offer(r ranked) {
 	switch {
@@ -600,19 +604,30 @@ func (c *Catalog) semanticRanking(unit []float32, opts Options, allowed func(str
 		scores[own.row], ownRow = own.cosine, own.row
 	}
 	d := depth(opts.TopK)
+	var candidates []int // nil: every row
 	if approximate {
-		c.rescore(scores, unit, d, opts.Threshold, allowed, ownRow)
+		candidates = c.rescore(scores, unit, d, opts.Threshold, allowed, ownRow)
 	}
 	// The best depth tools by heap selection as the scores are read:
 	// O(n log d), with no list of every tool.
 	top := newSelection(d)
-	for row, name := range c.vecNames {
+	consider := func(row int) {
 		s := float64(scores[row])
-		if opts.Threshold != nil && s < *opts.Threshold {
-			continue
+		if opts.Threshold != nil && s < *opts.Threshold || top.below(s) {
+			return
 		}
+		name := c.vecNames[row]
 		if r := (ranked{name, s, c.nameKey(row)}); top.wants(r) && allowed(name) {
 			top.offer(r)
+		}
+	}
+	if candidates != nil {
+		for _, row := range candidates {
+			consider(row)
+		}
+	} else {
+		for row := range c.vecNames {
+			consider(row)
 		}
 	}
 	return semanticScores{top: top.sorted(), cosine: scores, approximate: approximate, unit: unit}
@@ -624,8 +639,10 @@ func (c *Catalog) semanticRanking(unit []float32, opts Options, allowed func(str
 // within its row's bound of the exact one, so the d rows of the highest
 // lower bounds score at least the d-th of those, t, exactly, and a row
 // whose upper bound is under t ranks below them all: only rows reaching t
-// are scored again, typically a few times d.
-func (c *Catalog) rescore(scores, unit []float32, d int, threshold *float64, allowed func(string) bool, ownRow int) {
+// are scored again, typically a few times d. It returns those rows, the
+// only ones that may rank among the best d, or nil when it scored every
+// row exactly.
+func (c *Catalog) rescore(scores, unit []float32, d int, threshold *float64, allowed func(string) bool, ownRow int) []int {
 	bound := func(row int) float32 {
 		if row == ownRow {
 			return 0
@@ -633,11 +650,15 @@ func (c *Catalog) rescore(scores, unit []float32, d int, threshold *float64, all
 		return c.quant.Err(row)
 	}
 	lower := newSelection(d)
-	for row, name := range c.vecNames {
+	for row := range c.vecNames {
 		lo := float64(scores[row] - bound(row))
 		if threshold != nil && lo < *threshold {
 			continue // it may not pass the threshold: not one of the d
 		}
+		if lower.below(lo) {
+			continue
+		}
+		name := c.vecNames[row]
 		if r := (ranked{name, lo, c.nameKey(row)}); lower.wants(r) && allowed(name) {
 			lower.offer(r)
 		}
@@ -652,13 +673,16 @@ func (c *Catalog) rescore(scores, unit []float32, d int, threshold *float64, all
 		if ownRow >= 0 {
 			scores[ownRow] = own
 		}
-		return
+		return nil
 	}
 	t := lower.h[0].score
-	var rows []int
+	candidates, rows := []int{}, []int{}
 	for row := range c.vecNames {
-		if row != ownRow && float64(scores[row]+bound(row)) >= t {
-			rows = append(rows, row)
+		if float64(scores[row]+bound(row)) >= t {
+			candidates = append(candidates, row)
+			if row != ownRow {
+				rows = append(rows, row)
+			}
 		}
 	}
 	exact := make([]float32, len(rows))
@@ -666,6 +690,7 @@ func (c *Catalog) rescore(scores, unit []float32, d int, threshold *float64, all
 	for i, row := range rows {
 		scores[row] = exact[i]
 	}
+	return candidates
 }
 
 // exactCosines makes the cosines of rows exact, where they are not.

@@ -14,7 +14,7 @@ func row512(k int, x *float32, w *float32, out *float32)
 func dots4x512(n int, q *float32, m *float32, ld int, out *float32)
 
 //go:noescape
-func dots4i8(n int, q *float32, m *int8, ld int, out *float32)
+func dots4i8w(n int, q *int16, m *int8, ld int, out *float32)
 
 //go:noescape
 func block256(k int, x *float32, ldx int, w *float32, out *float32, ldo int)
@@ -41,8 +41,8 @@ func hasF16C() bool {
 }
 
 var (
-	avx512 = &Kernel{Name: "avx512", Width: 64, Lanes: 16, block: block512, row: row512, dots4: dots4x512, dots4i8: dots4i8}
-	avx2   = &Kernel{Name: "avx2", Width: 16, Lanes: 8, block: block256, row: row256, dots4: dots4x256, dots4i8: dots4i8}
+	avx512 = &Kernel{Name: "avx512", Width: 64, Lanes: 16, block: block512, row: row512, dots4: dots4x512, dots4i8w: dots4i8w}
+	avx2   = &Kernel{Name: "avx2", Width: 16, Lanes: 8, block: block256, row: row256, dots4: dots4x256, dots4i8w: dots4i8w}
 	// avx2Half is avx2 with binary16 panels, for a CPU with F16C.
 	avx2Half = func() *Kernel { k := *avx2; k.blockHalf, k.blockHalf4 = block6x256h, block4x256h; return &k }()
 )

@@ -29,9 +29,9 @@ type Kernel struct {
 	row   func(k int, x *float32, w *float32, out *float32)
 	// dots4 scores four rows of m, ld floats apart, against q.
 	dots4 func(n int, q *float32, m *float32, ld int, out *float32)
-	// dots4i8 scores four int8 rows of m, ld bytes apart, against q; n
-	// is a multiple of 8.
-	dots4i8 func(n int, q *float32, m *int8, ld int, out *float32)
+	// dots4i8w scores four int8 rows of m, ld bytes apart, against a
+	// query rounded to int16 (see wideQuery); n is a multiple of 16.
+	dots4i8w func(n int, q *int16, m *int8, ld int, out *float32)
 	// blockHalf does halfRows rows of x against one panel of binary16
 	// weights, widening each weight as it reads it, and blockHalf4 four
 	// rows; nil if the kernel has none.

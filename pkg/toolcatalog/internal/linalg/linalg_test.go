@@ -130,7 +130,7 @@ func TestQuantizedScoresAreWithinTheirBound(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, kern := range append(Kernels(), nil) {
 		for _, rows := range []int{1, 5, 64, 20001} {
-			for _, dims := range []int{8, 12, 24, 256} {
+			for _, dims := range []int{8, 12, 16, 24, 48, 256} {
 				m := random(r, rows*dims)
 				for row := range rows {
 					unit(m[row*dims : (row+1)*dims])
@@ -157,6 +157,28 @@ func TestQuantizedScoresAreWithinTheirBound(t *testing.T) {
 					if dims == 256 && worst > 0.02 {
 						t.Fatalf("%s dims=%d: bound %g, looser than int8 rounding allows", KernelName(kern), dims, worst)
 					}
+				}
+			}
+		}
+	}
+}
+
+// The int32 sums of the int16 query scan do not overflow at the largest
+// vectors a catalog takes, for the query and row that make them largest:
+// every value at its largest magnitude, the signs alike.
+func TestQuantizedScanOfTheLargestSumsDoesNotOverflow(t *testing.T) {
+	for _, kern := range append(Kernels(), nil) {
+		for _, dims := range []int{wideDims, wideDims + 16} {
+			row, q := make([]float32, dims), make([]float32, dims)
+			for i := range row {
+				row[i], q[i] = 1/float32(math.Sqrt(float64(dims))), -1/float32(math.Sqrt(float64(dims)))
+			}
+			qm := Quantize(slices.Concat(row, row, row, row), dims)
+			got := make([]float32, 4)
+			qm.Dots(got, q, kern)
+			for r, s := range got {
+				if math.Abs(float64(s)+1) > float64(qm.Err(r)) {
+					t.Fatalf("%s dims=%d: row %d scores %g, exactly -1 (bound %g)", KernelName(kern), dims, r, s, qm.Err(r))
 				}
 			}
 		}

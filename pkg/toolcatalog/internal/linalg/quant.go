@@ -70,7 +70,7 @@ func (qm *Quantized) Set(r int, row []float32) {
 	}
 	q := qm.data[r*qm.dims : (r+1)*qm.dims]
 	scale := top / 127
-	var residual float64
+	var residual, norm float64
 	if scale > 0 {
 		inv := 1 / scale
 		for i, x := range row {
@@ -78,16 +78,20 @@ func (qm *Quantized) Set(r int, row []float32) {
 			q[i] = int8(v + withSign(0.5, v)) // to the nearest, half away from 0
 			d := float64(x) - float64(q[i])*float64(scale)
 			residual += d * d
+			norm += float64(x) * float64(x)
 		}
 	} else {
 		clear(q)
 	}
 	qm.scale[r] = scale
-	// By Cauchy–Schwarz, a query of norm ‖q‖ scores row r within
-	// ‖q‖·‖row − scale·q[r]‖ of its exact score; the rest covers the
-	// rounding of the float32 sums, of this scan and of an exact one,
-	// each under dims·2⁻²³ of sums of magnitude about ‖q‖.
-	qm.err[r] = float32(math.Sqrt(residual)*(1+1e-6) + float64(qm.dims)*4e-7)
+	// A query q is scored as its rounding q' (see wideQuery), within
+	// ε·‖q‖ of it, so by Cauchy–Schwarz row r scores within
+	// ‖q'‖·‖row − scale·q[r]‖ + ε·‖q‖·‖row‖ of its exact score; the rest
+	// covers the rounding of the float32 sums, of this scan and of an
+	// exact one, each under dims·2⁻²³ of sums of magnitude about
+	// ‖q‖·max(1, ‖row‖).
+	eps, rowNorm := queryRounding(qm.dims), math.Sqrt(norm)
+	qm.err[r] = float32((math.Sqrt(residual)*(1+eps)+rowNorm*eps)*(1+1e-6) + float64(qm.dims)*4e-7*max(1, rowNorm))
 }
 
 // Move copies row src over row dst.
@@ -112,29 +116,64 @@ func (qm *Quantized) Dots(scores, q []float32, kern *Kernel) {
 	if len(q) != qm.dims || len(scores) != qm.Rows() {
 		panic(fmt.Sprintf("linalg: %d scores of rows of %d floats against %d rows of %d", len(scores), len(q), qm.Rows(), qm.dims))
 	}
-	// A value costs the int8 kernel about what a float costs the float
-	// kernel: the one is bound by its arithmetic, the other by memory.
-	inParallel(len(scores), 4*len(qm.data), func(lo, hi int) { qm.dots(scores[lo:hi], q, lo, kern) })
+	wide, step := wideQuery(q)
+	// An int8 scan is split as a float scan of the same rows would be: a
+	// value costs it about what a float costs the float kernel.
+	inParallel(len(scores), 4*len(qm.data), func(lo, hi int) { qm.dots(scores[lo:hi], wide, step, lo, kern) })
 }
 
-// dots scores rows from first on, as many as scores holds.
-func (qm *Quantized) dots(scores, q []float32, first int, kern *Kernel) {
+// wideMax is the largest magnitude of a query value rounded to int16: the
+// int32 sums of dots4i8w stay under 2³¹ for rows of up to wideDims values.
+const (
+	wideMax  = 8191
+	wideDims = 16384
+)
+
+// wideQuery rounds q to int16 values wide[i] ≈ q[i]/step, the largest
+// magnitude wideMax. Each is within step/2 (and a float32 rounding) of
+// q[i]/step, so the rounded query is within queryRounding(len(q))·‖q‖ of q.
+func wideQuery(q []float32) (wide []int16, step float32) {
+	var top float32
+	for _, x := range q {
+		top = max(top, abs(x))
+	}
+	wide = make([]int16, len(q))
+	if top == 0 {
+		return wide, 0
+	}
+	step = top / wideMax
+	inv := 1 / step
+	for i, x := range q {
+		v := min(max(x*inv, -wideMax), wideMax)
+		wide[i] = int16(v + withSign(0.5, v))
+	}
+	return wide, step
+}
+
+// queryRounding bounds ‖q − step·wide‖/‖q‖ for a query of dims values
+// rounded by wideQuery: √dims half-steps, a step at most ‖q‖/wideMax,
+// with room for the float32 rounding of q[i]/step.
+func queryRounding(dims int) float64 { return 0.501 * math.Sqrt(float64(dims)) / wideMax }
+
+// dots scores rows from first on, as many as scores holds, against the
+// query wide·step.
+func (qm *Quantized) dots(scores []float32, wide []int16, step float32, first int, kern *Kernel) {
 	dims := qm.dims
 	r := 0
-	if kern != nil && kern.dots4i8 != nil && dims%8 == 0 {
+	if kern != nil && kern.dots4i8w != nil && dims%16 == 0 && dims <= wideDims {
 		for ; r+4 <= len(scores); r += 4 {
-			kern.dots4i8(dims, &q[0], &qm.data[(first+r)*dims], dims, &scores[r])
+			kern.dots4i8w(dims, &wide[0], &qm.data[(first+r)*dims], dims, &scores[r])
 		}
 	}
 	for ; r < len(scores); r++ {
-		var s float32
+		var s int64
 		for i, v := range qm.data[(first+r)*dims : (first+r+1)*dims] {
-			s += q[i] * float32(v)
+			s += int64(wide[i]) * int64(v)
 		}
-		scores[r] = s
+		scores[r] = float32(s)
 	}
 	for r := range scores {
-		scores[r] *= qm.scale[first+r]
+		scores[r] *= step * qm.scale[first+r]
 	}
 }
 
