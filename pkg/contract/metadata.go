@@ -1,9 +1,8 @@
 package contract
 
 import (
-	"encoding/json"
 	"fmt"
-	"strings"
+	"github.com/segmentio/encoding/json"
 	"time"
 )
 
@@ -25,8 +24,7 @@ type Metadata struct {
 // identity fields are errors, which make the tool stale.
 func ParseMetadata(data string) (*Metadata, error) {
 	m := &Metadata{}
-	dec := json.NewDecoder(strings.NewReader(data))
-	if err := dec.Decode(m); err != nil {
+	if err := json.Unmarshal([]byte(data), m); err != nil {
 		return nil, fmt.Errorf("parsing tool metadata: %w", err)
 	}
 	if m.SpecHash == "" || m.Model == "" {

@@ -1,7 +1,7 @@
 package contract
 
 import (
-	"encoding/json"
+	"github.com/segmentio/encoding/json"
 	"sort"
 )
 
@@ -26,6 +26,8 @@ func Parameters(schema json.RawMessage) []Parameter {
 		Properties map[string]json.RawMessage `json:"properties"`
 		Required   []string                   `json:"required"`
 	}
+	// A map the decoder is given is filled, not made at its default size.
+	s.Properties = make(map[string]json.RawMessage, 8)
 	if len(schema) == 0 || json.Unmarshal(schema, &s) != nil {
 		return nil
 	}
@@ -37,12 +39,13 @@ func Parameters(schema json.RawMessage) []Parameter {
 	}
 	out := make([]Parameter, 0, len(s.Properties))
 	for name, raw := range s.Properties {
-		var p struct {
-			Description string `json:"description"`
-		}
-		// A property that is not an object (true, say) has no description.
+		// Each property is read once, its fields kept raw; a property
+		// that is not an object (true, say) has none.
+		var p property
 		_ = json.Unmarshal(raw, &p)
-		out = append(out, Parameter{Name: name, Description: p.Description, Required: required[name], Enum: enumOf(raw)})
+		var description string
+		_ = json.Unmarshal(p.Description, &description)
+		out = append(out, Parameter{Name: name, Description: description, Required: required[name], Enum: p.enum()})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Required != out[j].Required {
@@ -53,21 +56,27 @@ func Parameters(schema json.RawMessage) []Parameter {
 	return out
 }
 
-// enumOf reads the string values of a property's enum, or of its items'
-// enum; values of other types, and a malformed enum, are left out.
-func enumOf(raw json.RawMessage) []string {
-	var p struct {
-		Enum  []json.RawMessage `json:"enum"`
-		Items struct {
-			Enum []json.RawMessage `json:"enum"`
-		} `json:"items"`
+// property is a property of a schema, its fields as they are written.
+type property struct {
+	Description json.RawMessage `json:"description"`
+	Enum        json.RawMessage `json:"enum"`
+	Items       json.RawMessage `json:"items"`
+}
+
+// enum reads the string values of the property's enum, or of its items'
+// enum; values of other types are left out, and a malformed enum or items
+// gives none.
+func (p property) enum() []string {
+	var enum []json.RawMessage
+	var items struct {
+		Enum []json.RawMessage `json:"enum"`
 	}
-	if json.Unmarshal(raw, &p) != nil {
+	if len(p.Enum) > 0 && json.Unmarshal(p.Enum, &enum) != nil || len(p.Items) > 0 && json.Unmarshal(p.Items, &items) != nil {
 		return nil
 	}
-	values := p.Enum
+	values := enum
 	if len(values) == 0 {
-		values = p.Items.Enum
+		values = items.Enum
 	}
 	var out []string
 	for _, v := range values {

@@ -141,38 +141,44 @@ func BenchmarkNextIndex10k(b *testing.B) {
 	}
 }
 
-// BenchmarkLoadFromRedis10k loads a published 10,000-tool catalog with
-// 256-dimension vectors and five synthetic queries per tool.
-func BenchmarkLoadFromRedis10k(b *testing.B) {
+// BenchmarkLoadFromRedis loads a published catalog of 10,000 and of
+// 50,000 tools with 256-dimension vectors and five synthetic queries per
+// tool.
+func BenchmarkLoadFromRedis(b *testing.B) {
 	ctx := context.Background()
 	c := server.Client()
 	defer c.Close()
-	k := Keys("bench", "load")
-	src := benchCatalog(b, 10000)
-	doc := *src.Document
-	doc.Embedding.Dimensions = 256
-	if err := doc.Seal(); err != nil {
-		b.Fatal(err)
-	}
-	vectors, meta := map[string][]byte{}, map[string][]byte{}
-	vec := make([]float32, 256)
-	for i, t := range doc.Tools {
-		vec[i%256] = 1
-		vectors[t.Name] = contract.EncodeVector(vec)
-		vec[i%256] = 0
-		m := &contract.Metadata{SpecHash: t.SpecHash, Description: t.Description, Model: doc.Embedding.Model, Dimensions: 256,
-			SyntheticQueries: []string{"first request for " + t.Name, "second request", "third request", "fourth request", "fifth request"}}
-		meta[t.Name], _ = m.Marshal()
-	}
-	c.Del(ctx, k.Head(), k.Tools(), k.Version())
-	if err := contract.Write(ctx, c, k, contract.Update{Document: &doc, Rewrite: true, Vectors: vectors, Metadata: meta, Retain: 1}); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := Load(ctx, c, k); err != nil {
+	for _, n := range []int{10000, 50000} {
+		k := Keys("bench", fmt.Sprintf("load-%d", n))
+		src := benchCatalog(b, n)
+		doc := *src.Document
+		doc.Embedding.Dimensions = 256
+		if err := doc.Seal(); err != nil {
 			b.Fatal(err)
 		}
+		vectors, meta := map[string][]byte{}, map[string][]byte{}
+		vec := make([]float32, 256)
+		for i, t := range doc.Tools {
+			vec[i%256] = 1
+			vectors[t.Name] = contract.EncodeVector(vec)
+			vec[i%256] = 0
+			m := &contract.Metadata{SpecHash: t.SpecHash, Description: t.Description, Model: doc.Embedding.Model, Dimensions: 256,
+				SyntheticQueries: []string{"first request for " + t.Name, "second request", "third request", "fourth request", "fifth request"}}
+			meta[t.Name], _ = m.Marshal()
+		}
+		c.Del(ctx, k.Head(), k.Tools(), k.Version())
+		if err := contract.Write(ctx, c, k, contract.Update{Document: &doc, Rewrite: true, Vectors: vectors, Metadata: meta, Retain: 1}); err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Load(ctx, c, k); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

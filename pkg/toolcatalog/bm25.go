@@ -138,19 +138,62 @@ func (m stems) terms(s string) []string {
 	return out
 }
 
+// tokenizer tokenizes tools on one goroutine, remembering what recurs
+// across a catalog's tools: the stems of words, and the weighted terms of
+// each parameters schema (the tools of one server share many).
+type tokenizer struct {
+	stems   stems
+	schemas map[string][]weighted
+}
+
+// weighted is a term met in a field of weight w.
+type weighted struct {
+	term string
+	w    float64
+}
+
+func newTokenizer() *tokenizer { return &tokenizer{stems: stems{}, schemas: map[string][]weighted{}} }
+
 // termsOf tokenizes a tool's fields, weighted.
-func termsOf(t contract.Tool, memo stems) docTerms {
+func (tk *tokenizer) termsOf(t contract.Tool) docTerms {
 	tf := map[string]float64{}
 	var length float64 // summed in text order, so alike every time
+	add := func(w string, weight float64) {
+		tf[w] += weight
+		length += weight
+	}
 	field := func(s string, weight float64) {
-		for _, w := range memo.terms(s) {
-			tf[w] += weight
-			length += weight
+		for _, w := range tk.stems.terms(s) {
+			add(w, weight)
 		}
 	}
 	field(t.Name, nameWeight)
 	field(t.Description, descriptionWeight)
-	for _, p := range contract.Parameters(t.Parameters) {
+	params, ok := tk.schemas[string(t.Parameters)]
+	if !ok {
+		params = tk.parameterTerms(t.Parameters)
+		tk.schemas[string(t.Parameters)] = params
+	}
+	for _, p := range params {
+		add(p.term, p.w)
+	}
+	d := docTerms{name: t.Name, description: t.Description, parameters: t.Parameters, terms: make([]termFreq, 0, len(tf)), length: length}
+	for w, f := range tf {
+		d.terms = append(d.terms, termFreq{w, f})
+	}
+	return d
+}
+
+// parameterTerms are the weighted terms of a parameters schema, in text
+// order.
+func (tk *tokenizer) parameterTerms(schema []byte) []weighted {
+	var out []weighted
+	field := func(s string, weight float64) {
+		for _, w := range tk.stems.terms(s) {
+			out = append(out, weighted{w, weight})
+		}
+	}
+	for _, p := range contract.Parameters(schema) {
 		field(p.Name, parameterNameWeight)
 		field(p.Description, parameterDescriptionWeight)
 		// The values a parameter takes name what the tool does
@@ -159,11 +202,7 @@ func termsOf(t contract.Tool, memo stems) docTerms {
 			field(v, parameterDescriptionWeight)
 		}
 	}
-	d := docTerms{name: t.Name, description: t.Description, parameters: t.Parameters, terms: make([]termFreq, 0, len(tf)), length: length}
-	for w, f := range tf {
-		d.terms = append(d.terms, termFreq{w, f})
-	}
-	return d
+	return out
 }
 
 // indexes reports whether d is the tokenization of t's text.
@@ -184,9 +223,9 @@ func tokenize(tools []contract.Tool, todo []int, docs []docTerms) {
 	for start := 0; start < len(todo); start += chunk {
 		part := todo[start:min(start+chunk, len(todo))]
 		wg.Go(func() {
-			memo := stems{}
+			tk := newTokenizer()
 			for _, i := range part {
-				docs[i] = termsOf(tools[i], memo)
+				docs[i] = tk.termsOf(tools[i])
 			}
 		})
 	}

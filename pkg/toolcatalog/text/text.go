@@ -143,5 +143,21 @@ var Stopwords = map[string]bool{
 
 // Stem reduces an English word to its Snowball (Porter 2) stem, so that
 // "issues", "issued" and "issuing" share a feature. Words of other
-// languages pass through mostly unchanged.
-func Stem(w string) string { return english.Stem(w, false) }
+// languages pass through mostly unchanged, and numbers wholly, without
+// the stemmer's work (a catalog's tools hold many: versions, codes, ids).
+func Stem(w string) string {
+	if isNumber(w) {
+		return w
+	}
+	return english.Stem(w, false)
+}
+
+// isNumber reports whether w is ASCII digits only.
+func isNumber(w string) bool {
+	for i := range len(w) {
+		if w[i] < '0' || w[i] > '9' {
+			return false
+		}
+	}
+	return w != ""
+}

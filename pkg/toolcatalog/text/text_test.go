@@ -2,8 +2,11 @@ package text
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kljensen/snowball/english"
 )
 
 func TestWords(t *testing.T) {
@@ -45,6 +48,20 @@ func TestStemJoinsInflections(t *testing.T) {
 	}
 	if got := Stem("天気"); got != "天気" {
 		t.Errorf("Stem(天気) = %q, want it unchanged", got)
+	}
+}
+
+// A number skips the stemmer and gets what the stemmer would give it.
+func TestStemKeepsNumbersAsTheStemmerDoes(t *testing.T) {
+	for _, w := range []string{"0", "7", "42", "007", "2024", "00037", "123456789012345678901234567890"} {
+		if got, want := Stem(w), english.Stem(w, false); got != want || got != w {
+			t.Errorf("Stem(%q) = %q, the stemmer %q", w, got, want)
+		}
+	}
+	for i := range 100000 {
+		if w := strconv.Itoa(i); english.Stem(w, false) != w {
+			t.Fatalf("the stemmer changes %q", w)
+		}
 	}
 }
 
