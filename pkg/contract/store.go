@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -275,71 +276,92 @@ func Write(ctx context.Context, c redis.UniversalClient, k Keys, u Update) error
 // update.
 func diff(u Update) (set map[string][]byte, removed []string, change Change, err error) {
 	change = Change{Version: u.Document.Version, Updated: []string{}, Removed: []string{}, Before: map[string]Entry{}}
-	// The previous document's tools by name, as positions: at 50,000
-	// tools a map of their entries is 25 MB to build for every version.
-	var at map[string]int
+	var prevTools []Tool
 	if u.Previous != nil {
-		at = make(map[string]int, len(u.Previous.Tools))
-		for i := range u.Previous.Tools {
-			at[u.Previous.Tools[i].Name] = i
-		}
+		prevTools = u.Previous.Tools
 		h := u.Previous.Head()
 		change.HeadBefore = &h
 	}
-	// listed marks the previous tools the document lists; fresh holds
-	// the names it lists that the previous one did not.
-	listed := make([]bool, len(at))
-	fresh := map[string]bool{}
-	inDoc := func(name string) bool {
-		j, had := at[name]
-		return fresh[name] || had && listed[j]
+	// Both documents are walked in name order, side by side: at 50,000
+	// tools, a map of either's names costs more than the rest of a
+	// publish. A sealed document is in name order already.
+	doc, prev := inNameOrder(u.Document.Tools), inNameOrder(prevTools)
+	docName := func(i int) string { return u.Document.Tools[doc[i]].Name }
+	prevName := func(j int) string { return prevTools[prev[j]].Name }
+	// Of a name the previous document lists twice (it was read from
+	// Redis), the last entry counts.
+	kept := prev[:0]
+	for k, p := range prev {
+		if k+1 < len(prev) && prevTools[prev[k+1]].Name == prevTools[p].Name {
+			continue
+		}
+		kept = append(kept, p)
 	}
+	prev = kept
 	set = map[string][]byte{}
 	updated := map[string]bool{}
-	for i := range u.Document.Tools {
-		e := u.Document.Entry(i)
-		j, had := at[e.Name]
-		if inDoc(e.Name) {
+	for i, j := 0, 0; i < len(doc) || j < len(prev); {
+		if i == len(doc) || j < len(prev) && prevName(j) < docName(i) {
+			removed = append(removed, prevName(j))
+			j++
+			continue
+		}
+		e := u.Document.Entry(doc[i])
+		if i > 0 && docName(i-1) == e.Name {
 			// P:tools holds one entry a name: the head's count would lie.
 			return nil, nil, change, fmt.Errorf("the document lists tool %s twice", e.Name)
 		}
-		if had {
-			listed[j] = true
-		} else {
-			fresh[e.Name] = true
-		}
-		if had && u.Previous.Entry(j).Equal(e) && !u.Rewrite {
-			continue
+		i++
+		if j < len(prev) && prevName(j) == e.Name {
+			j++
+			if u.Previous.Entry(prev[j-1]).Equal(e) && !u.Rewrite {
+				continue
+			}
 		}
 		if set[e.Name], err = json.Marshal(e); err != nil {
 			return nil, nil, change, fmt.Errorf("encoding the entry of %s: %w", e.Name, err)
 		}
 		updated[e.Name] = true
 	}
+	find := func(tools []Tool, order []int, name string) (int, bool) {
+		k, ok := slices.BinarySearchFunc(order, name, func(i int, name string) int { return strings.Compare(tools[i].Name, name) })
+		if !ok {
+			return 0, false
+		}
+		return order[k], true
+	}
 	for name := range u.Vectors {
-		if _, ok := at[name]; ok || set[name] != nil {
+		if _, ok := find(prevTools, prev, name); ok || set[name] != nil {
 			updated[name] = true
 		}
 	}
-	for name := range at {
-		if !inDoc(name) {
-			removed = append(removed, name)
-		}
-	}
-	sort.Strings(removed)
 	for name := range updated {
-		if inDoc(name) {
+		if _, ok := find(u.Document.Tools, doc, name); ok {
 			change.Updated = append(change.Updated, name)
 		}
 	}
 	sort.Strings(change.Updated)
 	change.Removed = append(change.Removed, removed...)
 	for _, name := range append(slices.Clone(change.Updated), removed...) {
-		if j, ok := at[name]; ok {
+		if j, ok := find(prevTools, prev, name); ok {
 			change.Before[name] = u.Previous.Entry(j)
 		}
 	}
 	return set, removed, change, nil
+}
+
+// inNameOrder returns the positions of tools in name order, those of
+// equal names in the order they come: 0, 1, … when the tools are in name
+// order already, as a sealed document's are.
+func inNameOrder(tools []Tool) []int {
+	order := make([]int, len(tools))
+	for i := range order {
+		order[i] = i
+	}
+	if !slices.IsSortedFunc(tools, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) }) {
+		slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(tools[a].Name, tools[b].Name) })
+	}
+	return order
 }
 
 // guarded runs the commands of fn in one MULTI/EXEC, only when P:version

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -329,6 +332,42 @@ func TestWriteRefusesATwiceListedTool(t *testing.T) {
 	}
 }
 
+// The change of a version is the same whether the previous document,
+// as read from Redis, is in name order or not, and of a name it lists
+// twice the last entry counts.
+func TestDiffOfAPreviousDocumentOutOfOrder(t *testing.T) {
+	inOrder := testDoc(t, 1, "a", "b", "c", "d")
+	shuffled := *inOrder
+	stale := inOrder.Tools[1]
+	stale.Description = "an older b"
+	shuffled.Tools = []Tool{inOrder.Tools[3], stale, inOrder.Tools[0], inOrder.Tools[2], inOrder.Tools[1]}
+	next := testDoc(t, 2, "a", "c", "e")
+	next.Tools[1].Description = "does c better"
+	vectors := map[string][]byte{"a": {1}}
+
+	set, removed, change, err := diff(Update{Document: next, Previous: inOrder, Vectors: vectors})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(maps.Keys(set)); !slices.Equal(got, []string{"c", "e"}) {
+		t.Fatalf("entries set: %v, want c and e", got)
+	}
+	if !slices.Equal(removed, []string{"b", "d"}) || !slices.Equal(change.Updated, []string{"a", "c", "e"}) {
+		t.Fatalf("removed %v, updated %v", removed, change.Updated)
+	}
+	if len(change.Before) != 4 || change.Before["b"].Description != "does b" {
+		t.Fatalf("entries before: %+v", change.Before)
+	}
+	set2, removed2, change2, err := diff(Update{Document: next, Previous: &shuffled, Vectors: vectors})
+	if err != nil {
+		t.Fatal(err)
+	}
+	change.HeadBefore, change2.HeadBefore = nil, nil
+	if !reflect.DeepEqual(set, set2) || !slices.Equal(removed, removed2) || !reflect.DeepEqual(change, change2) {
+		t.Fatalf("against the shuffled document: set %v, removed %v, change %+v; in order: %v, %v, %+v", set2, removed2, change2, set, removed, change)
+	}
+}
+
 func TestWriteKeepsOnlyRetainedChangeRecords(t *testing.T) {
 	ctx := context.Background()
 	c, k := newClient(t)
@@ -581,6 +620,29 @@ func BenchmarkReadWithStaged10k(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := ReadWithStaged(ctx, c, k); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDiff50k finds what one edited description changes in a
+// 50,000-tool document.
+func BenchmarkDiff50k(b *testing.B) {
+	prev := &Document{Version: 1, Catalog: "ns/cat", Permissions: map[string][]string{}}
+	for i := range 50000 {
+		tool, err := NormalizeTool(Tool{Name: fmt.Sprintf("tool_%05d", i), Description: fmt.Sprintf("does thing %d", i), SpecHash: fmt.Sprintf("h-%d", i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		prev.Tools = append(prev.Tools, tool)
+	}
+	next := *prev
+	next.Version = 2
+	next.Tools = slices.Clone(prev.Tools)
+	next.Tools[4242].Description = "does another thing"
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, _, err := diff(Update{Document: &next, Previous: prev}); err != nil {
 			b.Fatal(err)
 		}
 	}
