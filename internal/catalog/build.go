@@ -21,7 +21,8 @@ type BuildInput struct {
 	Provider, Model string
 	Dimensions      int
 	Search          contract.SearchDefaults
-	Plans           []ToolPlan
+	// Plans are Plan's, from Stored.Tools.
+	Plans []ToolPlan
 	// Rejected are the ToolDefinitions the selection left out.
 	Rejected  []Failure
 	Refreshed Refreshed
@@ -63,53 +64,69 @@ func BuildDocument(in BuildInput) (Build, error) {
 	prev := in.Stored.Doc
 	// At most every plan and rejected ToolDefinition has an entry: sized
 	// once, a 50,000-tool document is 8 MB instead of up to 10 MB grown
-	// by appending.
+	// by appending. Each entry is kept with the model and length of the
+	// vector it goes with, read from the plan: at 50,000 tools, each
+	// look-up by name in the stored state costs a cache miss or two.
 	entries := len(in.Rejected)
 	for _, pl := range in.Plans {
-		if _, embedded := in.Refreshed.Results[pl.Name]; embedded || !pl.Stale || in.Stored.Tools[pl.Name].HasVector {
+		if _, embedded := in.Refreshed.Results[pl.Name]; embedded || !pl.Stale || pl.Stored.HasVector {
 			entries++
 		}
 	}
-	if entries > 0 {
-		doc.Tools = make([]contract.Tool, 0, entries)
-	}
-	inDoc := make(map[string]bool, entries)
-	keepPrevious := func(name string) {
+	built := make([]builtEntry, 0, entries)
+	// seen says, by name, whether a tool is selected or rejected and
+	// whether it is in the document.
+	seen := make(map[string]seenAs, len(in.Plans)+len(in.Rejected))
+	keepPrevious := func(name string, stored StoredTool) bool {
 		entry, ok := prev.ToolByName(name)
-		if !ok || inDoc[name] || !in.Stored.Tools[name].HasVector {
-			return
+		if !ok || seen[name]&inDocument != 0 || !stored.HasVector {
+			return false
 		}
-		doc.Tools = append(doc.Tools, entry)
+		built = append(built, builtEntry{entry, stored.Metadata})
 		if perms, ok := prev.Permissions[name]; ok {
 			doc.Permissions[name] = perms
 		}
-		inDoc[name] = true
+		return true
 	}
-	selected := map[string]bool{}
 	for _, pl := range in.Plans {
 		name := pl.Name
-		selected[name] = true
-		if _, embedded := in.Refreshed.Results[name]; embedded || !pl.Stale {
-			doc.Tools = append(doc.Tools, pl.Tool.Entry)
+		as := selectedTool
+		if res, embedded := in.Refreshed.Results[name]; embedded || !pl.Stale {
+			m := pl.Stored.Metadata
+			if embedded {
+				m = &res.Metadata
+			}
+			built = append(built, builtEntry{pl.Tool.Entry, m})
 			if pl.Tool.Principals != nil {
 				doc.Permissions[name] = pl.Tool.Principals
 			}
-			inDoc[name] = true
-			continue
+			as |= inDocument
+		} else if keepPrevious(name, pl.Stored) {
+			as |= inDocument
 		}
-		keepPrevious(name)
+		seen[name] = as
 	}
 	for _, f := range in.Rejected {
-		if !selected[f.Tool] {
-			keepPrevious(f.Tool)
+		as := seen[f.Tool]
+		if as&selectedTool == 0 && keepPrevious(f.Tool, in.Stored.Tools[f.Tool]) {
+			as |= inDocument
 		}
+		// A tool's stored embedding goes only with the tool itself: one
+		// still rejected keeps it.
+		seen[f.Tool] = as | selectedTool
 	}
 
 	b := Build{Document: doc, Vectors: map[string][]byte{}, Metadata: map[string][]byte{}}
 	// In name order, as sealing leaves them: plans come in name order, so
 	// this is about one pass over them.
-	slices.SortFunc(doc.Tools, func(a, b contract.Tool) int { return strings.Compare(a.Name, b.Name) })
-	b.Blocked = mixedModels(in, doc)
+	slices.SortFunc(built, func(a, b builtEntry) int { return strings.Compare(a.tool.Name, b.tool.Name) })
+	if entries > 0 {
+		doc.Tools = make([]contract.Tool, len(built))
+		for i := range built {
+			doc.Tools[i] = built[i].tool
+		}
+	}
+	b.Blocked = mixedModels(in, doc, built)
 	if in.Stored.DocErr != nil {
 		// Publishing over it would drop every entry that cannot be
 		// rebuilt from a ToolDefinition right now.
@@ -119,11 +136,8 @@ func BuildDocument(in BuildInput) (Build, error) {
 	// A tool's stored embedding goes only with the tool itself: one still
 	// selected (or rejected) that is missing from the document, because its
 	// refresh failed and there is no readable previous entry, keeps it.
-	for _, f := range in.Rejected {
-		selected[f.Tool] = true
-	}
 	for name := range in.Stored.Tools {
-		if !inDoc[name] && !selected[name] {
+		if seen[name] == 0 {
 			b.Removed = append(b.Removed, name)
 		}
 	}
@@ -137,7 +151,7 @@ func BuildDocument(in BuildInput) (Build, error) {
 	// Staged tools are published with the first version that may carry
 	// them.
 	for name, raw := range in.Stored.StagedMetadata {
-		if inDoc[name] && b.Blocked == "" {
+		if seen[name]&inDocument != 0 && b.Blocked == "" {
 			b.Vectors[name], b.Metadata[name] = in.Stored.StagedVectors[name], raw
 		}
 	}
@@ -159,20 +173,39 @@ func BuildDocument(in BuildInput) (Build, error) {
 	return b, nil
 }
 
+// builtEntry is a document entry with the metadata of the vector it goes
+// with (nil when there is none).
+type builtEntry struct {
+	tool     contract.Tool
+	metadata *contract.Metadata
+}
+
+// seenAs is how BuildDocument met a tool, a set of these flags.
+type seenAs uint8
+
+const (
+	selectedTool seenAs = 1 << iota // selected or rejected
+	inDocument
+)
+
 // mixedModels explains why the document's tools, sorted by name, would
 // carry vectors of another model or length than the configured one, or
-// returns "". With no configured length, the document takes the length of
-// the first tool in name order that has one.
-func mixedModels(in BuildInput, doc *contract.Document) string {
+// returns "". built are the entries with their vectors' metadata, in the
+// document's order. With no configured length, the document takes the
+// length of the first tool in name order that has one.
+func mixedModels(in BuildInput, doc *contract.Document, built []builtEntry) string {
 	var others []string
-	for i := range doc.Tools {
-		name := doc.Tools[i].Name
-		model, dims := vectorModel(in, name)
+	for _, e := range built {
+		var model string
+		var dims int
+		if e.metadata != nil {
+			model, dims = e.metadata.Model, e.metadata.Dimensions
+		}
 		if doc.Embedding.Dimensions == 0 {
 			doc.Embedding.Dimensions = dims
 		}
 		if model != in.Model || (doc.Embedding.Dimensions != 0 && dims != doc.Embedding.Dimensions) {
-			others = append(others, name)
+			others = append(others, e.tool.Name)
 		}
 	}
 	if len(others) == 0 {
@@ -180,17 +213,6 @@ func mixedModels(in BuildInput, doc *contract.Document) string {
 	}
 	return fmt.Sprintf("%d tools (%s) still have vectors of another model or size than %s; the previous version stays published until they are re-embedded",
 		len(others), strings.Join(others, ", "), in.Model)
-}
-
-// vectorModel returns the model and length of the vector a tool will have.
-func vectorModel(in BuildInput, name string) (string, int) {
-	if r, ok := in.Refreshed.Results[name]; ok {
-		return r.Metadata.Model, r.Metadata.Dimensions
-	}
-	if m := in.Stored.Tools[name].Metadata; m != nil {
-		return m.Model, m.Dimensions
-	}
-	return "", 0
 }
 
 // sameEmbedding reports whether stored metadata describes the same

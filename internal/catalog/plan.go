@@ -75,6 +75,9 @@ type ToolPlan struct {
 	// Relearn says the tool is re-embedded only because its learned
 	// requests changed.
 	Relearn bool
+	// Stored is the tool's stored state (PlanInput.Stored), the zero
+	// value when there is none.
+	Stored StoredTool
 }
 
 // ExpectedQueries is the size of a tool's query set: queriesPerTool, or
@@ -107,7 +110,8 @@ func Plan(in PlanInput) []ToolPlan {
 	}
 	plans := make([]ToolPlan, 0, len(in.Tools))
 	for _, t := range in.Tools {
-		p := classify(t, in)
+		stored, found := in.Stored[t.Entry.Name]
+		p := classify(t, stored, found, in)
 		normal := normalAction(p)
 		isTarget := len(in.Targets) == 0 || targeted[t.Entry.Name]
 		switch {
@@ -131,7 +135,6 @@ func Plan(in PlanInput) []ToolPlan {
 			}
 		}
 		p.Deferred = p.Action == ActionNone && normal != ActionNone
-		stored := in.Stored[t.Entry.Name]
 		learned := in.Learned[t.Entry.Name]
 		if p.Action == ActionNone && normal == ActionNone && (mode == modeNormal || mode == v1alpha1.RefreshModeForce) &&
 			stored.Metadata != nil && !slices.Equal(learned, stored.Metadata.LearnedQueries) {
@@ -162,12 +165,13 @@ const (
 	StaleNoVector    = "vector is missing"
 )
 
-func classify(t *Tool, in PlanInput) ToolPlan {
-	p := ToolPlan{Tool: t, Name: t.Entry.Name}
-	stored, ok := in.Stored[t.Entry.Name]
+// classify says whether t is stale and its query set invalid; stored is
+// its stored state, found false when it has none.
+func classify(t *Tool, stored StoredTool, found bool, in PlanInput) ToolPlan {
+	p := ToolPlan{Tool: t, Name: t.Entry.Name, Stored: stored}
 	m := stored.Metadata
 	switch {
-	case !ok || (m == nil && stored.MetadataErr == nil):
+	case !found || (m == nil && stored.MetadataErr == nil):
 		p.Stale, p.StaleReason = true, StaleNew
 	case m == nil:
 		p.Stale, p.StaleReason = true, StaleUnreadable
@@ -207,15 +211,13 @@ func invalidQuerySet(queries []string, expected int, examples []string) string {
 	if len(queries) != expected {
 		return fmt.Sprintf("stored query set has %d entries, want %d", len(queries), expected)
 	}
-	have := map[string]bool{}
 	for i, q := range queries {
 		if strings.TrimSpace(q) == "" {
 			return fmt.Sprintf("stored query %d is empty", i+1)
 		}
-		have[q] = true
 	}
 	for _, e := range examples {
-		if !have[e] {
+		if !slices.Contains(queries, e) {
 			return fmt.Sprintf("stored query set lacks the example query %q", e)
 		}
 	}

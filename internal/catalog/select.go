@@ -143,6 +143,7 @@ func (s *Selector) Select(tds []*v1alpha1.ToolDefinition) (Selection, error) {
 	valid := make([]candidate, 0, len(tds))
 	first := make(map[string]int, len(tds)) // tool name → its first candidate
 	var conflicts map[string][]*v1alpha1.ToolDefinition
+	seen := 0 // memo entries seen by this pass
 	for _, td := range tds {
 		if !td.DeletionTimestamp.IsZero() {
 			continue
@@ -159,6 +160,9 @@ func (s *Selector) Select(tds []*v1alpha1.ToolDefinition) (Selection, error) {
 			}
 			got.tool.Object = td.Name
 			s.memo[td.UID] = got
+		}
+		if got.seen != s.pass && td.UID != "" {
+			seen++
 		}
 		got.seen = s.pass
 		invalid := got.invalid
@@ -185,9 +189,13 @@ func (s *Selector) Select(tds []*v1alpha1.ToolDefinition) (Selection, error) {
 		first[name] = len(valid)
 		valid = append(valid, candidate{td, got})
 	}
-	for uid, got := range s.memo {
-		if got.seen != s.pass {
-			delete(s.memo, uid)
+	// Every entry was seen when as many UIDs were seen as entries are
+	// kept: the sweep, a walk of the whole memo, is then skipped.
+	if seen < len(s.memo) {
+		for uid, got := range s.memo {
+			if got.seen != s.pass {
+				delete(s.memo, uid)
+			}
 		}
 	}
 	for name, group := range conflicts {
