@@ -878,6 +878,10 @@ func TestSelectorKeepsNameOrder(t *testing.T) {
 		if !slices.Equal(names(got), names(want)) || !slices.IsSorted(names(got)) {
 			t.Fatalf("%s: selected %v, want %v", what, names(got), names(want))
 		}
+		// It forgets what is no longer listed, also when as many come.
+		if len(sel.memo) != len(tds) {
+			t.Fatalf("%s: %d ToolDefinitions remembered, %d listed", what, len(sel.memo), len(tds))
+		}
 	}
 	check("first")
 	slices.Reverse(tds)
