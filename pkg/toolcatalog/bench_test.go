@@ -25,7 +25,7 @@ var (
 
 // benchCatalog builds a catalog of n distinct synthetic tools with builtin
 // vectors.
-func benchCatalog(b *testing.B, n int) *Catalog {
+func benchCatalog(b testing.TB, n int) *Catalog {
 	b.Helper()
 	doc := &contract.Document{Version: 1, Catalog: "bench/search",
 		Embedding: contract.EmbeddingInfo{Model: embedding.BuiltinLexicalModel, Dimensions: embedding.BuiltinLexicalDimensions},

@@ -283,7 +283,7 @@ func (g *Grader) Grade(ctx context.Context, c *Catalog, sets map[string]QuerySet
 				own = &ownScore{row: c.rowOf[c.tools[d.tool]], cosine: looCosine(d.gt.units[d.i], d.gt.sum, d.gt.set.Vectors[d.i]), cosines: cosines[j*n : (j+1)*n]}
 			}
 			q := d.gt.set.Queries[d.i]
-			order, semantic, lexical := c.rank(q, d.gt.units[d.i], opts, all, method, &blend, own)
+			order, semantic, lexical := c.rank(q, d.gt.units[d.i], opts, all, method, &blend, own, nil)
 			var intents []string
 			if opts.Intents == IntentsOn {
 				intents = text.Intents(q)
@@ -357,7 +357,7 @@ func (c *Catalog) fuseIntents(whole []ranked, intents []string, units [][]float3
 			unit = units[j]
 		}
 		var blend Blend
-		order, _, _ := c.rank(in, unit, opts, all, method, &blend, nil)
+		order, _, _ := c.rank(in, unit, opts, all, method, &blend, nil, nil)
 		rankings = append(rankings, searched{order: order})
 	}
 	seen := map[string]bool{}

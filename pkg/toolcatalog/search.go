@@ -198,7 +198,13 @@ func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Resp
 		}
 	}
 	var units [][]float32
+	var lexicals func(i int) []ranked
 	if opts.Method != BM25 {
+		if len(c.vecNames) >= concurrentArms {
+			// The BM25 rankings need no vector: a large catalog makes
+			// them on another core while the query is embedded.
+			lexicals = c.bm25Rankings(texts, opts, allowed)
+		}
 		var reason string
 		units, reason = c.embedQueries(ctx, texts, opts)
 		if reason != "" {
@@ -215,7 +221,11 @@ func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Resp
 		if i > 0 {
 			blend = &resp.Intents[i-1].Blend
 		}
-		order, semantic, lexical := c.rank(t, unit, opts, allowed, resp.Method, blend, nil)
+		var made func() []ranked
+		if lexicals != nil {
+			made = func() []ranked { return lexicals(i) }
+		}
+		order, semantic, lexical := c.rank(t, unit, opts, allowed, resp.Method, blend, nil, made)
 		rankings[i] = searched{order: order, semantic: armsOf(semantic.top), bm25: armsOf(lexical), final: armsOf(order)}
 	}
 
@@ -467,13 +477,19 @@ func (h *rankHeap) Pop() any {
 // rank orders the tools for a query by method, with the query's unit
 // vector (nil for BM25). It fills resp's lexical evidence and hybrid
 // settings and returns the order with each arm's ranking. own, when set,
-// replaces one tool's cosine (see Grade).
-func (c *Catalog) rank(query string, unit []float32, opts Options, allowed func(string) bool, method Method, resp *Blend, own *ownScore) (order []ranked, semantic semanticScores, lexical []ranked) {
+// replaces one tool's cosine (see Grade); made, when set, gives the
+// query's BM25 ranking, made beforehand.
+func (c *Catalog) rank(query string, unit []float32, opts Options, allowed func(string) bool, method Method, resp *Blend, own *ownScore, made func() []ranked) (order []ranked, semantic semanticScores, lexical []ranked) {
 	resp.SemanticWeight, resp.MinLexicalEvidence = *opts.SemanticWeight, *opts.MinLexicalEvidence
 	// BM25 is cheap: rank it always, so every result shows both arms. In
 	// a large catalog it is ranked beside the semantic arm, whose scan of
 	// the vectors leaves a core free once its blocks are scored.
 	switch {
+	case made != nil:
+		if method != BM25 {
+			semantic = c.semanticRanking(unit, opts, allowed, own)
+		}
+		lexical = made()
 	case method == BM25:
 		lexical = c.bm25Ranking(query, opts, allowed)
 	case len(c.vecNames) >= concurrentArms:
@@ -513,8 +529,9 @@ func (c *Catalog) rank(query string, unit []float32, opts Options, allowed func(
 }
 
 // concurrentArms is the number of vectors from which a search ranks its
-// two arms concurrently: below, a goroutine costs about what it saves.
-const concurrentArms = 4096
+// two arms concurrently: below, a goroutine costs about what it saves. A
+// variable for tests.
+var concurrentArms = 4096
 
 // ownScore is one tool's cosine to use instead of the catalog's, for a
 // query whose cosines with every tool were computed beforehand (cosines,
@@ -702,6 +719,23 @@ func (c *Catalog) exactCosines(s semanticScores, rows []int) {
 	linalg.DotsRows(exact, c.matrix, rows, s.unit, linalg.Best)
 	for i, row := range rows {
 		s.cosine[row] = exact[i]
+	}
+}
+
+// bm25Rankings starts ranking each text by BM25 on a goroutine of its
+// own and returns the rankings, by text, as each is done.
+func (c *Catalog) bm25Rankings(texts []string, opts Options, allowed func(string) bool) func(i int) []ranked {
+	out := make([][]ranked, len(texts))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i, t := range texts {
+			out[i] = c.bm25Ranking(t, opts, allowed)
+		}
+	}()
+	return func(i int) []ranked {
+		<-done
+		return out[i]
 	}
 }
 

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -354,6 +356,69 @@ func (f failingEmbedder) Embed(context.Context, []string) ([][]float32, error) {
 	return nil, errors.New("provider down")
 }
 func (f failingEmbedder) Model() string { return f.model }
+
+// waitingEmbedder embeds as LexicalEmbedder once ready says so, or a
+// second has passed, and reports which came first.
+type waitingEmbedder struct {
+	ready func() bool
+	saw   chan bool
+}
+
+func (w waitingEmbedder) Model() string { return embedding.BuiltinLexicalModel }
+
+func (w waitingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	deadline := time.Now().Add(time.Second)
+	for !w.ready() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	w.saw <- w.ready()
+	return embedding.LexicalEmbedder{}.Embed(ctx, texts)
+}
+
+// A large catalog ranks by BM25 on another core while the query is
+// embedded, and returns what it returns ranking one arm after the other:
+// for every method, for a request of several intents, and when the
+// embedder fails.
+func TestLargeCatalogRanksBM25WhileTheQueryIsEmbedded(t *testing.T) {
+	const query = "book a flight to Denver and then send the quarterly report to finance"
+	search := func(c *Catalog, o Options) *Response {
+		t.Helper()
+		r, err := c.Search(context.Background(), query, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// BM25's first scoring leaves the length norms of its k1 and b.
+	ranked := func(c *Catalog) func() bool { return func() bool { return c.index.norms.Load() != nil } }
+	together, apart := benchCatalog(t, concurrentArms+100), benchCatalog(t, concurrentArms+100)
+	saw := make(chan bool, 1)
+	search(together, Options{Embedder: waitingEmbedder{ranked(together), saw}})
+	if !<-saw {
+		t.Fatal("the query was embedded before BM25 ranked")
+	}
+	together0 := concurrentArms
+	defer func() { concurrentArms = together0 }()
+	concurrentArms = math.MaxInt
+	search(apart, Options{Embedder: waitingEmbedder{ranked(apart), saw}})
+	if <-saw {
+		t.Fatal("one arm after the other, BM25 ranked before the query was embedded")
+	}
+	for _, o := range []Options{
+		{Method: Hybrid}, {Method: Semantic}, {Method: RRF}, {Method: Hybrid, TopK: 40, Intents: IntentsOff},
+		{Method: Hybrid, Embedder: failingEmbedder{model: embedding.BuiltinLexicalModel}},
+	} {
+		if o.Embedder == nil {
+			o.Embedder = embedding.LexicalEmbedder{}
+		}
+		concurrentArms = math.MaxInt
+		want := search(apart, o)
+		concurrentArms = together0
+		if got := search(together, o); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: ranked together\n%s\none after the other\n%s", o.Method, resultsOf(got), resultsOf(want))
+		}
+	}
+}
 
 func TestSearchFallsBackToBM25(t *testing.T) {
 	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 3})
