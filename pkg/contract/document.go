@@ -4,9 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/segmentio/encoding/json"
 	"slices"
 	"sort"
 	"strconv"
@@ -285,7 +285,7 @@ func (d *Document) Marshal() ([]byte, error) { return json.Marshal(d) }
 // ParseDocument decodes a stored document.
 func ParseDocument(data []byte) (*Document, error) {
 	d := &Document{}
-	if err := json.Unmarshal(data, d); err != nil {
+	if err := unmarshal(data, d); err != nil {
 		return nil, fmt.Errorf("parsing catalog document: %w", err)
 	}
 	return d, nil
@@ -332,7 +332,7 @@ type Head struct {
 // ParseHead decodes P:head, refusing a newer contract.
 func ParseHead(data []byte) (*Head, error) {
 	h := &Head{}
-	if err := json.Unmarshal(data, h); err != nil {
+	if err := unmarshal(data, h); err != nil {
 		return nil, fmt.Errorf("parsing catalog head: %w", err)
 	}
 	if h.Contract > ContractVersion {
@@ -355,7 +355,7 @@ type Entry struct {
 // ParseEntry decodes a P:tools entry.
 func ParseEntry(name string, data []byte) (Entry, error) {
 	var e Entry
-	if err := json.Unmarshal(data, &e); err != nil {
+	if err := unmarshal(data, &e); err != nil {
 		return e, fmt.Errorf("parsing the entry of tool %s: %w", name, err)
 	}
 	if e.Name != name {

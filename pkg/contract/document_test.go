@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -93,5 +94,34 @@ func TestEntryDigestIsStable(t *testing.T) {
 		if got, err := e.Digest(); err != nil || got != want {
 			t.Errorf("digest of %s: %s (%v), want %s", e.Name, got, err, want)
 		}
+	}
+}
+
+// What sits in Redis is read by a decoder that recurses: a value nested
+// millions deep, which anyone who can write to Redis can store, is refused
+// with an error instead of exhausting the stack and killing the reader
+// (it did, with segmentio's decoder alone).
+func TestDeeplyNestedValuesAreRefused(t *testing.T) {
+	const depth = 5_000_000
+	deep := strings.Repeat("[", depth) + strings.Repeat("]", depth)
+	if _, err := ParseEntry("x", []byte(`{"name":"x","parameters":`+deep+`}`)); err == nil {
+		t.Error("an entry nested 5,000,000 deep was read")
+	}
+	if _, err := ParseMetadata(`{"spec_hash":"h","model":"m","synthetic_queries":` + deep + `}`); err == nil {
+		t.Error("metadata nested 5,000,000 deep was read")
+	}
+	if _, err := ParseHead([]byte(`{"catalog":` + deep + `}`)); err == nil {
+		t.Error("a head nested 5,000,000 deep was read")
+	}
+	if _, err := ParseDocument([]byte(`{"tools":` + deep + `}`)); err == nil {
+		t.Error("a document nested 5,000,000 deep was read")
+	}
+	if p := Parameters([]byte(`{"properties":{"a":` + deep + `}}`)); p != nil {
+		t.Errorf("parameters nested 5,000,000 deep gave %v", p)
+	}
+	// Nesting as deep as real schemas go is read.
+	nested := `{"properties":{"a":{"description":"d","items":` + strings.Repeat(`{"items":`, 50) + `{}` + strings.Repeat("}", 50) + `}}}`
+	if p := Parameters([]byte(nested)); len(p) != 1 || p[0].Description != "d" {
+		t.Errorf("a schema nested 50 deep gave %v", p)
 	}
 }

@@ -1,8 +1,8 @@
 package contract
 
 import (
+	"encoding/json"
 	"fmt"
-	"github.com/segmentio/encoding/json"
 	"time"
 )
 
@@ -24,7 +24,7 @@ type Metadata struct {
 // identity fields are errors, which make the tool stale.
 func ParseMetadata(data string) (*Metadata, error) {
 	m := &Metadata{}
-	if err := json.Unmarshal([]byte(data), m); err != nil {
+	if err := unmarshal([]byte(data), m); err != nil {
 		return nil, fmt.Errorf("parsing tool metadata: %w", err)
 	}
 	if m.SpecHash == "" || m.Model == "" {

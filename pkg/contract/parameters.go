@@ -1,7 +1,7 @@
 package contract
 
 import (
-	"github.com/segmentio/encoding/json"
+	"encoding/json"
 	"sort"
 )
 
@@ -28,7 +28,7 @@ func Parameters(schema json.RawMessage) []Parameter {
 	}
 	// A map the decoder is given is filled, not made at its default size.
 	s.Properties = make(map[string]json.RawMessage, 8)
-	if len(schema) == 0 || json.Unmarshal(schema, &s) != nil {
+	if len(schema) == 0 || unmarshal(schema, &s) != nil {
 		return nil
 	}
 	required := map[string]bool{}
@@ -42,9 +42,9 @@ func Parameters(schema json.RawMessage) []Parameter {
 		// Each property is read once, its fields kept raw; a property
 		// that is not an object (true, say) has none.
 		var p property
-		_ = json.Unmarshal(raw, &p)
+		_ = unmarshalPart(raw, &p)
 		var description string
-		_ = json.Unmarshal(p.Description, &description)
+		_ = unmarshalPart(p.Description, &description)
 		out = append(out, Parameter{Name: name, Description: description, Required: required[name], Enum: p.enum()})
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -71,7 +71,7 @@ func (p property) enum() []string {
 	var items struct {
 		Enum []json.RawMessage `json:"enum"`
 	}
-	if len(p.Enum) > 0 && json.Unmarshal(p.Enum, &enum) != nil || len(p.Items) > 0 && json.Unmarshal(p.Items, &items) != nil {
+	if len(p.Enum) > 0 && unmarshalPart(p.Enum, &enum) != nil || len(p.Items) > 0 && unmarshalPart(p.Items, &items) != nil {
 		return nil
 	}
 	values := enum
@@ -81,7 +81,7 @@ func (p property) enum() []string {
 	var out []string
 	for _, v := range values {
 		var str string
-		if json.Unmarshal(v, &str) == nil && str != "" {
+		if unmarshalPart(v, &str) == nil && str != "" {
 			out = append(out, str)
 			if len(out) == MaxEnumValues {
 				break
