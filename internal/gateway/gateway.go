@@ -287,6 +287,12 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c caller) ([]req
 	case err != nil:
 		g.reject(w, http.StatusBadRequest, "bad_request", "the request body could not be read")
 		return nil, false
+	case !json.Valid(body):
+		// The MCP SDK's decoder recurses without a bound: a body nested a
+		// million deep would take it hundreds of MB of stack. The
+		// scanner here refuses nesting past 10,000, and any invalid JSON.
+		g.reject(w, http.StatusBadRequest, "bad_request", "the request body is not JSON, or nests deeper than 10000 levels")
+		return nil, false
 	}
 	msgs := request.Messages(body)
 	searches, calls := request.ToolCalls(msgs, toolcatalog.ToolSearch)

@@ -74,6 +74,23 @@ func TestLimits(t *testing.T) {
 		}
 	})
 
+	t.Run("request nesting", func(t *testing.T) {
+		// 30,000 levels fit the 64 KiB body; the MCP SDK's decoder would
+		// recurse through each.
+		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pad":` + strings.Repeat("[", 30000) + strings.Repeat("]", 30000) + `}}`
+		req, _ := http.NewRequest(http.MethodPost, base+"/mcp/"+ns+"/bounded", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+aliceToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(answer), "nests deeper than 10000 levels") {
+			t.Fatalf("a body nested 30,000 deep: %d %.200s, want the gateway's 400", resp.StatusCode, answer)
+		}
+	})
+
 	cs := connectAt(t, base, ns, "bounded", aliceToken, "", nil)
 	t.Run("search query", func(t *testing.T) {
 		// Fits the 64 KiB body; only the first 2 KiB are searched.
