@@ -484,24 +484,16 @@ func (c *Catalog) rank(query string, unit []float32, opts Options, allowed func(
 	// BM25 is cheap: rank it always, so every result shows both arms. In
 	// a large catalog it is ranked beside the semantic arm, whose scan of
 	// the vectors leaves a core free once its blocks are scored.
-	switch {
-	case made != nil:
-		if method != BM25 {
-			semantic = c.semanticRanking(unit, opts, allowed, own)
-		}
+	if made == nil && method != BM25 && len(c.vecNames) >= concurrentArms {
+		lexicals := c.bm25Rankings([]string{query}, opts, allowed)
+		made = func() []ranked { return lexicals(0) }
+	}
+	if method != BM25 {
+		semantic = c.semanticRanking(unit, opts, allowed, own)
+	}
+	if made != nil {
 		lexical = made()
-	case method == BM25:
-		lexical = c.bm25Ranking(query, opts, allowed)
-	case len(c.vecNames) >= concurrentArms:
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			lexical = c.bm25Ranking(query, opts, allowed)
-		}()
-		semantic = c.semanticRanking(unit, opts, allowed, own)
-		<-done
-	default:
-		semantic = c.semanticRanking(unit, opts, allowed, own)
+	} else {
 		lexical = c.bm25Ranking(query, opts, allowed)
 	}
 	if len(lexical) > 0 && c.index.maxIDF > 0 {
