@@ -414,7 +414,7 @@ type SearchSpec struct {
 	// method ranks by the cosine alone: the query's best BM25 score over
 	// the catalog's largest idf, about the number of distinctive tool words
 	// the query holds. A request that shares no telling word with any tool
-	// is then ranked by meaning only. Unset, 1.5.
+	// is then ranked by meaning only. Unset, 1.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100

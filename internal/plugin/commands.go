@@ -120,7 +120,7 @@ func explainBlend(out io.Writer, indent string, method toolcatalog.Method, b too
 		fmt.Fprintf(out, "%ssemantic-only rule fired: lexical evidence %.2f < %.2f, so the text shares no telling word with any tool; ranked by cosine alone\n",
 			indent, b.LexicalEvidence, b.MinLexicalEvidence)
 	case method == toolcatalog.Hybrid:
-		fmt.Fprintf(out, "%sblend: %.2f·cosine + %.2f·bm25 (normalised); lexical evidence %.2f (semantic-only below %.2f)\n",
+		fmt.Fprintf(out, "%sblend: %.2f·cosine + %.2f·bm25 (each normalised); lexical evidence %.2f (semantic-only below %.2f)\n",
 			indent, b.SemanticWeight, 1-b.SemanticWeight, b.LexicalEvidence, b.MinLexicalEvidence)
 	}
 }

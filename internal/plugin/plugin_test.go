@@ -190,11 +190,11 @@ func TestSearch(t *testing.T) {
 	// Hybrid explains its blend, and says when a query with no telling
 	// tool word was ranked by meaning alone.
 	out = mustRun(t, "search", "assistant", "send an email to my manager", "--explain")
-	if !strings.Contains(out, "method hybrid") || !regexp.MustCompile(`blend: 0\.\d\d·cosine \+ 0\.\d\d·bm25 \(normalised\); lexical evidence \d+\.\d\d`).MatchString(out) {
+	if !strings.Contains(out, "method hybrid") || !regexp.MustCompile(`blend: 0\.\d\d·cosine \+ 0\.\d\d·bm25 \(each normalised\); lexical evidence \d+\.\d\d`).MatchString(out) {
 		t.Errorf("hybrid explain output lacks the blend:\n%s", out)
 	}
 	out = mustRun(t, "search", "assistant", "will it be chilly tomorrow", "--explain")
-	if !strings.Contains(out, "semantic-only rule fired: lexical evidence 0.00 < 1.50") {
+	if !strings.Contains(out, "semantic-only rule fired: lexical evidence 0.00 < 1.00") {
 		t.Errorf("hybrid explain output does not say the semantic-only rule fired:\n%s", out)
 	}
 

@@ -12,7 +12,8 @@ import (
 
 // The quality gate: on the shipped sets, with the builtin sentence model
 // and query generator, the default method must find at least as many gold
-// tools in its top five as either arm alone, and stay above the floors
+// tools in its top five as either arm alone, rank first the right tool
+// at least as often as the semantic arm, and stay above the floors
 // recorded when the defaults were chosen (a few points under what it
 // reached). The public subsets come with their licences (testdata/*/SOURCE.md).
 func TestRetrievalQualityGate(t *testing.T) {
@@ -26,8 +27,8 @@ func TestRetrievalQualityGate(t *testing.T) {
 		floor, complete, semantic float64
 	}{
 		{"testdata/mini", 0.95, 0.95, 0.90},       // reached 1.000, 1.000, 0.958
-		{"testdata/metatool", 0.70, 0.66, 0.68},   // reached 0.727, 0.684, 0.713
-		{"testdata/seal-tools", 0.94, 0.86, 0.84}, // reached 0.958, 0.881, 0.874
+		{"testdata/metatool", 0.74, 0.70, 0.68},   // reached 0.770, 0.725, 0.714
+		{"testdata/seal-tools", 0.95, 0.88, 0.84}, // reached 0.968, 0.912, 0.880
 	}
 	for _, set := range sets {
 		t.Run(set.dir, func(t *testing.T) {
@@ -59,6 +60,11 @@ func TestRetrievalQualityGate(t *testing.T) {
 				if r5 < got[arm].Recall[5] {
 					t.Errorf("default %s recall@5 %.3f is below %s's %.3f", def, r5, arm, got[arm].Recall[5])
 				}
+			}
+			// Paraphrased requests share few words with their tools: the
+			// blend must not lose the semantic arm's first places.
+			if h1, s1 := got[def].Hit[1], got[toolcatalog.Semantic].Hit[1]; h1 < s1 {
+				t.Errorf("default %s hit@1 %.3f is below semantic's %.3f", def, h1, s1)
 			}
 			if r5 < set.floor {
 				t.Errorf("default %s recall@5 %.3f is below the recorded floor %.2f", def, r5, set.floor)

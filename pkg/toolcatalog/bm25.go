@@ -24,12 +24,12 @@ const (
 // docs/search.md).
 const (
 	DefaultSemanticWeight     = 0.6
-	DefaultMinLexicalEvidence = 1.5
+	DefaultMinLexicalEvidence = 1.0
 )
 
 // strongLexicalEvidence is the lexical evidence past which hybrid search
 // lowers the cosine's share of the blend in proportion.
-const strongLexicalEvidence = 3.0
+const strongLexicalEvidence = 2.0
 
 func ptr[T any](v T) *T { return &v }
 

@@ -358,7 +358,7 @@ func (c *Catalog) fuseIntents(whole []ranked, intents []string, units [][]float3
 		}
 		var blend Blend
 		order, _, _ := c.rank(in, unit, opts, all, method, &blend, nil, nil)
-		rankings = append(rankings, searched{order: order})
+		rankings = append(rankings, searched{order: order, evidence: blend.LexicalEvidence})
 	}
 	seen := map[string]bool{}
 	var out []ranked

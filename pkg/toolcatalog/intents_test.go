@@ -162,3 +162,45 @@ func TestGradeSearchesIntents(t *testing.T) {
 		}
 	}
 }
+
+// An intent that names no telling word is ordered by the whole request
+// among the tools it ranks alike; one that names enough keeps its own
+// order, and the picks share the places rounded up.
+func TestIntentsLeanOnTheRequestByTheirEvidence(t *testing.T) {
+	rank := func(names ...string) []ranked {
+		var out []ranked
+		for i, n := range names {
+			out = append(out, ranked{name: n, score: float64(len(names) - i)})
+		}
+		return out
+	}
+	request := searched{order: rank("hotel_booking", "weather", "flights")}
+	request.final = armsOf(request.order)
+	// The intent ranks flights a little above hotel_booking.
+	intent := searched{order: []ranked{{name: "flights", score: 1}, {name: "hotel_booking", score: 0.9}, {name: "weather"}}}
+	for _, tt := range []struct {
+		evidence float64
+		first    string
+	}{
+		{0, "hotel_booking"},
+		{strongLexicalEvidence / 2, "hotel_booking"},
+		{strongLexicalEvidence, "flights"},
+		{3 * strongLexicalEvidence, "flights"},
+	} {
+		intent.evidence = tt.evidence
+		if got := inContext(intent, request); got[0].name != tt.first {
+			t.Errorf("evidence %.1f: %v first, want %s", tt.evidence, got[0].name, tt.first)
+		}
+	}
+
+	two := []searched{request,
+		{order: rank("a1", "a2", "a3", "a4"), evidence: 10},
+		{order: rank("b1", "b2", "b3", "b4"), evidence: 10}}
+	var got []string
+	for _, p := range intentPicks(two, 5, func(string) bool { return true }) {
+		got = append(got, p.name)
+	}
+	if want := []string{"a1", "b1", "a2", "b2", "a3"}; !slices.Equal(got, want) {
+		t.Errorf("5 places for 2 intents: %v, want %v", got, want)
+	}
+}

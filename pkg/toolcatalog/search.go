@@ -226,7 +226,7 @@ func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Resp
 			made = func() []ranked { return lexicals(i) }
 		}
 		order, semantic, lexical := c.rank(t, unit, opts, allowed, resp.Method, blend, nil, made)
-		rankings[i] = searched{order: order, semantic: armsOf(semantic.top), bm25: armsOf(lexical), final: armsOf(order)}
+		rankings[i] = searched{order: order, semantic: armsOf(semantic.top), bm25: armsOf(lexical), final: armsOf(order), evidence: blend.LexicalEvidence}
 	}
 
 	seen := map[string]bool{}
@@ -285,14 +285,19 @@ type intentPick struct {
 }
 
 // intentPicks gives each intent (rankings[1:]) its share of the free
-// places: in turns, each intent's best tool not yet picked and still
-// open. Within a turn the whole request's ranking (rankings[0]) orders
-// the picks, so an intent whose best tool the request as a whole ranks
-// high comes first, and a sentence that only sets the scene ("I am
-// planning a trip.") comes after those that ask.
+// places, rounded up: in turns, each intent's best tool not yet picked
+// and still open, ranked in the request's context (see inContext).
+// Within a turn the whole request's ranking (rankings[0]) orders the
+// picks, so an intent whose best tool the request as a whole ranks high
+// comes first, and a sentence that only sets the scene ("I am planning a
+// trip.") comes after those that ask.
 func intentPicks(rankings []searched, free int, open func(name string) bool) []intentPick {
 	intents, whole := rankings[1:], rankings[0].final
-	share := max(1, free/len(intents))
+	share := max(1, (free+len(intents)-1)/len(intents))
+	orders := make([][]ranked, len(intents))
+	for i, r := range intents {
+		orders[i] = inContext(r, rankings[0])
+	}
 	next := make([]int, len(intents))
 	taken := map[string]bool{}
 	var out []intentPick
@@ -302,9 +307,9 @@ func intentPicks(rankings []searched, free int, open func(name string) bool) []i
 			at int // the rank the whole request gives it
 		}
 		var picks []pick
-		for i, r := range intents {
-			for ; next[i] < len(r.order); next[i]++ {
-				n := r.order[next[i]].name
+		for i, order := range orders {
+			for ; next[i] < len(order); next[i]++ {
+				n := order[next[i]].name
 				if taken[n] || !open(n) {
 					continue
 				}
@@ -331,7 +336,33 @@ func intentPicks(rankings []searched, free int, open func(name string) bool) []i
 type searched struct {
 	order                 []ranked
 	semantic, bm25, final map[string]*Arm
+	evidence              float64 // the text's lexical evidence
 }
+
+// inContext orders an intent's tools by their score for the intent plus
+// their score for the whole request, each scaled as the blend scales an
+// arm (see scaler), so alike for every method. An intent that names few
+// telling words leans on the request for what it leaves out ("Can you
+// provide me with that information?", "Also, book a hotel there"): the
+// request's share falls from contextWeight at no lexical evidence to none
+// at strongLexicalEvidence, where an intent says what it wants.
+func inContext(intent, request searched) []ranked {
+	w := contextWeight * max(0, 1-intent.evidence/strongLexicalEvidence)
+	own, whole := scaler(intent.order), scaler(request.order)
+	out := make([]ranked, len(intent.order))
+	for i, r := range intent.order {
+		out[i] = ranked{name: r.name, score: own(r.score)}
+		if a := request.final[r.name]; a != nil {
+			out[i].score += w * whole(a.Score)
+		}
+	}
+	sortRanked(out)
+	return out
+}
+
+// contextWeight is the whole request's largest share in an intent's
+// ranking.
+const contextWeight = 0.5
 
 func (c *Catalog) withDefaults(o Options) Options {
 	d := c.Document.Search
@@ -754,18 +785,17 @@ func (c *Catalog) bm25Ranking(query string, opts Options, allowed func(string) b
 }
 
 // blend ranks the tools either arm placed by a convex blend of their
-// scores, w·cosine + (1-w)·bm25', where bm25' is the query's BM25 score
-// scaled between the score at rank scaleDepth (0) and the best (1). The
-// BM25 scale differs with every query's length and words, so it is
-// normalised; the cosine keeps its own scale, so a semantic ranking whose
-// best tools barely stand out moves the blend little. The cosine is
-// counted from the one at rank scaleDepth (or the lowest), so tools far
-// down the semantic ranking add nothing rather than subtract.
+// scores, w·cosine' + (1-w)·bm25', each arm's score scaled between the
+// one at rank scaleDepth (0) and the best (1). Scaled, w is the cosine's
+// share whatever the model: one model's cosines spread over a tenth,
+// another's over a third. The cosine is counted from the one at rank
+// scaleDepth (or the lowest), so tools far down the semantic ranking add
+// nothing rather than subtract.
 func (c *Catalog) blend(w float64, semantic semanticScores, lexical []ranked) []ranked {
 	lex := scaler(lexical)
-	var floor float64
+	cos := between(0, 0)
 	if n := min(len(semantic.top), scaleDepth); n > 0 {
-		floor = semantic.top[n-1].score
+		cos = between(semantic.top[0].score, semantic.top[n-1].score)
 	}
 	bm25 := make(map[string]float64, len(lexical))
 	rows := make([]int, 0, len(lexical))
@@ -785,7 +815,7 @@ func (c *Catalog) blend(w float64, semantic semanticScores, lexical []ranked) []
 		seen[name] = true
 		var s float64
 		if row := c.rowOf[c.tools[name]]; row >= 0 {
-			s = w * max(float64(semantic.cosine[row])-floor, 0)
+			s = w * cos(float64(semantic.cosine[row]))
 		}
 		if b, ok := bm25[name]; ok {
 			s += (1 - w) * lex(b)
@@ -805,8 +835,8 @@ func (c *Catalog) blend(w float64, semantic semanticScores, lexical []ranked) []
 // scaleDepth is the rank whose score counts as an arm's baseline.
 const scaleDepth = 100
 
-// scaler maps BM25 scores to [0, 1] between the score at scaleDepth (0
-// when fewer tools matched: the others score 0) and the best.
+// scaler maps an arm's scores to [0, 1] between the score at scaleDepth
+// (0 when fewer tools matched: the others score 0) and the best.
 func scaler(top []ranked) func(float64) float64 {
 	var hi, lo float64
 	if len(top) > 0 {
@@ -815,6 +845,12 @@ func scaler(top []ranked) func(float64) float64 {
 	if len(top) >= scaleDepth {
 		lo = top[scaleDepth-1].score
 	}
+	return between(hi, lo)
+}
+
+// between maps lo to 0 and hi to 1, clamping what lies outside; every
+// score to 0 when hi is not above lo.
+func between(hi, lo float64) func(float64) float64 {
 	if hi <= lo {
 		return func(float64) float64 { return 0 }
 	}

@@ -164,8 +164,8 @@ func TestSearchResultsExplainThemselves(t *testing.T) {
 	if top.Semantic.Rank != 1 || top.BM25.Rank != 1 {
 		t.Errorf("arm ranks %d/%d, want 1/1", top.Semantic.Rank, top.BM25.Rank)
 	}
-	// Best in BM25 scales to 1; the cosine counts from the lowest one (the
-	// catalog has fewer than scaleDepth tools).
+	// Each arm scales its best to 1; the cosine counts from the lowest one
+	// and BM25 from 0 (the catalog has fewer than scaleDepth tools).
 	lowest := 1.0
 	for _, v := range c.Vectors {
 		lowest = min(lowest, float64(embedding.Cosine(mustEmbed(t, "send an email"), v)))
@@ -176,8 +176,23 @@ func TestSearchResultsExplainThemselves(t *testing.T) {
 	if r.LexicalEvidence <= strongLexicalEvidence || math.Abs(r.SemanticWeight-w) > 1e-9 {
 		t.Errorf("evidence %.2f, weight %.4f; want evidence above %.0f and the weight lowered to %.4f", r.LexicalEvidence, r.SemanticWeight, strongLexicalEvidence, w)
 	}
-	if want := w*(top.Semantic.Score-lowest) + (1 - w); math.Abs(top.Score-want) > 1e-6 {
-		t.Errorf("blended score %v, want %v = %.1f·(cosine %.4f − lowest %.4f) + %.1f·1", top.Score, want, w, top.Semantic.Score, lowest, 1-w)
+	if top.Score != 1 {
+		t.Errorf("blended score %v of the best in both arms, want 1", top.Score)
+	}
+	if len(r.Results) < 4 {
+		t.Fatalf("%d results, want 4 to check the blend below the best", len(r.Results))
+	}
+	for _, o := range r.Results[2:] {
+		var want float64
+		if o.Semantic != nil {
+			want = w * (o.Semantic.Score - lowest) / (top.Semantic.Score - lowest)
+		}
+		if o.BM25 != nil {
+			want += (1 - w) * o.BM25.Score / top.BM25.Score
+		}
+		if math.Abs(o.Score-want) > 1e-6 {
+			t.Errorf("%s: blended score %v, want %v = %.2f·(cosine − lowest)/(best cosine − lowest) + %.2f·bm25/best bm25", o.Tool.Name, o.Score, want, w, 1-w)
+		}
 	}
 	if r.SemanticOnly || r.LexicalEvidence < DefaultMinLexicalEvidence {
 		t.Errorf("lexical evidence %.2f (semantic only %v) for a query naming the tool's words", r.LexicalEvidence, r.SemanticOnly)
@@ -214,7 +229,7 @@ func TestHybridBlendWeightSpansTheArms(t *testing.T) {
 	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 6})
 	emb := lexicalEmbedder()
 	never := 0.0
-	for _, q := range []string{"mail about the weather", "open an issue for the SQL query", "web results in French"} {
+	for _, q := range []string{"mail about the weather", "an issue for the query", "web results in French"} {
 		zero, one := 0.0, 1.0
 		bm25 := rankedNames(search(t, c, q, Options{Method: BM25, Embedder: emb}).Results)
 		sem := rankedNames(search(t, c, q, Options{Method: Semantic, Embedder: emb}).Results)
@@ -270,7 +285,7 @@ func TestHybridSemanticOnlyWhenLexicalEvidenceIsWeak(t *testing.T) {
 func TestHybridUsesThePublishedBlend(t *testing.T) {
 	zero, never := 0.0, 0.0
 	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 6, SemanticWeight: &zero, MinLexicalEvidence: &never})
-	q := "open an issue for the SQL query"
+	q := "an issue for the query"
 	got := rankedNames(search(t, c, q, Options{Embedder: lexicalEmbedder()}).Results)
 	bm25 := rankedNames(search(t, c, q, Options{Method: BM25}).Results)
 	if !slices.Equal(got[:len(bm25)], bm25) {
