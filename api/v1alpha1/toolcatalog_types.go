@@ -401,8 +401,8 @@ type SearchSpec struct {
 	Method SearchMethod `json:"method,omitempty"`
 
 	// semanticWeight is the hybrid method's share of the cosine similarity
-	// in the blend of the two arms (0 to 1); the BM25 score, normalised per
-	// query, has the rest. A query with lexical evidence above 3 gets a
+	// in the blend of the two arms (0 to 1), each normalised per query; the
+	// BM25 score has the rest. A query with lexical evidence above 2 gets a
 	// proportionally smaller share. Unset, 0.6, chosen on public
 	// tool-retrieval sets (docs/search.md).
 	// +optional
