@@ -141,14 +141,20 @@ func TestToolSourceImportsAndFollowsAnMCPServer(t *testing.T) {
 	g.Expect(updated).To(Equal([]string{"docs_page_1"}))
 
 	// A sync that finds the list unchanged writes no ToolDefinition. The
-	// catalog writes its records into their status first: wait for them,
+	// catalog writes its records into their status first, and the tools
+	// its grading of that version finds confusable after: wait for both,
 	// so only the source could change a resourceVersion afterwards.
 	versions := map[string]string{}
 	g.Eventually(func(g Gomega) {
+		q := getTC(g, ns, "imported").Status.Quality
+		g.Expect(q).NotTo(BeNil())
+		g.Expect(q.Version).To(Equal(to))
+		confusable := confusableTools(q)
 		for name, td := range sourceTools(g, ns, "docs") {
 			rec := recordOf(td, "imported")
 			g.Expect(rec).NotTo(BeNil())
 			g.Expect(rec.SpecHash).To(Equal(td.Status.SpecHash), "%s", name)
+			g.Expect(rec.ConfusableWith).To(Equal(confusable[td.Spec.Name]), "%s", name)
 			c := conditionOf(td, v1alpha1.ConditionEmbedded)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
