@@ -200,21 +200,13 @@ func (m *Model) Embed(text string) ([]float32, error) {
 	}
 
 	// Layer 0 works at 256 dimensions and widens to 512: its residual is
-	// projected by a dense layer.
+	// projected by a dense layer. Layer 1's tokens are averaged as it
+	// ends (see pooledLayer).
 	residual := m.dense(ws, x, n, "l0.residual")
 	x = m.layer(ws, x, n, "l0", residual)
-	x = m.layer(ws, x, n, "l1", x)
+	pooled := m.pooledLayer(ws, x, n, "l1")
 
-	// Mean over tokens, tanh projection, L2 normalisation.
-	pooled := ws.take(Dimensions)
-	for p := range n {
-		for i, v := range x[p*Dimensions : (p+1)*Dimensions] {
-			pooled[i] += v
-		}
-	}
-	for i := range pooled {
-		pooled[i] /= float32(n)
-	}
+	// Tanh projection, L2 normalisation.
 	out := make([]float32, Dimensions)
 	var sum float32
 	for i, v := range m.dense(ws, pooled, 1, "head") {
@@ -231,6 +223,33 @@ func (m *Model) Embed(text string) ([]float32, error) {
 // layer is one transformer layer with pre-normalisation: self-attention
 // added to residual, then a ReLU feed-forward block added to its input.
 func (m *Model) layer(ws *workspace, x []float32, n int, name string, residual []float32) []float32 {
+	y := m.attend(ws, x, n, name, residual)
+	h := m.dense(ws, m.widen(ws, y, n, name), n, name+".ffn2")
+	for i := range h {
+		h[i] += y[i]
+	}
+	return h
+}
+
+// pooledLayer is layer averaged over the tokens, as the model pools its
+// last layer. The feed-forward block's second dense layer is linear, so
+// it is applied once, to the mean of its inputs, instead of to each
+// token's: the same vector up to the order of float32 sums, for a sixth
+// of the model's arithmetic.
+func (m *Model) pooledLayer(ws *workspace, x []float32, n int, name string) []float32 {
+	y := m.attend(ws, x, n, name, x)
+	h := m.widen(ws, y, n, name)
+	meanY := mean(ws, y, n)
+	pooled := m.dense(ws, mean(ws, h, n), 1, name+".ffn2")
+	for i := range pooled {
+		pooled[i] += meanY[i]
+	}
+	return pooled
+}
+
+// attend is a layer's self-attention, normalised before and added to
+// residual after.
+func (m *Model) attend(ws *workspace, x []float32, n int, name string, residual []float32) []float32 {
 	width := m.w[name+".attn_norm.scale"].cols
 	h := m.layerNorm(ws, x, n, width, name+".attn_norm")
 	qkv := m.dense(ws, h, n, name+".qkv") // n × 3·width: queries, keys, values
@@ -239,16 +258,33 @@ func (m *Model) layer(ws *workspace, x []float32, n int, name string, residual [
 	for i := range y {
 		y[i] += residual[i]
 	}
-	h = m.layerNorm(ws, y, n, Dimensions, name+".ffn_norm")
+	return y
+}
+
+// widen is the first half of a layer's feed-forward block: normalised,
+// widened by a dense layer, through a ReLU.
+func (m *Model) widen(ws *workspace, y []float32, n int, name string) []float32 {
+	h := m.layerNorm(ws, y, n, Dimensions, name+".ffn_norm")
 	h = m.dense(ws, h, n, name+".ffn1")
 	for i, v := range h {
 		h[i] = max(v, 0)
 	}
-	h = m.dense(ws, h, n, name+".ffn2")
-	for i := range h {
-		h[i] += y[i]
-	}
 	return h
+}
+
+// mean averages the n rows of x.
+func mean(ws *workspace, x []float32, n int) []float32 {
+	width := len(x) / n
+	out := ws.take(width)
+	for p := range n {
+		for i, v := range x[p*width : (p+1)*width] {
+			out[i] += v
+		}
+	}
+	for i := range out {
+		out[i] /= float32(n)
+	}
+	return out
 }
 
 // attention is multi-head scaled dot-product self-attention over the
