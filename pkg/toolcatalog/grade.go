@@ -147,6 +147,89 @@ type queryOutcome struct {
 	// intents says the query was searched by its intents: any change
 	// may move its tools, so any change makes it due.
 	intents bool
+	// blend, for a hybrid search of the query whole, is how it blended
+	// the arms: a changed tool is due by the score the blend would give it
+	// (see blendWatch.reaches), not by its rank in each arm.
+	blend *blendWatch
+}
+
+// blendWatch is what a hybrid search needs to score one more tool as it
+// scored the others: each arm's scale, the cosine's share, the lexical
+// evidence and the blended score of the GradeK-th tool.
+type blendWatch struct {
+	w, cosHi, cosLo, lexHi, lexLo float64
+	evidence, minEvidence         float64
+	semanticOnly                  bool
+	// kth is the GradeK-th tool's score on the blend's scale; -Inf when
+	// fewer tools ranked.
+	kth float64
+}
+
+// blendMargin is how far under the GradeK-th blended score a changed tool
+// still counts as able to pass it: the change moves other scores a little
+// too, through the words' weights and the arms' baselines.
+const blendMargin = 0.05
+
+func newBlendWatch(order, semantic, lexical []ranked, b Blend) *blendWatch {
+	bw := &blendWatch{w: b.SemanticWeight, evidence: b.LexicalEvidence, minEvidence: b.MinLexicalEvidence, semanticOnly: b.SemanticOnly, kth: math.Inf(-1)}
+	if n := min(len(semantic), scaleDepth); n > 0 {
+		bw.cosHi, bw.cosLo = semantic[0].score, semantic[n-1].score
+	}
+	if len(lexical) > 0 {
+		bw.lexHi = lexical[0].score
+	}
+	if len(lexical) >= scaleDepth {
+		bw.lexLo = lexical[scaleDepth-1].score
+	}
+	if bw.semanticOnly {
+		bw.w = 1
+	}
+	if len(order) >= GradeK {
+		bw.kth = order[GradeK-1].score
+		if bw.semanticOnly {
+			bw.kth = between(bw.cosHi, bw.cosLo)(bw.kth)
+		}
+	}
+	return bw
+}
+
+// reaches reports whether a tool with this cosine and BM25 score (0: no
+// match) in the next version could rank among the query's first GradeK.
+// It scores the tool as the blend scored the others, on each arm's scale
+// widened to take it, and lets the others' scores fall by what that
+// widening can take from them. A tool that moves the lexical evidence
+// across the semantic-only or the strong-evidence line changes how every
+// tool is blended, and is due.
+func (bw *blendWatch) reaches(cosine, bm25, maxIDF float64) bool {
+	if math.IsInf(bw.kth, -1) {
+		return true
+	}
+	lexHi := max(bw.lexHi, bm25)
+	if maxIDF > 0 && bm25 > bw.lexHi {
+		after := lexHi / maxIDF
+		if bw.semanticOnly && after >= bw.minEvidence || !bw.semanticOnly && max(bw.evidence, after) > strongLexicalEvidence {
+			return true
+		}
+	}
+	cosHi := max(bw.cosHi, cosine)
+	score := bw.w * between(cosHi, bw.cosLo)(cosine)
+	slack := bw.w * widened(bw.cosHi, cosHi, bw.cosLo)
+	if !bw.semanticOnly {
+		if bm25 > 0 {
+			score += (1 - bw.w) * between(lexHi, bw.lexLo)(bm25)
+		}
+		slack += (1 - bw.w) * widened(bw.lexHi, lexHi, bw.lexLo)
+	}
+	return score+slack+blendMargin >= bw.kth
+}
+
+// widened is the most a score scaled between lo and hi loses when hi
+// rises to to.
+func widened(hi, to, lo float64) float64 {
+	if to <= hi || hi <= lo {
+		return 0 // nothing moves, or every score was 0
+	}
+	return (to - hi) / (to - lo)
 }
 
 // Catalog is the catalog last graded, nil before the first Grade and
@@ -296,6 +379,9 @@ func (g *Grader) Grade(ctx context.Context, c *Catalog, sets map[string]QuerySet
 			}
 			o := outcomeOf(d.tool, c.index.queryTerms(q), order, semantic.top, lexical)
 			o.intents = intents != nil
+			if method == Hybrid && !o.intents {
+				o.blend = newBlendWatch(order, semantic.top, lexical, blend)
+			}
 			d.gt.outcomes[d.i] = o
 		}
 	}
@@ -429,7 +515,8 @@ func changedTools(prev, c *Catalog, rows []string) map[string]bool {
 
 // markAffected makes due every kept query a changed tool could rank
 // differently: one whose top GradeK or first held a changed tool, or
-// for which a changed tool now scores above the watch rank of an arm.
+// for which a changed tool now scores into the top GradeK of a hybrid
+// search (see blendWatch) or above the watch rank of an arm of another.
 func (g *Grader) markAffected(c *Catalog, changed map[string]bool, opts Options) {
 	if len(changed) == 0 {
 		return
@@ -457,11 +544,15 @@ func (g *Grader) markAffected(c *Catalog, changed map[string]bool, opts Options)
 				if due {
 					break
 				}
-				if x.vec != nil && gt.units[i] != nil && float64(blas32.Dot(blas32.Vector{N: len(x.vec), Inc: 1, Data: x.vec}, blas32.Vector{N: len(x.vec), Inc: 1, Data: gt.units[i]})) > o.semWatch {
-					due = true
+				cosine := math.Inf(-1) // no vector: no cosine
+				if x.vec != nil && gt.units[i] != nil {
+					cosine = float64(blas32.Dot(blas32.Vector{N: len(x.vec), Inc: 1, Data: x.vec}, blas32.Vector{N: len(x.vec), Inc: 1, Data: gt.units[i]}))
 				}
-				if s := c.index.scoreOf(x.doc, o.terms, opts.K1, opts.B); s > 0 && s > o.lexWatch {
-					due = true
+				bm25 := c.index.scoreOf(x.doc, o.terms, opts.K1, opts.B)
+				if o.blend != nil {
+					due = o.blend.reaches(cosine, bm25, c.index.maxIDF)
+				} else {
+					due = cosine > o.semWatch || bm25 > 0 && bm25 > o.lexWatch
 				}
 			}
 			if due {

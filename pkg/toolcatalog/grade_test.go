@@ -2,11 +2,14 @@ package toolcatalog
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"testing"
 
+	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -306,4 +309,141 @@ func buildCatalog(t *testing.T, doc *contract.Document, raw map[string][]byte) *
 		t.Fatal(err)
 	}
 	return c
+}
+
+// A changed tool is searched against the queries it could enter the top
+// of, by the score the blend would give it: an edit that brings a rare
+// word into a tool matches every query holding the word, few of which it
+// reaches. The incremental grading stays the whole one.
+func TestGraderRegradesByTheBlendedScore(t *testing.T) {
+	ctx := context.Background()
+	const n, dims = 2000, 64
+	unit := func(text string) []float32 {
+		f := openaitest.Vector(text, dims)
+		v := make([]float32, dims)
+		for i := range f {
+			v[i] = float32(f[i])
+		}
+		return v
+	}
+	vector := func(text string) []byte { return contract.EncodeVector(unit(text)) }
+	descriptions := make([]string, n)
+	raw := map[string][]byte{}
+	for i := range n {
+		descriptions[i] = fmt.Sprintf("Tool %d does one specific thing, number %d, for the users who ask for it.", i, i)
+		raw[fmt.Sprintf("tool_%04d", i)] = vector(descriptions[i])
+	}
+	version := func(v int64) *contract.Document {
+		doc := &contract.Document{Version: v, Catalog: "test/blend", Embedding: contract.EmbeddingInfo{Model: "m", Dimensions: dims},
+			Search: contract.SearchDefaults{Method: "hybrid", TopK: 5}}
+		for i, d := range descriptions {
+			tool, err := contract.NormalizeTool(contract.Tool{Name: fmt.Sprintf("tool_%04d", i), Description: d})
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc.Tools = append(doc.Tools, tool)
+		}
+		if err := doc.Seal(); err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	// Every fifth query holds the word "1", which one tool holds.
+	sets := map[string]QuerySet{}
+	for i := 0; i < n; i += 20 {
+		var set QuerySet
+		for j := range 5 {
+			q := fmt.Sprintf("request %d for %x", j+1, i*31+j)
+			set.Queries = append(set.Queries, q)
+			set.Vectors = append(set.Vectors, unit(q))
+		}
+		sets[fmt.Sprintf("tool_%04d", i)] = set
+	}
+	c, err := New(version(1), raw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Grader{MaxSearches: -1}
+	if _, _, err := g.Grade(ctx, c, sets); err != nil {
+		t.Fatal(err)
+	}
+
+	for edit := range 3 {
+		// The edit brings the word "1" (and 2, 3) into tool_0777.
+		descriptions[777] = fmt.Sprintf("Tool 777, edited %d times: it does one specific thing better.", edit+1)
+		raw := map[string][]byte{"tool_0777": vector(descriptions[777])}
+		next := g.Next(version(int64(edit+2)), raw)
+		kept := map[*queryOutcome]bool{}
+		var matched []*queryOutcome // kept, and matched by the edit
+		for _, gt := range g.tools {
+			for _, o := range gt.outcomes {
+				kept[o] = true
+				if o.blend != nil && next.index.scoreOf(next.tools["tool_0777"], o.terms, DefaultK1, DefaultB) > 0 {
+					matched = append(matched, o)
+				}
+			}
+		}
+		inc, _, err := g.Grade(ctx, next, sets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole, err := next.Grade(ctx, sets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inc.SelfRecallAt5 != whole.SelfRecallAt5 || !slices.Equal(inc.Confusable, whole.Confusable) || !reflect.DeepEqual(inc.Outranked, whole.Outranked) {
+			t.Fatalf("edit %d: incremental grading %+v differs from the whole %+v", edit+1, inc, whole)
+		}
+		left := 0 // matched queries not searched again
+		for _, gt := range g.tools {
+			for _, o := range gt.outcomes {
+				if kept[o] && slices.Contains(matched, o) {
+					left++
+				}
+			}
+		}
+		t.Logf("edit %d: searched %d of %d queries; %d of the %d the edit matches were kept", edit+1, inc.Searched, inc.Queries, left, len(matched))
+		if len(matched) < 50 || left == 0 {
+			t.Fatalf("edit %d: the edit matched %d queries and %d were kept; want some matched and some kept", edit+1, len(matched), left)
+		}
+	}
+}
+
+// A changed tool is due when the blend would score it near the fifth
+// tool, or when it changes how the blend scores every tool.
+func TestBlendWatchReaches(t *testing.T) {
+	// Cosines scaled between 0.2 and 0.6, BM25 between 0 and 8; a
+	// cosine's share of 0.6; the fifth tool blended at 0.5.
+	bw := &blendWatch{w: 0.6, cosHi: 0.6, cosLo: 0.2, lexHi: 8, evidence: 1, minEvidence: 1, kth: 0.5}
+	const maxIDF = 8
+	for _, tc := range []struct {
+		name         string
+		cosine, bm25 float64
+		semanticOnly bool
+		want         bool
+	}{
+		{"far under the fifth", 0.3, 2, false, false},                 // 0.15 + 0.1
+		{"within the margin of the fifth", 0.4, 3.2, false, true},     // 0.3 + 0.16
+		{"above the fifth", 0.5, 4, false, true},                      // 0.45 + 0.2
+		{"no vector, a weak match", math.Inf(-1), 4, false, false},    // 0.2
+		{"a best BM25 lowers every other tool", 0.2, 16, false, true}, // 0.4, others down to 0.2
+		{"strong evidence reweighs every tool", 0, 17, false, true},
+		{"no match: semantic-only stays", 0.3, 0, true, false},
+		{"semantic-only ignores a match under the best", 0.3, 7, true, false},
+		{"evidence crosses into the blend", 0.3, 9, true, true},
+		{"semantic-only, by its cosine", 0.55, 7, true, true},
+	} {
+		w := *bw
+		w.semanticOnly = tc.semanticOnly
+		if tc.semanticOnly {
+			w.w, w.evidence, w.lexHi = 1, 0.9, 7.2
+			w.kth = 0.8 // the fifth cosine, 0.52, scaled
+		}
+		if got := w.reaches(tc.cosine, tc.bm25, maxIDF); got != tc.want {
+			t.Errorf("%s: reaches(%g, %g) = %v, want %v", tc.name, tc.cosine, tc.bm25, got, tc.want)
+		}
+	}
+	if !(&blendWatch{kth: math.Inf(-1)}).reaches(0, 0, maxIDF) {
+		t.Error("a query whose search ranked fewer than GradeK tools: any tool may enter")
+	}
 }
