@@ -149,12 +149,14 @@ func (gs *grades) run(ctx context.Context, key client.ObjectKey) {
 	ctx, span := telemetry.Tracer().Start(ctx, "ToolCatalog grade", trace.WithAttributes(
 		attribute.String("toolcatalog.catalog", key.String()), attribute.Int64("toolcatalog.version", job.version)))
 	defer span.End()
+	start := time.Now()
 	g, left, err := st.grade(ctx, job)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		log.Error(err, "Cannot grade the catalog; grading the next version")
 		return
 	}
+	log.V(1).Info("Graded", "searched", g.Searched, "graded", g.Queries, "left", left, "took", time.Since(start).Round(time.Millisecond))
 	base := tc.DeepCopy()
 	tc.Status.Quality = qualityOf(g, job.version)
 	if err := patchStatus(ctx, gs.r.Client, base, tc); err != nil {

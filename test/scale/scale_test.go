@@ -16,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	"net/http"
@@ -775,8 +776,10 @@ func (m *managerProcess) idle(t *testing.T) bool {
 	return time.Since(m.idleSince) >= idleFor
 }
 
-// idleFor is how long the manager must look idle to be idle.
-const idleFor = time.Second
+// idleFor is how long the manager must look idle to be idle: longer than
+// the pause between the parts of a grading (the controllers' gradeRetry,
+// a second), during which no queue holds the rest.
+const idleFor = 2500 * time.Millisecond
 
 func (m *managerProcess) quiet(v map[string]float64) bool {
 	return v["workqueue_depth/toolcatalog"] == 0 && v["workqueue_depth/tooldefinition"] == 0 &&
@@ -806,9 +809,14 @@ func newProvider(t *testing.T, latency time.Duration) *openaitest.Server {
 			return
 		}
 		count, _ := strconv.Atoi(m[1])
+		// Each tool's own queries: a hash of its whole prompt, not of
+		// something tools share (its length), which gave every tool of a
+		// large catalog one of a few query sets.
+		h := fnv.New32a()
+		h.Write([]byte(prompt))
 		qs := make([]string, count)
 		for i := range qs {
-			qs[i] = fmt.Sprintf("request %d for %x", i+1, len(prompt)*31+i)
+			qs[i] = fmt.Sprintf("request %d for %x", i+1, h.Sum32()+uint32(i))
 		}
 		openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON(qs...))
 	}
