@@ -170,17 +170,11 @@ type blendWatch struct {
 // too, through the words' weights and the arms' baselines.
 const blendMargin = 0.05
 
+// newBlendWatch keeps how a hybrid search blended the arms into order.
 func newBlendWatch(order, semantic, lexical []ranked, b Blend) *blendWatch {
 	bw := &blendWatch{w: b.SemanticWeight, evidence: b.LexicalEvidence, minEvidence: b.MinLexicalEvidence, semanticOnly: b.SemanticOnly, kth: math.Inf(-1)}
-	if n := min(len(semantic), scaleDepth); n > 0 {
-		bw.cosHi, bw.cosLo = semantic[0].score, semantic[n-1].score
-	}
-	if len(lexical) > 0 {
-		bw.lexHi = lexical[0].score
-	}
-	if len(lexical) >= scaleDepth {
-		bw.lexLo = lexical[scaleDepth-1].score
-	}
+	bw.cosHi, bw.cosLo = cosineScale(semantic)
+	bw.lexHi, bw.lexLo = lexicalScale(lexical)
 	if bw.semanticOnly {
 		bw.w = 1
 	}

@@ -151,17 +151,7 @@ func TestGraderRegradesWhatAVersionCouldChange(t *testing.T) {
 	maps.Copy(raw2, raw) // the other tools' vectors, unchanged
 	v2 := g.Catalog().Next(doc2, raw2, nil)
 	sets := querySets(t, tools)
-	inc, _, err := g.Grade(ctx, v2, sets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	whole, err := v2.Grade(ctx, sets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if inc.Queries != whole.Queries || inc.SelfRecallAt5 != whole.SelfRecallAt5 || !slices.Equal(inc.Confusable, whole.Confusable) || !slices.Equal(inc.Outranked, whole.Outranked) {
-		t.Fatalf("incremental grading %+v differs from the whole %+v", inc, whole)
-	}
+	inc, whole := gradeBothWays(t, g, v2, sets)
 	if len(inc.Confusable) != 1 || inc.Confusable[0].A != "send_email" || inc.Confusable[0].B != "send_mail" {
 		t.Fatalf("confusable %+v, want send_email and send_mail", inc.Confusable)
 	}
@@ -383,17 +373,7 @@ func TestGraderRegradesByTheBlendedScore(t *testing.T) {
 				}
 			}
 		}
-		inc, _, err := g.Grade(ctx, next, sets)
-		if err != nil {
-			t.Fatal(err)
-		}
-		whole, err := next.Grade(ctx, sets)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if inc.SelfRecallAt5 != whole.SelfRecallAt5 || !slices.Equal(inc.Confusable, whole.Confusable) || !reflect.DeepEqual(inc.Outranked, whole.Outranked) {
-			t.Fatalf("edit %d: incremental grading %+v differs from the whole %+v", edit+1, inc, whole)
-		}
+		inc, _ := gradeBothWays(t, g, next, sets)
 		left := 0 // matched queries not searched again
 		for _, gt := range g.tools {
 			for _, o := range gt.outcomes {
@@ -446,4 +426,21 @@ func TestBlendWatchReaches(t *testing.T) {
 	if !(&blendWatch{kth: math.Inf(-1)}).reaches(0, 0, maxIDF) {
 		t.Error("a query whose search ranked fewer than GradeK tools: any tool may enter")
 	}
+}
+
+// gradeBothWays grades c with g, from the grading before, and whole, and
+// fails unless both grade alike.
+func gradeBothWays(t *testing.T, g *Grader, c *Catalog, sets map[string]QuerySet) (inc, whole *Grading) {
+	t.Helper()
+	inc, _, err := g.Grade(context.Background(), c, sets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if whole, err = c.Grade(context.Background(), sets); err != nil {
+		t.Fatal(err)
+	}
+	if inc.Queries != whole.Queries || inc.SelfRecallAt5 != whole.SelfRecallAt5 || !slices.Equal(inc.Confusable, whole.Confusable) || !reflect.DeepEqual(inc.Outranked, whole.Outranked) {
+		t.Fatalf("incremental grading %+v differs from the whole %+v", inc, whole)
+	}
+	return inc, whole
 }

@@ -792,11 +792,8 @@ func (c *Catalog) bm25Ranking(query string, opts Options, allowed func(string) b
 // scaleDepth (or the lowest), so tools far down the semantic ranking add
 // nothing rather than subtract.
 func (c *Catalog) blend(w float64, semantic semanticScores, lexical []ranked) []ranked {
-	lex := scaler(lexical)
-	cos := between(0, 0)
-	if n := min(len(semantic.top), scaleDepth); n > 0 {
-		cos = between(semantic.top[0].score, semantic.top[n-1].score)
-	}
+	lex := between(lexicalScale(lexical))
+	cos := between(cosineScale(semantic.top))
 	bm25 := make(map[string]float64, len(lexical))
 	rows := make([]int, 0, len(lexical))
 	for _, r := range lexical {
@@ -835,17 +832,29 @@ func (c *Catalog) blend(w float64, semantic semanticScores, lexical []ranked) []
 // scaleDepth is the rank whose score counts as an arm's baseline.
 const scaleDepth = 100
 
-// scaler maps an arm's scores to [0, 1] between the score at scaleDepth
-// (0 when fewer tools matched: the others score 0) and the best.
-func scaler(top []ranked) func(float64) float64 {
-	var hi, lo float64
+// scaler maps an arm's scores to [0, 1] on its lexicalScale.
+func scaler(top []ranked) func(float64) float64 { return between(lexicalScale(top)) }
+
+// lexicalScale is the span a blend scales BM25 scores over: from the
+// score at scaleDepth (0 when fewer tools matched: the others score 0) to
+// the best.
+func lexicalScale(top []ranked) (hi, lo float64) {
 	if len(top) > 0 {
 		hi = top[0].score
 	}
 	if len(top) >= scaleDepth {
 		lo = top[scaleDepth-1].score
 	}
-	return between(hi, lo)
+	return hi, lo
+}
+
+// cosineScale is the span a blend scales cosines over: from the cosine at
+// scaleDepth, or the lowest ranked in a smaller catalog, to the best.
+func cosineScale(top []ranked) (hi, lo float64) {
+	if n := min(len(top), scaleDepth); n > 0 {
+		return top[0].score, top[n-1].score
+	}
+	return 0, 0
 }
 
 // between maps lo to 0 and hi to 1, clamping what lies outside; every
