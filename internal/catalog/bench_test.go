@@ -67,3 +67,34 @@ func noOpPass(b *testing.B, f *fakeProviders, sel *Selector, tds []*v1alpha1.Too
 	}
 	return &Outcome{Plans: plans, Refreshed: refreshed, Build: build, Stored: stored, Version: stored.Version}
 }
+
+// BenchmarkEditPass is the pass that follows one description edit in a
+// published catalog: one tool is re-embedded and a version built and
+// kept, the rest left as stored.
+func BenchmarkEditPass(b *testing.B) {
+	for _, n := range []int{10000, 50000} {
+		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
+			f := &fakeProviders{model: "m", dims: 256}
+			tds := pointers(benchTools(n))
+			sel := &Selector{}
+			first := noOpPass(b, f, sel, tds, ReadStored(&contract.Snapshot{}))
+			stored, err := ReadStored(&contract.Snapshot{}).Published(first.Build, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				td := tds[i*7919%n]
+				td.Generation++
+				td.Spec.Description = fmt.Sprintf("Tool %s, edited %d times, does one specific thing.", td.Name, td.Generation)
+				o := noOpPass(b, f, sel, tds, stored)
+				if !o.Build.Changed {
+					b.Fatal("an edit would not publish")
+				}
+				if stored, err = stored.Published(o.Build, stored.Version+1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -73,21 +73,30 @@ func BuildDocument(in BuildInput) (Build, error) {
 			entries++
 		}
 	}
-	built := make([]builtEntry, 0, entries)
-	// seen says, by name, whether a tool is selected or rejected and
-	// whether it is in the document.
-	seen := make(map[string]seenAs, len(in.Plans)+len(in.Rejected))
+	doc.Tools = make([]contract.Tool, 0, entries)
+	metadata := make([]*contract.Metadata, 0, entries) // of doc.Tools' vectors
 	keepPrevious := func(name string, stored StoredTool) bool {
 		entry, ok := prev.ToolByName(name)
-		if !ok || seen[name]&inDocument != 0 || !stored.HasVector {
+		if !ok || !stored.HasVector {
 			return false
 		}
-		built = append(built, builtEntry{entry, stored.Metadata})
+		doc.Tools, metadata = append(doc.Tools, entry), append(metadata, stored.Metadata)
 		if perms, ok := prev.Permissions[name]; ok {
 			doc.Permissions[name] = perms
 		}
 		return true
 	}
+	// The rejected tools' names, by how the plans met them: a name a
+	// plan has is selected. No set of every name is made: at 50,000
+	// tools, filling and reading one was a sixth of a build.
+	var rejected map[string]seenAs
+	if len(in.Rejected) > 0 {
+		rejected = make(map[string]seenAs, len(in.Rejected))
+		for _, f := range in.Rejected {
+			rejected[f.Tool] = 0
+		}
+	}
+	accounted := 0 // stored tools a plan or a rejection stands for
 	for _, pl := range in.Plans {
 		name := pl.Name
 		as := selectedTool
@@ -96,7 +105,7 @@ func BuildDocument(in BuildInput) (Build, error) {
 			if embedded {
 				m = &res.Metadata
 			}
-			built = append(built, builtEntry{pl.Tool.Entry, m})
+			doc.Tools, metadata = append(doc.Tools, pl.Tool.Entry), append(metadata, m)
 			if pl.Tool.Principals != nil {
 				doc.Permissions[name] = pl.Tool.Principals
 			}
@@ -104,29 +113,47 @@ func BuildDocument(in BuildInput) (Build, error) {
 		} else if keepPrevious(name, pl.Stored) {
 			as |= inDocument
 		}
-		seen[name] = as
+		if pl.Stored.exists() {
+			accounted++
+		}
+		if _, ok := rejected[name]; ok {
+			rejected[name] = as
+		}
 	}
 	for _, f := range in.Rejected {
-		as := seen[f.Tool]
-		if as&selectedTool == 0 && keepPrevious(f.Tool, in.Stored.Tools[f.Tool]) {
+		as := rejected[f.Tool]
+		if as&selectedTool != 0 {
+			continue // a plan's, or met before
+		}
+		stored, ok := in.Stored.Tools[f.Tool]
+		if ok {
+			accounted++
+		}
+		if keepPrevious(f.Tool, stored) {
 			as |= inDocument
 		}
 		// A tool's stored embedding goes only with the tool itself: one
 		// still rejected keeps it.
-		seen[f.Tool] = as | selectedTool
+		rejected[f.Tool] = as | selectedTool
 	}
 
 	b := Build{Document: doc, Vectors: map[string][]byte{}, Metadata: map[string][]byte{}}
 	// In name order, as sealing leaves them: plans come in name order, so
-	// this is about one pass over them.
-	slices.SortFunc(built, func(a, b builtEntry) int { return strings.Compare(a.tool.Name, b.tool.Name) })
-	if entries > 0 {
-		doc.Tools = make([]contract.Tool, len(built))
+	// they are sorted again only when a rejected tool's entry was kept.
+	if !slices.IsSortedFunc(doc.Tools, contract.ByName) {
+		built := make([]builtEntry, len(doc.Tools))
+		for i := range doc.Tools {
+			built[i] = builtEntry{doc.Tools[i], metadata[i]}
+		}
+		slices.SortFunc(built, func(a, b builtEntry) int { return contract.ByName(a.tool, b.tool) })
 		for i := range built {
-			doc.Tools[i] = built[i].tool
+			doc.Tools[i], metadata[i] = built[i].tool, built[i].metadata
 		}
 	}
-	b.Blocked = mixedModels(in, doc, built)
+	if len(doc.Tools) == 0 {
+		doc.Tools = nil
+	}
+	b.Blocked = mixedModels(in, doc, metadata)
 	if in.Stored.DocErr != nil {
 		// Publishing over it would drop every entry that cannot be
 		// rebuilt from a ToolDefinition right now.
@@ -136,9 +163,15 @@ func BuildDocument(in BuildInput) (Build, error) {
 	// A tool's stored embedding goes only with the tool itself: one still
 	// selected (or rejected) that is missing from the document, because its
 	// refresh failed and there is no readable previous entry, keeps it.
-	for name := range in.Stored.Tools {
-		if seen[name] == 0 {
-			b.Removed = append(b.Removed, name)
+	if accounted < len(in.Stored.Tools) {
+		selected := make(map[string]bool, len(in.Plans))
+		for _, pl := range in.Plans {
+			selected[pl.Name] = true
+		}
+		for name := range in.Stored.Tools {
+			if _, ok := rejected[name]; !ok && !selected[name] {
+				b.Removed = append(b.Removed, name)
+			}
 		}
 	}
 	sort.Strings(b.Removed)
@@ -151,7 +184,7 @@ func BuildDocument(in BuildInput) (Build, error) {
 	// Staged tools are published with the first version that may carry
 	// them.
 	for name, raw := range in.Stored.StagedMetadata {
-		if seen[name]&inDocument != 0 && b.Blocked == "" {
+		if _, ok := doc.ToolByName(name); ok && b.Blocked == "" {
 			b.Vectors[name], b.Metadata[name] = in.Stored.StagedVectors[name], raw
 		}
 	}
@@ -190,22 +223,22 @@ const (
 
 // mixedModels explains why the document's tools, sorted by name, would
 // carry vectors of another model or length than the configured one, or
-// returns "". built are the entries with their vectors' metadata, in the
-// document's order. With no configured length, the document takes the
-// length of the first tool in name order that has one.
-func mixedModels(in BuildInput, doc *contract.Document, built []builtEntry) string {
+// returns "". metadata describes each tool's vector, in the document's
+// order (nil when there is none). With no configured length, the
+// document takes the length of the first tool in name order that has one.
+func mixedModels(in BuildInput, doc *contract.Document, metadata []*contract.Metadata) string {
 	var others []string
-	for _, e := range built {
+	for i, m := range metadata {
 		var model string
 		var dims int
-		if e.metadata != nil {
-			model, dims = e.metadata.Model, e.metadata.Dimensions
+		if m != nil {
+			model, dims = m.Model, m.Dimensions
 		}
 		if doc.Embedding.Dimensions == 0 {
 			doc.Embedding.Dimensions = dims
 		}
 		if model != in.Model || (doc.Embedding.Dimensions != 0 && dims != doc.Embedding.Dimensions) {
-			others = append(others, e.tool.Name)
+			others = append(others, doc.Tools[i].Name)
 		}
 	}
 	if len(others) == 0 {

@@ -25,6 +25,12 @@ type StoredTool struct {
 	Published *contract.Metadata
 }
 
+// exists says Redis holds something for the tool: Stored.Tools has no
+// entry without metadata (readable or not) or a vector.
+func (st StoredTool) exists() bool {
+	return st.Metadata != nil || st.MetadataErr != nil || st.HasVector
+}
+
 // Stored is a catalog's published state, parsed.
 type Stored struct {
 	// Version is P:version, 0 when absent.
@@ -109,10 +115,10 @@ func (s Stored) Published(b Build, version int64) (Stored, error) {
 	doc.Version = version
 	next := Stored{
 		Version: version, Doc: &doc, Contract2: true, Digests: b.Digests,
-		Tools: make(map[string]StoredTool, len(s.Tools)),
+		Tools: maps.Clone(s.Tools), // staged ones are replaced from b below
 	}
-	for name, st := range s.Tools {
-		next.Tools[name] = st // staged ones are replaced from b below
+	if next.Tools == nil {
+		next.Tools = map[string]StoredTool{}
 	}
 	for name, raw := range b.Metadata {
 		m, err := contract.ParseMetadata(string(raw))

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -173,7 +174,9 @@ func (d *Document) Seal() error {
 // hashes only those. It returns the document's entry digests, in tool
 // order.
 func (d *Document) SealFrom(prev *Document, prevDigests []string) ([]string, error) {
-	sort.Slice(d.Tools, func(i, j int) bool { return d.Tools[i].Name < d.Tools[j].Name })
+	if !slices.IsSortedFunc(d.Tools, ByName) {
+		sort.Slice(d.Tools, func(i, j int) bool { return d.Tools[i].Name < d.Tools[j].Name })
+	}
 	if d.Tools == nil {
 		d.Tools = []Tool{}
 	}
@@ -291,10 +294,19 @@ func ParseDocument(data []byte) (*Document, error) {
 	return d, nil
 }
 
-// ToolByName returns the document's tool of that name.
+// ByName orders tools by name, as a sealed document holds them.
+func ByName(a, b Tool) int { return strings.Compare(a.Name, b.Name) }
+
+// ToolByName returns the document's tool of that name. A sealed
+// document is sorted by name and searched in halves; one read from
+// Redis is only meant to be, so a name not found that way is looked for
+// in every entry.
 func (d *Document) ToolByName(name string) (Tool, bool) {
 	if d == nil {
 		return Tool{}, false
+	}
+	if i, ok := slices.BinarySearchFunc(d.Tools, name, func(t Tool, name string) int { return strings.Compare(t.Name, name) }); ok {
+		return d.Tools[i], true
 	}
 	for _, t := range d.Tools {
 		if t.Name == name {
