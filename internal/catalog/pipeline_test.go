@@ -898,3 +898,52 @@ func TestSelectorKeepsNameOrder(t *testing.T) {
 	tds = append(tds[:13], twin)
 	check("a name in conflict")
 }
+
+// A selection large enough to be made on every core finds the same as
+// one made a tool at a time: invalid specs and names in conflict
+// rejected, ToolDefinitions being deleted left out, in name order, and an
+// edit re-validated.
+func TestLargeSelection(t *testing.T) {
+	n := parallelFrom + 904
+	tds := pointers(benchTools(n))
+	for i := 0; i < n; i += 1000 {
+		tds[i].Spec.Parameters.Raw = []byte(`{"type":"object","required":3}`)
+	}
+	tds[7].DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+	twin := tds[8].DeepCopy()
+	twin.Name, twin.UID = twin.Name+"-twin", twin.UID+"-twin"
+	tds = append(tds, twin)
+	slices.Reverse(tds)
+	sel := &Selector{}
+	check := func(what string, rejected int) {
+		t.Helper()
+		got, err := sel.Select(tds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tool := range got.Tools {
+			names = append(names, tool.Entry.Name)
+		}
+		// n listed once each, less the invalid, the one being deleted and
+		// the name in conflict.
+		if want := n - rejected - 1 - 1; len(names) != want || !slices.IsSorted(names) {
+			t.Fatalf("%s: %d tools selected (sorted %v), want %d", what, len(names), slices.IsSorted(names), want)
+		}
+		if len(got.Rejected) != rejected+2 {
+			t.Fatalf("%s: %d rejected, want %d: %v", what, len(got.Rejected), rejected+2, got.Rejected)
+		}
+		for _, f := range got.Rejected {
+			if f.Tool == tds[len(tds)-1-8].Spec.Name && f.Reason != v1alpha1.ReasonNameConflict || f.Tool != tds[len(tds)-1-8].Spec.Name && f.Reason != v1alpha1.ReasonInvalidSpec {
+				t.Fatalf("%s: %+v", what, f)
+			}
+		}
+	}
+	invalid := (n + 999) / 1000
+	check("first", invalid)
+	check("again", invalid)
+	// The first tool listed made valid: a new generation.
+	fixed := tds[len(tds)-1]
+	fixed.Spec.Parameters.Raw, fixed.Generation = []byte(okParams), fixed.Generation+1
+	check("one made valid", invalid-1)
+}

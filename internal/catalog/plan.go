@@ -108,52 +108,60 @@ func Plan(in PlanInput) []ToolPlan {
 	if mode == modeNormal && len(in.Targets) > 0 {
 		mode = v1alpha1.RefreshModeForce
 	}
-	plans := make([]ToolPlan, 0, len(in.Tools))
-	for _, t := range in.Tools {
-		stored, found := in.Stored[t.Entry.Name]
-		p := classify(t, stored, found, in)
-		normal := normalAction(p)
-		isTarget := len(in.Targets) == 0 || targeted[t.Entry.Name]
-		switch {
-		case mode == modeNormal || !isTarget:
-			// Non-targeted tools of a forced refresh get normal work;
-			// restricted modes leave them for the next pass.
-			if mode == modeNormal || mode == v1alpha1.RefreshModeForce {
-				p.Action = normal
-			}
-		case mode == v1alpha1.RefreshModeForce:
-			p.Action = ActionRegenerate
-		case mode == v1alpha1.RefreshModeInvalidOnly:
-			if p.Invalid {
-				p.Action = ActionRegenerate
-			}
-		case mode == v1alpha1.RefreshModeEmbedOnly:
-			// Only a tool whose queries still describe its spec can be
-			// re-embedded without generating.
-			if !p.Invalid && !specChanged(p) {
-				p.Action = ActionEmbed
-			}
-		}
-		p.Deferred = p.Action == ActionNone && normal != ActionNone
-		learned := in.Learned[t.Entry.Name]
-		if p.Action == ActionNone && normal == ActionNone && (mode == modeNormal || mode == v1alpha1.RefreshModeForce) &&
-			stored.Metadata != nil && !slices.Equal(learned, stored.Metadata.LearnedQueries) {
-			p.Action, p.Relearn = ActionEmbed, true
-		}
-		if p.Action != ActionNone {
-			p.Learned = learned
-		}
-		expected := ExpectedQueries(in.QueriesPerTool, t.Examples)
-		switch p.Action {
-		case ActionEmbed:
-			p.Queries = append([]string(nil), stored.Metadata.SyntheticQueries...)
-		case ActionRegenerate:
-			p.Queries = append([]string(nil), t.Examples...)
-			p.Generate = expected - len(t.Examples)
-		}
-		plans = append(plans, p)
-	}
+	// Each tool's plan depends on the tool alone: a large catalog's are
+	// made on every core, each plan a look-up in the stored state that
+	// mostly misses the CPU's caches.
+	plans := make([]ToolPlan, len(in.Tools))
+	parallel(len(in.Tools), func(i int) {
+		plans[i] = planTool(in.Tools[i], in, mode, targeted)
+	})
 	return plans
+}
+
+// planTool is Plan for one tool, in the pass's mode.
+func planTool(t *Tool, in PlanInput, mode v1alpha1.RefreshMode, targeted map[string]bool) ToolPlan {
+	stored, found := in.Stored[t.Entry.Name]
+	p := classify(t, stored, found, in)
+	normal := normalAction(p)
+	isTarget := len(in.Targets) == 0 || targeted[t.Entry.Name]
+	switch {
+	case mode == modeNormal || !isTarget:
+		// Non-targeted tools of a forced refresh get normal work;
+		// restricted modes leave them for the next pass.
+		if mode == modeNormal || mode == v1alpha1.RefreshModeForce {
+			p.Action = normal
+		}
+	case mode == v1alpha1.RefreshModeForce:
+		p.Action = ActionRegenerate
+	case mode == v1alpha1.RefreshModeInvalidOnly:
+		if p.Invalid {
+			p.Action = ActionRegenerate
+		}
+	case mode == v1alpha1.RefreshModeEmbedOnly:
+		// Only a tool whose queries still describe its spec can be
+		// re-embedded without generating.
+		if !p.Invalid && !specChanged(p) {
+			p.Action = ActionEmbed
+		}
+	}
+	p.Deferred = p.Action == ActionNone && normal != ActionNone
+	learned := in.Learned[t.Entry.Name]
+	if p.Action == ActionNone && normal == ActionNone && (mode == modeNormal || mode == v1alpha1.RefreshModeForce) &&
+		stored.Metadata != nil && !slices.Equal(learned, stored.Metadata.LearnedQueries) {
+		p.Action, p.Relearn = ActionEmbed, true
+	}
+	if p.Action != ActionNone {
+		p.Learned = learned
+	}
+	expected := ExpectedQueries(in.QueriesPerTool, t.Examples)
+	switch p.Action {
+	case ActionEmbed:
+		p.Queries = append([]string(nil), stored.Metadata.SyntheticQueries...)
+	case ActionRegenerate:
+		p.Queries = append([]string(nil), t.Examples...)
+		p.Generate = expected - len(t.Examples)
+	}
+	return p
 }
 
 // Stale reasons.

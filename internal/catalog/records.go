@@ -1,7 +1,9 @@
 package catalog
 
 import (
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,38 +49,50 @@ type record struct {
 // Records derives the records of each selected or rejected
 // ToolDefinition.
 func (o *Outcome) Records() *Records {
-	rs := &Records{Catalog: o.Catalog, Version: o.Version, byObject: make([]record, 0, len(o.Plans)+len(o.Rejected))}
-	at := make(map[string]int, len(o.Plans)) // object → index
-	put := func(r record) {
-		if i, ok := at[r.object]; ok {
-			rs.byObject[i] = r
-			return
-		}
-		at[r.object] = len(rs.byObject)
-		rs.byObject = append(rs.byObject, r)
-	}
-	selected := make(map[string]string, len(o.Plans)) // tool name → ToolDefinition
+	failures := o.Failures()
+	rs := &Records{Catalog: o.Catalog, Version: o.Version, byObject: make([]record, 0, len(o.Plans)+len(failures))}
 	for _, pl := range o.Plans {
-		put(o.record(pl.Tool.Object, pl.Name))
-		selected[pl.Name] = pl.Tool.Object
+		rs.byObject = append(rs.byObject, o.record(pl.Tool.Object, pl.Name, pl.Stored))
 	}
-	for _, f := range o.Failures() {
-		r := o.record(f.Object, f.Tool)
-		if selected[f.Tool] != f.Object {
-			r = record{object: f.Object}
+	if len(failures) > 0 {
+		selected := make(map[string]string, len(o.Plans)) // tool name → ToolDefinition
+		for _, pl := range o.Plans {
+			selected[pl.Name] = pl.Tool.Object
 		}
-		r.reason, r.message = f.Reason, clip.Truncate(f.Message, 1024)
-		put(r)
+		for _, f := range failures {
+			r := record{object: f.Object}
+			if selected[f.Tool] == f.Object {
+				r = o.record(f.Object, f.Tool, o.Stored.Tools[f.Tool])
+			}
+			r.reason, r.message = f.Reason, clip.Truncate(f.Message, 1024)
+			rs.byObject = append(rs.byObject, r)
+		}
 	}
-	sort.Slice(rs.byObject, func(i, j int) bool { return rs.byObject[i].object < rs.byObject[j].object })
+	// By object, the last record of an object standing (a failure's over
+	// its plan's). Plans come in tool name order, which is often the
+	// objects' too: no map by object is made, and sorted records are
+	// left as they are.
+	byObject := func(a, b record) int { return strings.Compare(a.object, b.object) }
+	if !slices.IsSortedFunc(rs.byObject, byObject) {
+		slices.SortStableFunc(rs.byObject, byObject)
+	}
+	kept := 0
+	for i, r := range rs.byObject {
+		if i+1 < len(rs.byObject) && rs.byObject[i+1].object == r.object {
+			continue
+		}
+		rs.byObject[kept] = r
+		kept++
+	}
+	rs.byObject = rs.byObject[:kept]
 	return rs
 }
 
 // record is a selected tool's record: the embedding the pass published
-// or, failing that, the one published before.
-func (o *Outcome) record(object, tool string) record {
+// or, failing that, the one published before (st, the tool's stored
+// state).
+func (o *Outcome) record(object, tool string, st StoredTool) record {
 	r := record{object: object, selected: true}
-	st := o.Stored.Tools[tool]
 	m := st.Metadata
 	if st.Staged && o.Build.Blocked != "" {
 		m = st.Published

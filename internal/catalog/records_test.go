@@ -1,10 +1,12 @@
 package catalog
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -52,5 +54,33 @@ func TestRecordsKeepTheVersionOfTheirEmbedding(t *testing.T) {
 		if _, ok := recs.For(object, nil); ok {
 			t.Errorf("%q has a record", object)
 		}
+	}
+}
+
+// Records are found by object whatever order the objects' names run in
+// against their tools', one per ToolDefinition, and a tool whose refresh
+// failed has its failure's record.
+func TestRecordsAreByObject(t *testing.T) {
+	f := &fakeProviders{model: "m", dims: 4}
+	var tools []v1alpha1.ToolDefinition
+	for i := range 20 {
+		tools = append(tools, td(fmt.Sprintf("obj-%02d", 19-i), fmt.Sprintf("tool_%02d", i), okParams))
+	}
+	stored := publishedState(t, pass(t, f, tools, ReadStored(&contract.Snapshot{}), Request{}), 1)
+	failed := &tools[3]
+	failed.Spec.Description = "edited"
+	f.failGen = map[string]error{failed.Spec.Name: &embedding.Error{Kind: embedding.KindServer, Err: errors.New("500")}}
+	recs := pass(t, f, tools, stored, Request{}).Records()
+	for _, tool := range tools {
+		want := ""
+		if tool.Name == failed.Name {
+			want = v1alpha1.ReasonQueryGenerationFailed
+		}
+		if rec, ok := recs.For(tool.Name, nil); !ok || rec.Reason != want || rec.SpecHash == "" {
+			t.Errorf("%s: selected %v, record %+v, want reason %q", tool.Name, ok, rec, want)
+		}
+	}
+	if len(recs.byObject) != len(tools) {
+		t.Errorf("%d records for %d ToolDefinitions", len(recs.byObject), len(tools))
 	}
 }

@@ -139,40 +139,60 @@ func (s *Selector) Select(tds []*v1alpha1.ToolDefinition) (Selection, error) {
 		td  *v1alpha1.ToolDefinition
 		got *selected
 	}
+	// What each ToolDefinition selects to is found on every core (a
+	// look-up in the memory, and for a new generation its validation),
+	// then taken in order.
+	type found struct {
+		got     *selected
+		fresh   bool // not in the memory yet
+		invalid error
+		err     error
+	}
+	finds := make([]found, len(tds))
+	parallel(len(tds), func(i int) {
+		td := tds[i]
+		if !td.DeletionTimestamp.IsZero() {
+			return
+		}
+		f := found{got: s.memo[td.UID]}
+		if f.got == nil || td.UID == "" || f.got.generation != td.Generation || f.got.tool.Object != td.Name {
+			f.got, f.fresh = &selected{generation: td.Generation, invalid: validSpec(td)}, true
+			if f.got.invalid == nil {
+				f.got.tool, f.err = toolOf(td)
+			}
+			f.got.tool.Object = td.Name
+		}
+		f.invalid = f.got.invalid
+		if f.invalid == nil {
+			// Owners are metadata, which moves no generation: checked on
+			// every pass.
+			f.invalid = ValidateSource(td)
+		}
+		finds[i] = f
+	})
 	var sel Selection
 	valid := make([]candidate, 0, len(tds))
 	first := make(map[string]int, len(tds)) // tool name → its first candidate
 	var conflicts map[string][]*v1alpha1.ToolDefinition
 	seen := 0 // memo entries seen by this pass
-	for _, td := range tds {
-		if !td.DeletionTimestamp.IsZero() {
-			continue
+	for i, td := range tds {
+		f := finds[i]
+		if f.got == nil {
+			continue // being deleted
 		}
-		got := s.memo[td.UID]
-		if got == nil || td.UID == "" || got.generation != td.Generation || got.tool.Object != td.Name {
-			got = &selected{generation: td.Generation, invalid: validSpec(td)}
-			if got.invalid == nil {
-				t, err := toolOf(td)
-				if err != nil {
-					return Selection{}, err
-				}
-				got.tool = t
-			}
-			got.tool.Object = td.Name
+		if f.err != nil {
+			return Selection{}, f.err
+		}
+		got := f.got
+		if f.fresh {
 			s.memo[td.UID] = got
 		}
 		if got.seen != s.pass && td.UID != "" {
 			seen++
 		}
 		got.seen = s.pass
-		invalid := got.invalid
-		if invalid == nil {
-			// Owners are metadata, which moves no generation: checked on
-			// every pass.
-			invalid = ValidateSource(td)
-		}
-		if invalid != nil {
-			sel.Rejected = append(sel.Rejected, Failure{Object: td.Name, Tool: td.Spec.Name, Reason: v1alpha1.ReasonInvalidSpec, Message: invalid.Error()})
+		if f.invalid != nil {
+			sel.Rejected = append(sel.Rejected, Failure{Object: td.Name, Tool: td.Spec.Name, Reason: v1alpha1.ReasonInvalidSpec, Message: f.invalid.Error()})
 			continue
 		}
 		name := td.Spec.Name

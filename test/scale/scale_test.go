@@ -372,7 +372,7 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 	// Edits: one description each.
 	stopProfile := mgr.profile(t, fmt.Sprintf("%s%d.pprof", *profileFlag, n))
 	var applyToVersion, statusLag, applyToStatus, editCPU []time.Duration
-	var chatPerEdit, embPerEdit, redisIn, redisOut, reload []int64
+	var chatPerEdit, embPerEdit, redisIn, redisOut, reload, tdReconciles []int64
 	for i := range *editsFlag {
 		waitAPIServerIdle(t, time.Minute)
 		version := getCatalog(t, ns, "scale").Status.Version
@@ -380,7 +380,7 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 		in0, out0 := netBytes(t)
 		followed.Store(0)
 		name := fmt.Sprintf("tool-%05d", (i*7919)%n)
-		cpu0 := mgr.cpu(t)
+		cpu0, td0 := mgr.cpu(t), mgr.reconciles(t, "tooldefinition")
 		editStart := time.Now()
 		patch := fmt.Sprintf(`{"spec":{"description":"Tool %s, edited %d times: it does one specific thing better."}}`, name, i+1)
 		if err := kube.Patch(ctx, &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
@@ -400,6 +400,7 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 			return q != nil && q.Version >= got && mgr.idle(t)
 		})
 		editCPU = append(editCPU, mgr.cpu(t)-cpu0)
+		tdReconciles = append(tdReconciles, int64(mgr.reconciles(t, "tooldefinition")-td0))
 		in1, out1 := netBytes(t)
 		chatPerEdit = append(chatPerEdit, int64(len(p.ChatRequests())-chat0))
 		embPerEdit = append(embPerEdit, int64(len(p.EmbeddingRequests())-emb0))
@@ -415,6 +416,7 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 	tab.set("one edit: notice → status shows the version", col, medianDuration(statusLag).Round(time.Millisecond).String())
 	tab.set("one edit: apply → status shows the version", col, medianDuration(applyToStatus).Round(time.Millisecond).String())
 	tab.set("one edit: manager CPU, grading included", col, medianDuration(editCPU).Round(10*time.Millisecond).String())
+	tab.set("one edit: ToolDefinition reconciles", col, strconv.FormatInt(median(tdReconciles), 10))
 	tab.set("one edit: Redis bytes the manager writes / reads", col, fmt.Sprintf("%s / %s", mib(median(redisIn)), mib(median(redisOut))))
 	tab.set("one edit: follower reload reads", col, mib(median(reload)))
 	for i, c := range chatPerEdit {
@@ -426,13 +428,13 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 	// A label-only change: the pass is observed (the reconcile count
 	// moves), and it publishes nothing.
 	version := getCatalog(t, ns, "scale").Status.Version
-	reconciles := mgr.reconciles(t)
+	reconciles := mgr.reconciles(t, "toolcatalog")
 	cpu0 := mgr.cpu(t)
 	patch := `{"metadata":{"labels":{"scale.toolcatalog.dev/touched":"yes"}}}`
 	if err := kube.Patch(ctx, &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tool-00001"}}, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 		t.Fatal(err)
 	}
-	waitIdle(t, "the catalog's pass after the label change", time.Minute, func() bool { return mgr.reconciles(t) > reconciles && mgr.idle(t) })
+	waitIdle(t, "the catalog's pass after the label change", time.Minute, func() bool { return mgr.reconciles(t, "toolcatalog") > reconciles && mgr.idle(t) })
 	tab.set("label-only change: manager CPU", col, (mgr.cpu(t) - cpu0).Round(10*time.Millisecond).String())
 	if v := getCatalog(t, ns, "scale").Status.Version; v != version {
 		t.Errorf("a label-only change published version %d", v)
@@ -749,12 +751,13 @@ func (m *managerProcess) metrics() (map[string]float64, error) {
 	return out, nil
 }
 
-func (m *managerProcess) reconciles(t *testing.T) float64 {
+// reconciles is how many reconciles a controller has run.
+func (m *managerProcess) reconciles(t *testing.T, controller string) float64 {
 	v, err := m.metrics()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v["controller_runtime_reconcile_total/toolcatalog"]
+	return v["controller_runtime_reconcile_total/"+controller]
 }
 
 // idle reports whether neither controller, the grading nor the records
