@@ -1,9 +1,7 @@
 package catalog
 
 import (
-	"slices"
-	"sort"
-	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,8 +20,14 @@ type Records struct {
 	// after the pass.
 	Catalog string
 	Version int64
-	// byObject is sorted by object.
-	byObject []record
+	// list holds the records in the order derived: a failure's comes
+	// after its plan's, and the later record of an object stands.
+	list []record
+	// at finds an object's record. It is made by the first For, in the
+	// records writer rather than the pass, which neither sorts the
+	// records nor looks each up by object.
+	at     map[string]int
+	atOnce sync.Once
 }
 
 // record is one ToolDefinition's record before the one it has is known.
@@ -50,9 +54,9 @@ type record struct {
 // ToolDefinition.
 func (o *Outcome) Records() *Records {
 	failures := o.Failures()
-	rs := &Records{Catalog: o.Catalog, Version: o.Version, byObject: make([]record, 0, len(o.Plans)+len(failures))}
+	rs := &Records{Catalog: o.Catalog, Version: o.Version, list: make([]record, 0, len(o.Plans)+len(failures))}
 	for _, pl := range o.Plans {
-		rs.byObject = append(rs.byObject, o.record(pl.Tool.Object, pl.Name, pl.Stored))
+		rs.list = append(rs.list, o.record(pl.Tool.Object, pl.Name, pl.Stored))
 	}
 	if len(failures) > 0 {
 		selected := make(map[string]string, len(o.Plans)) // tool name → ToolDefinition
@@ -65,26 +69,9 @@ func (o *Outcome) Records() *Records {
 				r = o.record(f.Object, f.Tool, o.Stored.Tools[f.Tool])
 			}
 			r.reason, r.message = f.Reason, clip.Truncate(f.Message, 1024)
-			rs.byObject = append(rs.byObject, r)
+			rs.list = append(rs.list, r)
 		}
 	}
-	// By object, the last record of an object standing (a failure's over
-	// its plan's). Plans come in tool name order, which is often the
-	// objects' too: no map by object is made, and sorted records are
-	// left as they are.
-	byObject := func(a, b record) int { return strings.Compare(a.object, b.object) }
-	if !slices.IsSortedFunc(rs.byObject, byObject) {
-		slices.SortStableFunc(rs.byObject, byObject)
-	}
-	kept := 0
-	for i, r := range rs.byObject {
-		if i+1 < len(rs.byObject) && rs.byObject[i+1].object == r.object {
-			continue
-		}
-		rs.byObject[kept] = r
-		kept++
-	}
-	rs.byObject = rs.byObject[:kept]
 	return rs
 }
 
@@ -113,11 +100,17 @@ func (o *Outcome) record(object, tool string, st StoredTool) record {
 // (nil for none); selected is false when the outcome has none for it and
 // its record is to be removed.
 func (rs *Records) For(object string, have *v1alpha1.CatalogEmbeddingStatus) (rec v1alpha1.CatalogEmbeddingStatus, selected bool) {
-	i := sort.Search(len(rs.byObject), func(i int) bool { return rs.byObject[i].object >= object })
-	if i == len(rs.byObject) || rs.byObject[i].object != object {
+	rs.atOnce.Do(func() {
+		rs.at = make(map[string]int, len(rs.list))
+		for i, r := range rs.list {
+			rs.at[r.object] = i // the later stands
+		}
+	})
+	i, ok := rs.at[object]
+	if !ok {
 		return v1alpha1.CatalogEmbeddingStatus{}, false
 	}
-	r := &rs.byObject[i]
+	r := &rs.list[i]
 	rec = v1alpha1.CatalogEmbeddingStatus{Catalog: rs.Catalog}
 	switch {
 	case !r.selected:

@@ -59,7 +59,7 @@ func TestRecordsKeepTheVersionOfTheirEmbedding(t *testing.T) {
 
 // Records are found by object whatever order the objects' names run in
 // against their tools', one per ToolDefinition, and a tool whose refresh
-// failed has its failure's record.
+// failed has its failure's record, not its plan's.
 func TestRecordsAreByObject(t *testing.T) {
 	f := &fakeProviders{model: "m", dims: 4}
 	var tools []v1alpha1.ToolDefinition
@@ -80,7 +80,7 @@ func TestRecordsAreByObject(t *testing.T) {
 			t.Errorf("%s: selected %v, record %+v, want reason %q", tool.Name, ok, rec, want)
 		}
 	}
-	if len(recs.byObject) != len(tools) {
-		t.Errorf("%d records for %d ToolDefinitions", len(recs.byObject), len(tools))
+	if len(recs.at) != len(tools) {
+		t.Errorf("%d records for %d ToolDefinitions", len(recs.at), len(tools))
 	}
 }
