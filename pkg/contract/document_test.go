@@ -125,3 +125,32 @@ func TestDeeplyNestedValuesAreRefused(t *testing.T) {
 		t.Errorf("a schema nested 50 deep gave %v", p)
 	}
 }
+
+// ToolByName finds every tool of a sealed document, and of one read
+// from Redis out of name order (written by something else): a search in
+// halves that misses falls back to every entry.
+func TestToolByNameFindsEveryTool(t *testing.T) {
+	sealed := &Document{}
+	for i := range 50 {
+		sealed.Tools = append(sealed.Tools, Tool{Name: fmt.Sprintf("tool_%02d", (i*7)%50)})
+	}
+	if err := sealed.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	unsorted := &Document{Tools: append([]Tool(nil), sealed.Tools...)}
+	unsorted.Tools[3], unsorted.Tools[40] = unsorted.Tools[40], unsorted.Tools[3]
+	for _, d := range []*Document{sealed, unsorted} {
+		for _, want := range d.Tools {
+			if got, ok := d.ToolByName(want.Name); !ok || got.Name != want.Name {
+				t.Errorf("%s: found %v %q", want.Name, ok, got.Name)
+			}
+		}
+		if _, ok := d.ToolByName("tool_99"); ok {
+			t.Error("found a tool the document lacks")
+		}
+	}
+	var none *Document
+	if _, ok := none.ToolByName("tool_01"); ok {
+		t.Error("found a tool in no document")
+	}
+}

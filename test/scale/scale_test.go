@@ -457,6 +457,8 @@ type managerProcess struct {
 	// idleSince is when idle first saw no work, zero while there is.
 	idleSince time.Time
 	done      chan struct{}
+	// highRSS is the highest resident set sampled (sampleRSS).
+	highRSS atomic.Int64
 }
 
 func buildManager(t *testing.T) string { return testenv.Build(t, "../../cmd/manager") }
@@ -488,6 +490,7 @@ func startManager(t *testing.T, bin string) *managerProcess {
 	}
 	m := &managerProcess{cmd: cmd, metricsAddr: addr, pprofAddr: pprofAddr, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(m.done) }()
+	go m.sampleRSS()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -666,6 +669,24 @@ func waitAPIServerIdle(t *testing.T, timeout time.Duration) {
 	})
 }
 
+// sampleRSS keeps the highest resident set read every rssEvery until the
+// manager exits: VmHWM alone can miss a peak, since Linux updates it
+// lazily from counters kept per CPU.
+func (m *managerProcess) sampleRSS() {
+	for {
+		select {
+		case <-m.done:
+			return
+		case <-time.After(rssEvery):
+		}
+		if rss, err := m.rss(); err == nil && rss > m.highRSS.Load() {
+			m.highRSS.Store(rss)
+		}
+	}
+}
+
+const rssEvery = 250 * time.Millisecond
+
 // rss reads the manager's resident set now.
 func (m *managerProcess) rss() (int64, error) {
 	fields, err := m.status()
@@ -673,7 +694,7 @@ func (m *managerProcess) rss() (int64, error) {
 }
 
 // memory reads the manager's resident set from /proc/pid/status: the
-// peak (VmHWM) and, now, what is anonymous (heap, stacks) and what is
+// peak (the higher of VmHWM and the highest sampled) and, now, what is anonymous (heap, stacks) and what is
 // file-backed (the binary's pages).
 func (m *managerProcess) memory(t *testing.T) (peak, anon, file int64) {
 	fields, err := m.status()
@@ -683,7 +704,7 @@ func (m *managerProcess) memory(t *testing.T) (peak, anon, file int64) {
 	if _, ok := fields["VmHWM"]; !ok {
 		t.Fatal("no VmHWM in /proc/pid/status")
 	}
-	return fields["VmHWM"], fields["RssAnon"], fields["RssFile"]
+	return max(fields["VmHWM"], m.highRSS.Load()), fields["RssAnon"], fields["RssFile"]
 }
 
 // status reads the sizes in /proc/pid/status, in bytes.
