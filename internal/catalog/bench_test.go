@@ -34,15 +34,7 @@ func benchTools(n int) []v1alpha1.ToolDefinition {
 func BenchmarkNoOpPass(b *testing.B) {
 	for _, n := range []int{1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
-			f := &fakeProviders{model: "m", dims: 256}
-			tds := pointers(benchTools(n))
-			sel := &Selector{}
-			first := noOpPass(b, f, sel, tds, ReadStored(&contract.Snapshot{}))
-			stored, err := ReadStored(&contract.Snapshot{}).Published(first.Build, 1)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
+			f, sel, tds, stored := publishedCatalog(b, n)
 			for b.Loop() {
 				o := noOpPass(b, f, sel, tds, stored)
 				if o.Build.Changed {
@@ -51,6 +43,22 @@ func BenchmarkNoOpPass(b *testing.B) {
 			}
 		})
 	}
+}
+
+// publishedCatalog is a catalog of n tools published as version 1: its
+// providers, selector, ToolDefinitions and stored state. The timer
+// starts after it.
+func publishedCatalog(b *testing.B, n int) (*fakeProviders, *Selector, []*v1alpha1.ToolDefinition, Stored) {
+	f := &fakeProviders{model: "m", dims: 256}
+	tds := pointers(benchTools(n))
+	sel := &Selector{}
+	first := noOpPass(b, f, sel, tds, ReadStored(&contract.Snapshot{}))
+	stored, err := ReadStored(&contract.Snapshot{}).Published(first.Build, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	return f, sel, tds, stored
 }
 
 func noOpPass(b *testing.B, f *fakeProviders, sel *Selector, tds []*v1alpha1.ToolDefinition, stored Stored) *Outcome {
@@ -74,15 +82,7 @@ func noOpPass(b *testing.B, f *fakeProviders, sel *Selector, tds []*v1alpha1.Too
 func BenchmarkEditPass(b *testing.B) {
 	for _, n := range []int{10000, 50000} {
 		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
-			f := &fakeProviders{model: "m", dims: 256}
-			tds := pointers(benchTools(n))
-			sel := &Selector{}
-			first := noOpPass(b, f, sel, tds, ReadStored(&contract.Snapshot{}))
-			stored, err := ReadStored(&contract.Snapshot{}).Published(first.Build, 1)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
+			f, sel, tds, stored := publishedCatalog(b, n)
 			for i := 0; b.Loop(); i++ {
 				td := tds[i*7919%n]
 				td.Generation++
@@ -91,6 +91,7 @@ func BenchmarkEditPass(b *testing.B) {
 				if !o.Build.Changed {
 					b.Fatal("an edit would not publish")
 				}
+				var err error
 				if stored, err = stored.Published(o.Build, stored.Version+1); err != nil {
 					b.Fatal(err)
 				}
