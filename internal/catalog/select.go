@@ -159,13 +159,7 @@ func (s *Selector) Select(tds []*v1alpha1.ToolDefinition) (Selection, error) {
 		if got == nil || td.UID == "" || got.generation != td.Generation || got.tool.Object != td.Name {
 			return
 		}
-		f := found{got: got, invalid: got.invalid}
-		if f.invalid == nil {
-			// Owners are metadata, which moves no generation: checked on
-			// every pass.
-			f.invalid = ValidateSource(td)
-		}
-		finds[i] = f
+		finds[i] = found{got: got, invalid: got.invalidFor(td)}
 	})
 	var sel Selection
 	valid := make([]candidate, 0, len(tds))
@@ -188,9 +182,7 @@ func (s *Selector) Select(tds []*v1alpha1.ToolDefinition) (Selection, error) {
 			}
 			f.got.tool.Object = td.Name
 			s.memo[td.UID] = f.got
-			if f.invalid = f.got.invalid; f.invalid == nil {
-				f.invalid = ValidateSource(td)
-			}
+			f.invalid = f.got.invalidFor(td)
 		}
 		got := f.got
 		if got.seen != s.pass && td.UID != "" {
@@ -267,6 +259,16 @@ func (s *Selector) Select(tds []*v1alpha1.ToolDefinition) (Selection, error) {
 	}
 	sort.Slice(sel.Rejected, func(i, j int) bool { return sel.Rejected[i].Object < sel.Rejected[j].Object })
 	return sel, nil
+}
+
+// invalidFor says why td, of this generation, is rejected, nil when it is
+// not. Owners are metadata, which moves no generation: they are checked
+// on every pass.
+func (got *selected) invalidFor(td *v1alpha1.ToolDefinition) error {
+	if got.invalid != nil {
+		return got.invalid
+	}
+	return ValidateSource(td)
 }
 
 func toolOf(td *v1alpha1.ToolDefinition) (Tool, error) {
