@@ -119,6 +119,21 @@ func TestDeeplyNestedValuesAreRefused(t *testing.T) {
 	if p := Parameters([]byte(`{"properties":{"a":` + deep + `}}`)); p != nil {
 		t.Errorf("parameters nested 5,000,000 deep gave %v", p)
 	}
+	// Stray closers lend the openers after them no room (the decoder
+	// stops at the first, but the scan does not lean on that).
+	if err := checkNesting([]byte(strings.Repeat("]", depth) + deep)); err == nil {
+		t.Error("nesting 5,000,000 deep after as many closers passed the scan")
+	}
+	// Brackets in strings, escaped quotes among them, are text: they do
+	// not count, and do not hide the nesting after them.
+	text := strings.Repeat(`[{\"\\`, depth/4)
+	e, err := ParseEntry("x", []byte(`{"name":"x","description":"`+text+`"}`))
+	if err != nil || e.Description != strings.Repeat(`[{"\`, depth/4) {
+		t.Errorf("an entry whose description holds brackets and escaped quotes: %v", err)
+	}
+	if _, err := ParseEntry("x", []byte(`{"name":"x","description":"`+text+`","parameters":`+deep+`}`)); err == nil {
+		t.Error("an entry nested 5,000,000 deep after a description of brackets was read")
+	}
 	// Nesting as deep as real schemas go is read.
 	nested := `{"properties":{"a":{"description":"d","items":` + strings.Repeat(`{"items":`, 50) + `{}` + strings.Repeat("}", 50) + `}}}`
 	if p := Parameters([]byte(nested)); len(p) != 1 || p[0].Description != "d" {
