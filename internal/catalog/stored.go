@@ -59,12 +59,15 @@ type Stored struct {
 // document is kept as DocErr. Staged entries are laid over the published
 // ones (WithStaged).
 func ReadStored(snap *contract.Snapshot) Stored {
-	s := Stored{Version: snap.Version, Tools: make(map[string]StoredTool, len(snap.Metadata))}
+	s := Stored{Version: snap.Version, Tools: make(map[string]StoredTool, len(snap.Metadata)+len(snap.ParsedMetadata))}
 	s.Doc, s.DocErr = snap.Document()
 	s.Contract2 = snap.Head != nil && s.DocErr == nil
 	for name, raw := range snap.Metadata {
 		m, err := contract.ParseMetadata(raw)
 		s.Tools[name] = StoredTool{Metadata: m, MetadataErr: err}
+	}
+	for name, p := range snap.ParsedMetadata {
+		s.Tools[name] = StoredTool{Metadata: p.Metadata, MetadataErr: p.Err}
 	}
 	digests := snap.VectorDigests
 	if digests == nil {

@@ -39,6 +39,9 @@ type Snapshot struct {
 	Legacy []byte
 	// Metadata is P:metadata.
 	Metadata map[string]string
+	// ParsedMetadata is P:metadata parsed as ReadWithStaged read it, which
+	// leaves Metadata empty (see ReadWithStaged).
+	ParsedMetadata map[string]ParsedMetadata
 	// Vectors is P:embeddings; ReadWithStaged leaves it empty and fills
 	// VectorDigests, each vector's VectorDigest, instead.
 	Vectors       map[string][]byte
@@ -48,10 +51,26 @@ type Snapshot struct {
 	StagedMetadata map[string]string
 	StagedVectors  map[string][]byte
 
-	// versionRaw is P:version as read and vectorNames the fields of
-	// P:embeddings, for ReadWithStaged.
-	versionRaw  string
-	vectorNames []string
+	// versionRaw is P:version as read and vectorNames, entryNames and
+	// metadataNames the fields of P:embeddings, P:tools and P:metadata, for
+	// ReadWithStaged, which parses the entries as it reads them (parsed).
+	versionRaw                             string
+	vectorNames, entryNames, metadataNames []string
+	parsed                                 *parsedEntries
+}
+
+// ParsedMetadata is one P:metadata field, parsed: its Metadata, or Err
+// saying why it is unreadable.
+type ParsedMetadata struct {
+	Metadata *Metadata
+	Err      error
+}
+
+// parsedEntries are P:tools' fields parsed as read: the entries, or the
+// first that could not be.
+type parsedEntries struct {
+	entries []Entry
+	err     error
 }
 
 // Document assembles the published document: from P:head and P:tools, or
@@ -69,6 +88,15 @@ func (s *Snapshot) Document() (*Document, error) {
 	h, err := ParseHead(s.Head)
 	if err != nil {
 		return nil, err
+	}
+	if s.parsed != nil {
+		if s.parsed.err != nil {
+			return nil, s.parsed.err
+		}
+		if len(s.parsed.entries) != h.ToolCount {
+			return nil, fmt.Errorf("the tools hash holds %d entries, the head of version %d says %d", len(s.parsed.entries), h.Version, h.ToolCount)
+		}
+		return Assemble(*h, s.parsed.entries), nil
 	}
 	if len(s.Entries) != h.ToolCount {
 		return nil, fmt.Errorf("the tools hash holds %d entries, the head of version %d says %d", len(s.Entries), h.Version, h.ToolCount)
@@ -93,20 +121,22 @@ func Read(ctx context.Context, c redis.UniversalClient, k Keys) (*Snapshot, erro
 // ReadWithStaged is Read with the staged entries and, instead of the
 // published vectors, their digests, for the operator: what it publishes
 // next carries only the vectors that changed, and a 50,000-tool catalog's
-// vectors are 51 MB it need not hold, nor read at once. The vectors are
-// read maxVectorsPerRead at a time after the rest; every write of them
-// sets P:version, so the snapshot is consistent when P:version is the
-// same after them. It is read again when not, up to maxReadAttempts times.
+// vectors are 51 MB it need not hold, nor read at once. The entries,
+// metadata and vectors are read maxFieldsPerRead at a time after the
+// rest, and each round trip's fields are parsed (or digested) before the
+// next: the replies of every field (about 50 MB at 50,000 tools) are not
+// held at once. Entries is then empty, and Document assembles the parsed
+// entries; Metadata is empty, and ParsedMetadata holds the parsed fields.
+// Every write of these hashes sets P:version, so the snapshot is
+// consistent when P:version is the same after them and every field named
+// was there. It is read again when not, up to maxReadAttempts times.
 func ReadWithStaged(ctx context.Context, c redis.UniversalClient, k Keys) (*Snapshot, error) {
 	for range maxReadAttempts {
 		s, err := read(ctx, c, k, true)
 		if err != nil {
 			return nil, err
 		}
-		names := s.vectorNames
-		s.vectorNames = nil
-		s.VectorDigests = make(map[string]uint64, len(names))
-		err = eachVector(ctx, c, k, names, func(name, vec string) { s.VectorDigests[name] = maphash.String(vectorSeed, vec) })
+		complete, err := s.readFields(ctx, c, k)
 		if err != nil {
 			return nil, err
 		}
@@ -114,11 +144,50 @@ func ReadWithStaged(ctx context.Context, c redis.UniversalClient, k Keys) (*Snap
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("reading catalog %s: %w", k.Prefix, err)
 		}
-		if version == s.versionRaw && len(s.VectorDigests) == len(names) {
+		if version == s.versionRaw && complete {
 			return s, nil
 		}
 	}
 	return nil, fmt.Errorf("reading catalog %s: its version changed during each of %d reads", k.Prefix, maxReadAttempts)
+}
+
+// readFields reads the fields of P:tools, P:metadata and P:embeddings that
+// read named, parsing the entries and metadata and digesting the vectors
+// a round trip at a time. It reports whether every field named was there.
+func (s *Snapshot) readFields(ctx context.Context, c redis.UniversalClient, k Keys) (bool, error) {
+	entries, metadata, vectors := s.entryNames, s.metadataNames, s.vectorNames
+	s.entryNames, s.metadataNames, s.vectorNames = nil, nil, nil
+	parsed := &parsedEntries{entries: make([]Entry, 0, len(entries))}
+	err := eachField(ctx, c, k.Tools(), entries, func(name, raw string) {
+		if parsed.err != nil {
+			return
+		}
+		e, err := ParseEntry(name, []byte(raw))
+		if err != nil {
+			parsed.err = err
+			return
+		}
+		parsed.entries = append(parsed.entries, e)
+	})
+	if err != nil {
+		return false, err
+	}
+	s.ParsedMetadata = make(map[string]ParsedMetadata, len(metadata))
+	err = eachField(ctx, c, k.Metadata(), metadata, func(name, raw string) {
+		m, err := ParseMetadata(raw)
+		s.ParsedMetadata[name] = ParsedMetadata{Metadata: m, Err: err}
+	})
+	if err != nil {
+		return false, err
+	}
+	s.VectorDigests = make(map[string]uint64, len(vectors))
+	err = eachField(ctx, c, k.Embeddings(), vectors, func(name, vec string) { s.VectorDigests[name] = maphash.String(vectorSeed, vec) })
+	if err != nil {
+		return false, err
+	}
+	s.parsed = parsed
+	entriesRead := len(parsed.entries) == len(entries) || parsed.err != nil
+	return entriesRead && len(s.ParsedMetadata) == len(metadata) && len(s.VectorDigests) == len(vectors), nil
 }
 
 // maxReadAttempts bounds ReadWithStaged's reads of a catalog that changes
@@ -128,18 +197,20 @@ const maxReadAttempts = 3
 func read(ctx context.Context, c redis.UniversalClient, k Keys, staged bool) (*Snapshot, error) {
 	var version, head, legacy *redis.StringCmd
 	var entries, meta, vecs, stagedMeta, stagedVecs *redis.MapStringStringCmd
-	var vecNames *redis.StringSliceCmd
+	var vecNames, entryNames, metaNames *redis.StringSliceCmd
 	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		version = p.Get(ctx, k.Version())
 		head = p.Get(ctx, k.Head())
 		legacy = p.Get(ctx, k.Catalog())
-		entries = p.HGetAll(ctx, k.Tools())
-		meta = p.HGetAll(ctx, k.Metadata())
 		if staged {
+			entryNames = p.HKeys(ctx, k.Tools())
+			metaNames = p.HKeys(ctx, k.Metadata())
 			vecNames = p.HKeys(ctx, k.Embeddings())
 			stagedMeta = p.HGetAll(ctx, k.StagedMetadata())
 			stagedVecs = p.HGetAll(ctx, k.StagedEmbeddings())
 		} else {
+			entries = p.HGetAll(ctx, k.Tools())
+			meta = p.HGetAll(ctx, k.Metadata())
 			vecs = p.HGetAll(ctx, k.Embeddings())
 		}
 		return nil
@@ -147,12 +218,12 @@ func read(ctx context.Context, c redis.UniversalClient, k Keys, staged bool) (*S
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("reading catalog %s: %w", k.Prefix, err)
 	}
-	s := &Snapshot{Entries: entries.Val(), Metadata: meta.Val()}
+	s := &Snapshot{}
 	if staged {
-		s.vectorNames = vecNames.Val()
+		s.entryNames, s.metadataNames, s.vectorNames = entryNames.Val(), metaNames.Val(), vecNames.Val()
 		s.StagedMetadata, s.StagedVectors = stagedMeta.Val(), bytesValues(stagedVecs.Val())
 	} else {
-		s.Vectors = bytesValues(vecs.Val())
+		s.Entries, s.Metadata, s.Vectors = entries.Val(), meta.Val(), bytesValues(vecs.Val())
 	}
 	if v, err := version.Result(); err == nil {
 		s.versionRaw = v
@@ -480,8 +551,12 @@ type Stamp struct {
 
 // Stamp is the snapshot's stamp.
 func (s *Snapshot) Stamp() Stamp {
-	vectors := len(s.Vectors) + len(s.VectorDigests) // one of them is empty
-	return Stamp{Version: s.Version, Head: string(s.Head), Tools: int64(len(s.Entries)), Vectors: int64(vectors), Metadata: int64(len(s.Metadata))}
+	// Each pair holds one read's fields, the other is empty.
+	tools, vectors, metadata := len(s.Entries), len(s.Vectors)+len(s.VectorDigests), len(s.Metadata)+len(s.ParsedMetadata)
+	if s.parsed != nil {
+		tools = len(s.parsed.entries)
+	}
+	return Stamp{Version: s.Version, Head: string(s.Head), Tools: int64(tools), Vectors: int64(vectors), Metadata: int64(metadata)}
 }
 
 // ReadStamp reads a catalog's stamp and its staged entries in one
@@ -511,31 +586,31 @@ func ReadStamp(ctx context.Context, c redis.UniversalClient, k Keys) (Stamp, *Sn
 	return st, &Snapshot{StagedMetadata: stagedMeta.Val(), StagedVectors: bytesValues(stagedVecs.Val())}, nil
 }
 
-// maxVectorsPerRead bounds the names asked for in one HMGET.
-const maxVectorsPerRead = 1000
+// maxFieldsPerRead bounds the names asked for in one HMGET.
+const maxFieldsPerRead = 1000
 
 // ReadVectors reads the published vectors of the named tools from
-// P:embeddings, in round trips of up to maxVectorsPerRead names; a tool
+// P:embeddings, in round trips of up to maxFieldsPerRead names; a tool
 // without a vector is left out.
 func ReadVectors(ctx context.Context, c redis.UniversalClient, k Keys, names []string) (map[string][]byte, error) {
 	out := make(map[string][]byte, len(names))
-	if err := eachVector(ctx, c, k, names, func(name, vec string) { out[name] = []byte(vec) }); err != nil {
+	if err := eachField(ctx, c, k.Embeddings(), names, func(name, vec string) { out[name] = []byte(vec) }); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// eachVector reads the named tools' vectors from P:embeddings in round
-// trips of up to maxVectorsPerRead names and calls fn with each there is.
-func eachVector(ctx context.Context, c redis.UniversalClient, k Keys, names []string, fn func(name, vec string)) error {
-	for chunk := range slices.Chunk(names, maxVectorsPerRead) {
-		vals, err := c.HMGet(ctx, k.Embeddings(), chunk...).Result()
+// eachField reads the named fields of a hash in round trips of up to
+// maxFieldsPerRead names and calls fn with each there is.
+func eachField(ctx context.Context, c redis.UniversalClient, key string, names []string, fn func(name, value string)) error {
+	for chunk := range slices.Chunk(names, maxFieldsPerRead) {
+		vals, err := c.HMGet(ctx, key, chunk...).Result()
 		if err != nil {
-			return fmt.Errorf("reading %s: %w", k.Embeddings(), err)
+			return fmt.Errorf("reading %s: %w", key, err)
 		}
 		for i, v := range vals {
-			if vec, ok := v.(string); ok {
-				fn(chunk[i], vec)
+			if value, ok := v.(string); ok {
+				fn(chunk[i], value)
 			}
 		}
 	}

@@ -481,7 +481,7 @@ func TestReadVectors(t *testing.T) {
 	ctx := context.Background()
 	want := map[string][]byte{}
 	var names []string
-	for i := range maxVectorsPerRead + 5 {
+	for i := range maxFieldsPerRead + 5 {
 		name := fmt.Sprintf("t%d", i)
 		want[name] = EncodeVector([]float32{float32(i), 1})
 		names = append(names, name)
@@ -534,6 +534,74 @@ func TestReadWithStagedDigestsTheVectors(t *testing.T) {
 	}
 }
 
+// ReadWithStaged reads the entries and metadata a round trip at a time,
+// parsing each round trip's before the next, and gives what Read and its
+// parsing give: the same document, metadata and stamp. An unreadable
+// metadata field is marked, and an unreadable entry is the document's
+// error, as with Read.
+func TestReadWithStagedParsesAsItReads(t *testing.T) {
+	c, k := newClient(t)
+	ctx := context.Background()
+	var names []string
+	vectors, meta := map[string][]byte{}, map[string][]byte{}
+	for i := range 2*maxFieldsPerRead + 5 {
+		name := fmt.Sprintf("t%04d", i)
+		names = append(names, name)
+		vectors[name] = EncodeVector([]float32{float32(i), 1})
+		meta[name] = []byte(`{"spec_hash":"h-` + name + `","model":"m","synthetic_queries":["use ` + name + `"]}`)
+	}
+	if err := Write(ctx, c, k, Update{Document: testDoc(t, 1, names...), Rewrite: true, Vectors: vectors, Metadata: meta, Retain: 1}); err != nil {
+		t.Fatal(err)
+	}
+	unreadable := names[maxFieldsPerRead+7]
+	if err := c.HSet(ctx, k.Metadata(), unreadable, `{"spec_hash":`).Err(); err != nil {
+		t.Fatal(err)
+	}
+	full, err := Read(ctx, c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunked, err := ReadWithStaged(ctx, c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chunked.Entries) != 0 || len(chunked.Metadata) != 0 || len(chunked.ParsedMetadata) != len(names) {
+		t.Fatalf("ReadWithStaged: %d raw entries, %d raw metadata, %d parsed; want 0, 0 and %d", len(chunked.Entries), len(chunked.Metadata), len(chunked.ParsedMetadata), len(names))
+	}
+	fullDoc, err := full.Document()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunkedDoc, err := chunked.Document()
+	if err != nil || !reflect.DeepEqual(chunkedDoc, fullDoc) {
+		t.Fatalf("ReadWithStaged's document differs from Read's (%v)", err)
+	}
+	for name, raw := range full.Metadata {
+		m, err := ParseMetadata(raw)
+		p := chunked.ParsedMetadata[name]
+		if !reflect.DeepEqual(p.Metadata, m) || (p.Err == nil) != (err == nil) {
+			t.Fatalf("metadata of %s: %+v (%v); Read's parses to %+v (%v)", name, p.Metadata, p.Err, m, err)
+		}
+	}
+	if chunked.ParsedMetadata[unreadable].Err == nil {
+		t.Fatalf("unreadable metadata of %s was read", unreadable)
+	}
+	if full.Stamp() != chunked.Stamp() {
+		t.Fatalf("stamps %+v and %+v differ", full.Stamp(), chunked.Stamp())
+	}
+
+	if err := c.HSet(ctx, k.Tools(), names[2*maxFieldsPerRead], `{"name":`).Err(); err != nil {
+		t.Fatal(err)
+	}
+	chunked, err = ReadWithStaged(ctx, c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chunked.Document(); err == nil || !strings.Contains(err.Error(), "entry") {
+		t.Fatalf("a document with an unreadable entry: %v", err)
+	}
+}
+
 // A version published while ReadWithStaged reads the vectors is noticed:
 // the catalog is read again, and the snapshot is the new version's, its
 // digests included. One that changes during every read is an error.
@@ -580,7 +648,34 @@ func TestReadWithStagedRereadsAChangingCatalog(t *testing.T) {
 	}
 }
 
-// writeOnVectorRead calls publish before each HMGET of vectors, with how
+// So is one published while it reads the entries and metadata: their
+// fields are read after the round trip that reads P:version.
+func TestReadWithStagedRereadsMetadataThatChanged(t *testing.T) {
+	c, k := newClient(t)
+	ctx := context.Background()
+	d := testDoc(t, 1, "a")
+	if err := Write(ctx, c, k, Update{Document: d, Rewrite: true, Metadata: map[string][]byte{"a": []byte(`{"spec_hash":"h-a","model":"old"}`)}, Retain: 1}); err != nil {
+		t.Fatal(err)
+	}
+	writes := &writeOnVectorRead{publish: func(n int) {
+		if n == 1 {
+			next := testDoc(t, 2, "a")
+			if err := Write(ctx, server.Client(), k, Update{ExpectVersion: 1, Document: next, Previous: d, Metadata: map[string][]byte{"a": []byte(`{"spec_hash":"h-a","model":"new"}`)}, Retain: 1}); err != nil {
+				t.Error(err)
+			}
+		}
+	}}
+	c.AddHook(writes)
+	s, err := ReadWithStaged(ctx, c, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := s.ParsedMetadata["a"].Metadata; s.Version != 2 || m == nil || m.Model != "new" {
+		t.Fatalf("after %d field reads: version %d, metadata of a %+v", writes.reads, s.Version, m)
+	}
+}
+
+// writeOnVectorRead calls publish before each HMGET (of vectors, entries or metadata), with how
 // many there were.
 type writeOnVectorRead struct {
 	reads   int
