@@ -33,7 +33,8 @@ type Snapshot struct {
 	Version int64
 	// Head is P:head, nil when absent.
 	Head []byte
-	// Entries is P:tools.
+	// Entries is P:tools; ReadWithStaged leaves it empty and parses the
+	// entries for Document as it reads them.
 	Entries map[string]string
 	// Legacy is P:catalog when there is no P:head: a contract-1 document.
 	Legacy []byte
