@@ -68,10 +68,11 @@ type ParsedMetadata struct {
 }
 
 // parsedEntries are P:tools' fields parsed as read: the entries, or the
-// first that could not be.
+// first that could not be; fields counts the fields read either way.
 type parsedEntries struct {
 	entries []Entry
 	err     error
+	fields  int
 }
 
 // Document assembles the published document: from P:head and P:tools, or
@@ -160,6 +161,7 @@ func (s *Snapshot) readFields(ctx context.Context, c redis.UniversalClient, k Ke
 	s.entryNames, s.metadataNames, s.vectorNames = nil, nil, nil
 	parsed := &parsedEntries{entries: make([]Entry, 0, len(entries))}
 	err := eachField(ctx, c, k.Tools(), entries, func(name, raw string) {
+		parsed.fields++
 		if parsed.err != nil {
 			return
 		}
@@ -187,8 +189,7 @@ func (s *Snapshot) readFields(ctx context.Context, c redis.UniversalClient, k Ke
 		return false, err
 	}
 	s.parsed = parsed
-	entriesRead := len(parsed.entries) == len(entries) || parsed.err != nil
-	return entriesRead && len(s.ParsedMetadata) == len(metadata) && len(s.VectorDigests) == len(vectors), nil
+	return parsed.fields == len(entries) && len(s.ParsedMetadata) == len(metadata) && len(s.VectorDigests) == len(vectors), nil
 }
 
 // maxReadAttempts bounds ReadWithStaged's reads of a catalog that changes
@@ -555,7 +556,7 @@ func (s *Snapshot) Stamp() Stamp {
 	// Each pair holds one read's fields, the other is empty.
 	tools, vectors, metadata := len(s.Entries), len(s.Vectors)+len(s.VectorDigests), len(s.Metadata)+len(s.ParsedMetadata)
 	if s.parsed != nil {
-		tools = len(s.parsed.entries)
+		tools = s.parsed.fields
 	}
 	return Stamp{Version: s.Version, Head: string(s.Head), Tools: int64(tools), Vectors: int64(vectors), Metadata: int64(metadata)}
 }
