@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -374,6 +375,8 @@ func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 			},
 		}).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.catalogsForSecret)).
+		// A source's record decides which of its tools are served.
+		Watches(&v1alpha1.ToolSource{}, handler.EnqueueRequestsFromMapFunc(r.catalogsForSource), builder.WithPredicates(importsChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		Named("toolcatalog").
 		Complete(r)
@@ -453,6 +456,36 @@ func selectingCatalogs(ctx context.Context, c client.Reader, namespace string) (
 		return names
 	}, nil
 }
+
+// catalogsForSource queues the catalogs that select what a ToolSource
+// imports: its ToolDefinitions carry its labels and its name.
+func (r *ToolCatalogReconciler) catalogsForSource(ctx context.Context, obj client.Object) []reconcile.Request {
+	ts, ok := obj.(*v1alpha1.ToolSource)
+	if !ok {
+		return nil
+	}
+	stamped := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ts.Namespace, Labels: map[string]string{}}}
+	maps.Copy(stamped.Labels, ts.Spec.Labels)
+	stamped.Labels[LabelToolSource] = ts.Name
+	names, err := catalogsSelecting(ctx, r.Client, stamped)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Finding the catalogs of a ToolSource", "toolSource", client.ObjectKeyFromObject(ts))
+	}
+	reqs := make([]reconcile.Request, 0, len(names))
+	for _, name := range names {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ts.Namespace, Name: name}})
+	}
+	return reqs
+}
+
+// importsChanged passes a ToolSource's creation, deletion, and the
+// updates that change its record of what it created or its last sync.
+var importsChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	before, ok1 := e.ObjectOld.(*v1alpha1.ToolSource)
+	after, ok2 := e.ObjectNew.(*v1alpha1.ToolSource)
+	return ok1 && ok2 && (!equality.Semantic.DeepEqual(before.Status.Imported, after.Status.Imported) ||
+		!equality.Semantic.DeepEqual(before.Status.LastSyncTime, after.Status.LastSyncTime) && before.Status.Imported == nil)
+}}
 
 func (r *ToolCatalogReconciler) catalogsForSecret(ctx context.Context, obj client.Object) []reconcile.Request {
 	list := &v1alpha1.ToolCatalogList{}

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 )
 
 // toolDefinitions lists the ToolDefinitions of a namespace that sel
@@ -52,4 +53,19 @@ func (r *ToolCatalogReconciler) toolDefinitions(ctx context.Context, namespace s
 		out[i] = &list.Items[i]
 	}
 	return out, nil
+}
+
+// toolSources lists a namespace's ToolSources once, for a pass or a
+// validation to look up the sources ToolDefinitions name, and read
+// their records, without a copy of each record per tool. Read-only.
+func toolSources(ctx context.Context, c client.Reader, namespace string) (catalog.Sources, error) {
+	list := &v1alpha1.ToolSourceList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing ToolSources: %w", err)
+	}
+	byName := make(map[string]*v1alpha1.ToolSource, len(list.Items))
+	for i := range list.Items {
+		byName[list.Items[i].Name] = &list.Items[i]
+	}
+	return func(name string) *v1alpha1.ToolSource { return byName[name] }, nil
 }

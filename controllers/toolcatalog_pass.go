@@ -93,7 +93,12 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 	tds, err := r.selectedToolDefinitions(sctx, tc)
 	var sel catalog.Selection
 	if err == nil {
-		sel, err = st.Selector().Select(tds)
+		var sources catalog.Sources
+		if sources, err = toolSources(sctx, r.Client, tc.Namespace); err != nil {
+			err = &stepError{reason: v1alpha1.ReasonAPIError, message: fmt.Sprintf("%v; retrying with backoff", err), err: err}
+		} else {
+			sel, err = st.Selector().Select(tds, sources)
+		}
 	}
 	endStep(span, err)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -57,7 +58,11 @@ func (r *ToolDefinitionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		retErr = errors.Join(retErr, patchStatusGuarded(ctx, r.Client, base, td))
 	}()
 
-	if err := r.reconcileSpec(ctx, base, td); err != nil {
+	source, err := r.namedSource(ctx, td)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.reconcileSpec(ctx, base, td, source); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.reconcileEmbedded(ctx, td); err != nil {
@@ -68,8 +73,27 @@ func (r *ToolDefinitionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	return ctrl.Result{}, nil
 }
 
+// namedSource reads the ToolSource that spec.source.toolSource names:
+// nil when it names none or the source does not exist.
+func (r *ToolDefinitionReconciler) namedSource(ctx context.Context, td *v1alpha1.ToolDefinition) (*v1alpha1.ToolSource, error) {
+	src := td.Spec.Source
+	if src == nil || src.ToolSource == "" {
+		return nil, nil
+	}
+	ts := &v1alpha1.ToolSource{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: td.Namespace, Name: src.ToolSource}, ts, client.UnsafeDisableDeepCopy)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading ToolSource %s: %w", src.ToolSource, err)
+	}
+	return ts, nil
+}
+
 // reconcileSpec computes the spec hash and the Valid and Ready conditions.
-func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *v1alpha1.ToolDefinition) error {
+// source is the ToolSource spec.source names, if any.
+func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *v1alpha1.ToolDefinition, source *v1alpha1.ToolSource) error {
 	params := catalog.Parameters(td)
 	hash, err := catalog.SpecHash(td.Spec.Name, td.Spec.Description, params)
 	if err != nil {
@@ -92,8 +116,11 @@ func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *
 		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonInvalidOutputSchema, err.Error()
 	} else if err := contract.CheckIcons(catalog.Icons(td)); err != nil {
 		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonInvalidIcons, err.Error()
-	} else if err := catalog.ValidateSource(td); err != nil {
+	} else if err := catalog.ValidateSource(td, source); err != nil {
 		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonSourceNotOwned, err.Error()
+		if errors.Is(err, catalog.ErrSourceUnconfirmed) {
+			reason = v1alpha1.ReasonSourceUnconfirmed
+		}
 	}
 	setCondition(td, v1alpha1.ConditionValid, status, reason, message)
 	r.recordValidTransition(base, td)
@@ -168,6 +195,11 @@ func deriveEmbedded(td *v1alpha1.ToolDefinition, catalogs []string) {
 // new change starts waiting.
 func (r *ToolDefinitionReconciler) reconcilePendingChange(base, td *v1alpha1.ToolDefinition) {
 	value, ok := td.Annotations[v1alpha1.AnnotationPendingChange]
+	// Only a source's own tool holds its changes; the annotation on any
+	// other is somebody's writing.
+	if valid := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid); valid != nil && (valid.Reason == v1alpha1.ReasonSourceNotOwned || valid.Reason == v1alpha1.ReasonSourceUnconfirmed) {
+		ok = false
+	}
 	if !ok {
 		meta.RemoveStatusCondition(&td.Status.Conditions, v1alpha1.ConditionChangePending)
 		return
@@ -193,6 +225,11 @@ func (r *ToolDefinitionReconciler) recordValidTransition(base, td *v1alpha1.Tool
 	if after == nil || (before != nil && before.Status == after.Status && before.Message == after.Message) {
 		return
 	}
+	// A tool waits for its source's record only while the source's sync
+	// that created it is under way: that is no news.
+	if after.Reason == v1alpha1.ReasonSourceUnconfirmed || (before != nil && before.Reason == v1alpha1.ReasonSourceUnconfirmed && after.Status == metav1.ConditionTrue) {
+		return
+	}
 	switch {
 	case after.Status == metav1.ConditionFalse:
 		r.Recorder.Eventf(td, nil, corev1.EventTypeWarning, after.Reason, "Validate", "tool %s rejected: %s", td.Spec.Name, after.Message)
@@ -206,6 +243,14 @@ func (r *ToolDefinitionReconciler) recordValidTransition(base, td *v1alpha1.Tool
 // that selects (or selected) the tool is created, changed or deleted; its
 // own condition updates do not trigger it.
 func (r *ToolDefinitionReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.ToolDefinition{}, sourceRefIndex, func(o client.Object) []string {
+		if src := o.(*v1alpha1.ToolDefinition).Spec.Source; src != nil && src.ToolSource != "" {
+			return []string{src.ToolSource}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing ToolDefinitions by source: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ToolDefinition{}, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, catalogRecordsChanged{}, ownersChanged))).
@@ -222,8 +267,27 @@ func (r *ToolDefinitionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				r.enqueueSelected(ctx, q, e.Object)
 			},
 		}).
+		// A source's record decides whether the tools naming it are valid.
+		Watches(&v1alpha1.ToolSource{}, handler.EnqueueRequestsFromMapFunc(r.namingSource), builder.WithPredicates(importsChanged)).
 		Named("tooldefinition").
 		Complete(r)
+}
+
+// sourceRefIndex indexes ToolDefinitions by the ToolSource they name.
+const sourceRefIndex = ".spec.source.toolSource"
+
+// namingSource queues the ToolDefinitions that name a ToolSource.
+func (r *ToolDefinitionReconciler) namingSource(ctx context.Context, obj client.Object) []reconcile.Request {
+	list := &v1alpha1.ToolDefinitionList{}
+	if err := r.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{sourceRefIndex: obj.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the ToolDefinitions of a ToolSource")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
 }
 
 // enqueueSelected queues the ToolDefinitions any version of a catalog

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +27,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
@@ -83,8 +85,11 @@ type liveSession struct {
 
 // Reconcile lists the source's tools and makes its ToolDefinitions match.
 func (r *ToolSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// Read from the API server, not the cache: the record in status of
+	// what the last sync created must be the one it wrote, or that sync's
+	// ToolDefinitions would look like somebody else's.
 	ts := &v1alpha1.ToolSource{}
-	if err := r.Get(ctx, req.NamespacedName, ts); err != nil {
+	if err := r.APIReader.Get(ctx, req.NamespacedName, ts); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.String())
 		}
@@ -116,7 +121,11 @@ func (r *ToolSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		ts.Status.SelectionHash = mcpsource.SelectionHash(ts.Spec)
 	}
 	recordReady(r.Recorder, base, ts, "Sync")
-	if perr := patchStatus(ctx, r.Client, base, ts); perr != nil {
+	// The record of what the sync created is the only proof that the
+	// source created it: a write that fails is tried again at once.
+	if perr := retry.OnError(retry.DefaultBackoff, func(error) bool { return true }, func() error {
+		return patchStatus(ctx, r.Client, base, ts)
+	}); perr != nil {
 		return ctrl.Result{}, perr
 	}
 	// A server that is down or refused us is tried again sooner than the
@@ -174,6 +183,10 @@ func (r *ToolSourceReconciler) importTools(ctx context.Context, ts *v1alpha1.Too
 		return &stepError{kind: stalled, reason: v1alpha1.ReasonInvalidConfiguration, message: err.Error(), err: err}
 	}
 	res, err := r.apply(ctx, ts, imported, rejected)
+	if res != nil && res.record != nil {
+		// Even after a failure: what was created is the source's.
+		ts.Status.Imported = res.record
+	}
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Applying the tools of a source")
 		return &stepError{kind: transient, reason: v1alpha1.ReasonApplyFailed, err: err,
@@ -211,8 +224,8 @@ func (r *ToolSourceReconciler) delete(ctx context.Context, ts *v1alpha1.ToolSour
 		return fmt.Errorf("listing ToolDefinitions: %w", err)
 	}
 	for i := range list.Items {
-		if td := &list.Items[i]; metav1.IsControlledBy(td, ts) {
-			if err := r.Delete(ctx, td); client.IgnoreNotFound(err) != nil {
+		if td := &list.Items[i]; catalog.Created(ts, td) {
+			if err := r.Delete(ctx, td, client.Preconditions{UID: &td.UID}); client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("deleting ToolDefinition %s: %w", td.Name, err)
 			}
 		}

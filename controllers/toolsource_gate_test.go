@@ -53,7 +53,7 @@ func TestApprovalGate(t *testing.T) {
 		{"the source approves the whole hash", source(hold, "crm_find="+hash(poisoned), true), owned(nil), poisoned.Description, false, true},
 		{"a prefix of the hash approves nothing", source(hold, "crm_find="+hash(poisoned)[:12], true), owned(nil), approved.Description, true, false},
 		{"the approval of another version approves nothing", source(hold, "crm_find="+hash(approved), true), owned(nil), approved.Description, true, false},
-		{"the ToolDefinition approves the whole hash", source(hold, "", true), owned(map[string]string{v1alpha1.AnnotationApprove: hash(poisoned)}), poisoned.Description, false, true},
+		{"the ToolDefinition's own annotation approves nothing", source(hold, "", true), owned(map[string]string{v1alpha1.AnnotationApprove: hash(poisoned)}), approved.Description, true, false},
 		{"a new selection does not let a change in", source(hold, "", false), owned(nil), approved.Description, true, false},
 	}
 	for _, tt := range tests {

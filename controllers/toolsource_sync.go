@@ -2,7 +2,10 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -12,9 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 )
@@ -30,13 +35,27 @@ const (
 
 // inventory is what a source finds in its namespace before it applies.
 type inventory struct {
-	// owned are the source's ToolDefinitions by tool name (spec.name).
+	// owned are the source's ToolDefinitions by tool name (spec.name):
+	// those it created, by its record.
 	owned map[string]*v1alpha1.ToolDefinition
-	// others maps the tool names of ToolDefinitions the source does not
-	// own to their object names.
-	others map[string]string
+	// others are the ToolDefinitions the source did not create, by tool
+	// name.
+	others map[string]other
 	// used are the object names taken.
 	used map[string]bool
+	// adopted counts the ToolDefinitions a source that kept no record
+	// yet took as its own (catalog.Created).
+	adopted int
+}
+
+// other is a ToolDefinition a source did not create that has the name of
+// a tool it imports.
+type other struct {
+	object string
+	// claimed is set when it names the source, or has an owner
+	// reference to it, as the source's own tools do: written by
+	// somebody else to pass for one of them.
+	claimed bool
 }
 
 func (r *ToolSourceReconciler) inventory(ctx context.Context, ts *v1alpha1.ToolSource) (*inventory, error) {
@@ -44,17 +63,63 @@ func (r *ToolSourceReconciler) inventory(ctx context.Context, ts *v1alpha1.ToolS
 	if err := r.List(ctx, list, client.InNamespace(ts.Namespace)); err != nil {
 		return nil, fmt.Errorf("listing ToolDefinitions: %w", err)
 	}
-	inv := &inventory{owned: map[string]*v1alpha1.ToolDefinition{}, others: map[string]string{}, used: map[string]bool{}}
+	inv := &inventory{owned: map[string]*v1alpha1.ToolDefinition{}, others: map[string]other{}, used: map[string]bool{}}
 	for i := range list.Items {
 		td := &list.Items[i]
-		if metav1.IsControlledBy(td, ts) {
+		inv.used[td.Name] = true
+		if catalog.Created(ts, td) {
 			inv.owned[td.Spec.Name] = td
+			if ts.Status.Imported == nil {
+				inv.adopted++
+			}
 			continue
 		}
-		inv.others[td.Spec.Name] = td.Name
-		inv.used[td.Name] = true
+		claimed := metav1.IsControlledBy(td, ts) || (td.Spec.Source != nil && td.Spec.Source.ToolSource == ts.Name)
+		if o, seen := inv.others[td.Spec.Name]; !seen || (claimed && !o.claimed) {
+			inv.others[td.Spec.Name] = other{object: td.Name, claimed: claimed}
+		}
 	}
 	return inv, nil
+}
+
+// record is the source's record of what it created after a sync: the
+// UIDs of the ToolDefinitions it keeps, sorted. A recorded ToolDefinition
+// the cache does not hold is looked up on the API server before it is
+// forgotten: the cache may not have seen a creation of the last sync yet.
+func (r *ToolSourceReconciler) record(ctx context.Context, ts *v1alpha1.ToolSource, kept []types.UID, removed map[types.UID]bool, inv *inventory) (*v1alpha1.ImportRecord, error) {
+	uids := map[types.UID]bool{}
+	for _, uid := range kept {
+		uids[uid] = true
+	}
+	var unseen []types.UID
+	if rec := ts.Status.Imported; rec != nil {
+		cached := map[types.UID]bool{}
+		for _, td := range inv.owned {
+			cached[td.UID] = true
+		}
+		for _, uid := range rec.UIDs {
+			if !uids[uid] && !removed[uid] && !cached[uid] {
+				unseen = append(unseen, uid)
+			}
+		}
+	}
+	if len(unseen) > 0 {
+		live := &metav1.PartialObjectMetadataList{}
+		live.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ToolDefinitionList"))
+		if err := r.APIReader.List(ctx, live, client.InNamespace(ts.Namespace)); err != nil {
+			return nil, fmt.Errorf("listing ToolDefinitions: %w", err)
+		}
+		exists := map[types.UID]bool{}
+		for i := range live.Items {
+			exists[live.Items[i].UID] = true
+		}
+		for _, uid := range unseen {
+			if exists[uid] {
+				uids[uid] = true
+			}
+		}
+	}
+	return &v1alpha1.ImportRecord{UIDs: slices.Sorted(maps.Keys(uids))}, nil
 }
 
 // approvalGate decides, tool by tool, which upstream version a source
@@ -137,7 +202,7 @@ func (g *approvalGate) check(t mcpsource.Imported, have *v1alpha1.ToolDefinition
 		change.Summary = mcpsource.Diff(have.Spec, upstream)
 		change.Diff = mcpsource.Review(&have.Spec, upstream)
 	}
-	if g.approved(upstream.Name, hash, have) {
+	if g.approved(upstream.Name, hash) {
 		return decision{spec: &upstream, approved: &change}, nil
 	}
 	change.Since = &g.now
@@ -151,13 +216,11 @@ func (g *approvalGate) check(t mcpsource.Imported, have *v1alpha1.ToolDefinition
 	return decision{spec: &kept, pending: &change}, nil
 }
 
-// approved says whether the source's annotation, or the approval
-// annotation of the tool's own ToolDefinition, approves hash.
-func (g *approvalGate) approved(tool, hash string, have *v1alpha1.ToolDefinition) bool {
-	if mcpsource.Approves(g.approvals[tool], hash) {
-		return true
-	}
-	return have != nil && mcpsource.Approves(strings.ToLower(strings.TrimSpace(have.Annotations[v1alpha1.AnnotationApprove])), hash)
+// approved says whether the source's annotation approves hash. The
+// ToolDefinition's own annotations approve nothing: whoever may edit a
+// tool could write them.
+func (g *approvalGate) approved(tool, hash string) bool {
+	return mcpsource.Approves(g.approvals[tool], hash)
 }
 
 // syncResult is what one sync did.
@@ -168,37 +231,63 @@ type syncResult struct {
 	pending                   []v1alpha1.PendingChange
 	approved                  []v1alpha1.PendingChange
 	malformedApprovals        []string
+	// ignoredApprovals are the source's ToolDefinitions whose own
+	// approval annotation names a pending change.
+	ignoredApprovals []string
+	// keptUIDs are the ToolDefinitions the source keeps, removedUIDs
+	// those it deleted; record is its record after the sync (nil when
+	// it could not be made), adopted what it took as its own from before
+	// it kept one.
+	keptUIDs    []types.UID
+	removedUIDs map[types.UID]bool
+	record      *v1alpha1.ImportRecord
+	adopted     int
 }
 
 // apply makes the source's ToolDefinitions match the listed tools, as the
-// change policy allows.
+// change policy allows, and makes its record of them. The result is
+// returned with an error too: what was created before the error is in
+// its record.
 func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSource, tools []mcpsource.Imported, rejected []mcpsource.Rejected) (*syncResult, error) {
 	inv, err := r.inventory(ctx, ts)
 	if err != nil {
 		return nil, err
 	}
-	gate, malformed := newApprovalGate(ts, metav1.NewTime(now(r.Now)))
-	res := &syncResult{malformedApprovals: malformed}
+	res := &syncResult{removedUIDs: map[types.UID]bool{}, adopted: inv.adopted}
 	for _, rj := range rejected {
 		res.skipped = append(res.skipped, v1alpha1.SkippedTool{Tool: rj.Upstream, Reason: rj.Reason})
 	}
-	for _, td := range inv.owned {
-		inv.used[td.Name] = true
-	}
+	err = r.applyTools(ctx, ts, tools, inv, res)
+	rec, recErr := r.record(ctx, ts, res.keptUIDs, res.removedUIDs, inv)
+	res.record = rec
+	return res, errors.Join(err, recErr)
+}
+
+// applyTools applies each listed tool the gate lets through and deletes
+// the source's tools no longer listed.
+func (r *ToolSourceReconciler) applyTools(ctx context.Context, ts *v1alpha1.ToolSource, tools []mcpsource.Imported, inv *inventory, res *syncResult) error {
+	gate, malformed := newApprovalGate(ts, metav1.NewTime(now(r.Now)))
+	res.malformedApprovals = malformed
 	keep := map[string]bool{}
 	for _, t := range tools {
-		if other, ok := inv.others[t.Spec.Name]; ok {
-			res.skipped = append(res.skipped, v1alpha1.SkippedTool{Tool: t.Upstream,
-				Reason: fmt.Sprintf("tool name %s is already ToolDefinition %s's: the first one is kept; set spec.toolNamePrefix", t.Spec.Name, other)})
+		if o, ok := inv.others[t.Spec.Name]; ok {
+			reason := fmt.Sprintf("tool name %s is already ToolDefinition %s's: the first one is kept; set spec.toolNamePrefix", t.Spec.Name, o.object)
+			if o.claimed {
+				reason = fmt.Sprintf("ToolDefinition %s passes for this source's %s (spec.source or an owner reference), but the source did not create it: it is not served; delete it and the source imports the tool", o.object, t.Spec.Name)
+			}
+			res.skipped = append(res.skipped, v1alpha1.SkippedTool{Tool: t.Upstream, Reason: reason})
 			continue
 		}
 		have := inv.owned[t.Spec.Name]
 		d, err := gate.check(t, have)
 		if err != nil {
-			return nil, fmt.Errorf("checking tool %s: %w", t.Spec.Name, err)
+			return fmt.Errorf("checking tool %s: %w", t.Spec.Name, err)
 		}
 		if d.pending != nil {
 			res.pending = append(res.pending, *d.pending)
+			if have != nil && strings.TrimSpace(have.Annotations[v1alpha1.AnnotationApprove]) != "" {
+				res.ignoredApprovals = append(res.ignoredApprovals, have.Name)
+			}
 		}
 		if d.approved != nil {
 			res.approved = append(res.approved, *d.approved)
@@ -212,11 +301,17 @@ func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSourc
 		} else {
 			name = mcpsource.ObjectName(t.Spec.Name, inv.used)
 		}
-		keep[t.Spec.Name] = true
-		changed, err := r.applyTool(ctx, ts, name, *d.spec, d.pending, have)
-		if err != nil {
-			return nil, err
+		changed, uid, err := r.applyTool(ctx, ts, name, *d.spec, d.pending, have)
+		if errors.Is(err, errWrittenByOthers) {
+			res.skipped = append(res.skipped, v1alpha1.SkippedTool{Tool: t.Upstream, Reason: fmt.Sprintf(
+				"ToolDefinition %s was written by somebody else before this source could create it: it is not served; delete it and the source imports the tool", name)})
+			continue
 		}
+		if err != nil {
+			return err
+		}
+		keep[t.Spec.Name] = true
+		res.keptUIDs = append(res.keptUIDs, uid)
 		switch {
 		case !changed, d.pending != nil: // a held change is reported as pending
 		case have == nil:
@@ -229,36 +324,73 @@ func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSourc
 		if keep[toolName] {
 			continue
 		}
-		if err := r.Delete(ctx, td); client.IgnoreNotFound(err) != nil {
-			return nil, fmt.Errorf("deleting ToolDefinition %s: %w", td.Name, err)
+		if err := r.Delete(ctx, td, client.Preconditions{UID: &td.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting ToolDefinition %s: %w", td.Name, err)
 		}
+		res.removedUIDs[td.UID] = true
 		res.removed++
 	}
 	res.kept = len(keep)
-	return res, nil
+	return nil
 }
 
+// errWrittenByOthers is applyTool's error for a new tool whose object
+// name was taken, between the source's look and its apply, by an object
+// somebody else wrote.
+var errWrittenByOthers = errors.New("written by others")
+
 // applyTool server-side applies one ToolDefinition, unless it already is
-// as wanted; pending marks a held change on it.
-func (r *ToolSourceReconciler) applyTool(ctx context.Context, ts *v1alpha1.ToolSource, name string, spec v1alpha1.ToolDefinitionSpec, pending *v1alpha1.PendingChange, have *v1alpha1.ToolDefinition) (bool, error) {
+// as wanted; pending marks a held change on it. It returns whether it
+// wrote, and the UID of the ToolDefinition. A new one counts as created
+// only when the API server's answer shows that the source's apply alone
+// wrote it; errWrittenByOthers otherwise.
+func (r *ToolSourceReconciler) applyTool(ctx context.Context, ts *v1alpha1.ToolSource, name string, spec v1alpha1.ToolDefinitionSpec, pending *v1alpha1.PendingChange, have *v1alpha1.ToolDefinition) (bool, types.UID, error) {
 	want := r.desired(ts, name, spec)
 	if pending != nil {
 		want.Annotations = map[string]string{v1alpha1.AnnotationPendingChange: pending.SpecHash + " " + pending.Summary}
 	}
 	if have != nil && equality.Semantic.DeepEqual(have.Spec, want.Spec) && equality.Semantic.DeepEqual(have.Labels, want.Labels) &&
+		equality.Semantic.DeepEqual(have.OwnerReferences, want.OwnerReferences) &&
 		have.Annotations[v1alpha1.AnnotationPendingChange] == want.Annotations[v1alpha1.AnnotationPendingChange] {
-		return false, nil
+		return false, have.UID, nil
 	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(want)
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
 	delete(u, "status")
 	unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
-	if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}), client.FieldOwner(sourceFieldOwner), client.ForceOwnership); err != nil {
-		return false, fmt.Errorf("applying ToolDefinition %s: %w", name, err)
+	if have != nil {
+		// The one the source created, not another of the same name.
+		u["metadata"].(map[string]any)["uid"] = string(have.UID)
 	}
-	return true, nil
+	applied := &unstructured.Unstructured{Object: u}
+	if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(sourceFieldOwner), client.ForceOwnership); err != nil {
+		return false, "", fmt.Errorf("applying ToolDefinition %s: %w", name, err)
+	}
+	if have == nil && !catalog.Created(ts, &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{UID: applied.GetUID()}}) && !appliedAlone(applied) {
+		return false, "", errWrittenByOthers
+	}
+	return true, applied.GetUID(), nil
+}
+
+// appliedAlone reports whether the API server's answer to an apply shows
+// an object whose metadata and spec only the source's applies wrote: one
+// it has just created. An object somebody else created first shows their
+// write too (as "before-first-apply" when they took the record of it
+// away). Status writes (the catalogs', the validation's) do not count.
+func appliedAlone(u *unstructured.Unstructured) bool {
+	writers := 0
+	for _, f := range u.GetManagedFields() {
+		if f.Subresource != "" {
+			continue
+		}
+		if f.Manager != sourceFieldOwner || f.Operation != metav1.ManagedFieldsOperationApply {
+			return false
+		}
+		writers++
+	}
+	return writers == 1
 }
 
 // recordSync writes what a sync did into the status, and the events.
@@ -326,6 +458,15 @@ func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsou
 	for _, a := range res.approved {
 		r.Recorder.Eventf(ts, nil, corev1.EventTypeNormal, v1alpha1.ReasonChangeApproved, "Approve", "%s",
 			clip.Truncate(fmt.Sprintf("applied the approved %s change of %s (spec hash %s): %s", strings.ToLower(string(a.Change)), a.Tool, a.SpecHash[:mcpsource.ShortHash], a.Summary), 1024))
+	}
+	if res.adopted > 0 {
+		r.Recorder.Eventf(ts, nil, corev1.EventTypeNormal, v1alpha1.ReasonImportsRecorded, "Sync",
+			"recorded %d ToolDefinitions this source controlled before its last sync as its own (status.imported); from now on only the ToolDefinitions it creates are", res.adopted)
+	}
+	if len(res.ignoredApprovals) > 0 {
+		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, v1alpha1.ReasonApprovalIgnored, "Sync",
+			"annotation %s on ToolDefinitions %s approves nothing: approve on the ToolSource, with kubectl toolcatalog approve %s TOOL (editing a tool is not approving it)",
+			v1alpha1.AnnotationApprove, strings.Join(res.ignoredApprovals, ", "), ts.Name)
 	}
 	if len(res.malformedApprovals) > 0 {
 		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, v1alpha1.ReasonApprovalIgnored, "Approve",

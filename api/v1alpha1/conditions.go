@@ -85,16 +85,22 @@ const (
 	// ReasonApprovalIgnored is the Warning event of an approval annotation
 	// entry that approves nothing (not TOOL=SPECHASH with a whole hash).
 	ReasonApprovalIgnored = "ApprovalIgnored"
+	// ReasonImportsRecorded is the event of a source that took the
+	// ToolDefinitions it controlled before it kept a record
+	// (status.imported) as its own, once.
+	ReasonImportsRecorded = "ImportsRecorded"
 )
 
 // Annotations of change approval (ToolSource changePolicy RequireApproval).
 const (
-	// AnnotationApprove approves upstream changes. On a ToolSource its
-	// value is a comma-separated list of TOOL=SPECHASH (tool as published,
-	// prefix included); on a ToolDefinition a ToolSource owns, a SPECHASH.
-	// Each SPECHASH is the whole 64-digit hash; a prefix approves nothing.
-	// An approval names one version of a tool: a later change needs a new
-	// one.
+	// AnnotationApprove approves upstream changes, on a ToolSource only:
+	// a comma-separated list of TOOL=SPECHASH (tool as published, prefix
+	// included). Each SPECHASH is the whole 64-digit hash; a prefix
+	// approves nothing. An approval names one version of a tool: a later
+	// change needs a new one. On a ToolDefinition it approves nothing:
+	// editing a tool is not approving it. The admission policy
+	// toolcatalog-approval lets only those who may "approve" the
+	// ToolSource (the toolcatalog-approver role) set it.
 	AnnotationApprove = "toolcatalog.dev/approve"
 
 	// AnnotationPendingChange is set by a ToolSource on a ToolDefinition
@@ -146,6 +152,11 @@ const (
 	// that does not control this ToolDefinition: its credentials are not
 	// lent to it, and catalogs leave it out.
 	ReasonSourceNotOwned = "SourceNotOwned"
+	// ReasonSourceUnconfirmed means spec.source.toolSource names a
+	// ToolSource that has not yet recorded this ToolDefinition as one it
+	// created (status.imported): catalogs leave it out until the source's
+	// sync records it, or refuses it.
+	ReasonSourceUnconfirmed = "SourceUnconfirmed"
 )
 
 // Annotations that request a refresh of a ToolCatalog. A new value of

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // ToolSourceSpec says where tools come from and how they are imported.
@@ -236,6 +237,15 @@ type ToolSourceStatus struct {
 	// anything else does not let new upstream tools in.
 	// +optional
 	SelectionHash string `json:"selectionHash,omitempty"`
+	// imported records the ToolDefinitions this source created, by the
+	// UIDs the API server returned to it. Only these are the source's own:
+	// a ToolDefinition that names the source, or carries an owner
+	// reference to it, without being recorded here is refused by the
+	// source, the catalogs and the gateway. Only the operator writes it;
+	// granting toolsources/status to anyone else grants them the source's
+	// credentials.
+	// +optional
+	Imported *ImportRecord `json:"imported,omitempty"`
 	// server is what the server said of itself.
 	// +optional
 	Server *MCPServerInfo `json:"server,omitempty"`
@@ -264,6 +274,16 @@ type ToolSourceStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ImportRecord is the operator's record of what a ToolSource created.
+type ImportRecord struct {
+	// uids are the UIDs of the ToolDefinitions the source created and
+	// keeps, sorted.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=20000
+	UIDs []types.UID `json:"uids,omitempty"`
 }
 
 // +kubebuilder:object:root=true

@@ -62,7 +62,7 @@ func publishedCatalog(b *testing.B, n int) (*fakeProviders, *Selector, []*v1alph
 }
 
 func noOpPass(b *testing.B, f *fakeProviders, sel *Selector, tds []*v1alpha1.ToolDefinition, stored Stored) *Outcome {
-	s, err := sel.Select(tds)
+	s, err := sel.Select(tds, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

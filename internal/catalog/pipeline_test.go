@@ -44,7 +44,7 @@ func TestSelect(t *testing.T) {
 		td("dup-2", "dup", okParams),
 		deleting,
 		withPerms,
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func (f *fakeProviders) providers() Providers {
 // pass runs the pipeline's pure and provider steps as the controller does.
 func pass(t *testing.T, f *fakeProviders, tds []v1alpha1.ToolDefinition, stored Stored, req Request) *Outcome {
 	t.Helper()
-	sel, err := Select(tds)
+	sel, err := Select(tds, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +479,7 @@ func TestPipelineWithoutAReadableDocumentLosesNothing(t *testing.T) {
 // passWith is pass with a budget and a context.
 func passWith(t *testing.T, ctx context.Context, f *fakeProviders, tools []v1alpha1.ToolDefinition, stored Stored, budget Budget) *Outcome {
 	t.Helper()
-	sel, err := Select(tools)
+	sel, err := Select(tools, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -646,7 +646,7 @@ func TestPipelineKeepsQueriesItPaidFor(t *testing.T) {
 	tools := manyTDs(3)
 	kept := &Generated{}
 	run := func(stored Stored) *Outcome {
-		sel, err := Select(tools)
+		sel, err := Select(tools, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -687,7 +687,7 @@ func TestSelectorRemembersPerGeneration(t *testing.T) {
 	for i := range tds {
 		tds[i].UID, tds[i].Generation = types.UID("uid-"+tds[i].Name), 1
 	}
-	first, err := s.Select(pointers(tds))
+	first, err := s.Select(pointers(tds), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -697,7 +697,7 @@ func TestSelectorRemembersPerGeneration(t *testing.T) {
 	// The same generation with another description: the remembered entry
 	// stands, since the spec cannot change without a new generation.
 	tds[0].Spec.Description = "changed without a new generation"
-	again, err := s.Select(pointers(tds))
+	again, err := s.Select(pointers(tds), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -705,7 +705,7 @@ func TestSelectorRemembersPerGeneration(t *testing.T) {
 		t.Errorf("generation 1 derived again: %q", again.Tools[0].Entry.Description)
 	}
 	tds[0].Generation = 2
-	next, err := s.Select(pointers(tds[:1]))
+	next, err := s.Select(pointers(tds[:1]), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -723,11 +723,13 @@ func TestSelectPublishesAnnotationsAndSource(t *testing.T) {
 	imported.Spec.Annotations = &v1alpha1.ToolAnnotations{Title: "Search docs", ReadOnlyHint: new(true), OpenWorldHint: new(false)}
 	imported.Spec.Source = &v1alpha1.ToolSourceReference{ToolSource: "docs", MCPURL: "http://docs.example/mcp", Tool: "search"}
 	imported.OwnerReferences = ownedBy("docs")
-	a, err := Select([]v1alpha1.ToolDefinition{plain})
+	imported.UID = "uid-imported"
+	docs := testSource("docs", "uid-imported")
+	a, err := Select([]v1alpha1.ToolDefinition{plain}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Select([]v1alpha1.ToolDefinition{imported})
+	b, err := Select([]v1alpha1.ToolDefinition{imported}, sourcesOf(docs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -758,13 +760,36 @@ func ownedBy(source string) []metav1.OwnerReference {
 	return []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ToolSource", Name: source, UID: "uid-" + types.UID(source), Controller: new(true)}}
 }
 
-// A ToolDefinition that names a ToolSource it does not belong to would
-// borrow that source's credentials: it is rejected, whatever else it
-// claims, while the source's own tool and a hand-written tool with a bare
-// URL are selected.
+// testSource is a ToolSource whose record holds uids, last synced an
+// hour ago.
+func testSource(name string, uids ...types.UID) *v1alpha1.ToolSource {
+	synced := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+	slices.Sort(uids)
+	return &v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Name: name, UID: "uid-" + types.UID(name)},
+		Status: v1alpha1.ToolSourceStatus{LastSyncTime: &synced, Imported: &v1alpha1.ImportRecord{UIDs: uids}}}
+}
+
+func sourcesOf(sources ...*v1alpha1.ToolSource) Sources {
+	return func(name string) *v1alpha1.ToolSource {
+		for _, ts := range sources {
+			if ts.Name == name {
+				return ts
+			}
+		}
+		return nil
+	}
+}
+
+// A ToolDefinition that names a ToolSource would borrow that source's
+// credentials: it is selected only when the source's own record (its
+// status, which only the operator writes) holds its UID. An owner
+// reference, which anyone who may write ToolDefinitions can forge, proves
+// nothing; a hand-written tool with a bare URL is selected.
 func TestSelectRejectsABorrowedToolSource(t *testing.T) {
 	source := func(object string, owners []metav1.OwnerReference, ref v1alpha1.ToolSourceReference) v1alpha1.ToolDefinition {
 		d := td(object, strings.ReplaceAll(object, "-", "_"), okParams)
+		d.UID = "uid-td-" + types.UID(object)
+		d.CreationTimestamp = metav1.NewTime(time.Now().Add(-2 * time.Hour).Truncate(time.Second))
 		d.Spec.Source, d.OwnerReferences = &ref, owners
 		return d
 	}
@@ -773,14 +798,20 @@ func TestSelectRejectsABorrowedToolSource(t *testing.T) {
 	notController[0].Controller = nil
 	otherKind := ownedBy("crm")
 	otherKind[0].Kind = "ConfigMap"
-	sel, err := Select([]v1alpha1.ToolDefinition{
+	otherUID := ownedBy("crm")
+	otherUID[0].UID = "uid-crm-before-it-was-made-again"
+	recorded := []types.UID{"uid-td-own", "uid-td-not-controller", "uid-td-other-kind", "uid-td-other-uid"}
+	tools := []v1alpha1.ToolDefinition{
 		source("own", ownedBy("crm"), crm),
+		source("forged", ownedBy("crm"), crm),
 		source("hand-written", nil, crm),
 		source("other-source", ownedBy("wiki"), crm),
 		source("not-controller", notController, crm),
 		source("other-kind", otherKind, crm),
+		source("other-uid", otherUID, crm),
 		source("bare-url", nil, v1alpha1.ToolSourceReference{MCPURL: "https://mcp.example.com/", Tool: "export_contacts"}),
-	})
+	}
+	sel, err := Select(tools, sourcesOf(testSource("crm", recorded...), testSource("wiki", "uid-td-other-source")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -790,12 +821,67 @@ func TestSelectRejectsABorrowedToolSource(t *testing.T) {
 	}
 	for _, f := range sel.Rejected {
 		rejected = append(rejected, f.Object)
-		if f.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(f.Message, "ToolSource crm, which did not create this ToolDefinition") {
+		if f.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(f.Message, "ToolSource crm") {
 			t.Errorf("%s: %s %q", f.Object, f.Reason, f.Message)
 		}
 	}
-	if !slices.Equal(kept, []string{"bare-url", "own"}) || !slices.Equal(rejected, []string{"hand-written", "not-controller", "other-kind", "other-source"}) {
+	if !slices.Equal(kept, []string{"bare-url", "own"}) || !slices.Equal(rejected, []string{"forged", "hand-written", "not-controller", "other-kind", "other-source", "other-uid"}) {
 		t.Fatalf("kept %v, rejected %v", kept, rejected)
+	}
+	// Without the source, nothing that names it is selected.
+	sel, err = Select(tools[:1], nil)
+	if err != nil || len(sel.Tools) != 0 {
+		t.Fatalf("a tool of a source that does not exist: selected %d, %v", len(sel.Tools), err)
+	}
+}
+
+// ValidateSource tells a source's own tool from one that passes for it,
+// and one its sync has just made from one nobody will record.
+func TestValidateSource(t *testing.T) {
+	lastSync := time.Now().Add(-time.Hour).Truncate(time.Second)
+	tool := func(uid types.UID, created time.Time, owners []metav1.OwnerReference) *v1alpha1.ToolDefinition {
+		return &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{UID: uid, CreationTimestamp: metav1.NewTime(created), OwnerReferences: owners},
+			Spec: v1alpha1.ToolDefinitionSpec{Source: &v1alpha1.ToolSourceReference{ToolSource: "crm", Tool: "find"}}}
+	}
+	recording := testSource("crm", "uid-mine")
+	unrecorded := testSource("crm")
+	unrecorded.Status.Imported = nil // last synced by a version that kept no record
+	neverSynced := testSource("crm")
+	neverSynced.Status = v1alpha1.ToolSourceStatus{}
+	before, after := lastSync.Add(-time.Minute), lastSync.Add(time.Minute)
+	for _, tt := range []struct {
+		name   string
+		source *v1alpha1.ToolSource
+		td     *v1alpha1.ToolDefinition
+		// want: "" valid, "unconfirmed", or "refused".
+		want string
+	}{
+		{"recorded", recording, tool("uid-mine", before, ownedBy("crm")), ""},
+		{"recorded, owner reference taken away", recording, tool("uid-mine", before, nil), "refused"},
+		{"forged before the last sync", recording, tool("uid-forged", before, ownedBy("crm")), "refused"},
+		{"forged after the last sync, until the next", recording, tool("uid-forged", after, ownedBy("crm")), "unconfirmed"},
+		{"made in the second of the last sync, unrecorded", recording, tool("uid-forged", lastSync, ownedBy("crm")), "refused"},
+		{"no owner reference, after the last sync", recording, tool("uid-hand", after, nil), "refused"},
+		{"no record yet: controlled before the last sync", unrecorded, tool("uid-old", before, ownedBy("crm")), ""},
+		{"no record yet: made after the last sync", unrecorded, tool("uid-new", after, ownedBy("crm")), "unconfirmed"},
+		{"no record yet: not controlled", unrecorded, tool("uid-old", before, nil), "refused"},
+		{"never synced: the first sync's own", neverSynced, tool("uid-new", after, ownedBy("crm")), "unconfirmed"},
+		{"an empty UID is never recorded", testSource("crm", ""), tool("", before, ownedBy("crm")), "refused"},
+		{"no such source", nil, tool("uid-mine", before, ownedBy("crm")), "refused"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ValidateSource(tt.td, tt.source)
+			got := ""
+			switch {
+			case errors.Is(err, ErrSourceUnconfirmed):
+				got = "unconfirmed"
+			case err != nil:
+				got = "refused"
+			}
+			if got != tt.want {
+				t.Fatalf("%q (%v), want %q", got, err, tt.want)
+			}
+		})
 	}
 }
 
@@ -860,11 +946,11 @@ func TestSelectorKeepsNameOrder(t *testing.T) {
 	sel := &Selector{}
 	check := func(what string) {
 		t.Helper()
-		got, err := sel.Select(tds)
+		got, err := sel.Select(tds, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := (&Selector{}).Select(tds)
+		want, err := (&Selector{}).Select(tds, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -917,7 +1003,7 @@ func TestLargeSelection(t *testing.T) {
 	sel := &Selector{}
 	check := func(what string, rejected int) {
 		t.Helper()
-		got, err := sel.Select(tds)
+		got, err := sel.Select(tds, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

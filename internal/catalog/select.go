@@ -90,15 +90,16 @@ func validSpec(td *v1alpha1.ToolDefinition) error {
 }
 
 // Select keeps the valid ToolDefinitions (a parameters schema that does
-// not compile, or a ToolSource named by a ToolDefinition it does not
-// control, is rejected) and rejects every ToolDefinition of a tool name
+// not compile, or a ToolSource named by a ToolDefinition it did not
+// create, is rejected) and rejects every ToolDefinition of a tool name
 // that more than one of them uses. Those being deleted are left out.
-func Select(tds []v1alpha1.ToolDefinition) (Selection, error) {
+// sources finds the ToolSources the ToolDefinitions name.
+func Select(tds []v1alpha1.ToolDefinition, sources Sources) (Selection, error) {
 	ptrs := make([]*v1alpha1.ToolDefinition, len(tds))
 	for i := range tds {
 		ptrs[i] = &tds[i]
 	}
-	return (&Selector{}).Select(ptrs)
+	return (&Selector{}).Select(ptrs, sources)
 }
 
 // Selector is Select with a memory: each ToolDefinition's validation and
@@ -128,7 +129,7 @@ type selected struct {
 // tools, copying and swapping whole entries was most of a pass's
 // selection, and a copy per pass and per plan 20 MB. A generation's
 // entry is never changed once made, so a pass may keep the pointers.
-func (s *Selector) Select(tds []*v1alpha1.ToolDefinition) (Selection, error) {
+func (s *Selector) Select(tds []*v1alpha1.ToolDefinition, sources Sources) (Selection, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.memo == nil {
@@ -159,7 +160,7 @@ func (s *Selector) Select(tds []*v1alpha1.ToolDefinition) (Selection, error) {
 		if got == nil || td.UID == "" || got.generation != td.Generation || got.tool.Object != td.Name {
 			return
 		}
-		finds[i] = found{got: got, invalid: got.invalidFor(td)}
+		finds[i] = found{got: got, invalid: got.invalidFor(td, sources)}
 	})
 	var sel Selection
 	valid := make([]candidate, 0, len(tds))
@@ -182,7 +183,7 @@ func (s *Selector) Select(tds []*v1alpha1.ToolDefinition) (Selection, error) {
 			}
 			f.got.tool.Object = td.Name
 			s.memo[td.UID] = f.got
-			f.invalid = f.got.invalidFor(td)
+			f.invalid = f.got.invalidFor(td, sources)
 		}
 		got := f.got
 		if got.seen != s.pass && td.UID != "" {
@@ -262,13 +263,20 @@ func (s *Selector) Select(tds []*v1alpha1.ToolDefinition) (Selection, error) {
 }
 
 // invalidFor says why td, of this generation, is rejected, nil when it is
-// not. Owners are metadata, which moves no generation: they are checked
-// on every pass.
-func (got *selected) invalidFor(td *v1alpha1.ToolDefinition) error {
+// not. Owners are metadata, and a source's record its status, which move
+// no generation: they are checked on every pass.
+func (got *selected) invalidFor(td *v1alpha1.ToolDefinition, sources Sources) error {
 	if got.invalid != nil {
 		return got.invalid
 	}
-	return ValidateSource(td)
+	if src := td.Spec.Source; src != nil && src.ToolSource != "" {
+		var source *v1alpha1.ToolSource
+		if sources != nil {
+			source = sources(src.ToolSource)
+		}
+		return ValidateSource(td, source)
+	}
+	return nil
 }
 
 func toolOf(td *v1alpha1.ToolDefinition) (Tool, error) {

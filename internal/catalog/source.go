@@ -1,25 +1,78 @@
 package catalog
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 )
 
+// Sources finds a ToolSource of the namespace being reconciled by name;
+// nil when there is none.
+type Sources func(name string) *v1alpha1.ToolSource
+
+// ErrSourceUnconfirmed is wrapped by ValidateSource's error for a
+// ToolDefinition made after its source's last sync that the source has
+// not recorded yet: its own creation, which the sync under way records,
+// or one written by somebody else, which the next sync refuses.
+var ErrSourceUnconfirmed = errors.New("not yet recorded by its ToolSource")
+
 // ValidateSource refuses a ToolDefinition that names a ToolSource without
-// being one of its own: a ToolSource's credentials reach its server only
-// for the tools it imported. A hand-written ToolDefinition names a server
-// with spec.source.mcpURL alone, and no credentials go with it.
-func ValidateSource(td *v1alpha1.ToolDefinition) error {
+// being one the source created: a ToolSource's credentials reach its
+// server only for the tools it imported. What proves that is the source's
+// own record (Created), which only the operator writes, never an owner
+// reference or label, which anyone who may write ToolDefinitions can. A
+// hand-written ToolDefinition names a server with spec.source.mcpURL
+// alone, and no credentials go with it. source is the named ToolSource,
+// nil when it does not exist.
+func ValidateSource(td *v1alpha1.ToolDefinition, source *v1alpha1.ToolSource) error {
 	src := td.Spec.Source
 	if src == nil || src.ToolSource == "" {
 		return nil
 	}
-	owner := metav1.GetControllerOf(td)
-	if owner == nil || owner.Kind != "ToolSource" || owner.Name != src.ToolSource || owner.APIVersion != v1alpha1.GroupVersion.String() {
-		return fmt.Errorf("spec.source.toolSource names ToolSource %s, which did not create this ToolDefinition: only a ToolSource's own tools use its connection and credentials; remove spec.source.toolSource and set spec.source.mcpURL for a tool written by hand", src.ToolSource)
+	notCreated := fmt.Errorf("spec.source.toolSource names ToolSource %s, which did not create this ToolDefinition: only a ToolSource's own tools use its connection and credentials; remove spec.source.toolSource and set spec.source.mcpURL for a tool written by hand", src.ToolSource)
+	switch {
+	case source == nil || source.Name != src.ToolSource:
+		return notCreated
+	case Created(source, td):
+		if !controlledBy(td, source) {
+			return fmt.Errorf("ToolSource %s created this ToolDefinition, but its owner reference to the source was changed: the source puts it back at its next sync", src.ToolSource)
+		}
+		return nil
+	case controlledBy(td, source) && unsynced(source, td):
+		return fmt.Errorf("ToolSource %s %w: catalogs leave it out until the source's sync records it as one it created", src.ToolSource, ErrSourceUnconfirmed)
 	}
-	return nil
+	return notCreated
+}
+
+// Created reports whether source created td: td's UID is in the source's
+// record (status.imported), which only the operator writes. A source last
+// synced by a version that kept no record counts as having created what
+// it controlled before that sync, and nothing made since.
+func Created(source *v1alpha1.ToolSource, td *v1alpha1.ToolDefinition) bool {
+	if rec := source.Status.Imported; rec != nil {
+		_, found := slices.BinarySearch(rec.UIDs, td.UID)
+		return found && td.UID != ""
+	}
+	last := source.Status.LastSyncTime
+	return last != nil && controlledBy(td, source) && td.CreationTimestamp.Before(last)
+}
+
+// unsynced reports whether td was made after source's last sync, so that
+// no sync of the source has yet had the chance to record it.
+func unsynced(source *v1alpha1.ToolSource, td *v1alpha1.ToolDefinition) bool {
+	last := source.Status.LastSyncTime
+	return last == nil || td.CreationTimestamp.After(last.Time)
+}
+
+// controlledBy reports whether td's controller reference names source, by
+// its UID too, so a source deleted and made again does not inherit what
+// the old one left.
+func controlledBy(td *v1alpha1.ToolDefinition, source *v1alpha1.ToolSource) bool {
+	owner := metav1.GetControllerOf(td)
+	return owner != nil && owner.Kind == "ToolSource" && owner.APIVersion == v1alpha1.GroupVersion.String() &&
+		owner.Name == source.Name && owner.UID == source.UID
 }

@@ -56,7 +56,7 @@ func (f *fixture) build(st *published.Catalog, stored catalog.Stored, names ...s
 				Parameters: &apiextensionsv1.JSON{Raw: []byte(`{"type":"object"}`)}},
 		})
 	}
-	sel, err := st.Selector().Select(tds)
+	sel, err := st.Selector().Select(tds, nil)
 	if err != nil {
 		f.t.Fatal(err)
 	}
