@@ -34,7 +34,7 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 		}
 		if m, ok := o.(interface{ GetNamespace() string }); ok {
 			switch kind {
-			case "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition":
+			case "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
 			default:
 				if m.GetNamespace() != "tool-catalog-system" {
 					t.Errorf("%s in namespace %q, want tool-catalog-system", kind, m.GetNamespace())
@@ -42,7 +42,8 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 3, "ServiceAccount": 2, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1, "Deployment": 2, "Service": 2}
+	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 3, "ServiceAccount": 2, "ClusterRole": 4, "ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1, "Deployment": 2, "Service": 2,
+		"ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2}
 	for k, n := range want {
 		if count[k] != n {
 			t.Errorf("%d %s, want %d", count[k], k, n)

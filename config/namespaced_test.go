@@ -100,8 +100,11 @@ func TestNamespacedInstallGrantsOnlyItsNamespaces(t *testing.T) {
 	}
 
 	// The manager, as its service account, imports a source's tools in
-	// team-a with the source's (opted-in) Secret. The source in team-c,
-	// created first, is not its to reconcile and is left alone.
+	// team-a with the source's (opted-in) Secret, past the admission
+	// policies that let only it make a source the owner of a tool. The
+	// source in team-c, created first, is not its to reconcile and is
+	// left alone.
+	createAdmission(t, admin, objs, "team-a")
 	srv := mcptest.New(t, mcptest.Options{Token: "team-a-token"})
 	srv.Tool("ping", "Answer pong.", nil, nil)
 	source := func(ns string) *v1alpha1.ToolSource {

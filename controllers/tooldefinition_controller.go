@@ -267,8 +267,19 @@ func (r *ToolDefinitionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				r.enqueueSelected(ctx, q, e.Object)
 			},
 		}).
-		// A source's record decides whether the tools naming it are valid.
-		Watches(&v1alpha1.ToolSource{}, handler.EnqueueRequestsFromMapFunc(r.namingSource), builder.WithPredicates(importsChanged)).
+		// A source's record and last sync decide whether the tools naming
+		// it are valid.
+		Watches(&v1alpha1.ToolSource{}, handler.Funcs{
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueueLimiter) {
+				r.enqueueNaming(ctx, q, nil, e.Object)
+			},
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueueLimiter) {
+				r.enqueueNaming(ctx, q, e.ObjectOld, e.ObjectNew)
+			},
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueueLimiter) {
+				r.enqueueNaming(ctx, q, nil, e.Object)
+			},
+		}).
 		Named("tooldefinition").
 		Complete(r)
 }
@@ -276,18 +287,36 @@ func (r *ToolDefinitionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // sourceRefIndex indexes ToolDefinitions by the ToolSource they name.
 const sourceRefIndex = ".spec.source.toolSource"
 
-// namingSource queues the ToolDefinitions that name a ToolSource.
-func (r *ToolDefinitionReconciler) namingSource(ctx context.Context, obj client.Object) []reconcile.Request {
+// enqueueNaming queues the ToolDefinitions that name a ToolSource: after
+// an update (before is set), only those whose validity it changes, so a
+// sync that records nothing new costs no reconcile of its tools.
+func (r *ToolDefinitionReconciler) enqueueNaming(ctx context.Context, q workqueueLimiter, before, after client.Object) {
 	list := &v1alpha1.ToolDefinitionList{}
-	if err := r.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{sourceRefIndex: obj.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(after.GetNamespace()), client.MatchingFields{sourceRefIndex: after.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing the ToolDefinitions of a ToolSource")
-		return nil
+		return
 	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
+	old, _ := before.(*v1alpha1.ToolSource)
+	now, _ := after.(*v1alpha1.ToolSource)
 	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		td := &list.Items[i]
+		if old != nil && now != nil && sourceVerdict(td, old) == sourceVerdict(td, now) {
+			continue
+		}
+		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(td)})
 	}
-	return reqs
+}
+
+// sourceVerdict classes what catalog.ValidateSource says of td: 0 valid,
+// 1 unconfirmed, 2 refused.
+func sourceVerdict(td *v1alpha1.ToolDefinition, ts *v1alpha1.ToolSource) int {
+	switch err := catalog.ValidateSource(td, ts); {
+	case err == nil:
+		return 0
+	case errors.Is(err, catalog.ErrSourceUnconfirmed):
+		return 1
+	}
+	return 2
 }
 
 // enqueueSelected queues the ToolDefinitions any version of a catalog

@@ -14,7 +14,6 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -59,9 +58,9 @@ func crmSession(t *testing.T) (ns string, srv *mcptest.Server, cs *mcp.ClientSes
 }
 
 // A ToolDefinition written by hand cannot borrow a ToolSource's
-// credentials. Naming the source is not enough: the manager refuses it
-// and no catalog publishes it. A forged owner reference is undone: the
-// source deletes what it did not import.
+// credentials. Naming the source is not enough, nor is a forged owner
+// reference to it: the source did not record creating either, so the
+// manager refuses both and no catalog publishes them.
 func TestBorrowedToolSourceCredentialsAreRefused(t *testing.T) {
 	ns := newNamespace(t)
 	_, ts := crmSource(t, ns)
@@ -88,10 +87,15 @@ func TestBorrowedToolSourceCredentialsAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	create(t, borrowing("forged", metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ToolSource", Name: "crm", UID: ts.UID, Controller: new(true)}))
-	waitFor(t, "the source to delete the forged ToolDefinition", func() bool {
-		return apierrors.IsNotFound(kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "forged"}, &v1alpha1.ToolDefinition{}))
+	waitFor(t, "the catalog to reject the forged ToolDefinition", func() bool {
+		td, tc := &v1alpha1.ToolDefinition{}, &v1alpha1.ToolCatalog{}
+		if kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "forged"}, td) != nil || kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "crm"}, tc) != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid)
+		return c != nil && c.Reason == v1alpha1.ReasonSourceNotOwned && len(tc.Status.FailingTools) == 1 && tc.Status.FailingTools[0].ToolDefinition == "forged"
 	})
-	published(t, ns, "crm", 2) // it may have been published for a moment
+	published(t, ns, "crm", 2)
 }
 
 // An entry written straight into Redis that names a ToolSource is refused
