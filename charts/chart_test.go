@@ -159,6 +159,11 @@ func TestChart(t *testing.T) {
 		}
 	}
 
+	// The admission policy lets through the manager the chart runs.
+	if err := manifests.CheckProvenancePolicy(rendered["default"]); err != nil {
+		t.Error(err)
+	}
+
 	// The CRDs of crds/ are the project's, installed as they are.
 	out, err := helmRun(t, helm, "show", "crds", chart)
 	if err != nil {

@@ -157,7 +157,7 @@ func TestAdmissionPolicies(t *testing.T) {
 	}
 	approval := map[string]string{v1alpha1.AnnotationApprove: "crm_export_contacts=" + strings.Repeat("ab", 32)}
 	err = approve(editor, approval)
-	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ts-editor may not approve changes of ToolSource crm: the toolcatalog.dev/approve annotation needs the approve verb on toolsources (the toolcatalog-approver role)") {
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ts-editor may not approve changes of ToolSource crm: the toolcatalog.dev/approve annotation needs the approve verb on toolsources (the tool-catalog-approver ClusterRole)") {
 		t.Fatalf("an editor's approval: %v", err)
 	}
 	if err := approve(editor, map[string]string{"team": "sales"}); err != nil {

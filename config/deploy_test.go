@@ -57,6 +57,9 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 		}
 		checkHardened(t, deploy)
 	}
+	if err := manifests.CheckProvenancePolicy(objs); err != nil {
+		t.Error(err)
+	}
 	manager := deploys["tool-catalog-controller-manager"].Spec.Template.Spec
 	if c := manager.Containers[0]; !slices.Contains(c.Args, "--leader-elect") {
 		t.Errorf("args %v: leader election is not on", c.Args)

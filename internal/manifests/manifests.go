@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -155,4 +156,33 @@ func Hardened(deploy *appsv1.Deployment) []string {
 		}
 	}
 	return out
+}
+
+// CheckProvenancePolicy checks that the admission policy that lets only
+// the manager make a ToolSource the owner of a ToolDefinition names the
+// service account the manager's Deployment runs as: naming another would
+// refuse every tool the manager imports.
+func CheckProvenancePolicy(objs []runtime.Object) error {
+	var user, condition string
+	for _, o := range objs {
+		switch v := o.(type) {
+		case *appsv1.Deployment:
+			if v.Labels["app.kubernetes.io/component"] == "manager" || strings.HasSuffix(v.Name, "controller-manager") {
+				user = "system:serviceaccount:" + v.Namespace + ":" + v.Spec.Template.Spec.ServiceAccountName
+			}
+		case *admissionregistrationv1.ValidatingAdmissionPolicy:
+			if strings.HasSuffix(v.Name, "-provenance") && len(v.Spec.MatchConditions) == 1 {
+				condition = v.Spec.MatchConditions[0].Expression
+			}
+		}
+	}
+	switch {
+	case user == "":
+		return errors.New("no manager Deployment")
+	case condition == "":
+		return errors.New("no provenance admission policy with one match condition")
+	case condition != "request.userInfo.username != '"+user+"'":
+		return fmt.Errorf("the provenance admission policy's condition %q does not let the manager, %s, through", condition, user)
+	}
+	return nil
 }
