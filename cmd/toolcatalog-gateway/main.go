@@ -33,7 +33,7 @@ func main() {
 	if v := envflag.String("OIDC_ISSUERS", ""); v != "" {
 		cfg.OIDCIssuers = strings.Split(v, ";")
 	}
-	flag.Func("oidc-issuer", "An OpenID Connect issuer whose JWTs are accepted, repeatable (env OIDC_ISSUERS, ';' between issuers): url=https://issuer,audience=AUD[,user-claim=sub|email|...][,user-prefix=P][,groups-claim=groups][,groups-prefix=P][,cluster=true for the cluster's own service-account issuer]. The user prefix defaults to URL# unless the claim is email.",
+	flag.Func("oidc-issuer", "An OpenID Connect issuer whose JWTs are accepted, repeatable (env OIDC_ISSUERS, ';' between issuers): url=https://issuer,audience=AUD[,user-claim=sub|email|...][,user-prefix=P][,groups-claim=groups][,groups-prefix=P][,cluster=true for the cluster's own service-account issuer]. The user prefix defaults to URL# unless the claim is email; the groups prefix defaults to URL#.",
 		func(v string) error { cfg.OIDCIssuers = append(cfg.OIDCIssuers, v); return nil })
 	flag.StringVar(&cfg.PublicURL, "public-url", envflag.String("PUBLIC_URL", ""), "Scheme and host clients reach the gateway at (https://tools.example.com), named in the OAuth protected resource metadata; the request's own when empty.")
 	flag.Float64Var(&cfg.TokenReviewRate, "token-review-rate", gateway.DefaultTokenReviewRate, "TokenReviews per second of tokens the gateway has not seen; past it, clients get 429. Answers, accepted or refused, are kept 30s.")

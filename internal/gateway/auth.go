@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,9 +44,16 @@ func (p Principal) String() string {
 	return p.User + " (" + strings.Join(p.Groups, ", ") + ")"
 }
 
-// key identifies a principal in maps.
+// key identifies a principal in maps: each name is length-prefixed, so
+// two principals never share a key, whatever their names hold.
 func (p Principal) key() string {
-	return p.User + "\x00" + strings.Join(p.Groups, "\x00")
+	var b strings.Builder
+	for _, name := range append([]string{p.User}, p.Groups...) {
+		b.WriteString(strconv.Itoa(len(name)))
+		b.WriteByte(':')
+		b.WriteString(name)
+	}
+	return b.String()
 }
 
 // ErrUnauthenticated means the token is not valid.

@@ -161,7 +161,15 @@ type caller struct {
 
 type callerKey struct{}
 
-func (c caller) viewKey() string { return c.principal.key() + "\x00" + strconv.Itoa(c.window) }
+func (c caller) viewKey() string { return strconv.Itoa(c.window) + "/" + c.principal.key() }
+
+// callerOf is the caller of the HTTP request a tool call came in: who
+// calls, with the token of this request, not of the request that made
+// the view.
+func callerOf(ctx context.Context) (caller, bool) {
+	c, ok := ctx.Value(callerKey{}).(caller)
+	return c, ok
+}
 
 func (g *Gateway) reject(w http.ResponseWriter, code int, reason, message string) {
 	g.opts.Metrics.Rejected.WithLabelValues(reason).Inc()

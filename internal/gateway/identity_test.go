@@ -108,6 +108,18 @@ func TestCallerIdentityReachesTheUpstreamOnlyAsConfigured(t *testing.T) {
 	if got := lastHeader(passSrv, "Authorization"); got != "Bearer "+carol {
 		t.Fatalf("the passthrough server saw Authorization %.40q; want carol's token", got)
 	}
+
+	// Carol's next token is for the gateway alone. Her view, made with
+	// the first, is the same, but the call is the new request's: it is
+	// refused, not sent with the token the view was made with.
+	gatewayOnly := iss.sign(t, iss.claims("carol", "toolcatalog"))
+	out, isErr := call(gatewayOnly, "p_find_contact")
+	if !isErr || !strings.Contains(out, `audience "crm-api"`) {
+		t.Fatalf("p_find_contact with carol's token for the gateway alone: %q (error %v); want refused", out, isErr)
+	}
+	if n := len(calls(passSrv)); n != 1 {
+		t.Fatalf("%d calls reached the passthrough server; want carol's first only", n)
+	}
 }
 
 // The API refuses a callerIdentity that would leak or mislead: a

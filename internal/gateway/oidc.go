@@ -13,8 +13,12 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
 // OIDCIssuer is an OpenID Connect provider whose JWTs (ID or access tokens)
@@ -31,6 +35,11 @@ type OIDCIssuer struct {
 	UserClaim, UserPrefix string
 	// GroupsClaim names the principal's groups (none when empty), a list
 	// of strings or one string; GroupsPrefix is put before each.
+	//
+	// A name a claim gives that would pose as a Kubernetes user, group or
+	// service account ("system:...") or, for a user, as a group
+	// ("group:..."), or that holds control characters, is refused with
+	// the token, unless the prefix itself maps the claim there.
 	GroupsClaim, GroupsPrefix string
 	// Cluster says the issuer is the cluster's own service-account
 	// issuer: its keys are read from the API server the gateway talks to
@@ -52,10 +61,12 @@ type OIDCIssuer struct {
 // url=https://issuer,audience=toolcatalog[,user-claim=email][,user-prefix=P][,groups-claim=groups][,groups-prefix=P][,cluster=true].
 // The user prefix defaults to the issuer URL and "#", as the Kubernetes
 // API server does, unless the user claim is email; user-prefix= (empty)
-// removes it.
+// removes it. The groups prefix defaults to the issuer URL and "#" too,
+// so an identity provider's group never passes for a Kubernetes group;
+// groups-prefix= (empty) removes it.
 func ParseOIDCIssuer(s string) (*OIDCIssuer, error) {
 	iss := &OIDCIssuer{}
-	prefixSet := false
+	prefixSet, groupsPrefixSet := false, false
 	for part := range strings.SplitSeq(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
@@ -73,7 +84,7 @@ func ParseOIDCIssuer(s string) (*OIDCIssuer, error) {
 		case "groups-claim":
 			iss.GroupsClaim = v
 		case "groups-prefix":
-			iss.GroupsPrefix = v
+			iss.GroupsPrefix, groupsPrefixSet = v, true
 		case "cluster":
 			iss.Cluster = v == "true"
 		default:
@@ -92,6 +103,9 @@ func ParseOIDCIssuer(s string) (*OIDCIssuer, error) {
 	}
 	if !prefixSet && iss.UserClaim != "email" {
 		iss.UserPrefix = iss.URL + "#"
+	}
+	if !groupsPrefixSet {
+		iss.GroupsPrefix = iss.URL + "#"
 	}
 	return iss, nil
 }
@@ -163,20 +177,58 @@ func (i *OIDCIssuer) verify(ctx context.Context, token string) (Principal, time.
 			return Principal{}, time.Time{}, fmt.Errorf("%w: email_verified is false", ErrUnauthenticated)
 		}
 	}
-	p := Principal{User: i.UserPrefix + user, token: token, audiences: idt.Audience}
+	name, err := i.claimName(i.UserPrefix, user, true)
+	if err != nil {
+		return Principal{}, time.Time{}, fmt.Errorf("%w: claim %s: %v", ErrUnauthenticated, i.UserClaim, err)
+	}
+	p := Principal{User: name, token: token, audiences: idt.Audience}
+	var groups []string
 	switch g := claims[i.GroupsClaim].(type) {
 	case string:
-		p.Groups = []string{i.GroupsPrefix + g}
+		groups = []string{g}
 	case []any:
 		for _, v := range g {
 			if s, ok := v.(string); ok {
-				p.Groups = append(p.Groups, i.GroupsPrefix+s)
+				groups = append(groups, s)
 			}
 		}
+	}
+	for _, g := range groups {
+		name, err := i.claimName(i.GroupsPrefix, g, false)
+		if err != nil {
+			return Principal{}, time.Time{}, fmt.Errorf("%w: claim %s: %v", ErrUnauthenticated, i.GroupsClaim, err)
+		}
+		p.Groups = append(p.Groups, name)
 	}
 	slices.Sort(p.Groups)
 	p.Groups = slices.Compact(p.Groups)
 	return p, idt.Expiry, nil
+}
+
+// claimName is the principal's name for the value of a claim: prefix and
+// value. A value with control characters is refused, and so is a name
+// that would pose as a Kubernetes identity (system:...) or, for a user,
+// as a group (group:...), unless the prefix itself says so (the operator
+// mapped the claim there on purpose) or the issuer is the cluster's own,
+// whose names are Kubernetes identities.
+func (i *OIDCIssuer) claimName(prefix, value string, user bool) (string, error) {
+	if !utf8.ValidString(value) || strings.IndexFunc(value, unicode.IsControl) >= 0 {
+		return "", fmt.Errorf("%q holds control characters or is not UTF-8", value)
+	}
+	name := prefix + value
+	var reserved []string
+	if !i.Cluster {
+		reserved = append(reserved, "system:")
+	}
+	if user {
+		reserved = append(reserved, toolcatalog.GroupPrefix)
+	}
+	for _, r := range reserved {
+		if strings.HasPrefix(name, r) && !strings.HasPrefix(prefix, r) {
+			return "", fmt.Errorf("%q would pose as %s...: set a prefix for the claim", value, r)
+		}
+	}
+	return name, nil
 }
 
 // isFetchError says the keys could not be read, as opposed to a token that

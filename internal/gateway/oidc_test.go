@@ -125,8 +125,8 @@ func TestOIDCTokens(t *testing.T) {
 	ctx := context.Background()
 	valid := iss.sign(t, iss.claims("alice", "toolcatalog"))
 	p, err := a.Authenticate(ctx, valid)
-	if err != nil || p.User != iss.srv.URL+"#alice" || !slices.Equal(p.Groups, []string{"oncall", "staff"}) {
-		t.Fatalf("a valid token: %+v, %v; want %s#alice in oncall and staff", p, err, iss.srv.URL)
+	if err != nil || p.User != iss.srv.URL+"#alice" || !slices.Equal(p.Groups, []string{iss.srv.URL + "#oncall", iss.srv.URL + "#staff"}) {
+		t.Fatalf("a valid token: %+v, %v; want %s#alice in %[3]s#oncall and %[3]s#staff", p, err, iss.srv.URL)
 	}
 	if printed := fmt.Sprintf("%v %+v %s", p, p, p); strings.Contains(printed, valid) {
 		t.Fatal("printing a principal prints its token")
@@ -211,6 +211,76 @@ func TestOIDCTokens(t *testing.T) {
 	})
 }
 
+// A claim cannot make a principal pose as a Kubernetes identity or as a
+// group, nor collide with another principal: such a token is refused,
+// unless the operator's prefix maps the claim there on purpose.
+func TestOIDCClaimsCannotPose(t *testing.T) {
+	iss := newTestIssuer(t)
+	ctx := context.Background()
+	token := func(sub string, groups ...any) string {
+		c := iss.claims(sub, "toolcatalog")
+		c["groups"] = groups
+		return iss.sign(t, c)
+	}
+	unprefixed := &Authenticator{Issuers: []*OIDCIssuer{iss.config(t, ",user-prefix=,groups-prefix=")}}
+	prefixed := &Authenticator{Issuers: []*OIDCIssuer{iss.config(t, "")}}
+	mapped := &Authenticator{Issuers: []*OIDCIssuer{iss.config(t, ",user-prefix=,groups-prefix=system:serviceaccounts:")}}
+	for _, tt := range []struct {
+		name  string
+		a     *Authenticator
+		token string
+		// user and groups when accepted; refused when user is "".
+		user   string
+		groups []string
+	}{
+		{"a NUL in the user claim", unprefixed, token("alice\x00admins", "users"), "", nil},
+		{"a line break in a group", unprefixed, token("bob", "ops\nadmins"), "", nil},
+		{"a Kubernetes group", unprefixed, token("bob", "system:serviceaccounts:team-b"), "", nil},
+		{"a service account's name", unprefixed, token("system:serviceaccount:team-b:default"), "", nil},
+		{"a user named as a group", unprefixed, token("group:admins"), "", nil},
+		{"a plain user and group", unprefixed, token("bob", "ops"), "bob", []string{"ops"}},
+		{"the default prefix keeps the IdP's group its own", prefixed, token("bob", "system:serviceaccounts:team-b"),
+			iss.srv.URL + "#bob", []string{iss.srv.URL + "#system:serviceaccounts:team-b"}},
+		{"a prefix that maps there on purpose", mapped, token("bob", "team-b"), "bob", []string{"system:serviceaccounts:team-b"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := tt.a.Authenticate(ctx, tt.token)
+			if tt.user == "" {
+				if !errors.Is(err, ErrUnauthenticated) {
+					t.Fatalf("%+v, %v; want ErrUnauthenticated", p, err)
+				}
+				return
+			}
+			if err != nil || p.User != tt.user || !slices.Equal(p.Groups, tt.groups) {
+				t.Fatalf("%+v, %v; want %s in %v", p, err, tt.user, tt.groups)
+			}
+		})
+	}
+}
+
+// Principals are told apart by every name, however the names are made:
+// a user whose name holds a separator is not another user with groups.
+func TestPrincipalKeysDoNotCollide(t *testing.T) {
+	principals := []Principal{
+		{User: "alice", Groups: []string{"admins", "users"}},
+		{User: "alice\x00admins", Groups: []string{"users"}},
+		{User: "alice\x00admins\x00users"},
+		{User: "alice", Groups: []string{"admins\x00users"}},
+		{User: "5:alice", Groups: []string{"users"}},
+		{User: "alice", Groups: []string{"5:admins", "users"}},
+	}
+	seen := map[string]int{}
+	for i, p := range principals {
+		if j, dup := seen[p.key()]; dup {
+			t.Fatalf("%q and %q share key %q", principals[j], p, p.key())
+		}
+		seen[p.key()] = i
+		if c := (caller{principal: p, window: 8000}); c.viewKey() == (caller{principal: p, window: 80000}).viewKey() {
+			t.Fatalf("two windows of %q share a view", p)
+		}
+	}
+}
+
 func TestParseOIDCIssuer(t *testing.T) {
 	for spec, want := range map[string]string{
 		"url=https://id.example.com,audience=tc":                     "https://id.example.com#",
@@ -230,6 +300,17 @@ func TestParseOIDCIssuer(t *testing.T) {
 			t.Errorf("%s: accepted", spec)
 		case want != "error" && (err != nil || iss.UserPrefix != want):
 			t.Errorf("%s: %+v, %v; want user prefix %q", spec, iss, err, want)
+		}
+	}
+	for spec, want := range map[string]string{
+		"url=https://id.example.com,audience=tc":                             "https://id.example.com#",
+		"url=https://id.example.com,audience=tc,user-claim=email":            "https://id.example.com#",
+		"url=https://id.example.com,audience=tc,groups-prefix=":              "",
+		"url=https://id.example.com,audience=tc,groups-prefix=corp:":         "corp:",
+		"url=https://id.example.com,audience=tc,user-prefix=,groups-claim=g": "https://id.example.com#",
+	} {
+		if iss, err := ParseOIDCIssuer(spec); err != nil || iss.GroupsPrefix != want {
+			t.Errorf("%s: %+v, %v; want groups prefix %q", spec, iss, err, want)
 		}
 	}
 }

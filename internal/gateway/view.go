@@ -117,11 +117,10 @@ func (v *view) changes() (string, <-chan struct{}) {
 	return v.listing, v.changed
 }
 
-func (v *view) touch()               { v.used.Store(time.Now().UnixNano()) }
-func (v *view) lastUsed() time.Time  { return time.Unix(0, v.used.Load()) }
-func (v *view) catalogID() string    { return v.s.id }
-func (v *view) metrics() *Metrics    { return v.s.g.opts.Metrics }
-func (v *view) principal() Principal { return v.caller.principal }
+func (v *view) touch()              { v.used.Store(time.Now().UnixNano()) }
+func (v *view) lastUsed() time.Time { return time.Unix(0, v.used.Load()) }
+func (v *view) catalogID() string   { return v.s.id }
+func (v *view) metrics() *Metrics   { return v.s.g.opts.Metrics }
 
 // sync makes the view's tools those the plan sends for cat, once per
 // version. What Redis holds is checked first: a malformed entry is left
@@ -272,13 +271,20 @@ func (v *view) handler(name string) mcp.ToolHandler {
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage(`{}`)
 		}
+		// Who calls is who sent this request, with this request's token:
+		// the view only says what that principal sees.
+		c, ok := callerOf(ctx)
+		if !ok || c.viewKey() != v.caller.viewKey() {
+			return toolError("the caller of this request could not be told: send it again"), nil
+		}
+		p := c.principal
 		ctx, done := withRequestContext(ctx)
 		defer done()
 		ctx = relayProgress(ctx, req)
 		ctx, span := v.startCallSpan(ctx, name, req)
 		defer span.End()
 		if !toolcatalog.IsBridgeTool(name) {
-			return v.call(ctx, name, args), nil
+			return v.call(ctx, p, name, args), nil
 		}
 		out, call, err := v.bridge.Handle(ctx, name, string(args))
 		var be *toolcatalog.BridgeError
@@ -290,15 +296,15 @@ func (v *view) handler(name string) mcp.ToolHandler {
 					Name string `json:"name"`
 				}
 				_ = json.Unmarshal(args, &asked)
-				v.s.g.audit(v.principal(), v.catalogID(), asked.Name, nil, args, OutcomeInvalid, time.Now())
+				v.s.g.audit(p, v.catalogID(), asked.Name, nil, args, OutcomeInvalid, time.Now())
 			}
 			return toolError(be.Message), nil
 		case err != nil:
 			return nil, err
 		case call != nil:
-			res := v.call(ctx, call.Name, call.Arguments)
+			res := v.call(ctx, p, call.Name, call.Arguments)
 			if !res.IsError && call.Request != "" {
-				v.learn(ctx, call)
+				v.learn(ctx, p, call)
 			}
 			return res, nil
 		}
@@ -342,9 +348,8 @@ const maxProgressMessage = 500
 // call checks that the caller may use the tool and that the arguments
 // match its schema, then proxies the call upstream; failures are tool
 // errors the model reads.
-func (v *view) call(ctx context.Context, name string, args json.RawMessage) *mcp.CallToolResult {
+func (v *view) call(ctx context.Context, p Principal, name string, args json.RawMessage) *mcp.CallToolResult {
 	cat := v.s.follower.Current()
-	p := v.principal()
 	start := time.Now()
 	tool, ok := cat.Tool(name)
 	if !ok || !cat.IsAllowed(name, p.User, p.Groups...) {
@@ -389,7 +394,7 @@ func (v *view) call(ctx context.Context, name string, args json.RawMessage) *mcp
 	if res.IsError {
 		outcome = OutcomeToolError
 	} else {
-		v.recordUse(ctx, cat, name)
+		v.recordUse(ctx, p, cat, name)
 	}
 	return res
 }
@@ -398,11 +403,11 @@ func (v *view) call(ctx context.Context, name string, args json.RawMessage) *mcp
 // that includes its most used tools; one principal's uses of a tool count
 // at most contract.MaxUsesPerPrincipal a day, anonymous clients together
 // as one.
-func (v *view) recordUse(ctx context.Context, cat *toolcatalog.Catalog, name string) {
+func (v *view) recordUse(ctx context.Context, p Principal, cat *toolcatalog.Catalog, name string) {
 	if cat.Document.Search.AlwaysIncludeTopNUsed <= 0 {
 		return
 	}
-	if err := toolcatalog.RecordUsage(ctx, v.s.redis, v.s.keys, cat, v.principal().User, name); err != nil {
+	if err := toolcatalog.RecordUsage(ctx, v.s.redis, v.s.keys, cat, p.User, name); err != nil {
 		v.s.g.opts.Log.Error(err, "Recording a use", "catalog", v.s.id, "tool", name)
 	}
 }
@@ -410,8 +415,8 @@ func (v *view) recordUse(ctx context.Context, cat *toolcatalog.Catalog, name str
 // learn records the request behind a tool_call that succeeded, for a
 // catalog that learns from use: never for anonymous clients, and at most
 // at the principal's learning rate, so no one client can flood the log.
-func (v *view) learn(ctx context.Context, call *toolcatalog.Call) {
-	p, cat := v.principal(), v.s.follower.Current()
+func (v *view) learn(ctx context.Context, p Principal, call *toolcatalog.Call) {
+	cat := v.s.follower.Current()
 	if cat == nil || !cat.Document.Search.LearnFromRequests || p.User == Anonymous.User || !v.s.g.rates.learn(p.key()) {
 		return
 	}

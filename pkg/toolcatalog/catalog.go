@@ -527,7 +527,8 @@ func (c *Catalog) IsAllowed(tool, principal string, groups ...string) bool {
 // groups.
 func Allows(list []string, principal string, groups ...string) bool {
 	for _, p := range list {
-		if p == "*" || p == principal {
+		// A "group:" entry names a group, never a user of that name.
+		if p == "*" || (p == principal && !strings.HasPrefix(p, GroupPrefix)) {
 			return true
 		}
 		if g, ok := strings.CutPrefix(p, GroupPrefix); ok && slices.Contains(groups, g) {
