@@ -40,6 +40,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/gateway/request"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
@@ -295,14 +296,16 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, c caller) ([]req
 	case err != nil:
 		g.reject(w, http.StatusBadRequest, "bad_request", "the request body could not be read")
 		return nil, false
-	case !json.Valid(body):
-		// The MCP SDK's decoder recurses without a bound: a body nested a
-		// million deep would take it hundreds of MB of stack. The
-		// scanner here refuses nesting past 10,000, and any invalid JSON.
-		g.reject(w, http.StatusBadRequest, "bad_request", "the request body is not JSON, or nests deeper than 10000 levels")
+	}
+	// One reading of the body: what is counted and limited here is what
+	// the SDK runs, so a body two readers could read differently (a
+	// member twice, or twice but for case), or one nested past 10,000
+	// levels, is refused before anything is counted.
+	msgs, err := request.Messages(body)
+	if err != nil {
+		g.reject(w, http.StatusBadRequest, "bad_request", "the request body is refused: "+clip.Truncate(err.Error(), 300))
 		return nil, false
 	}
-	msgs := request.Messages(body)
 	searches, calls := request.ToolCalls(msgs, toolcatalog.ToolSearch)
 	for i := range searches + calls {
 		if wait, ok := g.rates.reserve(c.principal.key(), i < searches); !ok {

@@ -280,3 +280,36 @@ func TestOneStreamPerSession(t *testing.T) {
 		t.Fatalf("the first stream did not end when the second opened: %v", err)
 	}
 }
+
+// The gateway counts the calls of a body as the SDK reads it, so a body
+// two readers could read differently is refused before it is counted or
+// run. A member "PARAMS" made encoding/json, which matches names whatever
+// their case, fail on the body and count no call, while the SDK, which
+// matches by case, ran the call: every such call passed the rate limit.
+// The same call without it, sent the same way, runs.
+func TestOneReadingOfARequest(t *testing.T) {
+	ns := newNamespace(t)
+	srv := mcptest.New(t, mcptest.Options{Name: "search"})
+	srv.Tool("web_search", "Search the web.", nil, nil)
+	create(t, testCatalog(ns, "read", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}),
+		testTool(ns, "read", "web_search", "Search the web for recent information.", upstream(srv.URL, "web_search")))
+	published(t, ns, "read", 1)
+	_, base := ownGateway(t, Limits{CallsPerSecond: 0.001, SearchesPerSecond: 1000})
+	cs := connectSession(t, base, ns, "read", aliceToken)
+	call := func(id int, extra string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"web_search","arguments":{"query":"news"}}%s}`, id, extra)
+	}
+	for i, extra := range []string{`,"PARAMS":0`, `,"Params":{"name":"tool_search"}`, `,"params":{"name":"web_search"}`, `,"Method":"ping"`, ` {}`} {
+		code, out := postSession(t, base, ns, "read", cs.ID(), call(i+10, extra))
+		if code != http.StatusBadRequest || !strings.Contains(out, "the request body is refused: ambiguous or malformed JSON-RPC body") {
+			t.Fatalf("a call with %s: %d %.300s; want 400", extra, code, out)
+		}
+	}
+	if n := srv.Calls(); n != 0 {
+		t.Fatalf("ambiguous bodies reached the upstream: %d calls", n)
+	}
+	code, out := postSession(t, base, ns, "read", cs.ID(), call(1, ""))
+	if code != http.StatusOK || srv.Calls() != 1 {
+		t.Fatalf("the plain call: %d %.300s, %d upstream calls", code, out, srv.Calls())
+	}
+}

@@ -8,11 +8,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	segjson "github.com/segmentio/encoding/json"
 )
 
 // Bounds of ?contextWindow.
@@ -102,23 +107,142 @@ type Message struct {
 // MaxIDBytes bounds the request IDs the gateway keeps track of.
 const MaxIDBytes = 128
 
-// Messages reads the JSON-RPC messages of a body: one, or a batch. A body
-// it cannot read holds none: the MCP handler answers it.
-func Messages(body []byte) []Message {
-	var msgs []Message
-	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '[' {
-		_ = json.Unmarshal(trimmed, &msgs)
-	} else {
-		var m Message
-		if json.Unmarshal(trimmed, &m) == nil {
-			msgs = []Message{m}
+// MaxDepth bounds how deep a body nests.
+const MaxDepth = 10_000
+
+// ErrAmbiguous is a body two readers could read differently, or that is
+// not a JSON-RPC message or batch of them.
+var ErrAmbiguous = errors.New("ambiguous or malformed JSON-RPC body")
+
+// Messages reads the JSON-RPC messages of a body: one, or a batch. It
+// reads them as the MCP SDK does (segmentio's decoder, member names
+// matched by case), after refusing, with ErrAmbiguous, a body that
+// readers could read differently: a member name twice in one object, or
+// twice but for case (a case-insensitive decoder, encoding/json's, takes
+// either), invalid UTF-8, data after the value, nesting past MaxDepth,
+// or a message whose fields do not have JSON-RPC's types. What the
+// gateway counts and limits is then what the SDK runs.
+func Messages(body []byte) ([]Message, error) {
+	if err := checkUnambiguous(body); err != nil {
+		return nil, err
+	}
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return nil, nil
+	}
+	raws := []json.RawMessage{trimmed}
+	if trimmed[0] == '[' {
+		raws = nil
+		if err := decode(trimmed, &raws); err != nil {
+			return nil, err
 		}
 	}
-	for i := range msgs {
+	msgs := make([]Message, len(raws))
+	for i, raw := range raws {
+		if err := decode(raw, &msgs[i]); err != nil {
+			return nil, err
+		}
 		msgs[i].ID = boundedID(msgs[i].ID)
 		msgs[i].Params.RequestID = boundedID(msgs[i].Params.RequestID)
 	}
-	return msgs
+	return msgs, nil
+}
+
+// decode decodes as the MCP SDK does: segmentio's decoder, struct fields
+// matched by case.
+func decode(data []byte, v any) error {
+	dec := segjson.NewDecoder(bytes.NewReader(data))
+	dec.DontMatchCaseInsensitiveStructFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrAmbiguous, err)
+	}
+	return nil
+}
+
+// checkUnambiguous walks a body token by token and refuses what readers
+// could read differently (see Messages).
+func checkUnambiguous(body []byte) error {
+	if !utf8.Valid(body) {
+		return fmt.Errorf("%w: not UTF-8", ErrAmbiguous)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	// objects holds, for each object open, the folded names of its
+	// members so far; a nil entry is an array.
+	type frame struct {
+		names     map[string]string
+		expectKey bool
+	}
+	var open []*frame
+	whole := false // the top-level value is complete
+	valueDone := func() {
+		n := len(open)
+		switch {
+		case n == 0:
+			whole = true
+		case open[n-1].names != nil:
+			open[n-1].expectKey = true
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrAmbiguous, err)
+		}
+		if whole {
+			return fmt.Errorf("%w: data after the message", ErrAmbiguous)
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				if len(open) >= MaxDepth {
+					return fmt.Errorf("%w: nests deeper than %d levels", ErrAmbiguous, MaxDepth)
+				}
+				f := &frame{}
+				if t == '{' {
+					f.names, f.expectKey = map[string]string{}, true
+				}
+				open = append(open, f)
+			default:
+				open = open[:len(open)-1]
+				valueDone()
+			}
+		case string:
+			if n := len(open); n > 0 && open[n-1].names != nil && open[n-1].expectKey {
+				key := foldName(t)
+				if first, dup := open[n-1].names[key]; dup {
+					return fmt.Errorf("%w: member %q after %q in one object", ErrAmbiguous, t, first)
+				}
+				open[n-1].names[key] = t
+				open[n-1].expectKey = false
+				continue
+			}
+			valueDone()
+		default:
+			valueDone()
+		}
+	}
+	return nil
+}
+
+// foldName maps every name that differs from another only by case, as
+// Unicode folds it (K, k and the Kelvin sign; S, s and the long s), to
+// one key.
+func foldName(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
 }
 
 // boundedID keeps an ID that is a JSON number or string of at most

@@ -30,11 +30,11 @@ func TestBearer(t *testing.T) {
 }
 
 func TestMessages(t *testing.T) {
-	msgs := Messages([]byte(`[{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"tool_search"}},` +
+	msgs, err := Messages([]byte(`[{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"tool_search"}},` +
 		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"abc"}},` +
 		`{"jsonrpc":"2.0","id":{"x":1},"method":"ping"},{"jsonrpc":"2.0","id":"` + strings.Repeat("a", MaxIDBytes) + `","method":"ping"}]`))
-	if len(msgs) != 4 {
-		t.Fatalf("%d messages", len(msgs))
+	if err != nil || len(msgs) != 4 {
+		t.Fatalf("%d messages, %v", len(msgs), err)
 	}
 	if string(msgs[0].ID) != "7" || msgs[0].Params.Name != "tool_search" || string(msgs[1].Params.RequestID) != `"abc"` {
 		t.Fatalf("read %+v", msgs[:2])
@@ -45,6 +45,47 @@ func TestMessages(t *testing.T) {
 	}
 	if s, c := ToolCalls(msgs, "tool_search"); s != 1 || c != 0 {
 		t.Fatalf("ToolCalls: %d searches, %d calls", s, c)
+	}
+}
+
+// A body two readers could read differently is refused before anything
+// counts its calls: the gateway would count none while the SDK, which
+// matches names by case, ran the call. What only one reading allows is
+// read as the SDK reads it.
+func TestAmbiguousBodiesAreRefused(t *testing.T) {
+	const call = `"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_weather","arguments":{"city":"Oslo"}}`
+	for name, body := range map[string]string{
+		"a case-variant params":                 `{` + call + `,"PARAMS":0}`,
+		"a case-variant method":                 `{` + call + `,"Method":"ping"}`,
+		"params twice":                          `{` + call + `,"params":{"name":"tool_search"}}`,
+		"an escaped duplicate":                  `{` + call + `,"\u0070arams":{}}`,
+		"the Kelvin sign":                       `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","\u212Aey":1,"key":2}}`,
+		"a duplicate argument":                  `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"city":"Oslo","city":"Bergen"}}}`,
+		"a duplicate in a batch element":        `[{` + call + `},{"jsonrpc":"2.0","id":2,"id":3,"method":"ping"}]`,
+		"trailing data":                         `{` + call + `} {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x"}}`,
+		"params not an object":                  `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":0}`,
+		"a batch element that is not a message": `[{` + call + `},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":[1]}]`,
+		"invalid UTF-8":                         "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"\xff\"}}",
+		"nesting past the bound":                `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":` + strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1) + `}}`,
+		"not JSON":                              `{"jsonrpc":`,
+	} {
+		if msgs, err := Messages([]byte(body)); !errors.Is(err, ErrAmbiguous) {
+			t.Errorf("%s: %+v, %v; want ErrAmbiguous", name, msgs, err)
+		}
+	}
+	// A name only in other case is not the field the SDK reads: a call
+	// the SDK runs is counted, one it does not is not.
+	msgs, err := Messages([]byte(`[{` + call + `},{"jsonrpc":"2.0","id":2,"METHOD":"tools/call","params":{"name":"x"}},{"jsonrpc":"2.0","id":3,"method":"ping","PARAMS":{"name":"x"}}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, c := ToolCalls(msgs, "tool_search"); s != 0 || c != 1 || msgs[2].Params.Name != "" {
+		t.Fatalf("%d searches, %d calls, %+v", s, c, msgs)
+	}
+	// Nesting at the bound, and names that differ by more than case, are
+	// fine.
+	if _, err := Messages([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":1,"b":2,"ab":{"a":1}},"x":` + strings.Repeat("[", MaxDepth-1) + strings.Repeat("]", MaxDepth-1) + `}`)); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -77,7 +118,7 @@ func FuzzRequest(f *testing.F) {
 		case len(body) <= limit && (err != nil || string(got) != body):
 			t.Fatalf("a %d-byte body: %q, %v", len(body), got, err)
 		}
-		msgs := Messages([]byte(body))
+		msgs, _ := Messages([]byte(body))
 		for _, m := range msgs {
 			if len(m.ID) > MaxIDBytes || len(m.Params.RequestID) > MaxIDBytes {
 				t.Fatalf("an ID of %d bytes kept, past %d", max(len(m.ID), len(m.Params.RequestID)), MaxIDBytes)
