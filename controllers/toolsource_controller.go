@@ -159,6 +159,9 @@ func (r *ToolSourceReconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource
 		}
 	}
 	r.forget(sourceKey(ts).String())
+	if errors.Is(err, mcpsource.ErrListTooLarge) || errors.Is(err, mcpsource.ErrResponseTooLarge) {
+		return fail(v1alpha1.ReasonSyncLimitExceeded, fmt.Sprintf("MCP server %s: %v: select fewer tools with spec.include or spec.exclude; the ToolDefinitions already imported are kept", url, err), err)
+	}
 	if errors.Is(err, mcpsource.ErrTooManyTools) {
 		return fail(v1alpha1.ReasonSyncLimitExceeded, fmt.Sprintf("MCP server %s: %v (--source-max-tools %d): select fewer with spec.include or spec.exclude; the ToolDefinitions already imported are kept", url, err, cmp.Or(r.MaxTools, mcpsource.DefaultMaxTools)), err)
 	}

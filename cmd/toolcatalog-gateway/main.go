@@ -51,6 +51,7 @@ func main() {
 	flag.Float64Var(&cfg.Limits.SearchesPerSecond, "searches-per-second", d.SearchesPerSecond, "tool_search calls per second per principal (bursts of twice as many); past it, 429 with Retry-After.")
 	flag.Float64Var(&cfg.Limits.CallsPerSecond, "calls-per-second", d.CallsPerSecond, "Other tool calls per second per principal (bursts of twice as many); past it, 429 with Retry-After.")
 	flag.Int64Var(&cfg.Limits.UpstreamResultBytes, "max-upstream-result-bytes", d.UpstreamResultBytes, "Largest answer an upstream MCP server may send to one call; a larger one is a tool error.")
+	flag.Int64Var(&cfg.Limits.UpstreamResultValues, "max-upstream-result-values", d.UpstreamResultValues, "Most JSON values an upstream MCP server's answer to one call may hold (what it costs decoded follows them); more is a tool error.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

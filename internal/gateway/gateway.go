@@ -122,7 +122,7 @@ func New(ctx context.Context, opts Options) *Gateway {
 	}
 	opts.Limits = opts.Limits.withDefaults()
 	g := &Gateway{opts: opts, ctx: ctx, catalogs: map[client.ObjectKey]*served{}, rates: newRates(opts.Limits),
-		up: newUpstreams(opts.Kube, opts.Secrets, opts.Egress, opts.CallTimeout, opts.Limits.UpstreamResultBytes, opts.Log)}
+		up: newUpstreams(opts.Kube, opts.Secrets, opts.Egress, opts.CallTimeout, opts.Limits, opts.Log)}
 	g.draining, g.drain = context.WithCancel(ctx)
 	go g.dropIdleViews(ctx)
 	context.AfterFunc(ctx, func() {

@@ -26,9 +26,12 @@ type Limits struct {
 	// rates of tool_search and of other tool calls, with bursts of twice
 	// as many; past them, 429 with Retry-After.
 	SearchesPerSecond, CallsPerSecond float64
-	// UpstreamResultBytes bounds what an upstream server may answer to one
-	// call; a larger result is a tool error.
-	UpstreamResultBytes int64
+	// UpstreamResultBytes and UpstreamResultValues bound what an upstream
+	// server may answer to one call, in bytes and in JSON values (what a
+	// result costs once decoded follows its values: 4 MiB of small
+	// objects took 100 MiB); a larger result is a tool error.
+	UpstreamResultBytes  int64
+	UpstreamResultValues int64
 	// LearnedPerMinute is how many requests of one principal a learning
 	// catalog records a minute (in bursts of as many); the rest are not
 	// recorded.
@@ -44,6 +47,7 @@ var DefaultLimits = Limits{
 	SearchesPerSecond:    20,
 	CallsPerSecond:       20,
 	UpstreamResultBytes:  4 << 20,
+	UpstreamResultValues: 20_000,
 	LearnedPerMinute:     6,
 }
 
@@ -57,6 +61,7 @@ func (l Limits) withDefaults() Limits {
 	positive(&l.SearchesPerSecond, d.SearchesPerSecond)
 	positive(&l.CallsPerSecond, d.CallsPerSecond)
 	positive(&l.UpstreamResultBytes, d.UpstreamResultBytes)
+	positive(&l.UpstreamResultValues, d.UpstreamResultValues)
 	positive(&l.LearnedPerMinute, d.LearnedPerMinute)
 	return l
 }

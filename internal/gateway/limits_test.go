@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -55,8 +56,19 @@ func TestLimits(t *testing.T) {
 		})
 	create(t, testCatalog(ns, "bounded", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOn}))
 	create(t, standardTools(ns, "bounded")...)
-	create(t, testTool(ns, "bounded", "dump", "Dump everything the server has.", upstream(huge.URL, "dump")))
-	published(t, ns, "bounded", 6)
+	huge.AddTool(&mcp.Tool{Name: "items", Description: "List n items.", InputSchema: map[string]any{"type": "object"}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args struct{ N int }
+			_ = json.Unmarshal(req.Params.Arguments, &args)
+			items := make([]map[string]int, args.N)
+			for i := range items {
+				items[i] = map[string]int{"a": 1}
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "items"}}, StructuredContent: map[string]any{"items": items}}, nil
+		})
+	create(t, testTool(ns, "bounded", "dump", "Dump everything the server has.", upstream(huge.URL, "dump")),
+		testTool(ns, "bounded", "items", "List items of the server.", upstream(huge.URL, "items")))
+	published(t, ns, "bounded", 7)
 	g, base := ownGateway(t, Limits{RequestBytes: 64 << 10, SessionsPerPrincipal: 2, CallsPerSecond: 1, SearchesPerSecond: 1000,
 		SessionLifetime: time.Hour, UpstreamResultBytes: 1 << 20})
 
@@ -103,8 +115,19 @@ func TestLimits(t *testing.T) {
 
 	t.Run("upstream result", func(t *testing.T) {
 		out, isErr := callTool(t, cs, "tool_call", map[string]any{"name": "dump"})
-		if !isErr || out != fmt.Sprintf("the upstream MCP server of dump answered with more than %d bytes, more than the gateway passes on", 1<<20) {
+		if !isErr || out != fmt.Sprintf("the upstream MCP server of dump answered with more than %d bytes or %d JSON values, more than the gateway passes on", 1<<20, DefaultLimits.UpstreamResultValues) {
 			t.Fatalf("a 6 MiB result: %.300s", out)
+		}
+	})
+
+	t.Run("upstream values", func(t *testing.T) {
+		// Under 1 MiB, but 100,000 small objects: decoded, a result of
+		// 4 MiB of them took 100 MiB of the gateway. 1,000 pass.
+		for _, n := range []int{1_000, 100_000} {
+			out, isErr := callTool(t, cs, "tool_call", map[string]any{"name": "items", "arguments": map[string]any{"n": n}})
+			if refused := isErr && strings.Contains(out, "JSON values, more than the gateway passes on"); refused != (n > 1_000) {
+				t.Fatalf("a result of %d objects: %.300s (error %v)", n, out, isErr)
+			}
 		}
 	})
 

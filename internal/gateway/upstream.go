@@ -34,9 +34,10 @@ type upstreams struct {
 	// egress decides which servers may be reached.
 	egress  *egress.Policy
 	timeout time.Duration
-	// maxResult bounds an upstream answer.
-	maxResult int64
-	log       logr.Logger
+	// maxResult and maxValues bound an upstream answer, in bytes and in
+	// JSON values.
+	maxResult, maxValues int64
+	log                  logr.Logger
 	// resolveTTL is how long a ToolSource's resolved settings are reused.
 	resolveTTL time.Duration
 
@@ -64,8 +65,8 @@ type resolvedSource struct {
 	error error
 }
 
-func newUpstreams(kube, secrets client.Reader, policy *egress.Policy, timeout time.Duration, maxResult int64, log logr.Logger) *upstreams {
-	return &upstreams{kube: kube, secrets: secrets, egress: policy, timeout: timeout, maxResult: maxResult, log: log, resolveTTL: 30 * time.Second,
+func newUpstreams(kube, secrets client.Reader, policy *egress.Policy, timeout time.Duration, limits Limits, log logr.Logger) *upstreams {
+	return &upstreams{kube: kube, secrets: secrets, egress: policy, timeout: timeout, maxResult: limits.UpstreamResultBytes, maxValues: limits.UpstreamResultValues, log: log, resolveTTL: 30 * time.Second,
 		pool: map[string]*pooled{}, resolved: map[client.ObjectKey]resolvedSource{}, schemas: map[string]*compiled{}}
 }
 
@@ -108,7 +109,7 @@ func (u *upstreams) arguments(tool contract.Tool, args json.RawMessage) error {
 func (u *upstreams) config(ctx context.Context, namespace string, tool contract.Tool, caller Principal) (mcpsource.Config, error) {
 	src := tool.Source
 	if src.ToolSource == "" {
-		return mcpsource.Config{URL: src.MCPURL, Header: http.Header{}, Egress: u.egress, MaxResponseBytes: u.maxResult}, nil
+		return mcpsource.Config{URL: src.MCPURL, Header: http.Header{}, Egress: u.egress, MaxResponseBytes: u.maxResult, MaxResponseValues: u.maxValues}, nil
 	}
 	key := client.ObjectKey{Namespace: namespace, Name: src.ToolSource}
 	ts := &v1alpha1.ToolSource{}
@@ -124,7 +125,7 @@ func (u *upstreams) config(ctx context.Context, namespace string, tool contract.
 	u.mu.Unlock()
 	if !ok || r.rv != ts.ResourceVersion || time.Since(r.at) >= u.resolveTTL {
 		r.cfg, r.error = mcpsource.Resolve(ctx, u.secrets, ts)
-		r.cfg.Egress, r.cfg.MaxResponseBytes = u.egress, u.maxResult
+		r.cfg.Egress, r.cfg.MaxResponseBytes, r.cfg.MaxResponseValues = u.egress, u.maxResult, u.maxValues
 		r.at, r.rv = time.Now(), ts.ResourceVersion
 		u.mu.Lock()
 		u.resolved[key] = r
@@ -225,7 +226,7 @@ func (u *upstreams) call(ctx context.Context, namespace string, tool contract.To
 	case errors.Is(err, egress.ErrDenied):
 		return nil, &callError{OutcomeDenied, fmt.Sprintf("%s cannot be called: its MCP server is outside the gateway's egress policy", tool.Name)}
 	case oversized:
-		return nil, &callError{OutcomeUpstreamError, fmt.Sprintf("the upstream MCP server of %s answered with more than %d bytes, more than the gateway passes on", tool.Name, u.maxResult)}
+		return nil, &callError{OutcomeUpstreamError, fmt.Sprintf("the upstream MCP server of %s answered with more than %d bytes or %d JSON values, more than the gateway passes on", tool.Name, u.maxResult, u.maxValues)}
 	case !connected:
 		// Refused, slow, redirecting and non-MCP servers look alike.
 		return nil, &callError{OutcomeUpstreamError, fmt.Sprintf("the upstream MCP server of %s could not be reached", tool.Name)}

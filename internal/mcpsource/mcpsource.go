@@ -52,6 +52,13 @@ type Config struct {
 	// page, a tool's result); DefaultMaxResponseBytes when zero. Reading
 	// past it fails with ErrResponseTooLarge.
 	MaxResponseBytes int64
+	// MaxResponseValues bounds the JSON values (objects, arrays, and the
+	// members and elements after the first of each) of one answer;
+	// DefaultMaxResponseValues when zero. What an answer costs once
+	// decoded follows its values more than its bytes: 4 MiB of small
+	// objects decode to about 100 MiB. Reading past it fails with
+	// ErrResponseTooLarge too.
+	MaxResponseValues int64
 	// Version is the client version announced at initialization.
 	Version string
 	// OnToolsChanged, when set, is called when the server sends
@@ -79,6 +86,9 @@ func (s *Session) Oversized() int64 { return s.status.oversized.Load() }
 
 // DefaultMaxResponseBytes is Config.MaxResponseBytes's default.
 const DefaultMaxResponseBytes = 4 << 20
+
+// DefaultMaxResponseValues is Config.MaxResponseValues's default.
+const DefaultMaxResponseValues = 100_000
 
 // ErrResponseTooLarge means an answer of the server was larger than
 // Config.MaxResponseBytes.
@@ -108,7 +118,11 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	if limit <= 0 {
 		limit = DefaultMaxResponseBytes
 	}
-	hc.Transport = &headerTransport{base: hc.Transport, host: target.Host, header: cfg.Header, status: status, limit: limit}
+	values := cfg.MaxResponseValues
+	if values <= 0 {
+		values = DefaultMaxResponseValues
+	}
+	hc.Transport = &headerTransport{base: hc.Transport, host: target.Host, header: cfg.Header, status: status, limit: limit, values: values}
 	progress := &progressRoutes{}
 	opts := &mcp.ClientOptions{ProgressNotificationHandler: progress.route}
 	if cfg.OnToolsChanged != nil {
@@ -154,27 +168,46 @@ func withoutValues(ctx context.Context) (context.Context, context.CancelFunc) {
 // DefaultMaxTools is the default bound of Session.Tools.
 const DefaultMaxTools = 5000
 
+// Bounds of a whole tool list, every page together: 5,000 tools of 2 KiB
+// each fit, and what they decode to stays within tens of MiB.
+const (
+	MaxListBytes  = 16 << 20
+	MaxListValues = 400_000
+)
+
 // ErrTooManyTools means a server lists more tools than allowed.
 var ErrTooManyTools = errors.New("the server lists more tools than allowed")
 
+// ErrListTooLarge means a server's tool list, every page together, is
+// larger than MaxListBytes or MaxListValues.
+var ErrListTooLarge = fmt.Errorf("the server's tool list is larger than allowed (%d MiB or %d JSON values, all pages together)", MaxListBytes>>20, MaxListValues)
+
 // Tools lists the tools the server offers, following pagination, and
 // fails with ErrTooManyTools past maxTools tools (DefaultMaxTools when 0)
-// or when pages hold nothing new: a server that paginates forever is
-// stopped there, not when memory runs out. Callers bound the time with
-// ctx.
+// or when pages hold nothing new, and with ErrListTooLarge past
+// MaxListBytes or MaxListValues: a server that paginates forever, or
+// sends huge tools, is stopped there, not when memory runs out. Callers
+// bound the time with ctx.
 func (s *Session) Tools(ctx context.Context, maxTools int) ([]*mcp.Tool, error) {
 	if maxTools <= 0 {
 		maxTools = DefaultMaxTools
 	}
 	var out []*mcp.Tool
 	var cursor string
+	read, values := s.status.read.Load(), s.status.values.Load()
 	for pages := 0; ; pages++ {
+		cut := s.Oversized()
 		res, err := s.cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 		if err != nil {
+			if s.Oversized() > cut {
+				return nil, fmt.Errorf("listing tools: page %d: %w", pages+1, ErrResponseTooLarge)
+			}
 			return nil, fmt.Errorf("listing tools: %w", err)
 		}
 		out = append(out, res.Tools...)
 		switch {
+		case s.status.read.Load()-read > MaxListBytes || s.status.values.Load()-values > MaxListValues:
+			return nil, ErrListTooLarge
 		case len(out) > maxTools:
 			return nil, fmt.Errorf("%w: more than %d", ErrTooManyTools, maxTools)
 		case res.NextCursor == "":
@@ -460,9 +493,9 @@ type headerTransport struct {
 	host   string
 	header http.Header
 	status *lastStatus
-	// limit bounds each answer to a POST (the standalone GET stream of
-	// notifications lives as long as the session).
-	limit int64
+	// limit and values bound each answer to a POST (the standalone GET
+	// stream of notifications lives as long as the session).
+	limit, values int64
 }
 
 func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -478,22 +511,25 @@ func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err == nil {
 		t.status.set(resp.StatusCode)
 		if r.Method == http.MethodPost {
-			resp.Body = &limitedBody{ReadCloser: resp.Body, left: t.limit, tripped: &t.status.oversized}
+			resp.Body = &limitedBody{ReadCloser: resp.Body, left: t.limit, values: t.values, status: t.status}
 		}
 	}
 	return resp, err
 }
 
-// limitedBody fails with ErrResponseTooLarge once more than its limit is
-// read.
+// limitedBody fails with ErrResponseTooLarge once more than its limit of
+// bytes or of JSON values is read; what it reads counts towards its
+// session's totals.
 type limitedBody struct {
 	io.ReadCloser
-	left    int64
-	tripped *atomic.Int64
+	left   int64
+	values int64
+	count  valueCounter
+	status *lastStatus
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.left < 0 {
+	if b.left < 0 || b.count.n > b.values {
 		return 0, ErrResponseTooLarge
 	}
 	if int64(len(p)) > b.left+1 {
@@ -501,18 +537,55 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.ReadCloser.Read(p)
 	b.left -= int64(n)
-	if b.left < 0 {
-		b.tripped.Add(1)
+	before := b.count.n
+	b.count.scan(p[:n])
+	b.status.read.Add(int64(n))
+	b.status.values.Add(b.count.n - before)
+	if b.left < 0 || b.count.n > b.values {
+		b.status.oversized.Add(1)
 		return 0, ErrResponseTooLarge
 	}
 	return n, err
 }
 
+// valueCounter counts the JSON values of a stream (of server-sent events
+// too) from its structure outside strings: an object or array opening,
+// and each comma. A JSON string holds no raw line break, so one ends any
+// string a malformed line left open.
+type valueCounter struct {
+	inString, escaped bool
+	n                 int64
+}
+
+func (c *valueCounter) scan(p []byte) {
+	for _, b := range p {
+		switch {
+		case c.escaped:
+			c.escaped = false
+		case c.inString:
+			switch b {
+			case '\\':
+				c.escaped = true
+			case '"', '\n':
+				c.inString = false
+			}
+		default:
+			switch b {
+			case '"':
+				c.inString = true
+			case '{', '[', ',':
+				c.n++
+			}
+		}
+	}
+}
+
 type lastStatus struct {
 	mu   sync.Mutex
 	code int
-	// oversized counts the answers cut at the limit.
-	oversized atomic.Int64
+	// oversized counts the answers cut at the limit; read and values
+	// count the bytes and JSON values of every answer.
+	oversized, read, values atomic.Int64
 }
 
 func (s *lastStatus) set(code int) {

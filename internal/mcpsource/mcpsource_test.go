@@ -196,3 +196,79 @@ func TestHiddenCharactersAreRefused(t *testing.T) {
 		t.Errorf("Visible: %q", v)
 	}
 }
+
+// bigSchema is an input schema with n properties, each a small object:
+// what costs a decoder the most memory for its bytes.
+func bigSchema(n int) map[string]any {
+	props := make(map[string]any, n)
+	for i := range n {
+		props[fmt.Sprintf("p%d", i)] = map[string]any{"type": "string"}
+	}
+	return map[string]any{"type": "object", "properties": props}
+}
+
+// A server that sends huge tools, one a page and each within the bounds
+// of an answer, is stopped once the pages together pass the bounds of a
+// whole list: before them, one ~4 MiB tool a page took the manager past 2
+// GiB in 38 pages. The same server with few of those tools lists fine.
+func TestAListTooLargeIsStopped(t *testing.T) {
+	serve := func(tools int) *mcptest.Server {
+		srv := mcptest.New(t, mcptest.Options{Name: "huge", PageSize: 1})
+		// About 1 MiB and 80,000 values each: under both bounds of an
+		// answer.
+		schema := bigSchema(40_000)
+		for i := range tools {
+			srv.Tool(fmt.Sprintf("tool_%02d", i), "A tool with a huge schema.", schema, nil)
+		}
+		return srv
+	}
+	tools, err := connect(t, Config{URL: serve(3).URL, Egress: testEgress}).Tools(context.Background(), 0)
+	if err != nil || len(tools) != 3 {
+		t.Fatalf("3 huge tools: %d tools, %v", len(tools), err)
+	}
+	s := connect(t, Config{URL: serve(8).URL, Egress: testEgress})
+	before := s.status.read.Load()
+	if _, err := s.Tools(context.Background(), 0); !errors.Is(err, ErrListTooLarge) {
+		t.Fatalf("8 huge tools: %v, want ErrListTooLarge", err)
+	}
+	if read := s.status.read.Load() - before; read > MaxListBytes+DefaultMaxResponseBytes {
+		t.Fatalf("read %d MiB before stopping, past the bound of %d MiB and a page", read>>20, MaxListBytes>>20)
+	}
+}
+
+// An answer of many small values is cut at the bound of values, though it
+// is within the bound of bytes; the same tool with fewer values passes.
+func TestAnAnswerOfTooManyValuesIsCut(t *testing.T) {
+	for _, tt := range []struct {
+		properties int
+		want       error
+	}{{1_000, nil}, {150_000, ErrResponseTooLarge}} {
+		srv := mcptest.New(t, mcptest.Options{Name: "values"})
+		srv.Tool("wide", "A tool with a wide schema.", bigSchema(tt.properties), nil)
+		s := connect(t, Config{URL: srv.URL, Egress: testEgress, MaxResponseBytes: 64 << 20})
+		if _, err := s.Tools(context.Background(), 0); !errors.Is(err, tt.want) {
+			t.Fatalf("%d properties: %v, want %v", tt.properties, err, tt.want)
+		}
+	}
+}
+
+// The value count follows JSON's structure outside strings, in server-sent
+// events too: brackets and commas inside strings, escaped quotes and
+// lines of events do not count.
+func TestValueCounter(t *testing.T) {
+	for in, want := range map[string]int64{
+		`{"a":1,"b":[1,2,3]}`:                     5,
+		`"a,b,{[c"`:                               0,
+		`["a\",b", "c\\", 1]`:                     3,
+		"event: message\ndata: {\"x\":[1,2]}\n\n": 3,
+		"data: \"open, string\ndata: [1,2]\n":     2,
+	} {
+		var c valueCounter
+		for i := range len(in) { // a byte at a time: state carries across reads
+			c.scan([]byte{in[i]})
+		}
+		if c.n != want {
+			t.Errorf("%q: %d values, want %d", in, c.n, want)
+		}
+	}
+}
