@@ -37,6 +37,7 @@ func main() {
 		func(v string) error { cfg.OIDCIssuers = append(cfg.OIDCIssuers, v); return nil })
 	flag.StringVar(&cfg.PublicURL, "public-url", envflag.String("PUBLIC_URL", ""), "Scheme and host clients reach the gateway at (https://tools.example.com), named in the OAuth protected resource metadata; the request's own when empty.")
 	flag.Float64Var(&cfg.TokenReviewRate, "token-review-rate", gateway.DefaultTokenReviewRate, "TokenReviews per second of tokens the gateway has not seen; past it, clients get 429. Answers, accepted or refused, are kept 30s.")
+	flag.Float64Var(&cfg.TokenReviewRatePerSource, "token-review-rate-per-source", 0, "Of --token-review-rate, the reviews per second one client address may use (a tenth when 0): a flood of made-up tokens from one address leaves the rest to the others. Behind a proxy every client has the proxy's address: raise it there.")
 	flag.StringVar(&namespaces, "watch-namespaces", envflag.String("WATCH_NAMESPACES", ""), "Comma-separated namespaces whose catalogs the gateway serves (default: all); a namespaced install grants it Roles in just these.")
 	flag.DurationVar(&cfg.CallTimeout, "call-timeout", envflag.Duration("CALL_TIMEOUT", gateway.DefaultCallTimeout), "Timeout of each call to an upstream MCP server.")
 	flag.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", envflag.Duration("SHUTDOWN_DELAY", 5*time.Second), "On SIGTERM, how long to keep serving, unready, before ending open streams and waiting for the calls under way, so that Services stop sending new requests first.")

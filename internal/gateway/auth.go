@@ -89,12 +89,87 @@ type Authenticator struct {
 	// TTL is how long a review's answer, accepted or refused, is kept;
 	// 30 s when zero.
 	TTL time.Duration
-	// Reviews of tokens not in the cache are limited by Limiter; none when
-	// nil.
-	Limiter *rate.Limiter
+	// Reviews of tokens not in the cache are limited by Limiter, for all
+	// clients together; none when nil. SourceLimit and SourceBurst bound
+	// each source (the client's address, WithSource) first, so that one
+	// source flooding the gateway with made-up tokens takes a share of
+	// the reviews, not all of them; no bound per source when zero.
+	Limiter     *rate.Limiter
+	SourceLimit rate.Limit
+	SourceBurst int
 
-	mu     sync.Mutex
-	cached map[[sha256.Size]byte]reviewed
+	mu      sync.Mutex
+	cached  map[[sha256.Size]byte]reviewed
+	sources sourceLimiters
+}
+
+// sourceKey holds the source of a request in its context.
+type sourceKey struct{}
+
+// WithSource records in ctx where the request being authenticated comes
+// from: the client's address.
+func WithSource(ctx context.Context, source string) context.Context {
+	return context.WithValue(ctx, sourceKey{}, source)
+}
+
+// maxSources bounds the sources with a bucket of their own; past it,
+// sources not seen lately share one.
+const maxSources = 4096
+
+// sourceLimiters are the review buckets of each source.
+type sourceLimiters struct {
+	m        map[string]*sourceBucket
+	overflow *rate.Limiter
+}
+
+type sourceBucket struct {
+	lim  *rate.Limiter
+	seen time.Time
+}
+
+// allowSource takes a review from the bucket of ctx's source; called with
+// a.mu held.
+func (a *Authenticator) allowSource(ctx context.Context) bool {
+	if a.SourceLimit <= 0 {
+		return true
+	}
+	source, _ := ctx.Value(sourceKey{}).(string)
+	now := time.Now()
+	ls := &a.sources
+	if ls.m == nil {
+		ls.m = map[string]*sourceBucket{}
+		ls.overflow = rate.NewLimiter(a.SourceLimit, a.SourceBurst)
+	}
+	b := ls.m[source]
+	if b == nil && len(ls.m) >= maxSources {
+		for k, o := range ls.m {
+			if now.Sub(o.seen) > time.Minute {
+				delete(ls.m, k)
+			}
+		}
+	}
+	if b == nil {
+		if len(ls.m) >= maxSources {
+			return ls.overflow.AllowN(now, 1)
+		}
+		b = &sourceBucket{lim: rate.NewLimiter(a.SourceLimit, a.SourceBurst)}
+		ls.m[source] = b
+	}
+	b.seen = now
+	return b.lim.AllowN(now, 1)
+}
+
+// reviewable reports whether a TokenReview could accept token: a
+// service-account token is a JWT with an issuer, issued for one of the
+// audiences the review asks for. Anything else is refused without a
+// review, so made-up tokens cost the gateway nothing and the API server
+// no request.
+func (a *Authenticator) reviewable(token string) bool {
+	claims := unverifiedClaims(token)
+	if claims.Issuer == "" {
+		return false
+	}
+	return len(a.Audiences) == 0 || slices.ContainsFunc(claims.Audience, func(aud string) bool { return slices.Contains(a.Audiences, aud) })
 }
 
 type reviewed struct {
@@ -129,12 +204,16 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Princip
 	}
 	a.mu.Unlock()
 	issuer := a.issuerOf(token)
-	if issuer == nil && a.Reviews == nil {
+	if issuer == nil && (a.Reviews == nil || !a.reviewable(token)) {
 		return Principal{}, ErrUnauthenticated
 	}
 	// Tokens not seen lately cost a review or, with a key ID the gateway
-	// does not know, a read of the issuer's keys: they are rate limited.
-	if a.Limiter != nil && !a.Limiter.Allow() {
+	// does not know, a read of the issuer's keys: they are rate limited,
+	// per source first, then all together.
+	a.mu.Lock()
+	allowed := a.allowSource(ctx)
+	a.mu.Unlock()
+	if !allowed || (a.Limiter != nil && !a.Limiter.Allow()) {
 		return Principal{}, ErrTooManyReviews
 	}
 	if issuer != nil {

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -214,7 +215,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 		g.unauthorized(w, r, err.Error())
 		return
 	default:
-		actx, span := telemetry.Tracer().Start(telemetry.ExtractHeader(ctx, r.Header), "authenticate")
+		actx, span := telemetry.Tracer().Start(telemetry.ExtractHeader(WithSource(ctx, clientAddress(r)), r.Header), "authenticate")
 		p, err := g.opts.Auth.Authenticate(actx, token)
 		if err != nil {
 			span.SetStatus(codes.Error, "not authenticated")
@@ -278,6 +279,17 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 		// Protocol 2026-07-28, or a client that keeps no session.
 		s.serveStateless(w, r, "", msgs)
 	}
+}
+
+// clientAddress is the address a request comes from, without its port:
+// the source whose unknown tokens share a review budget. Behind a proxy it
+// is the proxy's.
+func clientAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // admit applies the per-principal bounds to a request that passed

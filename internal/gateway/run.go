@@ -60,6 +60,10 @@ type Config struct {
 	// gateway has not seen (DefaultTokenReviewRate when zero); past it,
 	// clients are answered 429.
 	TokenReviewRate float64
+	// TokenReviewRatePerSource bounds the reviews of one source (client
+	// address) within TokenReviewRate, in bursts of twice as many; a
+	// tenth of TokenReviewRate when zero.
+	TokenReviewRatePerSource float64
 	// Namespaces, when set, limits the gateway to these namespaces'
 	// catalogs (a namespaced install, with Roles in each); a catalog
 	// elsewhere is answered as one that does not exist.
@@ -125,7 +129,15 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	if reviews <= 0 {
 		reviews = DefaultTokenReviewRate
 	}
-	auth := &Authenticator{Reviews: direct, Audiences: audiences, Limiter: rate.NewLimiter(rate.Limit(reviews), 2*int(reviews))}
+	// One source (a client's address) gets a tenth of the reviews by
+	// default, so a flood of made-up tokens from it leaves the rest to
+	// everyone else.
+	perSource := cfg.TokenReviewRatePerSource
+	if perSource <= 0 {
+		perSource = reviews / 10
+	}
+	auth := &Authenticator{Reviews: direct, Audiences: audiences, Limiter: rate.NewLimiter(rate.Limit(reviews), 2*int(reviews)),
+		SourceLimit: rate.Limit(perSource), SourceBurst: max(1, int(2*perSource))}
 	if cfg.StaticTokens != "" {
 		auth.Static = &StaticTokens{Path: cfg.StaticTokens}
 	}

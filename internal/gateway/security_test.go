@@ -2,7 +2,10 @@ package gateway
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -287,27 +290,80 @@ func TestCatalogsAreClosedByDefault(t *testing.T) {
 	}
 }
 
+// madeUpToken is a JWT that names the gateway's audience but no key
+// signed: it passes for a service-account token until reviewed.
+func madeUpToken(sub string) string {
+	header, _ := json.Marshal(map[string]string{"alg": "RS256", "kid": "made-up"})
+	claims, _ := json.Marshal(map[string]any{"iss": "https://kubernetes.default.svc", "aud": []string{DefaultTokenAudience}, "sub": sub})
+	return base64.RawURLEncoding.EncodeToString(header) + "." + base64.RawURLEncoding.EncodeToString(claims) + ".c2lnbmF0dXJl"
+}
+
 // A token the API server refuses is asked about once, not on every
 // request, and unknown tokens are reviewed at a bounded rate.
 func TestFailedTokensAreCachedAndRateLimited(t *testing.T) {
 	reviews := &countingCreates{Client: kube}
 	a := &Authenticator{Reviews: reviews, Audiences: []string{DefaultTokenAudience}, Limiter: rate.NewLimiter(0, 2)}
 	for range 3 {
-		if _, err := a.Authenticate(t.Context(), "not-a-token"); !errors.Is(err, ErrUnauthenticated) {
+		if _, err := a.Authenticate(t.Context(), madeUpToken("one")); !errors.Is(err, ErrUnauthenticated) {
 			t.Fatalf("a bad token: %v", err)
 		}
 	}
 	if n := reviews.n.Load(); n != 1 {
 		t.Fatalf("%d TokenReviews for one bad token, want 1", n)
 	}
-	if _, err := a.Authenticate(t.Context(), "another-bad-token"); !errors.Is(err, ErrUnauthenticated) {
+	if _, err := a.Authenticate(t.Context(), madeUpToken("two")); !errors.Is(err, ErrUnauthenticated) {
 		t.Fatalf("a second bad token: %v", err)
 	}
-	if _, err := a.Authenticate(t.Context(), "a-third-bad-token"); !errors.Is(err, ErrTooManyReviews) {
+	if _, err := a.Authenticate(t.Context(), madeUpToken("three")); !errors.Is(err, ErrTooManyReviews) {
 		t.Fatalf("past the rate: %v", err)
 	}
 	if n := reviews.n.Load(); n != 2 {
 		t.Fatalf("%d TokenReviews, want 2", n)
+	}
+}
+
+// A flood of made-up tokens from one source does not starve the others:
+// tokens that cannot be the gateway's service-account tokens are refused
+// without a review, and one source's made-up JWTs use its own share of
+// the reviews. With one budget for all, the flood took 9 or 10 of 10 new
+// service-account tokens to 429.
+func TestTokenFloodsLeaveReviewsToOthers(t *testing.T) {
+	ns := newNamespace(t)
+	reviews := &countingCreates{Client: kube}
+	a := &Authenticator{Reviews: reviews, Audiences: []string{DefaultTokenAudience}, Limiter: rate.NewLimiter(0, 20),
+		SourceLimit: rate.Every(time.Hour), SourceBurst: 5}
+	flood := WithSource(t.Context(), "10.0.0.66")
+	for i := range 500 {
+		if _, err := a.Authenticate(flood, fmt.Sprintf("random-%d-%x", i, i*7919)); !errors.Is(err, ErrUnauthenticated) {
+			t.Fatalf("a random token: %v", err)
+		}
+	}
+	for _, token := range []string{madeUpToken("x")[:20], madeUpToken("x") + ".extra"} {
+		if _, err := a.Authenticate(flood, token); !errors.Is(err, ErrUnauthenticated) {
+			t.Fatalf("a token that is no JWT: %v", err)
+		}
+	}
+	if n := reviews.n.Load(); n != 0 {
+		t.Fatalf("%d TokenReviews of tokens that are no JWT for the gateway", n)
+	}
+	limited := 0
+	for i := range 500 {
+		_, err := a.Authenticate(flood, madeUpToken(fmt.Sprint(i)))
+		switch {
+		case errors.Is(err, ErrTooManyReviews):
+			limited++
+		case !errors.Is(err, ErrUnauthenticated):
+			t.Fatalf("a made-up JWT: %v", err)
+		}
+	}
+	if n := reviews.n.Load(); n != 5 || limited != 495 {
+		t.Fatalf("500 made-up JWTs from one source: %d reviews, %d limited; want 5 and 495", n, limited)
+	}
+	for i := range 10 {
+		token := serviceAccountToken(t, ns, fmt.Sprintf("agent-%d", i), DefaultTokenAudience).Status.Token
+		if p, err := a.Authenticate(WithSource(t.Context(), fmt.Sprintf("10.0.1.%d", i)), token); err != nil || p.User != "system:serviceaccount:"+ns+":agent-"+fmt.Sprint(i) {
+			t.Fatalf("agent %d's new token: %+v, %v", i, p, err)
+		}
 	}
 }
 
