@@ -49,6 +49,8 @@ func main() {
 	flag.DurationVar(&cfg.Limits.SessionIdle, "session-idle", d.SessionIdle, "An MCP session that sends nothing for this long is closed.")
 	flag.DurationVar(&cfg.Limits.SessionLifetime, "session-lifetime", d.SessionLifetime, "An MCP session is closed this long after it opened; the client opens a new one.")
 	flag.IntVar(&cfg.Limits.SessionsPerPrincipal, "max-sessions-per-principal", d.SessionsPerPrincipal, "Open MCP sessions one principal may hold on one catalog; one more gets 429.")
+	flag.IntVar(&cfg.Limits.ListensPerPrincipal, "max-listens-per-principal", d.ListensPerPrincipal, "Most subscriptions/listen streams (protocol 2026-07-28) one principal may hold open at one replica, over every catalog; one more gets 429.")
+	flag.IntVar(&cfg.Limits.Listens, "max-listens", d.Listens, "Most subscriptions/listen streams one replica holds open in all; one more gets 429.")
 	flag.Float64Var(&cfg.Limits.SearchesPerSecond, "searches-per-second", d.SearchesPerSecond, "tool_search calls per second per principal (bursts of twice as many); past it, 429 with Retry-After.")
 	flag.Float64Var(&cfg.Limits.CallsPerSecond, "calls-per-second", d.CallsPerSecond, "Other tool calls per second per principal (bursts of twice as many); past it, 429 with Retry-After.")
 	flag.Int64Var(&cfg.Limits.UpstreamResultBytes, "max-upstream-result-bytes", d.UpstreamResultBytes, "Largest answer an upstream MCP server may send to one call; a larger one is a tool error.")

@@ -95,6 +95,8 @@ type Gateway struct {
 	up   *upstreams
 	// rates are each principal's search and call budgets.
 	rates *rates
+	// listens are the subscriptions/listen streams open.
+	listens *listens
 	// ctx bounds the followers.
 	ctx context.Context
 	// draining ends long-lived streams (Drain).
@@ -122,7 +124,7 @@ func New(ctx context.Context, opts Options) *Gateway {
 		opts.Egress = egress.Default()
 	}
 	opts.Limits = opts.Limits.withDefaults()
-	g := &Gateway{opts: opts, ctx: ctx, catalogs: map[client.ObjectKey]*served{}, rates: newRates(opts.Limits),
+	g := &Gateway{opts: opts, ctx: ctx, catalogs: map[client.ObjectKey]*served{}, rates: newRates(opts.Limits), listens: newListens(opts.Limits),
 		up: newUpstreams(opts.Kube, opts.Secrets, opts.Egress, opts.CallTimeout, opts.Limits, opts.Log)}
 	g.draining, g.drain = context.WithCancel(ctx)
 	go g.dropIdleViews(ctx)

@@ -36,6 +36,11 @@ type Limits struct {
 	// catalog records a minute (in bursts of as many); the rest are not
 	// recorded.
 	LearnedPerMinute float64
+	// ListensPerPrincipal and Listens bound the subscriptions/listen
+	// streams (protocol 2026-07-28) a replica holds open for one
+	// principal, over every catalog, and for everyone; one more gets 429.
+	// Each holds a request and its goroutines for as long as it lasts.
+	ListensPerPrincipal, Listens int
 }
 
 // DefaultLimits are the limits of a gateway that sets none.
@@ -49,6 +54,8 @@ var DefaultLimits = Limits{
 	UpstreamResultBytes:  4 << 20,
 	UpstreamResultValues: 20_000,
 	LearnedPerMinute:     6,
+	ListensPerPrincipal:  16,
+	Listens:              4096,
 }
 
 // withDefaults takes DefaultLimits for the fields that are not positive.
@@ -63,6 +70,8 @@ func (l Limits) withDefaults() Limits {
 	positive(&l.UpstreamResultBytes, d.UpstreamResultBytes)
 	positive(&l.UpstreamResultValues, d.UpstreamResultValues)
 	positive(&l.LearnedPerMinute, d.LearnedPerMinute)
+	positive(&l.ListensPerPrincipal, d.ListensPerPrincipal)
+	positive(&l.Listens, d.Listens)
 	return l
 }
 
@@ -140,4 +149,41 @@ func (r *rates) forget(idle time.Duration) {
 // retryAfter is a Retry-After value: whole seconds, at least one.
 func retryAfter(d time.Duration) string {
 	return strconv.Itoa(int(math.Ceil(max(d.Seconds(), 1))))
+}
+
+// listens counts the subscriptions/listen streams a replica holds open,
+// by principal.
+type listens struct {
+	perPrincipal, total int
+
+	mu    sync.Mutex
+	open  map[string]int
+	count int
+}
+
+func newListens(l Limits) *listens {
+	return &listens{perPrincipal: l.ListensPerPrincipal, total: l.Listens, open: map[string]int{}}
+}
+
+// acquire takes a stream for principal (a Principal.key), false when it
+// or the replica holds as many as allowed; release gives it back.
+func (ls *listens) acquire(principal string) (release func(), ok bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.open[principal] >= ls.perPrincipal || ls.count >= ls.total {
+		return nil, false
+	}
+	ls.open[principal]++
+	ls.count++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			ls.mu.Lock()
+			defer ls.mu.Unlock()
+			if ls.open[principal]--; ls.open[principal] == 0 {
+				delete(ls.open, principal)
+			}
+			ls.count--
+		})
+	}, true
 }

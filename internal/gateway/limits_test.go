@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -335,4 +336,49 @@ func TestOneReadingOfARequest(t *testing.T) {
 	if code != http.StatusOK || srv.Calls() != 1 {
 		t.Fatalf("the plain call: %d %.300s, %d upstream calls", code, out, srv.Calls())
 	}
+}
+
+// The subscriptions/listen streams a replica holds are bounded per
+// principal and in all: each is a request held open with its goroutines,
+// and one anonymous client held 2,000 of them. The SDK's client opens
+// one as it connects and does not fail the connection when it is
+// refused, so the refusals are read from the gateway's count of them. A
+// stream closed frees its place.
+func TestListenStreamsAreBounded(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, testCatalog(ns, "listen", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}),
+		testTool(ns, "listen", "web_search", "Search the web for recent information."))
+	published(t, ns, "listen", 1)
+	g, base := ownGateway(t, Limits{ListensPerPrincipal: 2, Listens: 3})
+	refusals := g.opts.Metrics.Rejected.WithLabelValues("rate_limited")
+	open := func() int {
+		g.listens.mu.Lock()
+		defer g.listens.mu.Unlock()
+		return g.listens.count
+	}
+	listen := func(token string, wantOpen int, wantRefused float64) *mcp.ClientSession {
+		t.Helper()
+		before := testutil.ToFloat64(refusals)
+		c := mcp.NewClient(&mcp.Implementation{Name: "listener", Version: "1"}, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {}})
+		cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp/" + ns + "/listen",
+			HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		waitFor(t, fmt.Sprintf("%d streams open and %v refused", wantOpen, wantRefused), func() bool {
+			return open() == wantOpen && testutil.ToFloat64(refusals)-before == wantRefused
+		})
+		return cs
+	}
+	first := listen(aliceToken, 1, 0)
+	listen(aliceToken, 2, 0)
+	listen(aliceToken, 2, 1) // alice's third
+	listen(finToken, 3, 0)
+	listen(finToken, 3, 1) // the replica's fourth
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "alice's closed stream to free its place", func() bool { return open() == 2 })
+	listen(aliceToken, 3, 0)
 }

@@ -264,6 +264,15 @@ func (s *served) serveStateless(w http.ResponseWriter, r *http.Request, session 
 	for _, m := range msgs {
 		switch {
 		case m.Method == "subscriptions/listen":
+			c, _ := callerOf(ctx)
+			release, ok := s.g.listens.acquire(c.principal.key())
+			if !ok {
+				w.Header().Set("Retry-After", "10")
+				s.g.reject(w, http.StatusTooManyRequests, "rate_limited", fmt.Sprintf(
+					"too many subscriptions/listen streams open: at most %d per principal and %d in all; close one", s.g.listens.perPrincipal, s.g.listens.total))
+				return
+			}
+			defer release()
 			stop := context.AfterFunc(s.g.draining, cancel)
 			defer stop()
 		case session != "" && m.ID != nil:
