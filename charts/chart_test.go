@@ -197,6 +197,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{[]string{"gateway.replicas=-1"}, []string{"/gateway/replicas"}},
 		{[]string{"manager.logLevel=verbose"}, []string{"/manager/logLevel", "debug"}},
 		{[]string{"gateway.oidcIssuers={url=http://insecure.example.com}"}, []string{"/gateway/oidcIssuers/0"}},
+		{[]string{"gateway.oidcIssuers={url=https://login.example.com,audience=tools}"}, []string{"/gateway/publicURL", "minLength"}},
 	} {
 		args := []string{"template", release, chart}
 		for _, s := range tc.set {

@@ -281,6 +281,30 @@ func TestPrincipalKeysDoNotCollide(t *testing.T) {
 	}
 }
 
+// The gateway does not start with issuers and no public URL, nor with a
+// public URL that is more than a scheme and a host.
+func TestPublicURLIsChecked(t *testing.T) {
+	for _, tt := range []struct {
+		public  string
+		issuers bool
+		ok      bool
+	}{
+		{"", false, true},
+		{"", true, false},
+		{"https://tools.example.com", true, true},
+		{"https://tools.example.com/", true, true},
+		{"http://127.0.0.1:8080", true, true},
+		{"tools.example.com", true, false},
+		{"https://tools.example.com/mcp", true, false},
+		{"https://user@tools.example.com", true, false},
+		{"ftp://tools.example.com", false, false},
+	} {
+		if err := checkPublicURL(tt.public, tt.issuers); (err == nil) != tt.ok {
+			t.Errorf("public URL %q, issuers %v: %v", tt.public, tt.issuers, err)
+		}
+	}
+}
+
 func TestParseOIDCIssuer(t *testing.T) {
 	for spec, want := range map[string]string{
 		"url=https://id.example.com,audience=tc":                     "https://id.example.com#",
@@ -323,29 +347,51 @@ func TestOIDCThroughTheGateway(t *testing.T) {
 	create(t, standardTools(ns, "oidc")...)
 	published(t, ns, "oidc", 5)
 	iss := newTestIssuer(t)
+	const public = "https://tools.example.com"
 	_, base := ownGateway(t, Limits{}, func(o *Options) {
 		o.Auth.Issuers = []*OIDCIssuer{iss.config(t, ",groups-prefix=")}
+		o.PublicURL = public
 	})
 
+	// The metadata is named from the public URL, whatever Host a client
+	// sends: a Host of the attacker's would point every client that met
+	// the 401 (or a cache's copy, kept 300 s) to the attacker.
 	req, _ := http.NewRequest(http.MethodPost, base+"/mcp/"+ns+"/oidc", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+	req.Host = "attacker.example"
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	metadata := base + "/.well-known/oauth-protected-resource/mcp/" + ns + "/oidc"
-	if challenge := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(challenge, `resource_metadata="`+metadata+`"`) {
-		t.Fatalf("no token: %d %q; want 401 naming %s", resp.StatusCode, challenge, metadata)
+	metadata := "/.well-known/oauth-protected-resource/mcp/" + ns + "/oidc"
+	if challenge := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(challenge, `resource_metadata="`+public+metadata+`"`) {
+		t.Fatalf("no token: %d %q; want 401 naming %s", resp.StatusCode, challenge, public+metadata)
 	}
-	resp, err = http.Get(metadata)
+	req, _ = http.NewRequest(http.MethodGet, base+metadata, nil)
+	req.Host = "attacker.example"
+	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var doc resourceMetadata
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if err := json.Unmarshal(raw, &doc); err != nil || doc.Resource != base+"/mcp/"+ns+"/oidc" || !slices.Equal(doc.AuthorizationServers, []string{iss.srv.URL}) {
+	if err := json.Unmarshal(raw, &doc); err != nil || doc.Resource != public+"/mcp/"+ns+"/oidc" || !slices.Equal(doc.AuthorizationServers, []string{iss.srv.URL}) {
 		t.Fatalf("protected resource metadata: %s (%v)", raw, err)
+	}
+
+	// Without a public URL there is no metadata, and the 401 names none.
+	_, bare := ownGateway(t, Limits{}, func(o *Options) { o.Auth.Issuers = []*OIDCIssuer{iss.config(t, "")} })
+	resp, err = http.Post(bare+"/mcp/"+ns+"/oidc", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if challenge := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized || strings.Contains(challenge, "resource_metadata") {
+		t.Fatalf("no public URL: %d %q; want 401 without resource_metadata", resp.StatusCode, challenge)
+	}
+	if resp, err := http.Get(bare + metadata); err != nil || resp.Body.Close() != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("metadata without a public URL: %v %v", resp, err)
 	}
 	for _, path := range []string{"/mcp/Not_A_Namespace/oidc", "/mcp/" + ns + "/%22%20x"} {
 		resp, err := http.Get(base + "/.well-known/oauth-protected-resource" + path)

@@ -13,8 +13,9 @@ import (
 // of the resource https://gateway/mcp/NS/CATALOG is served at
 // https://gateway/.well-known/oauth-protected-resource/mcp/NS/CATALOG, and
 // a 401 names it in WWW-Authenticate. Served only when OpenID Connect
-// issuers are configured: without them a client has nowhere to get a
-// token from.
+// issuers are configured, and named from the configured public URL only
+// (Run requires it with issuers): without issuers a client has nowhere to
+// get a token from.
 
 const resourceMetadataPrefix = "/.well-known/oauth-protected-resource"
 
@@ -27,16 +28,11 @@ type resourceMetadata struct {
 }
 
 // baseURL is the scheme and host clients reach the gateway at: the
-// configured public URL, else the request's own.
-func (g *Gateway) baseURL(r *http.Request) string {
-	if g.opts.PublicURL != "" {
-		return strings.TrimSuffix(g.opts.PublicURL, "/")
-	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host
+// configured public URL, never the request's Host header (a client, or a
+// cache between it and others, would be pointed wherever that said); ""
+// when none is configured.
+func (g *Gateway) baseURL() string {
+	return strings.TrimSuffix(g.opts.PublicURL, "/")
 }
 
 // catalogPath is the request's /mcp/NS/CATALOG, "" when the names cannot
@@ -53,10 +49,10 @@ func catalogPath(r *http.Request) string {
 // "" when the path names no catalog.
 func (g *Gateway) resourceMetadataURL(r *http.Request) string {
 	path := catalogPath(r)
-	if path == "" {
+	if path == "" || g.baseURL() == "" {
 		return ""
 	}
-	return g.baseURL(r) + resourceMetadataPrefix + path
+	return g.baseURL() + resourceMetadataPrefix + path
 }
 
 func (g *Gateway) issuersConfigured() bool {
@@ -68,12 +64,12 @@ func (g *Gateway) issuersConfigured() bool {
 // nothing about which catalogs exist.
 func (g *Gateway) serveResourceMetadata(w http.ResponseWriter, r *http.Request) {
 	path := catalogPath(r)
-	if !g.issuersConfigured() || path == "" {
+	if !g.issuersConfigured() || path == "" || g.baseURL() == "" {
 		http.NotFound(w, r)
 		return
 	}
 	doc := resourceMetadata{
-		Resource:               g.baseURL(r) + path,
+		Resource:               g.baseURL() + path,
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           "Tool catalog " + r.PathValue("namespace") + "/" + r.PathValue("catalog"),
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net/url"
 	"cmp"
 	"context"
 	"errors"
@@ -92,6 +93,9 @@ type Config struct {
 // Run serves the gateway until ctx ends: ToolCatalogs and ToolSources are
 // read from a watch cache, Secrets and TokenReviews from the API server.
 func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
+	if err := checkPublicURL(cfg.PublicURL, len(cfg.OIDCIssuers) > 0); err != nil {
+		return err
+	}
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
@@ -260,4 +264,23 @@ func (r inNamespaces) Get(ctx context.Context, key client.ObjectKey, obj client.
 		return apierrors.NewNotFound(schema.GroupResource{Group: v1alpha1.GroupVersion.Group}, key.Name)
 	}
 	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// checkPublicURL refuses a public URL that is not a scheme and a host, and
+// OpenID Connect issuers without one: the protected resource metadata
+// names the gateway's URL, which must not be taken from the Host header a
+// client sends (a client, or a cache in between, would be pointed
+// wherever that header said).
+func checkPublicURL(public string, issuers bool) error {
+	if public == "" {
+		if issuers {
+			return errors.New("--oidc-issuer needs --public-url (https://tools.example.com): the protected resource metadata names the gateway's URL, which is never taken from a request's Host header")
+		}
+		return nil
+	}
+	u, err := url.Parse(public)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("--public-url %q: want a scheme and a host, as https://tools.example.com", public)
+	}
+	return nil
 }
