@@ -13,10 +13,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
 // Principal is who is asking: a user name and its groups.
@@ -179,8 +182,26 @@ type reviewed struct {
 }
 
 // Authenticate returns the token's principal, ErrUnauthenticated when no
-// source accepts it, or another error when a source could not answer.
+// source accepts it, or another error when a source could not answer. A
+// principal whose user name says it is a group ("group:...", as
+// permissions name groups) or holds control characters is refused,
+// whichever source named it: permissions could not tell it from the
+// group, nor logs from another principal.
 func (a *Authenticator) Authenticate(ctx context.Context, token string) (Principal, error) {
+	p, err := a.authenticate(ctx, token)
+	if err == nil && !plainName(p.User) {
+		return Principal{}, fmt.Errorf("%w: the user name %q cannot be told from a group or another user", ErrUnauthenticated, p.User)
+	}
+	return p, err
+}
+
+// plainName reports whether a user name is neither empty, nor a group's
+// ("group:..."), nor holds control characters.
+func plainName(user string) bool {
+	return user != "" && !strings.HasPrefix(user, toolcatalog.GroupPrefix) && strings.IndexFunc(user, unicode.IsControl) < 0
+}
+
+func (a *Authenticator) authenticate(ctx context.Context, token string) (Principal, error) {
 	if token == "" {
 		return Principal{}, ErrUnauthenticated
 	}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -228,4 +229,21 @@ func serviceAccountToken(t *testing.T, ns, name, audience string) *authenticatio
 		t.Fatalf("TokenRequest: %v", err)
 	}
 	return tr
+}
+
+// A user name that says it is a group is refused from every source, here
+// a static token: a permission "group:admins" could not tell that user
+// from the group's members.
+func TestUsersNamedAsGroupsAreRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.csv")
+	if err := os.WriteFile(path, []byte("posing-token,group:admins,1\nplain-token,mallory,2,\"users\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := &Authenticator{Static: &StaticTokens{Path: path}}
+	if p, err := a.Authenticate(t.Context(), "posing-token"); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("a user named group:admins: %+v, %v", p, err)
+	}
+	if p, err := a.Authenticate(t.Context(), "plain-token"); err != nil || p.User != "mallory" {
+		t.Fatalf("a plain user: %+v, %v", p, err)
+	}
 }

@@ -1,13 +1,13 @@
 package gateway
 
 import (
-	"net/url"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"

@@ -15,9 +15,11 @@ import (
 )
 
 // A catalog that includes its most used tool: a call that succeeded
-// counts as a use, and the tool, deferred before, is then listed directly
+// counts as a use, and the tool, deferred before, is listed directly
 // (clients told by notifications/tools/list_changed) and left out of
-// tool_search. A failed call counts for nothing.
+// tool_search once three distinct principals used it. A failed call
+// counts for nothing, and anonymous calls, however many, count for
+// nothing: twenty of them used to decide what every principal was sent.
 func TestMostUsedToolsAreListedDirectly(t *testing.T) {
 	ns := newNamespace(t)
 	srv := mcptest.New(t, mcptest.Options{Name: "weather", Version: "2.0.0"})
@@ -25,6 +27,8 @@ func TestMostUsedToolsAreListedDirectly(t *testing.T) {
 		map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []string{"city"}}, nil)
 	cat := testCatalog(ns, "used", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOn})
 	cat.Spec.Search.AlwaysIncludeTopNUsed = 1
+	cat.Spec.Gateway.AllowAnonymous = true
+	cat.Spec.Gateway.AllowedPrincipals = append(cat.Spec.Gateway.AllowedPrincipals, DefaultAllowedPrincipals(ns))
 	create(t,
 		&v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weather"}, Spec: v1alpha1.ToolSourceSpec{
 			MCP: v1alpha1.MCPServerSpec{URL: srv.URL}, Labels: map[string]string{"catalog": "used"},
@@ -55,11 +59,30 @@ func TestMostUsedToolsAreListedDirectly(t *testing.T) {
 		t.Fatalf("uses after a failed call: %+v %v", top, err)
 	}
 
-	if out, isErr := callTool(t, cs, "tool_call", map[string]any{"name": "get_weather", "arguments": map[string]any{"city": "Oslo"}}); isErr {
-		t.Fatalf("tool_call: %s", out)
+	weather := func(cs *mcp.ClientSession) {
+		t.Helper()
+		if out, isErr := callTool(t, cs, "tool_call", map[string]any{"name": "get_weather", "arguments": map[string]any{"city": "Oslo"}}); isErr {
+			t.Fatalf("tool_call: %s", out)
+		}
 	}
-	if top, err := contract.TopUsed(context.Background(), rc, keys, 5, time.Now()); err != nil || len(top) != 1 || top[0].Tool != "get_weather" || top[0].Score != 1 {
-		t.Fatalf("uses after a call: %+v %v", top, err)
+	anonymous := connectWith(t, gatewayURL, ns, "used", "", "", nil, "")
+	for range 25 {
+		weather(anonymous)
+	}
+	weather(cs)
+	fin := connectWith(t, gatewayURL, ns, "used", finToken, "", nil, "")
+	weather(fin)
+	day := contract.UsageDayOf(time.Now())
+	if uses := rc.ZScore(context.Background(), keys.UsageDay(day), "get_weather").Val(); uses != 2 {
+		t.Fatalf("%v uses counted after 25 anonymous calls, alice's and fin's; want 2", uses)
+	}
+	if top, err := contract.TopUsed(context.Background(), rc, keys, 5, time.Now()); err != nil || len(top) != 0 {
+		t.Fatalf("the most used after two principals' calls: %+v %v", top, err)
+	}
+	planner := serviceAccountToken(t, ns, "planner", DefaultTokenAudience).Status.Token
+	weather(connectWith(t, gatewayURL, ns, "used", planner, "", nil, ""))
+	if top, err := contract.TopUsed(context.Background(), rc, keys, 5, time.Now()); err != nil || len(top) != 1 || top[0].Tool != "get_weather" || top[0].Score != 3 {
+		t.Fatalf("uses after three principals' calls: %+v %v", top, err)
 	}
 	select {
 	case <-changed:

@@ -401,10 +401,13 @@ func (v *view) call(ctx context.Context, p Principal, name string, args json.Raw
 
 // recordUse records a call that succeeded as a use of the tool, for a catalog
 // that includes its most used tools; one principal's uses of a tool count
-// at most contract.MaxUsesPerPrincipal a day, anonymous clients together
-// as one.
+// at most contract.MaxUsesPerPrincipal a day, a tool is among the most
+// used once contract.MinUsePrincipals used it, and anonymous calls do not
+// count.
 func (v *view) recordUse(ctx context.Context, p Principal, cat *toolcatalog.Catalog, name string) {
-	if cat.Document.Search.AlwaysIncludeTopNUsed <= 0 {
+	// Anonymous callers are no one in particular: what they use decides
+	// nothing for the principals the catalog serves.
+	if cat.Document.Search.AlwaysIncludeTopNUsed <= 0 || p.User == Anonymous.User {
 		return
 	}
 	if err := toolcatalog.RecordUsage(ctx, v.s.redis, v.s.keys, cat, p.User, name); err != nil {

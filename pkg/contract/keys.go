@@ -76,6 +76,11 @@ func (k Keys) UsageDay(day int64) string { return fmt.Sprintf("%s:usage:d%d", k.
 // principal adds to UsageDay.
 func (k Keys) UsageBy(day int64) string { return fmt.Sprintf("%s:usage:by:d%d", k.Prefix, day) }
 
+// UsageUsers is P:usage:users:d<day>, a sorted set of tool name → how many
+// distinct principals used it that day: a tool is among the most used only
+// once MinUsePrincipals did on one day.
+func (k Keys) UsageUsers(day int64) string { return fmt.Sprintf("%s:usage:users:d%d", k.Prefix, day) }
+
 // Requests is P:requests, a sorted set of recorded requests (Recorded
 // members: a request's text and the tool it led to) → count, which
 // consumers write only while the catalog learns from requests (search

@@ -74,12 +74,20 @@ func TestRecordUseCapsOnePrincipal(t *testing.T) {
 	if ok, _ := RecordUse(ctx, c, k, "user:bo", "loop", now); !ok {
 		t.Error("another principal's use was not counted")
 	}
-	top, _ := TopUsed(ctx, c, k, 1, now)
-	if len(top) != 1 || top[0].Score != MaxUsesPerPrincipal+1 {
-		t.Fatalf("top %+v, want %d uses", top, MaxUsesPerPrincipal+1)
+	// Two principals make no tool the most used, however many uses they
+	// add; a third does.
+	if top, err := TopUsed(ctx, c, k, 1, now); err != nil || len(top) != 0 {
+		t.Fatalf("top after two principals' uses %+v, %v; want none", top, err)
 	}
-	if n := c.HLen(ctx, k.UsageBy(UsageDayOf(now))).Val(); n != 2 {
-		t.Errorf("%d principal-tool counters, want 2", n)
+	if ok, _ := RecordUse(ctx, c, k, "user:cy", "loop", now); !ok {
+		t.Error("a third principal's use was not counted")
+	}
+	top, _ := TopUsed(ctx, c, k, 1, now)
+	if len(top) != 1 || top[0].Score != MaxUsesPerPrincipal+2 {
+		t.Fatalf("top %+v, want %d uses", top, MaxUsesPerPrincipal+2)
+	}
+	if n := c.HLen(ctx, k.UsageBy(UsageDayOf(now))).Val(); n != 3 {
+		t.Errorf("%d principal-tool counters, want 3", n)
 	}
 	if ok, err := RecordUse(ctx, c, k, "user:bo", "", now); ok || err != nil {
 		t.Errorf("a blank tool: %v %v", ok, err)

