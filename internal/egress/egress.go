@@ -9,9 +9,12 @@
 // A policy is a list of allowed URL prefixes and address ranges. Some
 // ranges are denied unless a listed range lies inside them: loopback,
 // link-local (which holds the cloud metadata address 169.254.169.254),
-// unspecified, multicast, other clouds' metadata addresses and the
-// Kubernetes API server. Listing 0.0.0.0/0 does not open them; listing
-// 127.0.0.1/32 opens that one address.
+// private networks (RFC 1918, IPv6 unique local, carrier-grade NAT), where
+// a cluster's pods, Services and nodes are, unspecified, multicast, other
+// clouds' metadata addresses and the Kubernetes API server. Listing
+// 0.0.0.0/0 does not open them; listing 10.0.0.0/8 or 127.0.0.1/32 opens
+// that range. A policy of no entries also refuses cluster names
+// (NAME.NAMESPACE.svc, *.cluster.local, names of one label) by name.
 package egress
 
 import (
@@ -48,6 +51,11 @@ var deniedRanges = []netip.Prefix{
 	netip.MustParsePrefix("255.255.255.255/32"), // broadcast
 	netip.MustParsePrefix("fd00:ec2::254/128"),  // AWS metadata over IPv6
 	netip.MustParsePrefix("100.100.100.200/32"), // Alibaba Cloud metadata
+	netip.MustParsePrefix("10.0.0.0/8"),         // private (RFC 1918): pods, Services, nodes
+	netip.MustParsePrefix("172.16.0.0/12"),      // private (RFC 1918)
+	netip.MustParsePrefix("192.168.0.0/16"),     // private (RFC 1918)
+	netip.MustParsePrefix("100.64.0.0/10"),      // carrier-grade NAT (RFC 6598), used for pods by some clusters
+	netip.MustParsePrefix("fc00::/7"),           // IPv6 unique local (RFC 4193)
 }
 
 // Policy says which destinations may be reached. The zero value and a
@@ -57,6 +65,9 @@ type Policy struct {
 	ranges   []netip.Prefix
 	denied   []netip.Prefix
 	open     bool
+	// everywhere is a policy of no entries, which refuses cluster names
+	// by name too.
+	everywhere bool
 }
 
 // New builds a policy from allow entries, each a URL prefix
@@ -65,10 +76,10 @@ type Policy struct {
 // adds addresses or host:port values (the API server's) to the denied
 // ranges; a name is resolved once, now.
 func New(allow []string, deny ...string) (*Policy, error) {
-	if len(allow) == 0 {
-		allow = Everywhere
-	}
 	p := &Policy{denied: append([]netip.Prefix(nil), deniedRanges...)}
+	if len(allow) == 0 {
+		allow, p.everywhere = Everywhere, true
+	}
 	for _, raw := range allow {
 		raw = strings.TrimSpace(raw)
 		if raw == "" {
@@ -101,7 +112,7 @@ func New(allow []string, deny ...string) (*Policy, error) {
 }
 
 // FlagHelp describes the --egress-allow flag of the binaries.
-const FlagHelp = "Comma-separated URL prefixes (https://mcp.example.com/) and address ranges (10.0.0.0/8) that MCP servers may be at (env EGRESS_ALLOW). Default: every address except loopback, link-local, cloud metadata, multicast and the API server, which are reached only when a range inside them is listed."
+const FlagHelp = "Comma-separated URL prefixes (http://mcp.team-a.svc:8080/) and address ranges (10.0.0.0/8) that MCP servers may be at (env EGRESS_ALLOW). Default: every public address; private networks (RFC 1918, ULA, CGNAT), cluster names, loopback, link-local, cloud metadata, multicast and the API server are reached only when listed."
 
 // Unrestricted allows every destination: for a person's own command line,
 // never for what serves other users.
@@ -194,10 +205,22 @@ func (p *Policy) CheckURL(raw string) error {
 	if a, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil {
 		return p.CheckAddr(a)
 	}
+	if p.everywhere && clusterName(u.Hostname()) {
+		return fmt.Errorf("%w: %s is a cluster name, reached only when listed (--egress-allow %s://%s/)", ErrDenied, u.Hostname(), u.Scheme, u.Host)
+	}
 	if len(p.ranges) == 0 {
 		return fmt.Errorf("%w: %s is not under an allowed URL prefix", ErrDenied, u.Host)
 	}
 	return nil
+}
+
+// clusterName reports whether host names something inside a cluster: a
+// Service (NAME.NAMESPACE.svc, …svc.cluster.local), anything under
+// cluster.local, or a name of one label, which the resolver completes
+// with the pod's search domains.
+func clusterName(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	return !strings.Contains(host, ".") || strings.HasSuffix(host, ".svc") || strings.HasSuffix(host, ".cluster.local")
 }
 
 // CheckAddr refuses an address outside the allowed ranges, or inside a

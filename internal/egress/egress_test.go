@@ -171,3 +171,42 @@ func TestNilPolicyDeniesEverything(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// By default a cluster's own network is out of reach: private ranges
+// (where pods, Services and nodes are), by address, and cluster names, by
+// name, as a ToolSource pointed at the DNS service, a kubelet or another
+// team's Redis would reach them. Public addresses stay open, and listing
+// a range or a URL prefix opens just that.
+func TestPrivateNetworksAndClusterNamesNeedAnEntry(t *testing.T) {
+	for _, url := range []string{
+		"http://10.96.0.10:53/", "http://192.168.1.20:10255/pods", "http://172.16.0.1/", "http://100.64.1.1/",
+		"http://[fd00::1]/", "http://[::ffff:10.0.0.7]/",
+		"http://redis.team-a.svc:6379/", "http://redis.team-a.svc.cluster.local:6379/", "http://redis:6379/", "http://kubernetes.default.svc./",
+	} {
+		if err := Default().CheckURL(url); !errors.Is(err, ErrDenied) {
+			t.Errorf("%s: got %v, want a denial", url, err)
+		}
+	}
+	for _, url := range []string{"https://mcp.example.com/", "http://203.0.113.9/mcp", "https://[2001:db8::1]/mcp", "https://svc.example.com/"} {
+		if err := Default().CheckURL(url); err != nil {
+			t.Errorf("%s: %v", url, err)
+		}
+	}
+	if err := Default().CheckAddr(netip.MustParseAddr("10.244.1.7")); !errors.Is(err, ErrDenied) {
+		t.Errorf("a pod address dialled for a public name: %v", err)
+	}
+	ranges := mustNew(t, []string{"0.0.0.0/0", "10.0.0.0/8"})
+	if err := ranges.CheckAddr(netip.MustParseAddr("10.96.0.10")); err != nil {
+		t.Errorf("a listed private range: %v", err)
+	}
+	if err := ranges.CheckAddr(netip.MustParseAddr("192.168.1.20")); !errors.Is(err, ErrDenied) {
+		t.Errorf("an unlisted private range beside a listed one: %v", err)
+	}
+	prefix := mustNew(t, []string{"http://mcp.team-a.svc:8080/"})
+	if err := prefix.CheckURL("http://mcp.team-a.svc:8080/mcp"); err != nil {
+		t.Errorf("a listed cluster name: %v", err)
+	}
+	if err := prefix.CheckURL("http://redis.team-a.svc:6379/"); !errors.Is(err, ErrDenied) {
+		t.Errorf("another cluster name: %v", err)
+	}
+}
