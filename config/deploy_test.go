@@ -42,7 +42,7 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 3, "ServiceAccount": 2, "ClusterRole": 4, "ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1, "Deployment": 2, "Service": 2,
+	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 3, "ServiceAccount": 2, "ClusterRole": 6, "ClusterRoleBinding": 4, "Role": 1, "RoleBinding": 1, "Deployment": 2, "Service": 2,
 		"ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2}
 	for k, n := range want {
 		if count[k] != n {
@@ -77,7 +77,8 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 
 	// The gateway reads catalogs, sources and Secrets and reviews tokens;
 	// it writes nothing.
-	allowedGateway := map[string][]string{"toolcatalogs": {"get", "list", "watch"}, "toolsources": {"get", "list", "watch"}, "secrets": {"get"}, "tokenreviews": {"create"}}
+	allowedGateway := map[string][]string{"toolcatalogs": {"get", "list", "watch"}, "toolsources": {"get", "list", "watch"}, "secrets": {"get"},
+		"tokenreviews": {"create"}, "subjectaccessreviews": {"create"}}
 	for _, name := range []string{"tool-catalog-gateway-role", "tool-catalog-gateway-tokenreview-role"} {
 		for _, r := range roles[name].Rules {
 			for _, res := range r.Resources {
@@ -121,8 +122,9 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 }
 
 // The namespaced install agrees with itself: each binary watches exactly
-// the namespaces where it is granted rights, and nothing but TokenReviews
-// is granted cluster-wide.
+// the namespaces where it is granted rights, and nothing but reviews
+// (TokenReviews, and SubjectAccessReviews for /metrics) is granted
+// cluster-wide.
 func TestNamespacedInstallRenders(t *testing.T) {
 	watched, bound := namespacedInstall(t, render(t, "namespaced"))
 	for _, sa := range []string{managerSA, gatewaySA} {
@@ -135,7 +137,7 @@ func TestNamespacedInstallRenders(t *testing.T) {
 // namespacedInstall returns, per service account, the namespaces of its
 // Deployment's --watch-namespaces and those where a RoleBinding grants it
 // its ClusterRole, each sorted; it fails the test on a ClusterRoleBinding
-// that grants more than TokenReviews.
+// that grants more than reviews.
 func namespacedInstall(t *testing.T, objs []runtime.Object) (watched, bound map[string][]string) {
 	t.Helper()
 	watched, bound = map[string][]string{}, map[string][]string{}
@@ -163,8 +165,8 @@ func namespacedInstall(t *testing.T, objs []runtime.Object) (watched, bound map[
 			}
 		case *rbacv1.ClusterRoleBinding:
 			for _, r := range roles[v.RoleRef.Name].Rules {
-				if !slices.Equal(r.Resources, []string{"tokenreviews"}) {
-					t.Errorf("ClusterRoleBinding %s grants %v cluster-wide", v.Name, r.Resources)
+				if !slices.Equal(r.Resources, []string{"tokenreviews"}) && !slices.Equal(r.Resources, []string{"subjectaccessreviews"}) || !slices.Equal(r.Verbs, []string{"create"}) {
+					t.Errorf("ClusterRoleBinding %s grants %v %v cluster-wide", v.Name, r.Verbs, r.Resources)
 				}
 			}
 		}

@@ -27,6 +27,7 @@ func main() {
 	var audiences, namespaces, egressAllow string
 	flag.StringVar(&cfg.Addr, "bind-address", envflag.String("BIND_ADDRESS", ":8080"), "Address of MCP (/mcp/<namespace>/<catalog>), /healthz and /readyz.")
 	flag.StringVar(&cfg.MetricsAddr, "metrics-bind-address", envflag.String("METRICS_BIND_ADDRESS", ":9090"), "Address of /metrics, apart from MCP so the Service clients reach does not expose it; 0 disables it.")
+	flag.BoolVar(&cfg.MetricsWithoutAuth, "metrics-without-auth", false, "Serve /metrics to anyone who reaches it. By default a client needs a token of an identity that may get /metrics (the metrics-reader ClusterRole).")
 	flag.BoolVar(&cfg.Audit, "audit", envflag.String("AUDIT", "true") == "true", "Log one line per tool call (logger gateway.audit): principal, catalog, tool, upstream, SHA-256 of the arguments, outcome, latency.")
 	flag.StringVar(&cfg.StaticTokens, "static-tokens", envflag.String("STATIC_TOKENS", ""), "Path of a token file (token,user,uid,\"group1,group2\" per line), usually a mounted Secret; read again when it changes; optional.")
 	flag.StringVar(&audiences, "token-audiences", envflag.String("TOKEN_AUDIENCES", ""), "Comma-separated audiences service-account tokens must be issued for, one of them (default: "+gateway.DefaultTokenAudience+"; mount a projected token with that audience).")

@@ -84,7 +84,9 @@ func run() error {
 		cfg, where, err := clusterAnswers(ctx)
 		if err == nil {
 			fmt.Printf("Using the cluster at %s (current kubeconfig). Install the CRDs first with `make install`.\n\n", where)
-			return manager.Run(ctx, cfg, manager.Config{MetricsAddr: ":8080", ProbeAddr: ":8081", LeaderElectionID: "tool-catalog-operator.toolcatalog.dev", EgressAllow: envflag.List(os.Getenv("EGRESS_ALLOW"))})
+			// Metrics and probes on loopback, open to this machine alone.
+			return manager.Run(ctx, cfg, manager.Config{MetricsAddr: "127.0.0.1:8080", MetricsWithoutAuth: true, ProbeAddr: "127.0.0.1:8081",
+				LeaderElectionID: "tool-catalog-operator.toolcatalog.dev", EgressAllow: envflag.List(os.Getenv("EGRESS_ALLOW"))})
 		}
 		if *embedded == "never" {
 			return fmt.Errorf("no cluster answers (%v) and -embedded=never", err)
@@ -205,9 +207,11 @@ Ctrl-C stops everything. Published versions:
 	defer cancel()
 	gatewayDone := make(chan error, 1)
 	go func() {
-		gatewayDone <- gateway.Run(ctx, cfg, gateway.Config{Addr: gatewayAddr, MetricsAddr: gatewayMetricsAddr, Audit: true, StaticTokens: tokens, EgressAllow: egressAllow, Version: "local", Log: ctrl.Log.WithName("gateway")})
+		gatewayDone <- gateway.Run(ctx, cfg, gateway.Config{Addr: gatewayAddr, MetricsAddr: gatewayMetricsAddr, MetricsWithoutAuth: true, Audit: true, StaticTokens: tokens, EgressAllow: egressAllow, Version: "local", Log: ctrl.Log.WithName("gateway")})
 	}()
-	err = manager.Run(ctx, cfg, manager.Config{MetricsAddr: metricsAddr, ProbeAddr: probeAddr, LeaderElectionID: "tool-catalog-operator.toolcatalog.dev", EgressAllow: egressAllow})
+	// Every address is on loopback: the metrics are open to this machine
+	// alone, without the token a cluster's scraper sends.
+	err = manager.Run(ctx, cfg, manager.Config{MetricsAddr: metricsAddr, MetricsWithoutAuth: true, ProbeAddr: probeAddr, LeaderElectionID: "tool-catalog-operator.toolcatalog.dev", EgressAllow: egressAllow})
 	cancel()
 	return errors.Join(err, <-gatewayDone)
 }

@@ -29,6 +29,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
+	"github.com/toolcatalog/tool-catalog-operator/internal/metricsauth"
 )
 
 // DefaultTokenReviewRate is Config.TokenReviewRate's default.
@@ -44,6 +45,12 @@ type Config struct {
 	// Listener and MetricsListener, when set, are used instead of
 	// listening on Addr and MetricsAddr (tests).
 	Listener, MetricsListener net.Listener
+	// MetricsWithoutAuth serves /metrics to anyone who reaches it. By
+	// default a client must send a token the API server accepts
+	// (TokenReview) of an identity that may get the non-resource URL
+	// /metrics (SubjectAccessReview): the metrics name every namespace's
+	// catalogs and tools.
+	MetricsWithoutAuth bool
 	// Audit, when true, logs one line per tool call (AuditLog).
 	Audit bool
 	// StaticTokens is the path of the static tokens file; none when empty.
@@ -196,8 +203,12 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 		}
 		mux.ServeHTTP(w, r)
 	})}
+	metrics, err := protectMetrics(restConfig, cfg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if err != nil {
+		return err
+	}
 	metricsMux := http.NewServeMux()
-	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	metricsMux.Handle("/metrics", metrics)
 	metricsSrv := &http.Server{Handler: metricsMux, ReadHeaderTimeout: 10 * time.Second}
 
 	errs := make(chan error, 3)
@@ -283,4 +294,18 @@ func checkPublicURL(public string, issuers bool) error {
 		return fmt.Errorf("--public-url %q: want a scheme and a host, as https://tools.example.com", public)
 	}
 	return nil
+}
+
+// protectMetrics guards /metrics as the manager does (metricsauth):
+// unless cfg.MetricsWithoutAuth, a client needs a token of an identity
+// that may get /metrics.
+func protectMetrics(restConfig *rest.Config, cfg Config, h http.Handler) (http.Handler, error) {
+	if cfg.MetricsWithoutAuth {
+		return h, nil
+	}
+	guarded, err := metricsauth.Wrap(restConfig, cfg.Log.WithName("metrics"), h)
+	if err != nil {
+		return nil, fmt.Errorf("protecting /metrics: %w", err)
+	}
+	return guarded, nil
 }

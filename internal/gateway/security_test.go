@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -404,16 +406,37 @@ func TestMalformedEntriesAreLeftOut(t *testing.T) {
 }
 
 // /metrics, which names every namespace's catalogs and tools, is served
-// on its own port, not beside MCP.
-func TestMetricsAreNotOnTheMCPPort(t *testing.T) {
-	for base, want := range map[string]int{gatewayURL: http.StatusNotFound, metricsURL: http.StatusOK} {
-		resp, err := http.Get(base + "/metrics")
+// on its own port, not beside MCP, and only to a client whose token the
+// API server accepts, of an identity that may get /metrics: anyone who
+// reached the port used to read it.
+func TestMetricsNeedAReader(t *testing.T) {
+	stranger, err := testenv.MetricsReaderToken(t.Context(), restConfig, "gateway-metrics-stranger", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		base, token string
+		want        int
+	}{
+		{gatewayURL, metricsToken, http.StatusNotFound},
+		{metricsURL, "", http.StatusUnauthorized},
+		{metricsURL, "not-a-token", http.StatusUnauthorized},
+		{metricsURL, aliceToken, http.StatusUnauthorized}, // the gateway's own clients are not the API server's
+		{metricsURL, stranger, http.StatusForbidden},
+		{metricsURL, metricsToken, http.StatusOK},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, tt.base+"/metrics", nil)
+		if tt.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tt.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Errorf("%s/metrics: %d, want %d", base, resp.StatusCode, want)
+		if resp.StatusCode != tt.want || (tt.want != http.StatusOK && strings.Contains(string(body), "toolcatalog_gateway")) {
+			t.Errorf("%s/metrics with token %.12q: %d, want %d", tt.base, tt.token, resp.StatusCode, tt.want)
 		}
 	}
 }

@@ -34,6 +34,8 @@ import (
 // runs it) on a loopback port. Clients are the MCP Go SDK's.
 var (
 	restConfig *rest.Config
+	// metricsToken is a token of a service account that may get /metrics.
+	metricsToken string
 	// kubeconfig lets a gateway process reach the test API server.
 	kubeconfig []byte
 	kube       client.Client
@@ -127,6 +129,10 @@ func run(m *testing.M) int {
 			return 1
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if metricsToken, err = testenv.MetricsReaderToken(ctx, cfg, "gateway-metrics-reader", true); err != nil {
+		fmt.Fprintln(os.Stderr, "a token to read /metrics:", err)
+		return 1
 	}
 	code := m.Run()
 	cancel()
@@ -450,12 +456,17 @@ func (r searchResult) names() []string {
 // metric returns the gateway's /metrics lines that start with prefix.
 func metric(t *testing.T, prefix string) []string {
 	t.Helper()
-	resp, err := http.Get(metricsURL + "/metrics")
+	req, _ := http.NewRequest(http.MethodGet, metricsURL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+metricsToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %d %s", resp.StatusCode, body)
+	}
 	var out []string
 	for line := range strings.Lines(string(body)) {
 		if strings.HasPrefix(line, prefix) {

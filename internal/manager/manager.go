@@ -32,6 +32,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/envflag"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 	_ "github.com/toolcatalog/tool-catalog-operator/internal/metrics" // registers the operator's metrics
+	"github.com/toolcatalog/tool-catalog-operator/internal/metricsauth"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
 )
@@ -70,6 +71,11 @@ type Config struct {
 	// may reach (egress.New); every address outside the denied ranges
 	// when empty. The API server is always denied.
 	EgressAllow []string
+	// MetricsWithoutAuth serves /metrics to anyone who reaches it. By
+	// default a client must send a token of an identity that may get the
+	// non-resource URL /metrics (controller-runtime's metrics filter:
+	// TokenReview and SubjectAccessReview).
+	MetricsWithoutAuth bool
 }
 
 // BindFlags registers the manager's flags; each defaults to an environment
@@ -78,6 +84,7 @@ type Config struct {
 func BindFlags(fs *flag.FlagSet) *Config {
 	c := &Config{LeaderElectionID: "tool-catalog-operator.toolcatalog.dev"}
 	fs.StringVar(&c.MetricsAddr, "metrics-bind-address", envflag.String("METRICS_BIND_ADDRESS", ":8080"), "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	fs.BoolVar(&c.MetricsWithoutAuth, "metrics-without-auth", false, "Serve /metrics to anyone who reaches it. By default a client needs a token of an identity that may get /metrics (the metrics-reader ClusterRole).")
 	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", envflag.String("HEALTH_PROBE_BIND_ADDRESS", ":8081"), "Address of the /healthz and /readyz probes; 0 disables them.")
 	fs.StringVar(&c.PprofAddr, "pprof-bind-address", envflag.String("PPROF_BIND_ADDRESS", "0"), "Address of Go's /debug/pprof profiles; 0 disables them. Keep it off, or on localhost only: profiles show the process's memory.")
 	fs.BoolVar(&c.LeaderElection, "leader-elect", envflag.String("LEADER_ELECT", "false") == "true", "Elect a leader, so that of several replicas only one reconciles.")
@@ -139,13 +146,16 @@ func New(restCfg *rest.Config, c Config) (ctrl.Manager, error) {
 	}
 	opts := ctrl.Options{
 		Scheme:                        Scheme(),
-		Metrics:                       metricsserver.Options{BindAddress: c.MetricsAddr},
+		Metrics:                       metricsserver.Options{BindAddress: c.MetricsAddr, FilterProvider: metricsauth.Provider},
 		HealthProbeBindAddress:        c.ProbeAddr,
 		PprofBindAddress:              c.PprofAddr,
 		LeaderElection:                c.LeaderElection,
 		LeaderElectionID:              c.LeaderElectionID,
 		LeaderElectionNamespace:       c.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true, // hand over at once on a graceful shutdown
+	}
+	if c.MetricsWithoutAuth {
+		opts.Metrics.FilterProvider = nil
 	}
 	opts.Cache.DefaultTransform = stripUnread
 	// Secrets are watched (metadata only) just when they opted in; their

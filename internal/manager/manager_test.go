@@ -159,8 +159,21 @@ func TestMetricsAndProbesOfARunningManager(t *testing.T) {
 		}
 	}()
 
+	reader, err := testenv.MetricsReaderToken(ctx, cfg, "manager-metrics-reader", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := testenv.MetricsReaderToken(ctx, cfg, "manager-metrics-stranger", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := reader
 	get := func(path string, addr string) (int, string) {
-		resp, err := http.Get("http://" + addr + path)
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return 0, err.Error()
 		}
@@ -235,6 +248,18 @@ func TestMetricsAndProbesOfARunningManager(t *testing.T) {
 	for _, line := range strings.Split(body, "\n") {
 		if strings.HasPrefix(line, "toolcatalog_") && !strings.Contains(line, "_bucket") {
 			t.Log(line)
+		}
+	}
+
+	// The metrics name every namespace's catalogs: only a client whose
+	// token may get /metrics reads them.
+	for _, tt := range []struct {
+		token string
+		want  int
+	}{{"", http.StatusUnauthorized}, {"not-a-token", http.StatusUnauthorized}, {stranger, http.StatusForbidden}, {reader, http.StatusOK}} {
+		token = tt.token
+		if code, b := get("/metrics", metricsAddr); code != tt.want || (code != http.StatusOK && strings.Contains(b, "toolcatalog_")) {
+			t.Errorf("/metrics with token %.12q: %d, want %d", tt.token, code, tt.want)
 		}
 	}
 }

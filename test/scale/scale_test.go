@@ -451,6 +451,8 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 type managerProcess struct {
 	cmd         *exec.Cmd
 	metricsAddr string
+	// metricsToken may get /metrics.
+	metricsToken string
 	// pprofAddr serves the manager's profiles, with -scale.cpuprofile or
 	// -scale.heapprofile.
 	pprofAddr string
@@ -488,7 +490,13 @@ func startManager(t *testing.T, bin string) *managerProcess {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	m := &managerProcess{cmd: cmd, metricsAddr: addr, pprofAddr: pprofAddr, done: make(chan struct{})}
+	// The harness scrapes as Prometheus would: with a token that may get
+	// /metrics.
+	token, err := testenv.MetricsReaderToken(t.Context(), restCfg, "scale-metrics-reader", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &managerProcess{cmd: cmd, metricsAddr: addr, metricsToken: token, pprofAddr: pprofAddr, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(m.done) }()
 	go m.sampleRSS()
 	t.Cleanup(func() {
@@ -742,6 +750,7 @@ func (m *managerProcess) metrics() (map[string]float64, error) {
 		return nil, err
 	}
 	req.Header.Set("Accept-Encoding", "identity")
+	req.Header.Set("Authorization", "Bearer "+m.metricsToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
