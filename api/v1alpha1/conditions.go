@@ -99,8 +99,8 @@ const (
 	// approves nothing. An approval names one version of a tool: a later
 	// change needs a new one. On a ToolDefinition it approves nothing:
 	// editing a tool is not approving it. The admission policy
-	// toolcatalog-approval lets only those who may "approve" the
-	// ToolSource (the toolcatalog-approver role) set it.
+	// tool-catalog-approval lets only those who may "approve" the
+	// ToolSource (the tool-catalog-approver ClusterRole) set it.
 	AnnotationApprove = "toolcatalog.dev/approve"
 
 	// AnnotationPendingChange is set by a ToolSource on a ToolDefinition
