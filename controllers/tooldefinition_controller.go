@@ -116,6 +116,8 @@ func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *
 		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonInvalidOutputSchema, err.Error()
 	} else if err := contract.CheckIcons(catalog.Icons(td)); err != nil {
 		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonInvalidIcons, err.Error()
+	} else if err := toolschema.CheckTexts(catalog.Texts(td)...); err != nil {
+		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonInvisibleCharacters, err.Error()
 	} else if err := catalog.ValidateSource(td, source); err != nil {
 		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonSourceNotOwned, err.Error()
 		if errors.Is(err, catalog.ErrSourceUnconfirmed) {

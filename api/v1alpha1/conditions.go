@@ -148,6 +148,13 @@ const (
 	// image, or says something else that is not allowed.
 	ReasonInvalidIcons = "InvalidIcons"
 
+	// ReasonInvisibleCharacters means a text a model reads (the
+	// description, the title, a string of a schema) holds a character a
+	// person reviewing it would not see: a control, format, private-use or
+	// default-ignorable character, a variation selector, a noncharacter, or
+	// a line or paragraph separator.
+	ReasonInvisibleCharacters = "InvisibleCharacters"
+
 	// ReasonSourceNotOwned means spec.source.toolSource names a ToolSource
 	// that does not control this ToolDefinition: its credentials are not
 	// lent to it, and catalogs leave it out.

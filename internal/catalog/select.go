@@ -78,7 +78,7 @@ func Icons(td *v1alpha1.ToolDefinition) []contract.Icon {
 }
 
 // validSpec checks a ToolDefinition's parameters, then its output schema,
-// then its icons.
+// then its icons, then that no text a model reads hides characters.
 func validSpec(td *v1alpha1.ToolDefinition) error {
 	if err := toolschema.ValidateParameters(Parameters(td)); err != nil {
 		return err
@@ -86,7 +86,21 @@ func validSpec(td *v1alpha1.ToolDefinition) error {
 	if err := toolschema.ValidateOutputSchema(OutputSchema(td)); err != nil {
 		return err
 	}
-	return contract.CheckIcons(Icons(td))
+	if err := contract.CheckIcons(Icons(td)); err != nil {
+		return err
+	}
+	return toolschema.CheckTexts(Texts(td)...)
+}
+
+// Texts are the texts of a ToolDefinition a model reads: its
+// description, title and every string of its schemas.
+func Texts(td *v1alpha1.ToolDefinition) []toolschema.Text {
+	texts := []toolschema.Text{{Field: "spec.description", Value: td.Spec.Description}}
+	if a := td.Spec.Annotations; a != nil {
+		texts = append(texts, toolschema.Text{Field: "spec.annotations.title", Value: a.Title})
+	}
+	texts = append(texts, toolschema.SchemaTexts("spec.parameters", Parameters(td))...)
+	return append(texts, toolschema.SchemaTexts("spec.outputSchema", OutputSchema(td))...)
 }
 
 // Select keeps the valid ToolDefinitions (a parameters schema that does

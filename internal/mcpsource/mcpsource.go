@@ -20,7 +20,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -403,22 +402,11 @@ func importSchema(schema any, what string, validate func([]byte) error) (*apiext
 }
 
 // Hidden reports the first character of s a person reviewing it would not
-// see, or see other than a model reads it: control characters (but tab and
-// newlines) and format characters (bidirectional overrides, zero-width and
-// invisible characters, tag characters), with its byte offset; ok is false
-// when there is none.
-func Hidden(s string) (r rune, at int, ok bool) {
-	for i, r := range s {
-		if hidden(r) {
-			return r, i, true
-		}
-	}
-	return 0, 0, false
-}
+// see, or see other than a model reads it (toolschema.Invisible), with
+// its byte offset; ok is false when there is none.
+func Hidden(s string) (r rune, at int, ok bool) { return toolschema.FindInvisible(s) }
 
-func hidden(r rune) bool {
-	return (unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r') || unicode.Is(unicode.Cf, r)
-}
+func hidden(r rune) bool { return toolschema.Invisible(r) }
 
 // Visible writes the characters Hidden finds as \u escapes, so what is
 // printed is what is there.
@@ -441,48 +429,27 @@ func Visible(s string) string {
 // holds hidden characters is refused: they can carry instructions a model
 // follows and a reviewer never sees.
 func hiddenText(t *mcp.Tool) string {
-	fields := []struct{ what, text string }{{"name", t.Name}, {"title", t.Title}, {"description", t.Description}}
+	texts := []toolschema.Text{{Field: "name", Value: t.Name}, {Field: "title", Value: t.Title}, {Field: "description", Value: t.Description}}
 	if t.Annotations != nil {
-		fields = append(fields, struct{ what, text string }{"annotations title", t.Annotations.Title})
+		texts = append(texts, toolschema.Text{Field: "annotations title", Value: t.Annotations.Title})
 	}
 	for _, s := range []struct {
 		what   string
 		schema any
 	}{{"input schema", t.InputSchema}, {"output schema", t.OutputSchema}} {
-		if s.schema == nil {
-			continue
-		}
-		raw, _ := json.Marshal(s.schema)
-		var schema any
-		_ = json.Unmarshal(raw, &schema)
-		for _, str := range schemaStrings(schema, nil) {
-			fields = append(fields, struct{ what, text string }{s.what, str})
+		if s.schema != nil {
+			raw, _ := json.Marshal(s.schema)
+			texts = append(texts, toolschema.SchemaTexts(s.what, raw)...)
 		}
 	}
-	for _, f := range fields {
-		if r, at, ok := Hidden(f.text); ok {
-			return fmt.Sprintf("its %s holds the invisible or control character U+%04X (at byte %d), which can hide text from the people who review it", f.what, r, at)
+	if err := toolschema.CheckTexts(texts...); err != nil {
+		var ie *toolschema.InvisibleError
+		if errors.As(err, &ie) {
+			return fmt.Sprintf("its %s holds the invisible or control character U+%04X (at byte %d), which can hide text from the people who review it", ie.Field, ie.Rune, ie.At)
 		}
+		return err.Error()
 	}
 	return ""
-}
-
-// schemaStrings collects every string of a decoded JSON value, keys
-// included.
-func schemaStrings(v any, out []string) []string {
-	switch v := v.(type) {
-	case string:
-		out = append(out, v)
-	case []any:
-		for _, e := range v {
-			out = schemaStrings(e, out)
-		}
-	case map[string]any:
-		for k, e := range v {
-			out = schemaStrings(e, append(out, k))
-		}
-	}
-	return out
 }
 
 // headerTransport adds headers to every request for the configured host
