@@ -25,7 +25,7 @@ import (
 
 // ownGateway serves the suite's catalogs with other limits, on a loopback
 // port of its own; it returns the gateway and its base URL.
-func ownGateway(t *testing.T, limits Limits, edits ...func(*Options)) (*Gateway, string) {
+func ownGateway(t testing.TB, limits Limits, edits ...func(*Options)) (*Gateway, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

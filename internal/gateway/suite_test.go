@@ -149,7 +149,7 @@ func run(m *testing.M) int {
 	return code
 }
 
-func newNamespace(t *testing.T) string {
+func newNamespace(t testing.TB) string {
 	t.Helper()
 	return testenv.Namespace(t, kube, "gw-")
 }
@@ -235,7 +235,7 @@ func sourceFor(ns, name, url, catalog string) *v1alpha1.ToolSource {
 	}}
 }
 
-func create(t *testing.T, objs ...client.Object) {
+func create(t testing.TB, objs ...client.Object) {
 	t.Helper()
 	for _, o := range objs {
 		if err := kube.Create(context.Background(), o); err != nil {
@@ -245,7 +245,7 @@ func create(t *testing.T, objs ...client.Object) {
 }
 
 // published waits until a catalog's version in Redis holds n tools.
-func published(t *testing.T, ns, name string, n int) *contract.Document {
+func published(t testing.TB, ns, name string, n int) *contract.Document {
 	t.Helper()
 	rc := redisSrv.Client()
 	defer rc.Close()
@@ -344,7 +344,7 @@ func connect(t *testing.T, ns, catalog, token, query string, opts *mcp.ClientOpt
 
 // connectAt connects to the endpoint of a catalog at the gateway of base
 // with the SDK's latest protocol (2026-07-28: no session).
-func connectAt(t *testing.T, base, ns, catalog, token, query string, opts *mcp.ClientOptions) *mcp.ClientSession {
+func connectAt(t testing.TB, base, ns, catalog, token, query string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	return connectWith(t, base, ns, catalog, token, query, opts, "")
 }
@@ -365,7 +365,7 @@ func connectSession(t *testing.T, base, ns, catalog, token string) *mcp.ClientSe
 
 // connectWith connects with a protocol version, the SDK's latest when
 // empty.
-func connectWith(t *testing.T, base, ns, catalog, token, query string, opts *mcp.ClientOptions, protocol string) *mcp.ClientSession {
+func connectWith(t testing.TB, base, ns, catalog, token, query string, opts *mcp.ClientOptions, protocol string) *mcp.ClientSession {
 	t.Helper()
 	endpoint := fmt.Sprintf("%s/mcp/%s/%s%s", base, ns, catalog, query)
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, opts)

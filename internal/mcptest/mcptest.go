@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -252,4 +253,56 @@ func (e *Endless) Pages() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.pages
+}
+
+// Canned is an MCP server (Streamable HTTP, answers as JSON) that answers
+// each method with a result fixed in advance, sent as it is: a server
+// whose answers cost nothing to make, for measuring what reading them
+// costs a client.
+type Canned struct {
+	URL string
+}
+
+// NewCanned starts a Canned server answering the methods of results
+// (tools/list, tools/call, ...) with them; initialize is answered, and
+// other requests get "method not found". It stops when the test ends.
+func NewCanned(t testing.TB, results map[string]json.RawMessage) *Canned {
+	t.Helper()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "no stream", http.StatusMethodNotAllowed)
+			return
+		}
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				ProtocolVersion string `json:"protocolVersion"`
+			} `json:"params"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if len(req.ID) == 0 { // a notification
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		result, ok := results[req.Method]
+		if req.Method == "initialize" {
+			result, _ = json.Marshal(map[string]any{"protocolVersion": req.Params.ProtocolVersion, "capabilities": map[string]any{"tools": map[string]any{}},
+				"serverInfo": map[string]any{"name": "canned", "version": "1"}})
+			ok = true
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if !ok {
+			_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": -32601, "message": "method not found"}})
+			return
+		}
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":`, req.ID)
+		_, _ = w.Write(result)
+		_, _ = io.WriteString(w, "}")
+	}))
+	t.Cleanup(hs.Close)
+	return &Canned{URL: hs.URL + "/mcp"}
 }
