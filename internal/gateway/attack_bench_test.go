@@ -4,48 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"runtime"
-	"runtime/metrics"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
 )
-
-// heapPeak samples the heap's objects (live and not yet swept) until stop
-// is called, and returns the highest sample above the heap after a
-// collection at the start, in MiB.
-func heapPeak() (stop func() float64) {
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
-	runtime.GC()
-	idle := read()
-	done := make(chan struct{})
-	peak := make(chan uint64)
-	go func() {
-		high := idle
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				peak <- high
-				return
-			case <-tick.C:
-				high = max(high, read())
-			}
-		}
-	}()
-	return func() float64 {
-		close(done)
-		return float64(<-peak-idle) / (1 << 20)
-	}
-}
 
 // BenchmarkUpstreamResultFlood is the attack of an upstream server that
 // answers each call with about 4 MiB of small JSON objects (within the
@@ -70,7 +38,7 @@ func BenchmarkUpstreamResultFlood(b *testing.B) {
 			cs := connectAt(b, base, ns, "flood", aliceToken, "", nil)
 			peak := 0.0
 			for b.Loop() {
-				stop := heapPeak()
+				stop := testenv.HeapPeak()
 				var wg sync.WaitGroup
 				for range 6 {
 					wg.Go(func() {

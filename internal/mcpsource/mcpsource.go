@@ -203,6 +203,9 @@ func (s *Session) Tools(ctx context.Context, maxTools int) ([]*mcp.Tool, error) 
 			}
 			return nil, fmt.Errorf("listing tools: %w", err)
 		}
+		for _, t := range res.Tools {
+			compactSchemas(t)
+		}
 		out = append(out, res.Tools...)
 		switch {
 		case s.status.read.Load()-read > MaxListBytes || s.status.values.Load()-values > MaxListValues:
@@ -215,6 +218,21 @@ func (s *Session) Tools(ctx context.Context, maxTools int) ([]*mcp.Tool, error) 
 			return nil, fmt.Errorf("%w: page %d holds no tools but points to another", ErrTooManyTools, pages+1)
 		}
 		cursor = res.NextCursor
+	}
+}
+
+// compactSchemas keeps a listed tool's schemas as the JSON they encode
+// to, not as the maps the SDK decoded: a list is held whole until it
+// ends, and decoded, a schema of small objects takes thirty times its
+// bytes. What is imported is the same: importing encodes them again.
+func compactSchemas(t *mcp.Tool) {
+	for _, schema := range []*any{&t.InputSchema, &t.OutputSchema} {
+		if *schema == nil {
+			continue
+		}
+		if raw, err := json.Marshal(*schema); err == nil {
+			*schema = json.RawMessage(raw)
+		}
 	}
 }
 

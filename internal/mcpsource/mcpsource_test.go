@@ -2,6 +2,7 @@ package mcpsource
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
 )
 
 func connect(t *testing.T, cfg Config) *Session {
@@ -281,5 +283,45 @@ func TestValueCounter(t *testing.T) {
 		if c.n != want {
 			t.Errorf("%q: %d values, want %d", in, c.n, want)
 		}
+	}
+}
+
+// BenchmarkToolListFlood is the attack of a server whose tools/list pages
+// never end, each one huge tool: the client's heap above idle at its
+// peak until Tools stops it. Pages of 4 MiB of small objects are cut at
+// the first page by the bound of values; pages of 1 MiB within both
+// bounds of an answer are stopped by the bounds of a whole list. Without
+// those, one ~4 MiB tool a page took the manager past 2,250 MiB in 38
+// pages. Run it with
+// go test ./internal/mcpsource -run '^$' -bench ToolListFlood -benchtime 3x.
+func BenchmarkToolListFlood(b *testing.B) {
+	for _, tt := range []struct {
+		name       string
+		properties int
+		want       error
+	}{{"page=4MiB", 160_000, ErrResponseTooLarge}, {"page=1MiB", 40_000, ErrListTooLarge}} {
+		b.Run(tt.name, func(b *testing.B) {
+			schema, err := json.Marshal(bigSchema(tt.properties))
+			if err != nil {
+				b.Fatal(err)
+			}
+			page := json.RawMessage(`{"tools":[{"name":"huge","description":"A huge tool.","inputSchema":` + string(schema) + `}],"nextCursor":"next"}`)
+			srv := mcptest.NewCanned(b, map[string]json.RawMessage{"tools/list": page})
+			peak := 0.0
+			for b.Loop() {
+				s, err := Connect(context.Background(), Config{URL: srv.URL, Egress: testEgress})
+				if err != nil {
+					b.Fatal(err)
+				}
+				stop := testenv.HeapPeak()
+				_, err = s.Tools(context.Background(), 0)
+				peak = max(peak, stop())
+				_ = s.Close()
+				if !errors.Is(err, tt.want) {
+					b.Fatalf("%v, want %v", err, tt.want)
+				}
+			}
+			b.ReportMetric(peak, "peak-heap-MiB")
+		})
 	}
 }

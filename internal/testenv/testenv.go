@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	goruntime "runtime"
+	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -187,4 +189,35 @@ func MetricsReaderToken(ctx context.Context, cfg *rest.Config, name string, read
 		return "", err
 	}
 	return tr.Status.Token, nil
+}
+
+// HeapPeak samples the heap's objects (live and not yet swept) every
+// millisecond until stop is called, which returns the highest sample above
+// the heap after a collection at the start, in MiB: what an attack on the
+// process costs it at its worst.
+func HeapPeak() (stop func() float64) {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
+	goruntime.GC()
+	idle := read()
+	done := make(chan struct{})
+	peak := make(chan uint64)
+	go func() {
+		high := idle
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				peak <- high
+				return
+			case <-tick.C:
+				high = max(high, read())
+			}
+		}
+	}()
+	return func() float64 {
+		close(done)
+		return float64(<-peak-idle) / (1 << 20)
+	}
 }
