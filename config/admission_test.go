@@ -69,15 +69,7 @@ func forgedTool(ns, name string, uid string) *v1alpha1.ToolDefinition {
 // users' other writes, the manager's own, and an approver's approval.
 func TestAdmissionPolicies(t *testing.T) {
 	objs := render(t, "default")
-	env, cfg, err := testenv.Start("..", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	admin, err := client.New(cfg, client.Options{Scheme: manager.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, admin := apiServer(t)
 	ctx := t.Context()
 	const ns = "team-a"
 	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -85,7 +77,8 @@ func TestAdmissionPolicies(t *testing.T) {
 	}
 	source := &v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crm"},
 		Spec: v1alpha1.ToolSourceSpec{MCP: v1alpha1.MCPServerSpec{URL: "http://crm.example/mcp"}, ChangePolicy: v1alpha1.ChangePolicyRequireApproval}}
-	if err := admin.Create(ctx, source); err != nil {
+	var err error
+	if err = admin.Create(ctx, source); err != nil {
 		t.Fatal(err)
 	}
 	createAdmission(t, admin, objs, ns)
@@ -169,6 +162,22 @@ func TestAdmissionPolicies(t *testing.T) {
 	if err := admin.Get(ctx, client.ObjectKeyFromObject(source), source); err != nil || source.Annotations[v1alpha1.AnnotationApprove] != approval[v1alpha1.AnnotationApprove] {
 		t.Fatalf("the approval is not on the source: %v %v", err, source.Annotations)
 	}
+}
+
+// apiServer starts a kube-apiserver and etcd for the test, and returns
+// their config and an admin's client.
+func apiServer(t *testing.T) (*rest.Config, client.Client) {
+	t.Helper()
+	env, cfg, err := testenv.Start("..", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	admin, err := client.New(cfg, client.Options{Scheme: manager.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, admin
 }
 
 // userClient is a client acting as user, granted rules by a Role in ns,

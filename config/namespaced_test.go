@@ -40,15 +40,7 @@ const (
 func TestNamespacedInstallGrantsOnlyItsNamespaces(t *testing.T) {
 	objs := render(t, "namespaced")
 	watched, _ := namespacedInstall(t, objs)
-	env, cfg, err := testenv.Start("..", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	admin, err := client.New(cfg, client.Options{Scheme: manager.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, admin := apiServer(t)
 	ctx := t.Context()
 	namespaces := append([]string{system, "team-c"}, watched[managerSA]...)
 	for _, ns := range namespaces {

@@ -44,8 +44,9 @@ func upstreamHash(g Gomega, prefix string, tool *mcp.Tool) string {
 // Under RequireApproval, an upstream change to an imported tool (its
 // description, its annotations) and a tool the server adds later are held:
 // the ToolDefinitions and the published catalog keep the approved version
-// until a person approves the new spec hash, through the plugin, the
-// ToolSource annotation or the ToolDefinition's own annotation.
+// until a person approves the new spec hash, through the plugin or the
+// ToolSource annotation; the ToolDefinition's own annotation approves
+// nothing.
 func TestToolSourceRequireApprovalHoldsUpstreamChanges(t *testing.T) {
 	g := gomegaFor(t)
 	ctx := context.Background()

@@ -36,10 +36,9 @@ func clientAs(g *WithT, ns, user string, rules ...rbacv1.PolicyRule) client.Clie
 // upstream tool the source holds for approval is not the source's. The
 // source says why it skipped the forgery, and neither the validation nor
 // the catalog lets it through, so the source's credentials never go with
-// it. Before the source kept a record
-// of what it created, the forgery was adopted: the held "added" tool
-// turned into a "modified" one whose kept text was the forger's, served
-// as valid.
+// it. Before the source kept a record of what it created, the forgery was
+// adopted: the held "added" tool turned into a "modified" one whose kept
+// text was the forger's, served as valid.
 func TestForgedOwnershipIsNotAdopted(t *testing.T) {
 	g := gomegaFor(t)
 	ctx := context.Background()

@@ -75,15 +75,19 @@ func TestBorrowedToolSourceCredentialsAreRefused(t *testing.T) {
 			td.Spec.Source = &v1alpha1.ToolSourceReference{ToolSource: "crm", Tool: "export_contacts"}
 		})
 	}
+	rejected := func(object string) {
+		t.Helper()
+		waitFor(t, "the catalog to reject ToolDefinition "+object, func() bool {
+			td, tc := &v1alpha1.ToolDefinition{}, &v1alpha1.ToolCatalog{}
+			if kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: object}, td) != nil || kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "crm"}, tc) != nil {
+				return false
+			}
+			c := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid)
+			return c != nil && c.Reason == v1alpha1.ReasonSourceNotOwned && len(tc.Status.FailingTools) == 1 && tc.Status.FailingTools[0].ToolDefinition == object
+		})
+	}
 	create(t, borrowing("borrowed"))
-	waitFor(t, "the catalog to reject the borrowing ToolDefinition", func() bool {
-		td, tc := &v1alpha1.ToolDefinition{}, &v1alpha1.ToolCatalog{}
-		if kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "borrowed"}, td) != nil || kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "crm"}, tc) != nil {
-			return false
-		}
-		c := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid)
-		return c != nil && c.Reason == v1alpha1.ReasonSourceNotOwned && len(tc.Status.FailingTools) == 1 && tc.Status.FailingTools[0].ToolDefinition == "borrowed"
-	})
+	rejected("borrowed")
 	if err := kube.Delete(t.Context(), borrowing("borrowed")); err != nil {
 		t.Fatal(err)
 	}
@@ -92,14 +96,7 @@ func TestBorrowedToolSourceCredentialsAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	create(t, borrowing("forged", metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ToolSource", Name: "crm", UID: ts.UID, Controller: new(true)}))
-	waitFor(t, "the catalog to reject the forged ToolDefinition", func() bool {
-		td, tc := &v1alpha1.ToolDefinition{}, &v1alpha1.ToolCatalog{}
-		if kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "forged"}, td) != nil || kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "crm"}, tc) != nil {
-			return false
-		}
-		c := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid)
-		return c != nil && c.Reason == v1alpha1.ReasonSourceNotOwned && len(tc.Status.FailingTools) == 1 && tc.Status.FailingTools[0].ToolDefinition == "forged"
-	})
+	rejected("forged")
 	published(t, ns, "crm", 2)
 }
 

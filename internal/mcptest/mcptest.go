@@ -199,52 +199,21 @@ type Endless struct {
 func NewEndless(t testing.TB) *Endless {
 	t.Helper()
 	e := &Endless{}
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			http.Error(w, "no stream", http.StatusMethodNotAllowed)
-			return
+	e.URL = serveJSONRPC(t, "endless", func(method string) (json.RawMessage, bool) {
+		if method != "tools/list" {
+			return nil, false
 		}
-		var req struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				ProtocolVersion string `json:"protocolVersion"`
-				Cursor          string `json:"cursor"`
-			} `json:"params"`
+		e.mu.Lock()
+		e.pages++
+		page := e.pages
+		e.mu.Unlock()
+		tools := make([]any, 10)
+		for i := range tools {
+			tools[i] = map[string]any{"name": fmt.Sprintf("tool_%d_%d", page, i), "description": "One more tool.", "inputSchema": map[string]any{"type": "object"}}
 		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		var result any
-		switch req.Method {
-		case "initialize":
-			result = map[string]any{"protocolVersion": req.Params.ProtocolVersion, "capabilities": map[string]any{"tools": map[string]any{}},
-				"serverInfo": map[string]any{"name": "endless", "version": "1"}}
-		case "tools/list":
-			e.mu.Lock()
-			e.pages++
-			page := e.pages
-			e.mu.Unlock()
-			tools := make([]any, 10)
-			for i := range tools {
-				tools[i] = map[string]any{"name": fmt.Sprintf("tool_%d_%d", page, i), "description": "One more tool.", "inputSchema": map[string]any{"type": "object"}}
-			}
-			result = map[string]any{"tools": tools, "nextCursor": fmt.Sprintf("page-%d", page+1)}
-		default:
-			if len(req.ID) == 0 { // a notification
-				w.WriteHeader(http.StatusAccepted)
-				return
-			}
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": -32601, "message": "method not found"}})
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
-	}))
-	t.Cleanup(hs.Close)
-	e.URL = hs.URL + "/mcp"
+		raw, _ := json.Marshal(map[string]any{"tools": tools, "nextCursor": fmt.Sprintf("page-%d", page+1)})
+		return raw, true
+	})
 	return e
 }
 
@@ -268,6 +237,19 @@ type Canned struct {
 // other requests get "method not found". It stops when the test ends.
 func NewCanned(t testing.TB, results map[string]json.RawMessage) *Canned {
 	t.Helper()
+	return &Canned{URL: serveJSONRPC(t, "canned", func(method string) (json.RawMessage, bool) {
+		result, ok := results[method]
+		return result, ok
+	})}
+}
+
+// serveJSONRPC serves an MCP server named name over Streamable HTTP,
+// answering each request as JSON: initialize itself, every other method
+// with the result answer gives (sent as it is), "method not found" when
+// it gives none. It returns the endpoint's URL and stops when the test
+// ends.
+func serveJSONRPC(t testing.TB, name string, answer func(method string) (json.RawMessage, bool)) string {
+	t.Helper()
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			http.Error(w, "no stream", http.StatusMethodNotAllowed)
@@ -288,10 +270,10 @@ func NewCanned(t testing.TB, results map[string]json.RawMessage) *Canned {
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
-		result, ok := results[req.Method]
+		result, ok := answer(req.Method)
 		if req.Method == "initialize" {
 			result, _ = json.Marshal(map[string]any{"protocolVersion": req.Params.ProtocolVersion, "capabilities": map[string]any{"tools": map[string]any{}},
-				"serverInfo": map[string]any{"name": "canned", "version": "1"}})
+				"serverInfo": map[string]any{"name": name, "version": "1"}})
 			ok = true
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -304,5 +286,5 @@ func NewCanned(t testing.TB, results map[string]json.RawMessage) *Canned {
 		_, _ = io.WriteString(w, "}")
 	}))
 	t.Cleanup(hs.Close)
-	return &Canned{URL: hs.URL + "/mcp"}
+	return hs.URL + "/mcp"
 }
