@@ -136,10 +136,17 @@ func stripUnread(in any) (any, error) {
 	return in, err
 }
 
+// MaxSourceTools bounds --source-max-tools: a ToolSource's record of
+// what it created (status.imported) holds at most as many UIDs.
+const MaxSourceTools = 20_000
+
 var stripManagedFields = cache.TransformStripManagedFields()
 
 // New creates a manager with probes; controllers are added by Setup.
 func New(restCfg *rest.Config, c Config) (ctrl.Manager, error) {
+	if c.SourceMaxTools > MaxSourceTools {
+		return nil, fmt.Errorf("--source-max-tools %d: at most %d, the ToolDefinitions a ToolSource's record (status.imported) holds", c.SourceMaxTools, MaxSourceTools)
+	}
 	restCfg = rest.CopyConfig(restCfg)
 	if c.QPS > 0 {
 		restCfg.QPS, restCfg.Burst = float32(c.QPS), c.Burst

@@ -350,3 +350,11 @@ func TestCacheDropsWhatNothingReads(t *testing.T) {
 		t.Fatal("the API server's object lost what the cache dropped")
 	}
 }
+
+// A source may not list more tools than its record of what it created
+// holds: the manager refuses to start so configured.
+func TestSourceMaxToolsIsBoundedByTheRecord(t *testing.T) {
+	if _, err := New(cfg, Config{SourceMaxTools: MaxSourceTools + 1, MetricsAddr: "0", ProbeAddr: "0"}); err == nil || !strings.Contains(err.Error(), "status.imported") {
+		t.Fatalf("--source-max-tools past the record: %v", err)
+	}
+}
