@@ -118,11 +118,8 @@ func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *
 		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonInvalidIcons, err.Error()
 	} else if err := toolschema.CheckTexts(catalog.Texts(td)...); err != nil {
 		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonInvisibleCharacters, err.Error()
-	} else if err := catalog.ValidateSource(td, source); err != nil {
-		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonSourceNotOwned, err.Error()
-		if errors.Is(err, catalog.ErrSourceUnconfirmed) {
-			reason = v1alpha1.ReasonSourceUnconfirmed
-		}
+	} else if why, err := sourceReason(td, source); err != nil {
+		status, reason, message = metav1.ConditionFalse, why, err.Error()
 	}
 	setCondition(td, v1alpha1.ConditionValid, status, reason, message)
 	r.recordValidTransition(base, td)
@@ -302,23 +299,30 @@ func (r *ToolDefinitionReconciler) enqueueNaming(ctx context.Context, q workqueu
 	now, _ := after.(*v1alpha1.ToolSource)
 	for i := range list.Items {
 		td := &list.Items[i]
-		if old != nil && now != nil && sourceVerdict(td, old) == sourceVerdict(td, now) {
-			continue
+		if old != nil && now != nil {
+			was, _ := sourceReason(td, old)
+			is, _ := sourceReason(td, now)
+			if was == is {
+				continue
+			}
 		}
 		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(td)})
 	}
 }
 
-// sourceVerdict classes what catalog.ValidateSource says of td: 0 valid,
-// 1 unconfirmed, 2 refused.
-func sourceVerdict(td *v1alpha1.ToolDefinition, ts *v1alpha1.ToolSource) int {
+// sourceReason is the reason catalog.ValidateSource refuses td for, with
+// its error: SourceUnconfirmed for a tool the source has not recorded
+// yet, SourceNotOwned for one it did not create; "" and nil when td is
+// the source's own or names none.
+func sourceReason(td *v1alpha1.ToolDefinition, ts *v1alpha1.ToolSource) (string, error) {
 	switch err := catalog.ValidateSource(td, ts); {
 	case err == nil:
-		return 0
+		return "", nil
 	case errors.Is(err, catalog.ErrSourceUnconfirmed):
-		return 1
+		return v1alpha1.ReasonSourceUnconfirmed, err
+	default:
+		return v1alpha1.ReasonSourceNotOwned, err
 	}
-	return 2
 }
 
 // enqueueSelected queues the ToolDefinitions any version of a catalog

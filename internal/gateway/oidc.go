@@ -17,8 +17,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/coreos/go-oidc/v3/oidc"
-
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
 // OIDCIssuer is an OpenID Connect provider whose JWTs (ID or access tokens)
@@ -177,7 +175,7 @@ func (i *OIDCIssuer) verify(ctx context.Context, token string) (Principal, time.
 			return Principal{}, time.Time{}, fmt.Errorf("%w: email_verified is false", ErrUnauthenticated)
 		}
 	}
-	name, err := i.claimName(i.UserPrefix, user, true)
+	name, err := i.claimName(i.UserPrefix, user)
 	if err != nil {
 		return Principal{}, time.Time{}, fmt.Errorf("%w: claim %s: %v", ErrUnauthenticated, i.UserClaim, err)
 	}
@@ -194,7 +192,7 @@ func (i *OIDCIssuer) verify(ctx context.Context, token string) (Principal, time.
 		}
 	}
 	for _, g := range groups {
-		name, err := i.claimName(i.GroupsPrefix, g, false)
+		name, err := i.claimName(i.GroupsPrefix, g)
 		if err != nil {
 			return Principal{}, time.Time{}, fmt.Errorf("%w: claim %s: %v", ErrUnauthenticated, i.GroupsClaim, err)
 		}
@@ -207,26 +205,19 @@ func (i *OIDCIssuer) verify(ctx context.Context, token string) (Principal, time.
 
 // claimName is the principal's name for the value of a claim: prefix and
 // value. A value with control characters is refused, and so is a name
-// that would pose as a Kubernetes identity (system:...) or, for a user,
-// as a group (group:...), unless the prefix itself says so (the operator
-// mapped the claim there on purpose) or the issuer is the cluster's own,
-// whose names are Kubernetes identities.
-func (i *OIDCIssuer) claimName(prefix, value string, user bool) (string, error) {
+// that would pose as a Kubernetes identity (system:...), unless the prefix
+// itself says so (the operator mapped the claim there on purpose) or the
+// issuer is the cluster's own, whose names are Kubernetes identities. A
+// user that poses as a group (group:...) is refused by Authenticate,
+// whatever source named it.
+func (i *OIDCIssuer) claimName(prefix, value string) (string, error) {
 	if !utf8.ValidString(value) || strings.IndexFunc(value, unicode.IsControl) >= 0 {
 		return "", fmt.Errorf("%q holds control characters or is not UTF-8", value)
 	}
 	name := prefix + value
-	var reserved []string
-	if !i.Cluster {
-		reserved = append(reserved, "system:")
-	}
-	if user {
-		reserved = append(reserved, toolcatalog.GroupPrefix)
-	}
-	for _, r := range reserved {
-		if strings.HasPrefix(name, r) && !strings.HasPrefix(prefix, r) {
-			return "", fmt.Errorf("%q would pose as %s...: set a prefix for the claim", value, r)
-		}
+	const reserved = "system:"
+	if !i.Cluster && strings.HasPrefix(name, reserved) && !strings.HasPrefix(prefix, reserved) {
+		return "", fmt.Errorf("%q would pose as %s...: set a prefix for the claim", value, reserved)
 	}
 	return name, nil
 }

@@ -424,8 +424,6 @@ func importSchema(schema any, what string, validate func([]byte) error) (*apiext
 // its byte offset; ok is false when there is none.
 func Hidden(s string) (r rune, at int, ok bool) { return toolschema.FindInvisible(s) }
 
-func hidden(r rune) bool { return toolschema.Invisible(r) }
-
 // Visible writes the characters Hidden finds as \u escapes, so what is
 // printed is what is there.
 func Visible(s string) string {
@@ -434,7 +432,7 @@ func Visible(s string) string {
 	}
 	var b strings.Builder
 	for _, r := range s {
-		if hidden(r) {
+		if toolschema.Invisible(r) {
 			fmt.Fprintf(&b, "\\u%04X", r)
 			continue
 		}
