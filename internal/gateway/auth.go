@@ -123,6 +123,8 @@ const maxSources = 4096
 type sourceLimiters struct {
 	m        map[string]*sourceBucket
 	overflow *rate.Limiter
+	// swept is when sources idle for a minute were last dropped.
+	swept time.Time
 }
 
 type sourceBucket struct {
@@ -144,7 +146,10 @@ func (a *Authenticator) allowSource(ctx context.Context) bool {
 		ls.overflow = rate.NewLimiter(a.SourceLimit, a.SourceBurst)
 	}
 	b := ls.m[source]
-	if b == nil && len(ls.m) >= maxSources {
+	// A full table is swept at most once a second: a flood of new
+	// sources costs no walk of it each.
+	if b == nil && len(ls.m) >= maxSources && now.Sub(ls.swept) > time.Second {
+		ls.swept = now
 		for k, o := range ls.m {
 			if now.Sub(o.seen) > time.Minute {
 				delete(ls.m, k)

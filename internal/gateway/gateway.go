@@ -19,7 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
+	"net/netip"
 	"net/http"
 	"slices"
 	"strconv"
@@ -284,14 +284,19 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 }
 
 // clientAddress is the address a request comes from, without its port:
-// the source whose unknown tokens share a review budget. Behind a proxy it
-// is the proxy's.
+// the source whose unknown tokens share a review budget. An IPv6 client
+// is its /64, which one host usually holds whole, so it cannot take a
+// budget of its own per address. Behind a proxy it is the proxy's.
 func clientAddress(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
 	}
-	return host
+	if a := ap.Addr().Unmap(); a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return ap.Addr().Unmap().String()
 }
 
 // admit applies the per-principal bounds to a request that passed

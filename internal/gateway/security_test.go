@@ -587,3 +587,22 @@ func TestQueryCacheIsPerPrincipal(t *testing.T) {
 		t.Fatalf("after fin asked alice's query, %s embeddings; want 2: fin's search must not hit alice's cache", n)
 	}
 }
+
+// The source that shares a review budget is a client's IPv4 address, or
+// its IPv6 /64: a host that holds a whole /64 cannot take a budget per
+// address of it.
+func TestClientAddress(t *testing.T) {
+	for remote, want := range map[string]string{
+		"10.0.0.66:51234":            "10.0.0.66",
+		"[::ffff:10.0.0.66]:51234":   "10.0.0.66",
+		"[2001:db8:1:2::1]:443":      "2001:db8:1:2::/64",
+		"[2001:db8:1:2:ffff::9]:443": "2001:db8:1:2::/64",
+		"[2001:db8:1:3::1]:443":      "2001:db8:1:3::/64",
+		"[fe80::1%eth0]:80":          "fe80::/64",
+		"not an address":             "not an address",
+	} {
+		if got := clientAddress(&http.Request{RemoteAddr: remote}); got != want {
+			t.Errorf("%s: %s, want %s", remote, got, want)
+		}
+	}
+}
