@@ -29,8 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/manifests"
-	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/manifests"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
 )
 
 const (

@@ -11,8 +11,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/manifests"
-	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/manifests"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
 )
 
 // render renders a directory of config/ as `make deploy` does.

@@ -22,8 +22,8 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/gateway"
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
-	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
-	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcptest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
 )
 
 const (

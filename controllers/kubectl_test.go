@@ -28,6 +28,7 @@ func runKubectl(t *testing.T, args ...string) string {
 
 func tryKubectl(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	cluster.Use(t)
 	bin := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("kubectl not found in KUBEBUILDER_ASSETS: run `bash hack/build-controlplane.sh` (it builds kubectl with the API server): %v", err)

@@ -28,8 +28,9 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
-	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
-	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/suite"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
 )
 
 // The suite runs one real kube-apiserver and etcd (envtest) with the CRDs of
@@ -63,57 +64,50 @@ func init() {
 	utilruntime.Must(v1alpha1.AddToScheme(testScheme))
 }
 
-func TestMain(m *testing.M) {
-	os.Exit(runSuite(m))
-}
+// cluster is the suite's API server, Redis and manager: the first test
+// that needs them (newNamespace) starts them, so the pure tests of the
+// package run without KUBEBUILDER_ASSETS or redis-server.
+var cluster = suite.New(startCluster)
 
-func runSuite(m *testing.M) int {
+func TestMain(m *testing.M) {
 	// Every line, at debug level, is kept for tests that check what the
 	// manager logs; stderr shows what TEST_LOG_LEVEL asks for.
 	keep := zapcore.NewCore(zapcore.NewJSONEncoder(uberzap.NewDevelopmentEncoderConfig()), zapcore.AddSync(managerLogs), zapcore.DebugLevel)
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr), zap.Level(zapLevel()),
 		zap.RawZapOpts(uberzap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, keep) }))))
 	redisconn.RouteLogs(ctrl.Log)
+	os.Exit(cluster.Main(m))
+}
 
+func startCluster(onStop func(func() error)) error {
 	var err error
 	if testEnv, cfg, err = testenv.Start("..", ""); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
-	defer func() {
-		if err := testEnv.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
-		}
-	}()
+	onStop(testEnv.Stop)
 
 	dir, err := os.MkdirTemp("", "toolcatalog-suite-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
-	defer os.RemoveAll(dir)
+	onStop(func() error { return os.RemoveAll(dir) })
 	kubeconfig = filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, testEnv.KubeConfig, 0o600); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 
 	// Tests create hundreds of objects; client-go's default 5 QPS would
 	// make that crawl.
 	cfg.QPS, cfg.Burst = 500, 1000
 	if k8sClient, err = client.New(cfg, client.Options{Scheme: testScheme}); err != nil {
-		fmt.Fprintf(os.Stderr, "creating client: %v\n", err)
-		return 1
+		return fmt.Errorf("creating client: %w", err)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	// Catalogs labelled directLabel are left to tests that call Reconcile
 	// themselves, with a client that fails on command.
 	notDirect, err := labels.Parse("!" + directLabel)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testScheme,
@@ -122,28 +116,25 @@ func runSuite(m *testing.M) int {
 		Cache:                  cache.Options{ByObject: map[client.Object]cache.ByObject{&v1alpha1.ToolCatalog{}: {Label: notDirect}}},
 	})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "creating manager: %v\n", err)
-		return 1
+		return fmt.Errorf("creating manager: %w", err)
 	}
 	suiteManager = mgr
 	if err := (&ToolDefinitionReconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("tooldefinition-controller"),
 	}).SetupWithManager(mgr); err != nil {
-		fmt.Fprintf(os.Stderr, "setting up tooldefinition controller: %v\n", err)
-		return 1
+		return fmt.Errorf("setting up tooldefinition controller: %w", err)
 	}
-	redisServer, err = redistest.Start("")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting redis-server: %v\n", err)
-		return 1
+	if redisServer, err = redistest.Start(""); err != nil {
+		return fmt.Errorf("starting redis-server: %w", err)
 	}
-	defer redisServer.Stop()
+	onStop(redisServer.Stop)
 	fast := embedding.DefaultRetryPolicy()
 	fast.MaxRetries = 1
 	fast.Backoff.Duration = 10 * time.Millisecond
 	redisPool = redisconn.NewPool()
-	defer redisPool.Close()
+	onStop(func() error { redisPool.Close(); return nil })
+	ctx, cancel := context.WithCancel(context.Background())
 	if err := (&ToolCatalogReconciler{
 		Client:      mgr.GetClient(),
 		APIReader:   mgr.GetAPIReader(),
@@ -152,15 +143,15 @@ func runSuite(m *testing.M) int {
 		RetryPolicy: &fast,
 		Providers:   suiteProviders,
 	}).SetupWithManager(ctx, mgr); err != nil {
-		fmt.Fprintf(os.Stderr, "setting up toolcatalog controller: %v\n", err)
-		return 1
+		cancel()
+		return fmt.Errorf("setting up toolcatalog controller: %w", err)
 	}
 	// Test servers listen on 127.0.0.1; 127.0.0.2 stands for what the
 	// policy denies (a metadata service, an internal host).
 	policy, err := egress.New([]string{"127.0.0.1/32"}, cfg.Host)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		cancel()
+		return err
 	}
 	if err := (&ToolSourceReconciler{
 		Client:    mgr.GetClient(),
@@ -169,19 +160,19 @@ func runSuite(m *testing.M) int {
 		Egress:    policy,
 		MaxTools:  100,
 	}).SetupWithManager(mgr); err != nil {
-		fmt.Fprintf(os.Stderr, "setting up toolsource controller: %v\n", err)
-		return 1
+		cancel()
+		return fmt.Errorf("setting up toolsource controller: %w", err)
 	}
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(ctx) }()
-
-	code := m.Run()
-	cancel()
-	if err := <-mgrDone; err != nil {
-		fmt.Fprintf(os.Stderr, "manager: %v\n", err)
-		return 1
-	}
-	return code
+	onStop(func() error {
+		cancel()
+		if err := <-mgrDone; err != nil {
+			return fmt.Errorf("manager: %w", err)
+		}
+		return nil
+	})
+	return nil
 }
 
 // logBuffer is a log sink safe for concurrent writers.
@@ -221,5 +212,6 @@ func zapLevel() zapcore.Level {
 // newNamespace creates a namespace for one test and deletes it afterwards.
 func newNamespace(t *testing.T) string {
 	t.Helper()
+	cluster.Use(t)
 	return testenv.Namespace(t, k8sClient, "test-")
 }

@@ -16,8 +16,8 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
-	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/plugin"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcptest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 

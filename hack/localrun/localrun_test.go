@@ -20,7 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
 )
 
 // localRun is one run of what `make run` runs on a machine without a

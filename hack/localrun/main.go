@@ -42,9 +42,9 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpdemo"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
-	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/samples"
-	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
 )
 
 func main() {

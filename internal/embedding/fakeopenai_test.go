@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/openaitest"
 )
 
 const testAPIKey = "sk-test-0123456789SECRETKEY"

@@ -12,7 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/openaitest"
 )
 
 func newTestEmbedder(t *testing.T, f *openaitest.Server, mutate func(*OpenAIEmbedderConfig)) *OpenAIEmbedder {

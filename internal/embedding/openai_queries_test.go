@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/openaitest"
 )
 
 var weatherSpec = ToolSpec{

@@ -213,6 +213,7 @@ func TestMissingOrBadTokenIsUnauthorized(t *testing.T) {
 // (the API server's own when empty), as a projected volume would.
 func serviceAccountToken(t *testing.T, ns, name, audience string) *authenticationv1.TokenRequest {
 	t.Helper()
+	shared.Use(t)
 	cset, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		t.Fatal(err)

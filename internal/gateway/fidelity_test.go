@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
-	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcptest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 

@@ -20,13 +20,14 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
-	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcptest"
 )
 
 // ownGateway serves the suite's catalogs with other limits, on a loopback
 // port of its own; it returns the gateway and its base URL.
 func ownGateway(t testing.TB, limits Limits, edits ...func(*Options)) (*Gateway, string) {
 	t.Helper()
+	shared.Use(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	policy, err := egress.New(egressAllow)

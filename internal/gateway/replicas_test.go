@@ -26,8 +26,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
-	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
-	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcptest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -43,6 +43,7 @@ type replica struct {
 // ready.
 func startReplica(t *testing.T, bin, kubeconfigPath, addr string) *replica {
 	t.Helper()
+	shared.Use(t)
 	cmd := exec.Command(bin, "--kubeconfig", kubeconfigPath, "--bind-address", addr, "--metrics-bind-address", "0",
 		"--static-tokens", staticTokens, "--egress-allow", strings.Join(egressAllow, ","), "--shutdown-delay", "300ms",
 		"--searches-per-second", "1000", "--calls-per-second", "1000", "--audit=false")
@@ -395,6 +396,7 @@ func postSession(t *testing.T, base, ns, catalog, session, body string) (int, st
 // still in service. Closing the idle connection at SIGTERM instead would
 // reset the request, and a POST so reset is not sent again.
 func TestStoppingGatewayAnswersOnKeptAliveConnections(t *testing.T) {
+	shared.Use(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
-	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
-	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcptest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -135,6 +135,7 @@ func TestInjectedEntriesCannotBorrowCredentials(t *testing.T) {
 // refused and its server sees no more requests; the call that worked
 // before shows the token did reach it while the Secret was offered.
 func TestGatewayUsesOnlySecretsThatOptIn(t *testing.T) {
+	shared.Use(t)
 	ns, srv, cs := crmSession(t)
 
 	s := testSecret(ns, "crm-token", "", "")
@@ -300,6 +301,7 @@ func madeUpToken(sub string) string {
 // A token the API server refuses is asked about once, not on every
 // request, and unknown tokens are reviewed at a bounded rate.
 func TestFailedTokensAreCachedAndRateLimited(t *testing.T) {
+	shared.Use(t)
 	reviews := &countingCreates{Client: kube}
 	a := &Authenticator{Reviews: reviews, Audiences: []string{DefaultTokenAudience}, Limiter: rate.NewLimiter(0, 2)}
 	for range 3 {
@@ -407,6 +409,7 @@ func TestMalformedEntriesAreLeftOut(t *testing.T) {
 // API server accepts, of an identity that may get /metrics: anyone who
 // reached the port used to read it.
 func TestMetricsNeedAReader(t *testing.T) {
+	shared.Use(t)
 	stranger, err := testenv.MetricsReaderToken(t.Context(), restConfig, "gateway-metrics-stranger", false)
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -24,8 +25,9 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
-	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
-	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/suite"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -57,27 +59,29 @@ const (
 	finToken   = "fin-2b9e44"
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
+// shared is the API server, Redis, manager and gateway the tests share:
+// the first test that needs them (newNamespace, or a call on the gateway)
+// starts them, so the package's pure tests run without a cluster.
+var shared = suite.New(startSuite)
 
-func run(m *testing.M) int {
+func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
+
+func startSuite(onStop func(func() error)) error {
 	env, cfg, err := testenv.Start(filepath.Join("..", ".."), "")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
-	defer env.Stop()
+	onStop(env.Stop)
 	restConfig, kubeconfig = cfg, env.KubeConfig
 	if redisSrv, err = redistest.Start(""); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
-	defer redisSrv.Stop()
+	onStop(redisSrv.Stop)
 	if kube, err = client.New(cfg, client.Options{Scheme: manager.Scheme()}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	onStop(func() error { cancel(); return nil })
 	go func() {
 		if err := manager.Run(ctx, cfg, manager.Config{MetricsAddr: "0", ProbeAddr: "0", LeaderElectionID: "gateway-test", SkipNameValidation: true, EgressAllow: egressAllow}); err != nil {
 			fmt.Fprintln(os.Stderr, "manager:", err)
@@ -85,25 +89,21 @@ func run(m *testing.M) int {
 	}()
 	dir, err := os.MkdirTemp("", "gateway-test")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
-	defer os.RemoveAll(dir)
+	onStop(func() error { return os.RemoveAll(dir) })
 	staticTokens = filepath.Join(dir, "tokens.csv")
 	if err := os.WriteFile(staticTokens, []byte(aliceToken+",alice,1,\"staff\"\n"+finToken+",fin,2,\"finance,staff\"\n"), 0o600); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	gatewayURL = "http://" + l.Addr().String()
 	ml, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	metricsURL = "http://" + ml.Addr().String()
 	stopped := make(chan error, 1)
@@ -115,6 +115,18 @@ func run(m *testing.M) int {
 			// TestLimits checks the rates on a gateway of its own.
 			Limits: Limits{SearchesPerSecond: 1e6, CallsPerSecond: 1e6}, Version: "test", Log: logr.Discard()})
 	}()
+	onStop(func() error {
+		cancel()
+		select {
+		case err := <-stopped:
+			if err != nil {
+				return fmt.Errorf("gateway: %w", err)
+			}
+			return nil
+		case <-time.After(20 * time.Second):
+			return errors.New("the gateway did not stop within 20s of its context ending")
+		}
+	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get(gatewayURL + "/readyz")
@@ -125,32 +137,19 @@ func run(m *testing.M) int {
 			}
 		}
 		if time.Now().After(deadline) {
-			fmt.Fprintln(os.Stderr, "the gateway did not become ready within 30s")
-			return 1
+			return errors.New("the gateway did not become ready within 30s")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	if metricsToken, err = testenv.MetricsReaderToken(ctx, cfg, "gateway-metrics-reader", true); err != nil {
-		fmt.Fprintln(os.Stderr, "a token to read /metrics:", err)
-		return 1
+		return fmt.Errorf("a token to read /metrics: %w", err)
 	}
-	code := m.Run()
-	cancel()
-	select {
-	case err := <-stopped:
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "gateway:", err)
-			code = 1
-		}
-	case <-time.After(20 * time.Second):
-		fmt.Fprintln(os.Stderr, "the gateway did not stop within 20s of its context ending")
-		code = 1
-	}
-	return code
+	return nil
 }
 
 func newNamespace(t testing.TB) string {
 	t.Helper()
+	shared.Use(t)
 	return testenv.Namespace(t, kube, "gw-")
 }
 
@@ -237,6 +236,7 @@ func sourceFor(ns, name, url, catalog string) *v1alpha1.ToolSource {
 
 func create(t testing.TB, objs ...client.Object) {
 	t.Helper()
+	shared.Use(t)
 	for _, o := range objs {
 		if err := kube.Create(context.Background(), o); err != nil {
 			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
@@ -247,6 +247,7 @@ func create(t testing.TB, objs ...client.Object) {
 // published waits until a catalog's version in Redis holds n tools.
 func published(t testing.TB, ns, name string, n int) *contract.Document {
 	t.Helper()
+	shared.Use(t)
 	rc := redisSrv.Client()
 	defer rc.Close()
 	var last string
@@ -339,6 +340,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // connect opens an MCP session with the gateway's endpoint of a catalog.
 func connect(t *testing.T, ns, catalog, token, query string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
+	shared.Use(t)
 	return connectAt(t, gatewayURL, ns, catalog, token, query, opts)
 }
 
@@ -382,6 +384,7 @@ func connectWith(t testing.TB, base, ns, catalog, token, query string, opts *mcp
 // returns the status, headers and body.
 func initialize(t *testing.T, path, auth string) (int, http.Header, string) {
 	t.Helper()
+	shared.Use(t)
 	req, _ := http.NewRequest(http.MethodPost, gatewayURL+path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -456,6 +459,7 @@ func (r searchResult) names() []string {
 // metric returns the gateway's /metrics lines that start with prefix.
 func metric(t *testing.T, prefix string) []string {
 	t.Helper()
+	shared.Use(t)
 	req, _ := http.NewRequest(http.MethodGet, metricsURL+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+metricsToken)
 	resp, err := http.DefaultClient.Do(req)

@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
-	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcptest"
 )
 
 // recordSpans makes the global tracer provider record every span for the

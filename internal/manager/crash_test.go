@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
-	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
-	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/openaitest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
@@ -57,6 +57,7 @@ func (m *managerProcess) kill() {
 // tool is lost, identical content makes no second version, and the refresh
 // request pending at the kill is still carried out.
 func TestManagerKilledMidPass(t *testing.T) {
+	shared.Use(t)
 	const tools = 40
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -23,9 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
-	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
-	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
-	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/openaitest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/suite"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
 )
 
 var (
@@ -36,22 +37,26 @@ var (
 	kubeconfig []byte
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
+// shared is the API server and Redis the tests share, started by the
+// first test that needs them.
+var shared = suite.New(func(onStop func(func() error)) error {
 	env, c, err := testenv.Start(filepath.Join("..", ".."), "")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
+	onStop(env.Stop)
 	cfg, kubeconfig = c, env.KubeConfig
-	defer env.Stop()
 	if kube, err = client.New(cfg, client.Options{Scheme: Scheme()}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
-	return redistest.Main(m, &redisSrv)
-}
+	if redisSrv, err = redistest.Start(""); err != nil {
+		return err
+	}
+	onStop(redisSrv.Stop)
+	return nil
+})
+
+func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
 
 func freeAddr(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -73,6 +78,7 @@ func (c *countingReconciler) Reconcile(context.Context, reconcile.Request) (reco
 }
 
 func TestLeaderElectionLetsExactlyOneManagerReconcile(t *testing.T) {
+	shared.Use(t)
 	ns := testenv.Namespace(t, kube, "leader-")
 	c := Config{MetricsAddr: "0", ProbeAddr: "0", LeaderElection: true, LeaderElectionID: "leader-test", LeaderElectionNamespace: ns,
 		LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond, SkipNameValidation: true}
@@ -146,6 +152,7 @@ func TestLeaderElectionLetsExactlyOneManagerReconcile(t *testing.T) {
 }
 
 func TestMetricsAndProbesOfARunningManager(t *testing.T) {
+	shared.Use(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
 	done := make(chan error, 1)
@@ -269,6 +276,7 @@ func TestMetricsAndProbesOfARunningManager(t *testing.T) {
 // stay, and every write is a patch, so the API server keeps both. The
 // strings ToolDefinitions repeat are held once.
 func TestCacheDropsWhatNothingReads(t *testing.T) {
+	shared.Use(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ns := testenv.Namespace(t, kube, "cache-")
@@ -354,6 +362,7 @@ func TestCacheDropsWhatNothingReads(t *testing.T) {
 // A source may not list more tools than its record of what it created
 // holds: the manager refuses to start so configured.
 func TestSourceMaxToolsIsBoundedByTheRecord(t *testing.T) {
+	shared.Use(t)
 	if _, err := New(cfg, Config{SourceMaxTools: MaxSourceTools + 1, MetricsAddr: "0", ProbeAddr: "0"}); err == nil || !strings.Contains(err.Error(), "status.imported") {
 		t.Fatalf("--source-max-tools past the record: %v", err)
 	}

@@ -12,8 +12,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
-	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
-	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcptest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
 )
 
 func connect(t *testing.T, cfg Config) *Session {

@@ -24,9 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
-	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/samples"
-	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcptest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -42,6 +42,7 @@ func (w lineWriter) Write(p []byte) (int, error) {
 // ends and returns its URL.
 func startConsole(t *testing.T, args ...string) string {
 	t.Helper()
+	shared.Use(t)
 	return startConsoleAs(t, cfg, args...)
 }
 
@@ -157,6 +158,7 @@ func do(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Voi
 // server, and waits until the catalog serves every tool and is graded.
 func applySamples(t *testing.T, namespace string) {
 	t.Helper()
+	shared.Use(t)
 	ctx := context.Background()
 	docs := mcptest.New(t, mcptest.Options{Name: "docs", Version: "1.0.0"})
 	docs.Tool("search_docs", "Search the product documentation for pages that answer a question.", nil, nil)
@@ -318,6 +320,7 @@ func cmpOr(a, b string) string {
 // createAll creates objs in the cluster.
 func createAll(t *testing.T, objs ...client.Object) {
 	t.Helper()
+	shared.Use(t)
 	for _, o := range objs {
 		if err := kube.Create(context.Background(), o); err != nil {
 			t.Fatalf("creating %s: %v", o.GetName(), err)
@@ -341,6 +344,7 @@ func labelCatalog(name string, label map[string]string) *v1alpha1.ToolCatalog {
 // After an edit, the versions page shows what the new version changed:
 // the description before and after, and a diff of the parameters.
 func TestConsoleComparesVersions(t *testing.T) {
+	shared.Use(t)
 	ctx := context.Background()
 	label := map[string]string{"catalog": "changing"}
 	weather := labelledTool("cv-weather", "get_weather", "Get the current weather for a city.", label)
@@ -385,6 +389,7 @@ func TestConsoleComparesVersions(t *testing.T) {
 // the gradings the operator keeps with them, and a tool's page lists the
 // requests it learned with how many principals made each.
 func TestConsoleShowsGradingsAndLearnedRequests(t *testing.T) {
+	shared.Use(t)
 	ctx := context.Background()
 	label := map[string]string{"catalog": "learning"}
 	tc := labelCatalog("learning", label)
@@ -443,6 +448,7 @@ func TestConsoleShowsGradingsAndLearnedRequests(t *testing.T) {
 // tool, get a page that says so on each page, without a broken image or
 // an error in the browser.
 func TestConsoleExplainsEmptyAndUnpublishedCatalogs(t *testing.T) {
+	shared.Use(t)
 	ctx := context.Background()
 	unpublished := labelCatalog("no-key", map[string]string{"catalog": "assistant"})
 	unpublished.Spec.Embedding = v1alpha1.EmbeddingSpec{Provider: v1alpha1.ProviderOpenAI, Model: "text-embedding-3-small",
@@ -504,6 +510,7 @@ func TestConsoleExplainsEmptyAndUnpublishedCatalogs(t *testing.T) {
 // kubectl toolcatalog approve --hash does: the ToolDefinition takes the
 // new version.
 func TestConsoleApprovesAPendingChange(t *testing.T) {
+	shared.Use(t)
 	ctx := context.Background()
 	srv := mcptest.New(t, mcptest.Options{Name: "crm", Version: "1.0.0"})
 	srv.Tool("find_contact", "Find a contact by name.", nil, nil)

@@ -25,10 +25,11 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/controllers"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
-	"github.com/toolcatalog/tool-catalog-operator/internal/mcptest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
-	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
-	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcptest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/suite"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -39,61 +40,55 @@ var (
 	ns       = "plugin-test"
 )
 
-// TestMain runs a real API server with the operator's controllers and a
-// real Redis, and publishes a catalog of four tools with the builtin
-// providers.
-func TestMain(m *testing.M) { os.Exit(run(m)) }
+// shared is a real API server with the operator's controllers and a real
+// Redis, publishing a catalog of four tools with the builtin providers:
+// the first test that runs the plugin starts it.
+var shared = suite.New(startSuite)
 
-func run(m *testing.M) int {
+func TestMain(m *testing.M) { os.Exit(shared.Main(m)) }
+
+func startSuite(onStop func(func() error)) error {
 	env, c, err := testenv.Start(filepath.Join("..", ".."), "")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	cfg = c
-	defer env.Stop()
+	onStop(env.Stop)
 	if redisSrv, err = redistest.Start(""); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
-	defer redisSrv.Stop()
+	onStop(redisSrv.Stop)
 
 	scheme := manager.Scheme()
 	if kube, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	onStop(func() error { cancel(); return nil })
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	pool := redisconn.NewPool()
-	defer pool.Close()
+	onStop(func() error { pool.Close(); return nil })
 	if err := (&controllers.ToolCatalogReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("toolcatalog-controller"), Redis: pool}).SetupWithManager(ctx, mgr); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	// ToolSources on loopback MCP servers hold upstream changes for the
 	// console's approvals page.
 	policy, err := egress.New([]string{"127.0.0.1/32"}, cfg.Host)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	if err := (&controllers.ToolSourceReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("toolsource-controller"),
 		Egress: policy, MaxTools: 100}).SetupWithManager(mgr); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
 	go func() { _ = mgr.Start(ctx) }()
 	if err := publishFixture(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "publishing the fixture catalog:", err)
-		return 1
+		return fmt.Errorf("publishing the fixture catalog: %w", err)
 	}
-	return m.Run()
+	return nil
 }
 
 func publishFixture(ctx context.Context) error {
@@ -137,6 +132,7 @@ func publishFixture(ctx context.Context) error {
 // kubectlToolcatalog runs the plugin's command tree in-process.
 func kubectlToolcatalog(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	shared.Use(t)
 	var out, errOut bytes.Buffer
 	cmd := NewCommand(&Options{Out: &out, Err: &errOut, RESTConfig: cfg})
 	cmd.SetArgs(append([]string{"-n", ns}, args...))
@@ -239,6 +235,7 @@ func TestDescribeTool(t *testing.T) {
 }
 
 func TestVersionsAndRefresh(t *testing.T) {
+	shared.Use(t)
 	out := mustRun(t, "versions", "assistant")
 	r := rows(out)
 	if strings.Join(r[0], " ") != "VERSION CURRENT TOOLS SCHEMA HASH GENERATED" || r[1][0] != "1" || r[1][1] != "*" || r[1][2] != "4" {
@@ -268,6 +265,7 @@ func TestVersionsAndRefresh(t *testing.T) {
 }
 
 func TestRedisAddressOverrideAndErrors(t *testing.T) {
+	shared.Use(t)
 	if out := mustRun(t, "--redis-addr", redisSrv.Addr, "search", "assistant", "open a bug in github", "--method", "bm25"); rows(out)[1][1] != "create_issue" {
 		t.Fatalf("search through --redis-addr:\n%s", out)
 	}
@@ -280,6 +278,7 @@ func TestRedisAddressOverrideAndErrors(t *testing.T) {
 }
 
 func TestPurgeRequestsDeletesTheRecordedText(t *testing.T) {
+	shared.Use(t)
 	ctx := context.Background()
 	rc := redisSrv.Client()
 	defer rc.Close()
@@ -301,6 +300,7 @@ func TestPurgeRequestsDeletesTheRecordedText(t *testing.T) {
 // import needs no cluster: the ToolDefinitions it writes are created as
 // they are, and a tool that cannot be one is reported.
 func TestImportWritesToolDefinitionsFromAnMCPServer(t *testing.T) {
+	shared.Use(t)
 	srv := mcptest.New(t, mcptest.Options{Name: "docs", Version: "2.1.0", PageSize: 2, Token: "s3cret"})
 	srv.Tool("search", "Search the documentation by keywords.",
 		map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}, "required": []string{"q"}},

@@ -15,16 +15,18 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
 )
 
-var server *redistest.Server
+// server is the package's redis-server, started by the first test that
+// needs one.
+var server = redistest.NewShared()
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m, &server)) }
+func TestMain(m *testing.M) { os.Exit(server.Main(m)) }
 
 func newClient(t *testing.T) (redis.UniversalClient, Keys) {
 	t.Helper()
-	c := server.Client()
+	c := server.Get(t).Client()
 	t.Cleanup(func() { _ = c.Close() })
 	return c, Keys{Prefix: DefaultPrefix("ns-"+t.Name(), "cat")}
 }
@@ -616,7 +618,7 @@ func TestReadWithStagedRereadsAChangingCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	publish := func(version int, vec []byte) {
-		_, err := server.Client().TxPipelined(ctx, func(p redis.Pipeliner) error {
+		_, err := server.Get(t).Client().TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.HSet(ctx, k.Embeddings(), "a", vec)
 			p.Set(ctx, k.Version(), version, 0)
 			return nil
@@ -660,7 +662,7 @@ func TestReadWithStagedRereadsMetadataThatChanged(t *testing.T) {
 	writes := &writeOnVectorRead{publish: func(n int) {
 		if n == 1 {
 			next := testDoc(t, 2, "a")
-			if err := Write(ctx, server.Client(), k, Update{ExpectVersion: 1, Document: next, Previous: d, Metadata: map[string][]byte{"a": []byte(`{"spec_hash":"h-a","model":"new"}`)}, Retain: 1}); err != nil {
+			if err := Write(ctx, server.Get(t).Client(), k, Update{ExpectVersion: 1, Document: next, Previous: d, Metadata: map[string][]byte{"a": []byte(`{"spec_hash":"h-a","model":"new"}`)}, Retain: 1}); err != nil {
 				t.Error(err)
 			}
 		}
@@ -699,7 +701,7 @@ func (w *writeOnVectorRead) ProcessHook(next redis.ProcessHook) redis.ProcessHoo
 // BenchmarkReadWithStaged10k reads a 10,000-tool catalog's stored state
 // as the operator does, its 256-dimension vectors as digests.
 func BenchmarkReadWithStaged10k(b *testing.B) {
-	c := server.Client()
+	c := server.Get(b).Client()
 	defer c.Close()
 	k := Keys{Prefix: DefaultPrefix("ns-bench", "read10k")}
 	ctx := context.Background()

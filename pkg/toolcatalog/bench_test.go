@@ -146,7 +146,7 @@ func BenchmarkNextIndex10k(b *testing.B) {
 // tool.
 func BenchmarkLoadFromRedis(b *testing.B) {
 	ctx := context.Background()
-	c := server.Client()
+	c := server.Get(b).Client()
 	defer c.Close()
 	for _, n := range []int{10000, 50000} {
 		k := Keys("bench", fmt.Sprintf("load-%d", n))

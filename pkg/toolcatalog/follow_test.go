@@ -15,13 +15,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
-var server *redistest.Server
+// server is the package's redis-server, started by the first test that
+// needs one.
+var server = redistest.NewShared()
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m, &server)) }
+func TestMain(m *testing.M) { os.Exit(server.Main(m)) }
 
 // publish writes a version of the fixture catalog whose get_weather
 // description carries the version, as the operator would.
@@ -92,7 +94,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func TestLoad(t *testing.T) {
-	c := server.Client()
+	c := server.Get(t).Client()
 	defer c.Close()
 	k := Keys("ns", t.Name())
 	if _, err := Load(context.Background(), c, k); !errors.Is(err, ErrNotPublished) {
@@ -150,7 +152,7 @@ func newFollowCase(t *testing.T) *followCase {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	fc := &followCase{ctx: ctx, c: server.Client(), k: Keys("ns", t.Name()), channel: "updates:" + t.Name()}
+	fc := &followCase{ctx: ctx, c: server.Get(t).Client(), k: Keys("ns", t.Name()), channel: "updates:" + t.Name()}
 	t.Cleanup(func() { _ = fc.c.Close() })
 	publish(t, fc.c, fc.k, fc.channel, 1, false)
 	return fc
@@ -263,7 +265,7 @@ func TestFollowTakesARecreatedCatalog(t *testing.T) {
 func TestFollowWaitsForTheFirstPublish(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c := server.Client()
+	c := server.Get(t).Client()
 	defer c.Close()
 	k := Keys("ns", t.Name())
 	channel := "updates:" + t.Name()
@@ -321,7 +323,7 @@ func TestLoadAndFollowOnRedisCluster(t *testing.T) {
 
 func TestUsageCounts(t *testing.T) {
 	ctx := context.Background()
-	c := server.Client()
+	c := server.Get(t).Client()
 	defer c.Close()
 	k := Keys("ns", t.Name())
 	cat := buildFixture(t, fixture, contract.SearchDefaults{})
@@ -342,7 +344,7 @@ func TestUsageCounts(t *testing.T) {
 // can read a retained version's document.
 func TestLoadIfChangedAndLoadVersion(t *testing.T) {
 	ctx := context.Background()
-	c := server.Client()
+	c := server.Get(t).Client()
 	defer c.Close()
 	k := Keys("ns", t.Name())
 	if _, _, err := LoadIfChanged(ctx, c, k, "any"); !errors.Is(err, ErrNotPublished) {
@@ -416,7 +418,7 @@ func TestFollowRefusesAForeignCatalog(t *testing.T) {
 func TestFollowerReadsTheMostUsedTools(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := server.Client()
+	c := server.Get(t).Client()
 	defer c.Close()
 	k := Keys("ns", t.Name())
 	ch := "chan-" + t.Name()

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/openaitest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 

@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/openaitest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 	openaiquery "github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/openai"

@@ -46,7 +46,7 @@ func sameCatalog(t *testing.T, got, want *Catalog) {
 // changed, and ends up with what a full load gives.
 func TestUpdateReadsOnlyWhatChanged(t *testing.T) {
 	ctx := context.Background()
-	c := server.Client()
+	c := server.Get(t).Client()
 	defer c.Close()
 	k := Keys("ns", t.Name())
 	base := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 3})
@@ -61,7 +61,7 @@ func TestUpdateReadsOnlyWhatChanged(t *testing.T) {
 	}
 	writeVersion(t, c, k, nil, &v1, all)
 
-	reader, read := server.CountingClient()
+	reader, read := server.Get(t).CountingClient()
 	t.Cleanup(func() { _ = reader.Close() })
 	held, err := Load(ctx, reader, k)
 	if err != nil {

@@ -50,9 +50,9 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
-	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
-	"github.com/toolcatalog/tool-catalog-operator/internal/redistest"
-	"github.com/toolcatalog/tool-catalog-operator/internal/testenv"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/openaitest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 	openaiquery "github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/openai"
@@ -99,7 +99,12 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return redistest.Main(m, &redisSrv)
+	if redisSrv, err = redistest.Start(""); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer redisSrv.Stop()
+	return m.Run()
 }
 
 // row is one line of the table: what was measured, per column.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/openaitest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/openaitest"
 )
 
 func TestEmbedSendsTheCatalogsModelAndKeepsInputOrder(t *testing.T) {

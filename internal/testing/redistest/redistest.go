@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/suite"
 )
 
 // InstallHint says how to get the server binary on Debian.
@@ -70,18 +72,42 @@ func newForTest(t testing.TB, cluster, durable bool) *Server {
 	return s
 }
 
-// Main starts one server for a test package, stores it in *srv, runs the
-// tests and stops the server; use it as os.Exit(redistest.Main(m, &server)).
-func Main(m *testing.M, srv **Server) int {
-	s, err := Start("")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	*srv = s
-	defer s.Stop()
-	return m.Run()
+// Shared is one server for a test package, started by the first test
+// that asks for it (Get): the package's tests that never touch Redis run
+// without redis-server. Use it as
+//
+//	var server = redistest.NewShared()
+//	func TestMain(m *testing.M) { os.Exit(server.Main(m)) }
+type Shared struct {
+	suite *suite.Suite
+	srv   *Server
 }
+
+// NewShared returns a Shared whose server is not started yet.
+func NewShared() *Shared {
+	s := &Shared{}
+	s.suite = suite.New(func(onStop func(func() error)) error {
+		srv, err := Start("")
+		if err != nil {
+			return err
+		}
+		s.srv = srv
+		onStop(srv.Stop)
+		return nil
+	})
+	return s
+}
+
+// Get returns the package's server, starting it first if no test has; it
+// fails t when redis-server cannot be started.
+func (s *Shared) Get(t testing.TB) *Server {
+	t.Helper()
+	s.suite.Use(t)
+	return s.srv
+}
+
+// Main runs the tests and stops the server if one was started.
+func (s *Shared) Main(m *testing.M) int { return s.suite.Main(m) }
 
 // NewCluster starts a one-node Redis Cluster (cluster mode on, every slot
 // assigned to the node) for the test, so code can be tested with a real

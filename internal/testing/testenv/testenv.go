@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/manifests"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/manifests"
 )
 
 // AssetsHint says how to get the binaries.
