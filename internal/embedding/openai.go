@@ -7,10 +7,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
+	consumeropenai "github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/openai"
 )
 
 // DefaultOpenAIBaseURL is used when a configuration names no base URL.
@@ -34,6 +34,7 @@ type OpenAIConfig struct {
 	Retry RetryPolicy
 	// HTTPClient replaces the default HTTP client.
 	HTTPClient *http.Client `json:"-"`
+	httpClient *http.Client
 	// Observe, when set, is told of every request: a short provider label,
 	// the model, the outcome ("success" or the error kind) and the time it
 	// took. The operator feeds its metrics from it.
@@ -54,25 +55,27 @@ func (c OpenAIConfig) baseURL() string {
 	return DefaultOpenAIBaseURL
 }
 
-// client builds an SDK client whose own retries are off: retries, backoff
-// and Retry-After are handled by RetryPolicy so they are observable and
-// testable. Base URL and key are always set explicitly, so ambient
-// OPENAI_BASE_URL and OPENAI_API_KEY variables never redirect a catalog.
-func (c OpenAIConfig) client() (openai.Client, error) {
+// post sends one request to path under the base URL and decodes the
+// answer into out; it does not retry: retries, backoff and Retry-After are
+// handled by RetryPolicy so they are observable and testable. Base URL and
+// key are always the configuration's, so ambient OPENAI_BASE_URL and
+// OPENAI_API_KEY variables never redirect a catalog.
+func (c OpenAIConfig) post(ctx context.Context, path string, body, out any, maxBytes int64) error {
+	return consumeropenai.Post(ctx, c.httpClient, strings.TrimSuffix(c.baseURL(), "/")+path, c.APIKey.Reveal(), body, out, maxBytes)
+}
+
+// checkBaseURL refuses a base URL that is not http(s), and gives the
+// configuration its own HTTP client unless one is set.
+func (c *OpenAIConfig) checkBaseURL() error {
 	u, err := url.Parse(c.baseURL())
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return openai.Client{}, fmt.Errorf("base URL %q is not an http(s) URL", c.baseURL())
+		return fmt.Errorf("base URL %q is not an http(s) URL", c.baseURL())
 	}
-	httpClient := c.HTTPClient
-	if httpClient == nil {
-		httpClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	c.httpClient = c.HTTPClient
+	if c.httpClient == nil {
+		c.httpClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
-	return openai.NewClient(
-		option.WithBaseURL(c.baseURL()),
-		option.WithAPIKey(c.APIKey.Reveal()),
-		option.WithHTTPClient(httpClient),
-		option.WithMaxRetries(0),
-	), nil
+	return nil
 }
 
 func (c OpenAIConfig) observe(label, model, outcome string, start time.Time) {
@@ -81,11 +84,12 @@ func (c OpenAIConfig) observe(label, model, outcome string, start time.Time) {
 	}
 }
 
-// classify turns an SDK or transport error of one attempt into a classified
-// Error. parent is the caller's context, attempt the per-request one.
+// classify turns an HTTP or transport error of one attempt into a
+// classified Error. parent is the caller's context, attempt the
+// per-request one.
 func (c OpenAIConfig) classify(parent, attempt context.Context, provider, model string, err error) *Error {
 	e := &Error{Provider: provider, Model: model}
-	var apiErr *openai.Error
+	var apiErr *consumeropenai.StatusError
 	var netErr net.Error
 	switch {
 	case errors.As(err, &apiErr):
@@ -107,9 +111,7 @@ func (c OpenAIConfig) classify(parent, attempt context.Context, provider, model 
 			msg = http.StatusText(apiErr.StatusCode)
 		}
 		e.Err = fmt.Errorf("HTTP %d: %s", apiErr.StatusCode, scrub(msg, c.APIKey))
-		if apiErr.Response != nil {
-			e.retryAfterDelay, e.hasRetryAfter = parseRetryAfter(apiErr.Response.Header, time.Now())
-		}
+		e.retryAfterDelay, e.hasRetryAfter = parseRetryAfter(apiErr.Header, time.Now())
 	case parent.Err() == nil && errors.Is(attempt.Err(), context.DeadlineExceeded):
 		e.Kind = KindTimeout
 		e.Err = fmt.Errorf("no response within %s", c.timeout())
@@ -117,7 +119,7 @@ func (c OpenAIConfig) classify(parent, attempt context.Context, provider, model 
 		e.Kind = KindUnavailable
 		e.Err = errors.New(scrub(err.Error(), c.APIKey))
 	default:
-		// The SDK failed to decode the body.
+		// The body could not be decoded.
 		e.Kind = KindMalformed
 		e.Err = errors.New(scrub(err.Error(), c.APIKey))
 	}

@@ -7,9 +7,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-
 	consumeropenai "github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/openai"
 )
 
@@ -32,7 +29,6 @@ type OpenAIEmbedderConfig struct {
 // OpenAIEmbedder embeds texts through an OpenAI-compatible endpoint.
 type OpenAIEmbedder struct {
 	cfg      OpenAIEmbedderConfig
-	client   openai.Client
 	observed atomic.Int64
 }
 
@@ -49,11 +45,10 @@ func NewOpenAIEmbedder(cfg OpenAIEmbedderConfig) (*OpenAIEmbedder, error) {
 	if cfg.BatchSize == 0 {
 		cfg.BatchSize = DefaultBatchSize
 	}
-	client, err := cfg.client()
-	if err != nil {
+	if err := cfg.checkBaseURL(); err != nil {
 		return nil, err
 	}
-	return &OpenAIEmbedder{cfg: cfg, client: client}, nil
+	return &OpenAIEmbedder{cfg: cfg}, nil
 }
 
 // Model returns the configured model id.
@@ -90,11 +85,11 @@ func (e *OpenAIEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 }
 
 func (e *OpenAIEmbedder) embedBatch(ctx context.Context, batch []string) ([][]float32, error) {
-	params := consumeropenai.Params(e.cfg.Model, e.cfg.Dimensions, batch)
+	req := consumeropenai.NewEmbeddingsRequest(e.cfg.Model, e.cfg.Dimensions, batch)
 	var vecs [][]float32
 	err := e.cfg.call(ctx, "openai-embeddings", e.provider(), e.cfg.Model, func(ctx context.Context) error {
 		var resp consumeropenai.EmbeddingsResponse
-		if _, err := e.client.Embeddings.New(ctx, params, option.WithResponseBodyInto(&resp)); err != nil {
+		if err := e.cfg.post(ctx, "/embeddings", req, &resp, consumeropenai.MaxEmbeddingsResponseBytes(len(batch))); err != nil {
 			return err
 		}
 		var err error

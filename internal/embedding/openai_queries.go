@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/openai/openai-go/v3"
 )
 
 // OpenAIQueryGeneratorConfig configures query generation over an
@@ -36,7 +35,6 @@ var _ QueryGenerator = (*OpenAIQueryGenerator)(nil)
 // chatRoute is one (endpoint, model) pair to try.
 type chatRoute struct {
 	cfg      OpenAIConfig
-	client   openai.Client
 	model    string
 	fallback bool
 }
@@ -46,8 +44,7 @@ func NewOpenAIQueryGenerator(cfg OpenAIQueryGeneratorConfig) (*OpenAIQueryGenera
 	if len(cfg.Models) == 0 {
 		return nil, errors.New("at least one query generation model is required")
 	}
-	primary, err := cfg.client()
-	if err != nil {
+	if err := cfg.checkBaseURL(); err != nil {
 		return nil, err
 	}
 	g := &OpenAIQueryGenerator{}
@@ -55,17 +52,16 @@ func NewOpenAIQueryGenerator(cfg OpenAIQueryGeneratorConfig) (*OpenAIQueryGenera
 		if m == "" {
 			return nil, errors.New("query generation model names must not be empty")
 		}
-		g.routes = append(g.routes, chatRoute{cfg: cfg.OpenAIConfig, client: primary, model: m})
+		g.routes = append(g.routes, chatRoute{cfg: cfg.OpenAIConfig, model: m})
 	}
 	if fb := cfg.Fallback; fb != nil {
 		if fb.Model == "" {
 			return nil, errors.New("fallback model is required")
 		}
-		client, err := fb.client()
-		if err != nil {
+		if err := fb.checkBaseURL(); err != nil {
 			return nil, fmt.Errorf("fallback: %w", err)
 		}
-		g.routes = append(g.routes, chatRoute{cfg: fb.OpenAIConfig, client: client, model: fb.Model, fallback: true})
+		g.routes = append(g.routes, chatRoute{cfg: fb.OpenAIConfig, model: fb.Model, fallback: true})
 	}
 	return g, nil
 }
@@ -121,31 +117,57 @@ func (g *OpenAIQueryGenerator) GenerateQueries(ctx context.Context, req QueryReq
 }
 
 func (r chatRoute) generate(ctx context.Context, req QueryRequest) ([]string, error) {
-	params := openai.ChatCompletionNewParams{
+	body := chatRequest{
 		Model: r.model,
-		Messages: []openai.ChatCompletionMessageParamUnion{
-			openai.SystemMessage(querySystemPrompt),
-			openai.UserMessage(queryUserPrompt(req)),
+		Messages: []chatMessage{
+			{Role: "system", Content: querySystemPrompt},
+			{Role: "user", Content: queryUserPrompt(req)},
 		},
-		Temperature: openai.Float(0.7),
+		Temperature: 0.7,
 	}
 	var queries []string
 	err := r.cfg.call(ctx, r.label(), r.provider(), r.model, func(ctx context.Context) error {
-		resp, err := r.client.Chat.Completions.New(ctx, params)
-		if err != nil {
+		var resp chatResponse
+		if err := r.cfg.post(ctx, "/chat/completions", body, &resp, maxChatResponseBytes); err != nil {
 			return err
 		}
 		if len(resp.Choices) == 0 {
 			return &Error{Kind: KindMalformed, Provider: r.provider(), Model: r.model, Err: errors.New("answer has no choices")}
 		}
-		queries, err = parseQueries(resp.Choices[0].Message.Content, req.Count, req.Existing)
-		if err != nil {
+		var err error
+		if queries, err = parseQueries(resp.Choices[0].Message.Content, req.Count, req.Existing); err != nil {
 			return &Error{Kind: KindMalformed, Provider: r.provider(), Model: r.model, Err: err}
 		}
 		return nil
 	})
 	return queries, err
 }
+
+// chatRequest is the body of POST /chat/completions.
+type chatRequest struct {
+	Model       string        `json:"model"`
+	Messages    []chatMessage `json:"messages"`
+	Temperature float64       `json:"temperature"`
+}
+
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// chatResponse is what is read of a chat completion: the first choice's
+// text.
+type chatResponse struct {
+	Choices []struct {
+		Message struct {
+			Content string `json:"content"`
+		} `json:"message"`
+	} `json:"choices"`
+}
+
+// maxChatResponseBytes bounds a chat completion's answer: a few hundred
+// short queries, with room to spare.
+const maxChatResponseBytes = 4 << 20
 
 const querySystemPrompt = `You write realistic requests that users send to an AI assistant, each of which the assistant can only fulfil by calling one given tool.
 Vary wording, length and detail; write as a user would, in the first person or as an instruction; never mention the tool's name or that a tool exists.

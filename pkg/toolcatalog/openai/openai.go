@@ -1,39 +1,51 @@
 // Package openai embeds search queries through an OpenAI-compatible
 // /v1/embeddings endpoint (OpenAI, Azure, Ollama, vLLM, TEI, LiteLLM), for
 // catalogs whose embedding provider is openai. It is a package of its own
-// so that only consumers who need it carry the OpenAI SDK.
+// so that only consumers who need it carry it.
+//
+// It speaks the API's wire format with net/http (Post, StatusError) rather
+// than through the OpenAI SDK: the SDK's package alone adds about 16 MB to
+// every binary that links it, for the one request a consumer sends. The
+// operator sends its requests through the same functions.
 package openai
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
-
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 )
+
+// DefaultBaseURL is the API root when a Config names none.
+const DefaultBaseURL = "https://api.openai.com/v1"
 
 // Config says where and how to embed; use the catalog's model and
 // dimensions (Document.Embedding) so queries and tools compare.
 type Config struct {
-	// BaseURL is the API root, e.g. https://api.openai.com/v1 (the SDK's
-	// default when empty).
+	// BaseURL is the API root, e.g. https://api.openai.com/v1
+	// (DefaultBaseURL when empty).
 	BaseURL string
 	// APIKey is sent as a bearer token; empty sends none.
 	APIKey string
 	// Model and Dimensions are the catalog's.
 	Model      string
 	Dimensions int
-	// Timeout bounds one request (30 s when zero); the SDK retries 429
-	// and 5xx answers twice.
+	// Timeout bounds one request (30 s when zero); 408, 409, 429 and 5xx
+	// answers and failed connections are retried twice.
 	Timeout time.Duration
+	// HTTPClient replaces http.DefaultClient.
+	HTTPClient *http.Client
 }
 
 // Embedder embeds queries with an OpenAI-compatible endpoint.
 type Embedder struct {
-	cfg    Config
-	client openai.Client
+	cfg Config
 }
 
 // New returns an Embedder for cfg.
@@ -44,46 +56,40 @@ func New(cfg Config) (*Embedder, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 30 * time.Second
 	}
-	opts := []option.RequestOption{option.WithRequestTimeout(cfg.Timeout), option.WithAPIKey(cfg.APIKey)}
-	if cfg.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultBaseURL
 	}
-	return &Embedder{cfg: cfg, client: openai.NewClient(opts...)}, nil
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = http.DefaultClient
+	}
+	return &Embedder{cfg: cfg}, nil
 }
 
 // Model returns the configured model.
 func (e *Embedder) Model() string { return e.cfg.Model }
 
-// Params is the embeddings request for texts: float vectors of the model,
-// of the given length when dimensions > 0. The operator sends the same.
-func Params(model string, dimensions int, texts []string) openai.EmbeddingNewParams {
-	params := openai.EmbeddingNewParams{
-		Model:          model,
-		Input:          openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: texts},
-		EncodingFormat: openai.EmbeddingNewParamsEncodingFormatFloat,
-	}
-	if dimensions > 0 {
-		params.Dimensions = openai.Int(int64(dimensions))
-	}
-	return params
-}
-
-// EmbeddingsResponse is what is read of an embeddings response: each
-// vector decoded straight into float32, not through the SDK's generic
-// response type (which holds every number as float64 and a parse tree
-// besides: many times the memory, for thousands of vectors). Pointers tell
-// a missing field from a zero one.
-type EmbeddingsResponse struct {
-	Data *[]struct {
-		Index     *int64    `json:"index"`
-		Embedding []float32 `json:"embedding"`
-	} `json:"data"`
-}
+// retries is how often a retryable failure is tried again.
+const retries = 2
 
 // Embed returns one vector per text, in input order.
 func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	req := NewEmbeddingsRequest(e.cfg.Model, e.cfg.Dimensions, texts)
 	var resp EmbeddingsResponse
-	if _, err := e.client.Embeddings.New(ctx, Params(e.cfg.Model, e.cfg.Dimensions, texts), option.WithResponseBodyInto(&resp)); err != nil {
+	var err error
+	for attempt := 0; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+		err = Post(actx, e.cfg.HTTPClient, strings.TrimSuffix(e.cfg.BaseURL, "/")+"/embeddings", e.cfg.APIKey, req, &resp, MaxEmbeddingsResponseBytes(len(texts)))
+		cancel()
+		wait, retry := retryAfter(err, attempt)
+		if !retry || attempt == retries || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("openai: embedding %d texts with %s: %w", len(texts), e.cfg.Model, err)
 	}
 	if resp.Data == nil {
@@ -103,4 +109,139 @@ func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, erro
 		out[*d.Index] = d.Embedding
 	}
 	return out, nil
+}
+
+// retryAfter says whether a failed attempt is worth another, and after how
+// long: what the server's Retry-After asks (up to a minute), else half a
+// second doubled per attempt.
+func retryAfter(err error, attempt int) (time.Duration, bool) {
+	if err == nil {
+		return 0, false
+	}
+	backoff := 500 * time.Millisecond << attempt
+	var se *StatusError
+	if !errors.As(err, &se) {
+		var de *DecodeError
+		return backoff, !errors.As(err, &de)
+	}
+	switch c := se.StatusCode; {
+	case c == http.StatusRequestTimeout, c == http.StatusConflict, c == http.StatusTooManyRequests, c >= 500:
+	default:
+		return 0, false
+	}
+	if s, err := strconv.Atoi(strings.TrimSpace(se.Header.Get("Retry-After"))); err == nil && s >= 0 && s <= 60 {
+		return time.Duration(s) * time.Second, true
+	}
+	return backoff, true
+}
+
+// EmbeddingsRequest is the body of POST /embeddings: float vectors of the
+// model, of the given length when Dimensions > 0. The operator sends the
+// same.
+type EmbeddingsRequest struct {
+	Model          string   `json:"model"`
+	Input          []string `json:"input"`
+	EncodingFormat string   `json:"encoding_format"`
+	Dimensions     int      `json:"dimensions,omitempty"`
+}
+
+// NewEmbeddingsRequest is the request embedding texts with model.
+func NewEmbeddingsRequest(model string, dimensions int, texts []string) EmbeddingsRequest {
+	return EmbeddingsRequest{Model: model, Input: texts, EncodingFormat: "float", Dimensions: max(dimensions, 0)}
+}
+
+// EmbeddingsResponse is what is read of an embeddings response: each
+// vector decoded straight into float32 (a generic decoding holds every
+// number as float64 and a parse tree besides: many times the memory, for
+// thousands of vectors). Pointers tell a missing field from a zero one.
+type EmbeddingsResponse struct {
+	Data *[]struct {
+		Index     *int64    `json:"index"`
+		Embedding []float32 `json:"embedding"`
+	} `json:"data"`
+}
+
+// MaxEmbeddingsResponseBytes bounds the answer to a request of n texts:
+// room for vectors of 8,192 dimensions written out in full, which no
+// model returns, and not for a server that streams without end.
+func MaxEmbeddingsResponseBytes(n int) int64 { return 1<<20 + int64(n)*8192*24 }
+
+// maxErrorBytes bounds what is read of an error answer.
+const maxErrorBytes = 64 << 10
+
+// StatusError is an answer other than 2xx, with the message of the API's
+// error envelope ({"error": {"message": ...}}) when it has one.
+type StatusError struct {
+	StatusCode int
+	Message    string
+	// Header is the answer's, for Retry-After.
+	Header http.Header
+}
+
+func (e *StatusError) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = http.StatusText(e.StatusCode)
+	}
+	return fmt.Sprintf("HTTP %d: %s", e.StatusCode, msg)
+}
+
+// DecodeError is a 2xx answer whose body is not the JSON expected, or is
+// longer than allowed.
+type DecodeError struct{ Err error }
+
+func (e *DecodeError) Error() string { return "decoding the answer: " + e.Err.Error() }
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// Post sends body as JSON to url with apiKey as a bearer token (none when
+// empty) and decodes a 2xx answer of at most maxBytes into out. It does not
+// retry. Errors are a *StatusError for an answer other than 2xx, a
+// *DecodeError for a body that is not what out expects, or the transport's
+// error (ctx's, when it ended).
+func Post(ctx context.Context, hc *http.Client, url, apiKey string, body, out any, maxBytes int64) error {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("encoding the request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		se := &StatusError{StatusCode: resp.StatusCode, Header: resp.Header}
+		var envelope struct {
+			Error *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if b, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes)); err == nil && json.Unmarshal(b, &envelope) == nil && envelope.Error != nil {
+			se.Message = envelope.Error.Message
+		}
+		return se
+	}
+	lr := &io.LimitedReader{R: resp.Body, N: maxBytes + 1}
+	err = json.NewDecoder(lr).Decode(out)
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case lr.N <= 0:
+		return &DecodeError{Err: fmt.Errorf("the answer is longer than %d bytes", maxBytes)}
+	case errors.As(err, &syntax), errors.As(err, &typ), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return &DecodeError{Err: err}
+	}
+	return err // the connection failed mid-answer
 }

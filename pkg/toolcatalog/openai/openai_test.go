@@ -2,6 +2,8 @@ package openai
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -57,5 +59,75 @@ func TestEmbedReportsWrongLengthAndRejectedKey(t *testing.T) {
 	}
 	if _, err := New(Config{}); err == nil {
 		t.Fatal("a config without a model is accepted")
+	}
+}
+
+// A server that is busy or failing is asked again, at most twice, as soon
+// as its Retry-After says; a request it refuses is not repeated.
+func TestEmbedRetriesOnlyWhatMaySucceedLater(t *testing.T) {
+	srv := openaitest.New(t)
+	srv.OnEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.EmbeddingsRequest) {
+		switch {
+		case req.Input[0] == "refused":
+			openaitest.WriteError(w, http.StatusBadRequest, "invalid_request_error", "bad", "This model does not take dimensions.")
+		case n%3 == 0:
+			w.Header().Set("Retry-After", "0")
+			openaitest.WriteError(w, http.StatusTooManyRequests, "rate_limit_error", "rate_limited", "Slow down.")
+		case n%3 == 1:
+			w.Header().Set("Retry-After", "0")
+			openaitest.WriteError(w, http.StatusServiceUnavailable, "server_error", "busy", "Try again.")
+		default:
+			openaitest.WriteEmbeddings(w, req, 8, nil)
+		}
+	}
+	e, err := New(Config{BaseURL: srv.BaseURL() + "/", Model: "m", Dimensions: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Embed(t.Context(), []string{"weather"}); err != nil {
+		t.Fatalf("a request answered 429, 503, then 200: %v", err)
+	}
+	if n := len(srv.EmbeddingRequests()); n != 3 {
+		t.Fatalf("%d requests, want 3", n)
+	}
+	_, err = e.Embed(t.Context(), []string{"refused"})
+	var se *StatusError
+	if !errors.As(err, &se) || se.StatusCode != http.StatusBadRequest || se.Message != "This model does not take dimensions." {
+		t.Fatalf("a refused request: %v", err)
+	}
+	if n := len(srv.EmbeddingRequests()); n != 4 {
+		t.Fatalf("a refused request was sent %d times", n-3)
+	}
+}
+
+// A server that streams an answer without end is read only up to the
+// bound for the request's size.
+func TestEmbedBoundsTheAnswer(t *testing.T) {
+	srv := openaitest.New(t)
+	written := make(chan int, 1)
+	srv.OnEmbeddings = func(w http.ResponseWriter, _ *http.Request, _ int, _ openaitest.EmbeddingsRequest) {
+		w.Header().Set("Content-Type", "application/json")
+		n, _ := io.WriteString(w, `{"data":[{"index":0,"embedding":[`)
+		chunk := strings.Repeat("0.125,", 1<<10)
+		for n < 64<<20 {
+			m, err := io.WriteString(w, chunk)
+			n += m
+			if err != nil {
+				break
+			}
+		}
+		written <- n
+	}
+	e, err := New(Config{BaseURL: srv.BaseURL(), Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Embed(t.Context(), []string{"weather"})
+	var de *DecodeError
+	if !errors.As(err, &de) || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("an endless answer: %v", err)
+	}
+	if n := <-written; n >= 64<<20 {
+		t.Fatalf("the client read the whole %d bytes", n)
 	}
 }
