@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
 )
 
 // OpenAIQueryGeneratorConfig configures query generation over an
