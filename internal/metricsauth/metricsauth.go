@@ -24,7 +24,8 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	authenticationclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -43,12 +44,18 @@ const reviewRate = 5
 
 // Provider is a metricsserver.Options.FilterProvider.
 func Provider(cfg *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
-	cs, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	// The two typed clients, not a whole clientset: a clientset links a
+	// client of every API group into the binary.
+	authn, err := authenticationclient.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	authz, err := authorizationclient.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, err
 	}
 	return func(log logr.Logger, next http.Handler) (http.Handler, error) {
-		return &guard{cs: cs, next: next, log: log, kept: map[[sha256.Size]byte]answer{},
+		return &guard{authn: authn, authz: authz, next: next, log: log, kept: map[[sha256.Size]byte]answer{},
 			limiter: rate.NewLimiter(reviewRate, 2*reviewRate)}, nil
 	}, nil
 }
@@ -72,7 +79,8 @@ type answer struct {
 }
 
 type guard struct {
-	cs      kubernetes.Interface
+	authn   authenticationclient.AuthenticationV1Interface
+	authz   authorizationclient.AuthorizationV1Interface
 	next    http.Handler
 	log     logr.Logger
 	limiter *rate.Limiter
@@ -123,7 +131,7 @@ func (g *guard) decide(ctx context.Context, sum [sha256.Size]byte, token, verb, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	tr, err := g.cs.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, createOptions)
+	tr, err := g.authn.TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, createOptions)
 	if err != nil {
 		g.log.Error(err, "Reviewing a metrics client's token")
 		return http.StatusServiceUnavailable
@@ -136,7 +144,7 @@ func (g *guard) decide(ctx context.Context, sum [sha256.Size]byte, token, verb, 
 	for k, v := range u.Extra {
 		extra[k] = authorizationv1.ExtraValue(v)
 	}
-	sar, err := g.cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+	sar, err := g.authz.SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User: u.Username, UID: u.UID, Groups: u.Groups, Extra: extra,
 		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: verb},
 	}}, createOptions)
