@@ -16,6 +16,16 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 )
 
+// approvalsPage lists the changes held for approval, each with a form
+// that approves it.
+type approvalsPage struct {
+	Sources          []pendingSource
+	Denied           []denial
+	Checked          []string
+	Token            string
+	Approved, Failed string
+}
+
 // pendingSource is a ToolSource with the changes it holds for approval.
 type pendingSource struct {
 	Namespace, Name, Policy string
@@ -31,13 +41,7 @@ type pendingChange struct {
 func (s *Server) approvals(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	data := struct {
-		Sources          []pendingSource
-		Denied           []denial
-		Checked          []string
-		Token            string
-		Approved, Failed string
-	}{Checked: s.Namespaces, Token: s.token, Approved: r.URL.Query().Get("approved"), Failed: r.URL.Query().Get("failed")}
+	data := approvalsPage{Checked: s.Namespaces, Token: s.token, Approved: r.URL.Query().Get("approved"), Failed: r.URL.Query().Get("failed")}
 	for _, ns := range s.Namespaces {
 		var list v1alpha1.ToolSourceList
 		if err := s.Kube.List(ctx, &list, client.InNamespace(ns)); err != nil {
@@ -60,7 +64,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request) {
 			data.Sources = append(data.Sources, src)
 		}
 	}
-	render(w, "approvals.html", data)
+	render(w, data.node())
 }
 
 // approve approves one pending change by the spec hash the reviewer saw,

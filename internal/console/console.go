@@ -8,11 +8,10 @@ package console
 import (
 	"context"
 	"crypto/rand"
-	"embed"
+	_ "embed"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"html/template"
 	"net"
 	"net/http"
 	"slices"
@@ -31,14 +30,8 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
-//go:embed templates/*.html templates/*.css
-var files embed.FS
-
-var pages = template.Must(template.New("").Funcs(template.FuncMap{
-	"join":  strings.Join,
-	"sub1":  func(x float64) float64 { return 1 - x },
-	"deref": func(b *bool) bool { return *b },
-}).ParseFS(files, "templates/*.html"))
+//go:embed style.css
+var style []byte
 
 // Server is the console's HTTP handler.
 type Server struct {
@@ -87,8 +80,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /sources/{namespace}/{name}/approve", s.approve)
 	mux.HandleFunc("GET /style.css", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/css; charset=utf-8")
-		b, _ := files.ReadFile("templates/style.css")
-		_, _ = w.Write(b)
+		_, _ = w.Write(style)
 	})
 	return s.secured(mux)
 }
@@ -132,11 +124,7 @@ type denial struct{ Namespace, Message string }
 
 func (s *Server) catalogs(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	data := struct {
-		Rows    []catalogRow
-		Denied  []denial
-		Checked []string
-	}{Checked: s.Namespaces}
+	data := catalogsPage{Checked: s.Namespaces}
 	for _, ns := range s.Namespaces {
 		var list v1alpha1.ToolCatalogList
 		if err := s.Kube.List(ctx, &list, client.InNamespace(ns)); err != nil {
@@ -154,7 +142,7 @@ func (s *Server) catalogs(w http.ResponseWriter, r *http.Request) {
 	slices.SortFunc(data.Rows, func(a, b catalogRow) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
-	render(w, "catalogs.html", data)
+	render(w, data.node())
 }
 
 func rowOf(tc *v1alpha1.ToolCatalog, sources []v1alpha1.ToolSource) catalogRow {
@@ -184,6 +172,35 @@ func rowOf(tc *v1alpha1.ToolCatalog, sources []v1alpha1.ToolSource) catalogRow {
 	return row
 }
 
+// catalogsPage lists the catalogs of the console's namespaces.
+type catalogsPage struct {
+	Rows    []catalogRow
+	Denied  []denial
+	Checked []string
+}
+
+// catalogPage is one catalog: its state, gradings, map and tools.
+type catalogPage struct {
+	Namespace, Name     string
+	Row                 catalogRow
+	Error               string
+	Unpublished         string
+	Version             int64
+	Tools               []toolRow
+	Toolsets, Sources   []string
+	Query, Toolset, Src string
+	Shown, Total        int
+	Quality             *v1alpha1.CatalogQuality
+	Gradings            []gradingRow
+	GradingsError       string
+}
+
+type (
+	gradingRow     = contract.Quality
+	confusablePair = v1alpha1.ConfusablePair
+	outrankedTool  = v1alpha1.OutrankedTool
+)
+
 // toolRow is one tool on a catalog's page.
 type toolRow struct {
 	Name, Description, Toolset, Source string
@@ -195,25 +212,12 @@ func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	key := client.ObjectKey{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
-	data := struct {
-		Namespace, Name     string
-		Row                 catalogRow
-		Error               string
-		Unpublished         string
-		Version             int64
-		Tools               []toolRow
-		Toolsets, Sources   []string
-		Query, Toolset, Src string
-		Shown, Total        int
-		Quality             *v1alpha1.CatalogQuality
-		Gradings            []contract.Quality
-		GradingsError       string
-	}{Namespace: key.Namespace, Name: key.Name, Query: r.URL.Query().Get("q"), Toolset: r.URL.Query().Get("toolset"), Src: r.URL.Query().Get("source")}
+	data := catalogPage{Namespace: key.Namespace, Name: key.Name, Query: r.URL.Query().Get("q"), Toolset: r.URL.Query().Get("toolset"), Src: r.URL.Query().Get("source")}
 	tc, pub, perr := s.open(ctx, key)
 	if tc == nil {
 		w.WriteHeader(perr.status)
 		data.Error = perr.msg
-		render(w, "catalog.html", data)
+		render(w, data.node())
 		return
 	}
 	data.Row, data.Quality = rowOf(tc, nil), tc.Status.Quality
@@ -250,7 +254,7 @@ func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
 			data.Gradings = qs
 		}
 	}
-	render(w, "catalog.html", data)
+	render(w, data.node())
 }
 
 func paramNames(t contract.Tool) []string { return contract.ParameterNames(t.Parameters) }
@@ -306,11 +310,4 @@ func statusOf(err error) int {
 		return int(se.Status().Code)
 	}
 	return http.StatusBadGateway
-}
-
-func render(w http.ResponseWriter, page string, data any) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := pages.ExecuteTemplate(w, page, data); err != nil {
-		http.Error(w, "rendering the page: "+err.Error(), http.StatusInternalServerError)
-	}
 }

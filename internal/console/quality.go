@@ -2,18 +2,11 @@ package console
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgsvg"
+	g "maragu.dev/gomponents"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -51,63 +44,24 @@ func (s *Server) qualityChart(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no retained version has been graded", http.StatusNotFound)
 		return
 	}
-	p, err := drawQuality(qs)
-	if err == nil {
-		err = writeSVG(w, p, 8*vg.Inch, 3.5*vg.Inch)
-	}
-	if err != nil {
+	if err := writeChart(w, 768, 336, drawQuality(qs)); err != nil {
 		http.Error(w, "drawing the chart: "+err.Error(), http.StatusInternalServerError)
 	}
 }
 
-func drawQuality(qs []contract.Quality) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = "Self-recall@5 of the retained versions"
-	p.X.Label.Text, p.Y.Label.Text = "version", "self-recall@5"
-	p.Y.Min, p.Y.Max = 0, 1
-	xys := make(plotter.XYs, len(qs))
-	for i, q := range qs {
-		xys[i] = plotter.XY{X: float64(q.Version), Y: q.SelfRecallAt5}
-	}
-	line, points, err := plotter.NewLinePoints(xys)
-	if err != nil {
-		return nil, err
-	}
-	points.Shape = draw.CircleGlyph{}
-	points.Radius = vg.Points(3)
-	p.Add(line, points, plotter.NewGrid())
+// drawQuality draws self-recall@5 (0 to 1) by version, oldest first.
+func drawQuality(qs []contract.Quality) g.Node {
 	// Versions are whole numbers: pad the axis by half a version, and
 	// tick whole versions only.
-	p.X.Min, p.X.Max = float64(qs[0].Version)-0.5, float64(qs[len(qs)-1].Version)+0.5
-	p.X.Tick.Marker = versionTicks{}
-	return p, nil
-}
-
-// versionTicks marks whole versions, at most about ten of them.
-type versionTicks struct{}
-
-func (versionTicks) Ticks(lo, hi float64) []plot.Tick {
-	first, last := math.Ceil(lo), math.Floor(hi)
-	step := math.Max(1, math.Ceil((last-first+1)/10))
-	var out []plot.Tick
-	for v := first; v <= last; v += step {
-		out = append(out, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', 0, 64)})
+	p := plane{left: 60, top: 36, width: 768 - 80, height: 336 - 36 - 56,
+		xmin: float64(qs[0].Version) - 0.5, xmax: float64(qs[len(qs)-1].Version) + 0.5, ymin: 0, ymax: 1}
+	nodes := g.Group{frame(p, "Self-recall@5 of the retained versions", "version", "self-recall@5", wholeTicks(p.xmin, p.xmax), niceTicks(0, 1))}
+	for i, q := range qs {
+		x, y := p.x(float64(q.Version)), p.y(q.SelfRecallAt5)
+		if i > 0 {
+			nodes = append(nodes, line(p.x(float64(qs[i-1].Version)), p.y(qs[i-1].SelfRecallAt5), x, y, "#1b1f24", 1))
+		}
+		nodes = append(nodes, circle(x, y, 4, "#1b1f24"))
 	}
-	return out
-}
-
-// writeSVG writes p as an SVG image of the given size.
-func writeSVG(w http.ResponseWriter, p *plot.Plot, width, height vg.Length) error {
-	return writeCanvas(w, width, height, p.Draw)
-}
-
-// writeCanvas writes what paint draws as an SVG image of the given size.
-func writeCanvas(w http.ResponseWriter, width, height vg.Length, paint func(draw.Canvas)) error {
-	c := vgsvg.New(width, height)
-	paint(draw.New(c))
-	w.Header().Set("Content-Type", "image/svg+xml")
-	if _, err := c.WriteTo(w); err != nil {
-		return fmt.Errorf("writing the image: %w", err)
-	}
-	return nil
+	return nodes
 }

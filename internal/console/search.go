@@ -11,6 +11,21 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
+// searchPage is the playground's request and what it found.
+type searchPage struct {
+	Namespace, Name, Query, Method, Error string
+	Methods                               []toolcatalog.Method
+	TopK                                  int
+	Resp                                  *toolcatalog.Response
+	Hits                                  []hit
+	Version                               int64
+}
+
+type (
+	intent    = toolcatalog.Intent
+	blendInfo = toolcatalog.Blend
+)
+
 // hit is one result of the search playground, with each arm's bar.
 type hit struct {
 	Rank                   int
@@ -35,14 +50,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	key := client.ObjectKey{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	q := r.URL.Query()
-	data := struct {
-		Namespace, Name, Query, Method, Error string
-		Methods                               []toolcatalog.Method
-		TopK                                  int
-		Resp                                  *toolcatalog.Response
-		Hits                                  []hit
-		Version                               int64
-	}{Namespace: key.Namespace, Name: key.Name, Query: q.Get("q"), Method: q.Get("method"), Methods: toolcatalog.Methods}
+	data := searchPage{Namespace: key.Namespace, Name: key.Name, Query: q.Get("q"), Method: q.Get("method"), Methods: toolcatalog.Methods}
 	data.TopK, _ = strconv.Atoi(q.Get("k"))
 	_, pub, perr := s.open(ctx, key)
 	switch {
@@ -64,7 +72,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	default:
 		data.Version = pub.Catalog.Version()
 	}
-	render(w, "search.html", data)
+	render(w, data.node())
 }
 
 func hitsOf(resp *toolcatalog.Response) []hit {

@@ -14,6 +14,26 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
+// toolPage is one tool of a catalog.
+type toolPage struct {
+	Namespace, Name, Tool, Error, Parameters string
+	Entry                                    *contract.Tool
+	Metadata                                 *contract.Metadata
+	Definition                               string
+	Records                                  []recordRow
+	Conditions                               []conditionRow
+	DefinitionError                          string
+	// Learned are the learned requests with how many distinct
+	// principals made each.
+	Learned      []learned
+	LearnedError string
+}
+
+type (
+	recordRow    = v1alpha1.CatalogEmbeddingStatus
+	conditionRow = metav1.Condition
+)
+
 // learned is a learned request and how many distinct principals made it
 // (0 once it is no longer recorded).
 type learned struct {
@@ -30,25 +50,13 @@ func (s *Server) tool(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	key := client.ObjectKey{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	name := r.PathValue("tool")
-	data := struct {
-		Namespace, Name, Tool, Error, Parameters string
-		Entry                                    *contract.Tool
-		Metadata                                 *contract.Metadata
-		Definition                               string
-		Records                                  []v1alpha1.CatalogEmbeddingStatus
-		Conditions                               []metav1.Condition
-		DefinitionError                          string
-		// Learned are the learned requests with how many distinct
-		// principals made each.
-		Learned      []learned
-		LearnedError string
-	}{Namespace: key.Namespace, Name: key.Name, Tool: name}
+	data := toolPage{Namespace: key.Namespace, Name: key.Name, Tool: name}
 	tc, pub, perr := s.open(ctx, key)
 	switch {
 	case tc == nil:
 		w.WriteHeader(perr.status)
 		data.Error = perr.msg
-		render(w, "tool.html", data)
+		render(w, data.node())
 		return
 	case perr != nil:
 		data.Error = perr.msg
@@ -84,5 +92,5 @@ func (s *Server) tool(w http.ResponseWriter, r *http.Request) {
 			data.Definition, data.Records, data.Conditions = td.Name, td.Status.Catalogs, td.Status.Conditions
 		}
 	}
-	render(w, "tool.html", data)
+	render(w, data.node())
 }

@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"image/color"
 	"maps"
 	"math"
 	"net/http"
@@ -10,11 +9,7 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/mat"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
+	g "maragu.dev/gomponents"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
@@ -51,16 +46,7 @@ func (s *Server) toolMap(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	p, legend, err := drawMap(pub.Catalog, pairs)
-	if err == nil {
-		// The legend beside the plot, where it hides no tool.
-		width, legendWidth := 9*vg.Inch, 1.75*vg.Inch
-		err = writeCanvas(w, width, 6*vg.Inch, func(dc draw.Canvas) {
-			p.Draw(draw.Crop(dc, 0, -legendWidth, 0, 0))
-			legend.Draw(draw.Crop(dc, width-legendWidth, 0, 0, 0))
-		})
-	}
-	if err != nil {
+	if err := writeChart(w, 864, 576, drawMap(pub.Catalog, pairs)); err != nil {
 		http.Error(w, "drawing the map: "+err.Error(), http.StatusInternalServerError)
 	}
 }
@@ -124,66 +110,60 @@ func project(cat *toolcatalog.Catalog) ([]string, [][2]float64) {
 	return names, out
 }
 
-// drawMap returns the map and its legend, drawn apart.
-func drawMap(cat *toolcatalog.Catalog, pairs [][2]string) (*plot.Plot, plot.Legend, error) {
+// drawMap draws the tools at their coordinates, a colour per toolset,
+// confusable pairs joined by a red line, names while they can be read,
+// and the legend beside the plot, where it hides no tool.
+func drawMap(cat *toolcatalog.Catalog, pairs [][2]string) g.Node {
 	names, at := project(cat)
 	index := map[string]int{}
+	p := plane{left: 60, top: 36, width: 864 - 60 - 190, height: 576 - 36 - 56, xmin: -1, xmax: 1, ymin: -1, ymax: 1}
 	for i, n := range names {
 		index[n] = i
-	}
-	p := plot.New()
-	p.Title.Text = "Tools by their vectors' two principal components"
-	p.X.Label.Text, p.Y.Label.Text = "component 1", "component 2"
-	legend := plot.NewLegend()
-	legend.Top, legend.Left = true, true
-	toolsets := map[string]plotter.XYs{}
-	for i, n := range names {
-		t, _ := cat.Tool(n)
-		toolsets[t.Toolset] = append(toolsets[t.Toolset], plotter.XY{X: at[i][0], Y: at[i][1]})
-	}
-	for i, set := range slices.Sorted(maps.Keys(toolsets)) {
-		sc, err := plotter.NewScatter(toolsets[set])
-		if err != nil {
-			return nil, legend, err
+		if i == 0 {
+			p.xmin, p.xmax, p.ymin, p.ymax = at[i][0], at[i][0], at[i][1], at[i][1]
 		}
-		sc.GlyphStyle.Color = plotutil.Color(i)
-		sc.GlyphStyle.Shape = draw.CircleGlyph{}
-		sc.GlyphStyle.Radius = vg.Points(3)
-		p.Add(sc)
-		if set == "" {
-			set = "no toolset"
-		}
-		legend.Add(set, sc)
+		p.xmin, p.xmax = min(p.xmin, at[i][0]), max(p.xmax, at[i][0])
+		p.ymin, p.ymax = min(p.ymin, at[i][1]), max(p.ymax, at[i][1])
 	}
+	// A margin of a tenth, so no tool sits on the frame.
+	padX, padY := max((p.xmax-p.xmin)/10, 1e-3), max((p.ymax-p.ymin)/10, 1e-3)
+	p.xmin, p.xmax, p.ymin, p.ymax = p.xmin-padX, p.xmax+padX, p.ymin-padY, p.ymax+padY
+	nodes := g.Group{frame(p, "Tools by their vectors' two principal components", "component 1", "component 2", niceTicks(p.xmin, p.xmax), niceTicks(p.ymin, p.ymax))}
+	const red = "#cf222e"
 	for _, pr := range pairs {
 		a, okA := index[pr[0]]
 		b, okB := index[pr[1]]
-		if !okA || !okB {
-			continue
+		if okA && okB {
+			nodes = append(nodes, line(p.x(at[a][0]), p.y(at[a][1]), p.x(at[b][0]), p.y(at[b][1]), red, 2))
 		}
-		l, err := plotter.NewLine(plotter.XYs{{X: at[a][0], Y: at[a][1]}, {X: at[b][0], Y: at[b][1]}})
-		if err != nil {
-			return nil, legend, err
+	}
+	// A colour per toolset, in the toolsets' order.
+	colour := map[string]string{}
+	for _, n := range names {
+		t, _ := cat.Tool(n)
+		colour[t.Toolset] = ""
+	}
+	for i, set := range slices.Sorted(maps.Keys(colour)) {
+		colour[set] = palette[i%len(palette)]
+	}
+	for i, n := range names {
+		t, _ := cat.Tool(n)
+		nodes = append(nodes, circle(p.x(at[i][0]), p.y(at[i][1]), 4, colour[t.Toolset]))
+		if len(names) <= maxMapLabels {
+			nodes = append(nodes, label(p.x(at[i][0])+7, p.y(at[i][1])+4, "start", "11", n))
 		}
-		l.Color = color.RGBA{R: 207, G: 34, B: 46, A: 255}
-		l.Width = vg.Points(1.5)
-		p.Add(l)
+	}
+	legendX, legendY := p.left+p.width+24, p.top+8.0
+	for _, set := range slices.Sorted(maps.Keys(colour)) {
+		name := set
+		if name == "" {
+			name = "no toolset"
+		}
+		nodes = append(nodes, circle(legendX, legendY, 4, colour[set]), label(legendX+10, legendY+4, "start", "12", name))
+		legendY += 20
 	}
 	if len(pairs) > 0 {
-		legend.Add("confusable pair")
+		nodes = append(nodes, line(legendX-6, legendY, legendX+6, legendY, red, 2), label(legendX+10, legendY+4, "start", "12", "confusable pair"))
 	}
-	// Names, while they can be read.
-	if len(names) <= maxMapLabels {
-		xyl := plotter.XYLabels{Labels: names}
-		for i := range names {
-			xyl.XYs = append(xyl.XYs, plotter.XY{X: at[i][0], Y: at[i][1]})
-		}
-		labels, err := plotter.NewLabels(xyl)
-		if err != nil {
-			return nil, legend, err
-		}
-		labels.Offset = vg.Point{X: vg.Points(5), Y: vg.Points(-3)}
-		p.Add(labels)
-	}
-	return p, legend, nil
+	return nodes
 }

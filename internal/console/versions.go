@@ -18,6 +18,18 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
+// versionsPage compares two retained versions.
+type versionsPage struct {
+	Namespace, Name, Error string
+	Versions               []versionDoc
+	From, To               int64
+	Added, Removed         []string
+	Changed                []toolChange
+	Same                   int
+}
+
+type versionDoc = *contract.Document
+
 // toolChange is a tool that two versions hold differently.
 type toolChange struct {
 	Name                    string
@@ -35,19 +47,12 @@ func (s *Server) versions(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	key := client.ObjectKey{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
-	data := struct {
-		Namespace, Name, Error string
-		Versions               []*contract.Document
-		From, To               int64
-		Added, Removed         []string
-		Changed                []toolChange
-		Same                   int
-	}{Namespace: key.Namespace, Name: key.Name}
+	data := versionsPage{Namespace: key.Namespace, Name: key.Name}
 	tc := &v1alpha1.ToolCatalog{}
 	if err := s.Kube.Get(ctx, key, tc); err != nil {
 		w.WriteHeader(statusOf(err))
 		data.Error = apiMessage(err)
-		render(w, "versions.html", data)
+		render(w, data.node())
 		return
 	}
 	var docs []*contract.Document
@@ -76,7 +81,7 @@ func (s *Server) versions(w http.ResponseWriter, r *http.Request) {
 		}
 		data.Added, data.Removed, data.Changed, data.Same = compare(byVersion[data.From], byVersion[data.To])
 	}
-	render(w, "versions.html", data)
+	render(w, data.node())
 }
 
 // compare lists what changed from one version's tools to another's.
