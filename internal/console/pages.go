@@ -136,7 +136,9 @@ func (p catalogsPage) node() g.Node {
 }
 
 func (p catalogPage) node() g.Node {
-	at := func(rest ...string) string { return path(append([]string{"catalogs", p.Namespace, p.Name}, rest...)...) }
+	at := func(rest ...string) string {
+		return path(append([]string{"catalogs", p.Namespace, p.Name}, rest...)...)
+	}
 	return layout(p.Namespace+"/"+p.Name,
 		h.H1(g.Text("Catalog "+p.Namespace+"/"+p.Name)),
 		g.If(p.Row.Ready != "", h.P(g.Text("Ready: "), h.Strong(h.Class("ready-"+p.Row.Ready), g.Text(p.Row.Ready)),
@@ -154,7 +156,7 @@ func (p catalogPage) published(at func(...string) string) g.Node {
 		section("quality", "Self-recall across versions", p.gradings(at)),
 		g.Iff(p.Quality != nil && len(p.Quality.ConfusablePairs) > 0, func() g.Node {
 			return section("confusable", "Confusable pairs", h.Ul(g.Map(p.Quality.ConfusablePairs, func(c confusablePair) g.Node {
-				return h.Li(g.Text(strings.Join(c.Tools, " and ")+" (similarity "+c.Similarity+")"))
+				return h.Li(g.Text(strings.Join(c.Tools, " and ") + " (similarity " + c.Similarity + ")"))
 			})))
 		}),
 		g.Iff(p.Quality != nil && len(p.Quality.Outranked) > 0, func() g.Node {
