@@ -35,6 +35,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube/crkube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
 	"github.com/toolcatalog/tool-catalog-operator/internal/published"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
@@ -95,7 +96,7 @@ type ToolCatalogReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
 func (r *ToolCatalogReconciler) resolver() *catalogconfig.Resolver {
-	return &catalogconfig.Resolver{Reader: r.APIReader, RetryPolicy: r.RetryPolicy, Observe: metrics.ObserveProviderRequest}
+	return &catalogconfig.Resolver{Reader: crkube.Getter(r.APIReader), RetryPolicy: r.RetryPolicy, Observe: metrics.ObserveProviderRequest}
 }
 
 func (r *ToolCatalogReconciler) providers() catalogconfig.ProviderFactory {

@@ -29,6 +29,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube/crkube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
 )
@@ -240,7 +241,7 @@ func (r *ToolSourceReconciler) delete(ctx context.Context, ts *v1alpha1.ToolSour
 
 // connection resolves the source's headers, token and CA from Secrets.
 func (r *ToolSourceReconciler) connection(ctx context.Context, ts *v1alpha1.ToolSource) (mcpsource.Config, error) {
-	cfg, err := mcpsource.Resolve(ctx, r.APIReader, ts)
+	cfg, err := mcpsource.Resolve(ctx, crkube.Getter(r.APIReader), ts)
 	cfg.Egress = r.Egress
 	return cfg, err
 }

@@ -14,10 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -78,7 +77,7 @@ func (e *Error) Error() string { return e.Message }
 type Resolver struct {
 	// Reader reads Secrets; the controller passes an uncached reader so
 	// Secret data never sits in the informer cache.
-	Reader client.Reader
+	Reader kube.Getter
 	// RetryPolicy overrides the providers' retry policy.
 	RetryPolicy *embedding.RetryPolicy
 	// Observe, when set, is told of every provider request (the manager

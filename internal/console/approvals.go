@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
@@ -44,7 +44,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request) {
 	data := approvalsPage{Checked: s.Namespaces, Token: s.token, Approved: r.URL.Query().Get("approved"), Failed: r.URL.Query().Get("failed")}
 	for _, ns := range s.Namespaces {
 		var list v1alpha1.ToolSourceList
-		if err := s.Kube.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		if err := s.Kube.List(ctx, &list, ns, nil); err != nil {
 			data.Denied = append(data.Denied, denial{ns, apiMessage(err)})
 			continue
 		}
@@ -77,7 +77,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	key := client.ObjectKey{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	if !slices.Contains(s.Namespaces, key.Namespace) {
 		http.Error(w, "the console does not show namespace "+key.Namespace, http.StatusNotFound)
 		return

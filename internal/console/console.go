@@ -23,9 +23,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
@@ -36,7 +37,7 @@ var style []byte
 // Server is the console's HTTP handler.
 type Server struct {
 	// Kube reads and writes the cluster as the user.
-	Kube client.Client
+	Kube *kube.Client
 	// Namespaces are those whose catalogs the console shows.
 	Namespaces []string
 	// Load reads a catalog's published version from its Redis.
@@ -127,14 +128,14 @@ func (s *Server) catalogs(w http.ResponseWriter, r *http.Request) {
 	data := catalogsPage{Checked: s.Namespaces}
 	for _, ns := range s.Namespaces {
 		var list v1alpha1.ToolCatalogList
-		if err := s.Kube.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		if err := s.Kube.List(ctx, &list, ns, nil); err != nil {
 			data.Denied = append(data.Denied, denial{ns, apiMessage(err)})
 			continue
 		}
 		// Pending upstream changes, by the catalog whose selector takes
 		// the source's labels; a user who may not read sources sees none.
 		var sources v1alpha1.ToolSourceList
-		_ = s.Kube.List(ctx, &sources, client.InNamespace(ns))
+		_ = s.Kube.List(ctx, &sources, ns, nil)
 		for _, tc := range list.Items {
 			data.Rows = append(data.Rows, rowOf(&tc, sources.Items))
 		}
@@ -211,7 +212,7 @@ type toolRow struct {
 func (s *Server) catalog(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	key := client.ObjectKey{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	data := catalogPage{Namespace: key.Namespace, Name: key.Name, Query: r.URL.Query().Get("q"), Toolset: r.URL.Query().Get("toolset"), Src: r.URL.Query().Get("source")}
 	tc, pub, perr := s.open(ctx, key)
 	if tc == nil {
@@ -280,7 +281,7 @@ type pageError struct {
 
 // open reads a catalog as the user and then its published version; tc is
 // nil when the catalog itself could not be read.
-func (s *Server) open(ctx context.Context, key client.ObjectKey) (*v1alpha1.ToolCatalog, *Published, *pageError) {
+func (s *Server) open(ctx context.Context, key types.NamespacedName) (*v1alpha1.ToolCatalog, *Published, *pageError) {
 	tc := &v1alpha1.ToolCatalog{}
 	if err := s.Kube.Get(ctx, key, tc); err != nil {
 		return nil, nil, &pageError{statusOf(err), apiMessage(err)}

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"k8s.io/apimachinery/pkg/types"
 	g "maragu.dev/gomponents"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -29,7 +29,7 @@ func (s *Server) gradings(ctx context.Context, tc *v1alpha1.ToolCatalog) ([]cont
 func (s *Server) qualityChart(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	key := client.ObjectKey{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	tc := &v1alpha1.ToolCatalog{}
 	if err := s.Kube.Get(ctx, key, tc); err != nil {
 		http.Error(w, apiMessage(err), statusOf(err))

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
@@ -48,7 +48,7 @@ type bar struct {
 func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	key := client.ObjectKey{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	q := r.URL.Query()
 	data := searchPage{Namespace: key.Namespace, Name: key.Name, Query: q.Get("q"), Method: q.Get("method"), Methods: toolcatalog.Methods}
 	data.TopK, _ = strconv.Atoi(q.Get("k"))

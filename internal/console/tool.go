@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -48,7 +48,7 @@ type learned struct {
 func (s *Server) tool(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	key := client.ObjectKey{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	name := r.PathValue("tool")
 	data := toolPage{Namespace: key.Namespace, Name: key.Name, Tool: name}
 	tc, pub, perr := s.open(ctx, key)
@@ -84,7 +84,7 @@ func (s *Server) tool(w http.ResponseWriter, r *http.Request) {
 	}
 	// The ToolDefinition of that name, with its records and conditions.
 	var tds v1alpha1.ToolDefinitionList
-	if err := s.Kube.List(ctx, &tds, client.InNamespace(key.Namespace)); err != nil {
+	if err := s.Kube.List(ctx, &tds, key.Namespace, nil); err != nil {
 		data.DefinitionError = apiMessage(err)
 	}
 	for _, td := range tds.Items {

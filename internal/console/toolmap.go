@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/mat"
+	"k8s.io/apimachinery/pkg/types"
 	g "maragu.dev/gomponents"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
@@ -28,7 +28,7 @@ const maxMapLabels = 60
 func (s *Server) toolMap(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	key := client.ObjectKey{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	tc, pub, perr := s.open(ctx, key)
 	if perr != nil {
 		status := perr.status

@@ -12,7 +12,7 @@ import (
 
 	udiff "github.com/aymanbagabas/go-udiff"
 	"github.com/redis/go-redis/v9"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -46,7 +46,7 @@ type toolChange struct {
 func (s *Server) versions(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	key := client.ObjectKey{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	data := versionsPage{Namespace: key.Namespace, Name: key.Name}
 	tc := &v1alpha1.ToolCatalog{}
 	if err := s.Kube.Get(ctx, key, tc); err != nil {

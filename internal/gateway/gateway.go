@@ -39,6 +39,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/gateway/request"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube/crkube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
@@ -436,7 +437,7 @@ func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error
 	key := client.ObjectKeyFromObject(tc)
 	ctx, cancel := context.WithTimeout(g.ctx, 10*time.Second)
 	defer cancel()
-	resolver := &catalogconfig.Resolver{Reader: g.opts.Secrets}
+	resolver := &catalogconfig.Resolver{Reader: crkube.Getter(g.opts.Secrets)}
 	cfg, err := resolver.Resolve(ctx, tc)
 	if err != nil {
 		return nil, fmt.Errorf("catalog %s cannot be served: %v", key, err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube/crkube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 	"github.com/toolcatalog/tool-catalog-operator/internal/toolschema"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
@@ -124,7 +125,7 @@ func (u *upstreams) config(ctx context.Context, namespace string, tool contract.
 	r, ok := u.resolved[key]
 	u.mu.Unlock()
 	if !ok || r.rv != ts.ResourceVersion || time.Since(r.at) >= u.resolveTTL {
-		r.cfg, r.error = mcpsource.Resolve(ctx, u.secrets, ts)
+		r.cfg, r.error = mcpsource.Resolve(ctx, crkube.Getter(u.secrets), ts)
 		r.cfg.Egress, r.cfg.MaxResponseBytes, r.cfg.MaxResponseValues = u.egress, u.maxResult, u.maxValues
 		r.at, r.rv = time.Now(), ts.ResourceVersion
 		u.mu.Lock()

@@ -11,9 +11,8 @@ import (
 	"sort"
 	"strings"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
 )
 
@@ -21,7 +20,7 @@ import (
 // headers and bearer token, and its CA, read from the Secrets it names in
 // its namespace; a Secret that cannot be used is a
 // *secrets.UnusableError.
-func Resolve(ctx context.Context, reader client.Reader, ts *v1alpha1.ToolSource) (Config, error) {
+func Resolve(ctx context.Context, reader kube.Getter, ts *v1alpha1.ToolSource) (Config, error) {
 	m := ts.Spec.MCP
 	cfg := Config{URL: m.URL, Header: http.Header{}}
 	secret := func(sel *v1alpha1.SecretKeySelector, field string) (string, error) {

@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	udiff "github.com/aymanbagabas/go-udiff"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -135,20 +135,21 @@ func ChoosePending(pending []v1alpha1.PendingChange, tools []string, all bool, h
 	return out, nil
 }
 
+// Patcher merge-patches an object: kube.Client.
+type Patcher interface {
+	MergePatch(ctx context.Context, obj kube.Object, patch []byte) error
+}
+
 // Approve approves the chosen pending changes of a source by their spec
 // hashes, in its approve annotation, with the caller's client: what the
 // caller may not patch is refused by the API server.
-func Approve(ctx context.Context, c client.Client, ts *v1alpha1.ToolSource, chosen []v1alpha1.PendingChange) error {
-	patch := client.MergeFrom(ts.DeepCopy())
+func Approve(ctx context.Context, c Patcher, ts *v1alpha1.ToolSource, chosen []v1alpha1.PendingChange) error {
 	approvals, _ := ParseApprovals(ts.Annotations[v1alpha1.AnnotationApprove])
 	for _, p := range chosen {
 		approvals[p.Tool] = p.SpecHash
 	}
-	if ts.Annotations == nil {
-		ts.Annotations = map[string]string{}
-	}
-	ts.Annotations[v1alpha1.AnnotationApprove] = FormatApprovals(approvals)
-	if err := c.Patch(ctx, ts, patch); err != nil {
+	value := FormatApprovals(approvals)
+	if err := c.MergePatch(ctx, ts, kube.AnnotationsPatch(map[string]*string{v1alpha1.AnnotationApprove: &value})); err != nil {
 		return fmt.Errorf("approving: %w", err)
 	}
 	return nil

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 )
@@ -41,7 +43,7 @@ pending change is no longer the one you reviewed.`,
 				return err
 			}
 			ts := &v1alpha1.ToolSource{}
-			if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: args[0]}, ts); err != nil {
+			if err := kube.Get(ctx, types.NamespacedName{Namespace: ns, Name: args[0]}, ts); err != nil {
 				return fmt.Errorf("reading ToolSource %s/%s: %w", ns, args[0], err)
 			}
 			out := cmd.OutOrStdout()
@@ -110,14 +112,14 @@ func listPending(out io.Writer, ts *v1alpha1.ToolSource) error {
 
 // waitApplied waits until the source holds none of the approved changes
 // and its ToolDefinitions carry them.
-func waitApplied(ctx context.Context, kube client.Client, ts *v1alpha1.ToolSource, approved []v1alpha1.PendingChange, timeout time.Duration) error {
+func waitApplied(ctx context.Context, kube *kube.Client, ts *v1alpha1.ToolSource, approved []v1alpha1.PendingChange, timeout time.Duration) error {
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		now := &v1alpha1.ToolSource{}
-		if err := kube.Get(ctx, client.ObjectKeyFromObject(ts), now); err != nil {
+		if err := kube.Get(ctx, types.NamespacedName{Namespace: ts.Namespace, Name: ts.Name}, now); err != nil {
 			return false, err
 		}
 		tds := &v1alpha1.ToolDefinitionList{}
-		if err := kube.List(ctx, tds, client.InNamespace(ts.Namespace), client.MatchingLabels{v1alpha1.LabelToolSource: ts.Name}); err != nil {
+		if err := kube.List(ctx, tds, ts.Namespace, labels.Set{v1alpha1.LabelToolSource: ts.Name}); err != nil {
 			return false, err
 		}
 		applied := map[string]bool{}

@@ -12,10 +12,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -214,14 +215,12 @@ func (o *Options) refreshCommand() *cobra.Command {
 				return err
 			}
 			token := time.Now().UTC().Format(time.RFC3339Nano)
-			patch := client.MergeFrom(s.catalog.DeepCopy())
-			if s.catalog.Annotations == nil {
-				s.catalog.Annotations = map[string]string{}
-			}
-			s.catalog.Annotations[v1alpha1.AnnotationRefreshRequestedAt] = token
-			setOrDelete(s.catalog.Annotations, v1alpha1.AnnotationRefreshMode, mode)
-			setOrDelete(s.catalog.Annotations, v1alpha1.AnnotationRefreshTools, tools)
-			if err := s.kube.Patch(ctx, s.catalog, patch); err != nil {
+			patch := kube.AnnotationsPatch(map[string]*string{
+				v1alpha1.AnnotationRefreshRequestedAt: &token,
+				v1alpha1.AnnotationRefreshMode:        orNil(mode),
+				v1alpha1.AnnotationRefreshTools:       orNil(tools),
+			})
+			if err := s.kube.MergePatch(ctx, s.catalog, patch); err != nil {
 				return fmt.Errorf("requesting refresh: %w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "refresh of %s/%s requested (token %s)\n", s.catalog.Namespace, s.catalog.Name, token)
@@ -230,7 +229,7 @@ func (o *Options) refreshCommand() *cobra.Command {
 			}
 			tc := &v1alpha1.ToolCatalog{}
 			err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, waitFor, true, func(ctx context.Context) (bool, error) {
-				if err := s.kube.Get(ctx, client.ObjectKeyFromObject(s.catalog), tc); err != nil {
+				if err := s.kube.Get(ctx, types.NamespacedName{Namespace: s.catalog.Namespace, Name: s.catalog.Name}, tc); err != nil {
 					return false, err
 				}
 				return tc.Status.LastHandledRefreshAt == token, nil
@@ -256,12 +255,12 @@ func (o *Options) refreshCommand() *cobra.Command {
 	return cmd
 }
 
-func setOrDelete(m map[string]string, k, v string) {
+// orNil is v, or nil (an annotation to remove) when v is empty.
+func orNil(v string) *string {
 	if v == "" {
-		delete(m, k)
-		return
+		return nil
 	}
-	m[k] = v
+	return &v
 }
 
 func (o *Options) versionsCommand() *cobra.Command {

@@ -82,7 +82,7 @@ func (o *Options) consoleServer(ctx context.Context, all bool) (*console.Server,
 	namespaces := []string{ns}
 	if all {
 		var list corev1.NamespaceList
-		if err := kube.List(ctx, &list); err != nil {
+		if err := kube.List(ctx, &list, "", nil); err != nil {
 			return nil, fmt.Errorf("listing namespaces for --all-namespaces: %w", err)
 		}
 		namespaces = namespaces[:0]

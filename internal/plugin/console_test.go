@@ -163,7 +163,7 @@ func applySamples(t *testing.T, namespace string) {
 	docs := mcptest.New(t, mcptest.Options{Name: "docs", Version: "1.0.0"})
 	docs.Tool("search_docs", "Search the product documentation for pages that answer a question.", nil, nil)
 	docs.Tool("read_page", "Read one page of the product documentation by its path.", nil, nil)
-	if err := kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 		t.Fatal(err)
 	}
 	objs, err := samples.Load(filepath.Join("..", "..", "config", "samples"))
@@ -183,13 +183,13 @@ func applySamples(t *testing.T, namespace string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := kube.Create(ctx, o); err != nil {
+		if err := k8s.Create(ctx, o); err != nil {
 			t.Fatalf("sample %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
 	testenv.WaitFor(t, "the sample catalog serving its 6 tools and the 2 imported ones, graded", 90*time.Second, func() bool {
 		tc := &v1alpha1.ToolCatalog{}
-		return kube.Get(ctx, catalog, tc) == nil && tc.Status.Counts != nil && tc.Status.Counts.Embedded == 8 &&
+		return k8s.Get(ctx, catalog, tc) == nil && tc.Status.Counts != nil && tc.Status.Counts.Embedded == 8 &&
 			tc.Status.Quality != nil && tc.Status.Quality.Version == tc.Status.Version
 	})
 }
@@ -322,7 +322,7 @@ func createAll(t *testing.T, objs ...client.Object) {
 	t.Helper()
 	shared.Use(t)
 	for _, o := range objs {
-		if err := kube.Create(context.Background(), o); err != nil {
+		if err := k8s.Create(context.Background(), o); err != nil {
 			t.Fatalf("creating %s: %v", o.GetName(), err)
 		}
 	}
@@ -352,7 +352,7 @@ func TestConsoleComparesVersions(t *testing.T) {
 	createAll(t, weather, labelledTool("cv-email", "send_email", "Send an email message to a recipient.", label), tc)
 	version := func() int64 {
 		got := &v1alpha1.ToolCatalog{}
-		if kube.Get(ctx, client.ObjectKeyFromObject(tc), got) != nil {
+		if k8s.Get(ctx, client.ObjectKeyFromObject(tc), got) != nil {
 			return 0
 		}
 		return got.Status.Version
@@ -361,7 +361,7 @@ func TestConsoleComparesVersions(t *testing.T) {
 	patch := client.MergeFrom(weather.DeepCopy())
 	weather.Spec.Description = "Get the current weather and a five-day forecast for a city."
 	weather.Spec.Parameters = &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","properties":{"city":{"type":"string","description":"The city"}},"required":["city"]}`)}
-	if err := kube.Patch(ctx, weather, patch); err != nil {
+	if err := k8s.Patch(ctx, weather, patch); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, "version 2 of the catalog", 60*time.Second, func() bool { return version() == 2 })
@@ -401,7 +401,7 @@ func TestConsoleShowsGradingsAndLearnedRequests(t *testing.T) {
 		tc)
 	graded := func() int64 {
 		got := &v1alpha1.ToolCatalog{}
-		if kube.Get(ctx, client.ObjectKeyFromObject(tc), got) != nil || got.Status.Quality == nil {
+		if k8s.Get(ctx, client.ObjectKeyFromObject(tc), got) != nil || got.Status.Quality == nil {
 			return 0
 		}
 		return got.Status.Quality.Version
@@ -457,7 +457,7 @@ func TestConsoleExplainsEmptyAndUnpublishedCatalogs(t *testing.T) {
 	createAll(t, unpublished, empty)
 	get := func(o *v1alpha1.ToolCatalog) *v1alpha1.ToolCatalog {
 		got := &v1alpha1.ToolCatalog{}
-		_ = kube.Get(ctx, client.ObjectKeyFromObject(o), got)
+		_ = k8s.Get(ctx, client.ObjectKeyFromObject(o), got)
 		return got
 	}
 	// The operator has looked at both: one stalled on its Secret, the
@@ -517,12 +517,12 @@ func TestConsoleApprovesAPendingChange(t *testing.T) {
 	ts := &v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crm"}, Spec: v1alpha1.ToolSourceSpec{
 		MCP: v1alpha1.MCPServerSpec{URL: srv.URL}, Labels: map[string]string{"catalog": "crm"},
 		ChangePolicy: v1alpha1.ChangePolicyRequireApproval, SyncInterval: &metav1.Duration{Duration: time.Hour}}}
-	if err := kube.Create(ctx, ts); err != nil {
+	if err := k8s.Create(ctx, ts); err != nil {
 		t.Fatal(err)
 	}
 	description := func() string {
 		var tds v1alpha1.ToolDefinitionList
-		if kube.List(ctx, &tds, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelToolSource: "crm"}) != nil || len(tds.Items) != 1 {
+		if k8s.List(ctx, &tds, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelToolSource: "crm"}) != nil || len(tds.Items) != 1 {
 			return ""
 		}
 		return tds.Items[0].Spec.Description
@@ -532,13 +532,13 @@ func TestConsoleApprovesAPendingChange(t *testing.T) {
 	srv.Tool("find_contact", changed, nil, nil)
 	testenv.WaitFor(t, "the change held for approval", 30*time.Second, func() bool {
 		got := &v1alpha1.ToolSource{}
-		return kube.Get(ctx, client.ObjectKeyFromObject(ts), got) == nil && len(got.Status.PendingChanges) == 1
+		return k8s.Get(ctx, client.ObjectKeyFromObject(ts), got) == nil && len(got.Status.PendingChanges) == 1
 	})
 
 	// A viewer: may read ToolSources, not patch them.
 	viewer := "console-viewer"
 	create := func(o client.Object) {
-		if err := kube.Create(ctx, o); err != nil {
+		if err := k8s.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}

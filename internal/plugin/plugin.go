@@ -14,16 +14,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
@@ -63,7 +61,7 @@ func NewCommand(o *Options) *cobra.Command {
 // session is what a command works with: the catalog object, its resolved
 // configuration and a Redis client.
 type session struct {
-	kube    client.Client
+	kube    *kube.Client
 	catalog *v1alpha1.ToolCatalog
 	config  *catalogconfig.Config
 	redis   redis.UniversalClient
@@ -78,7 +76,7 @@ func (s *session) Close() {
 	}
 }
 
-func (o *Options) kubeClient() (client.Client, string, error) {
+func (o *Options) kubeClient() (*kube.Client, string, error) {
 	cfg, ns := o.RESTConfig, o.Namespace
 	if cfg == nil {
 		rules := clientcmd.NewDefaultClientConfigLoadingRules()
@@ -97,10 +95,7 @@ func (o *Options) kubeClient() (client.Client, string, error) {
 	if ns == "" {
 		ns = "default"
 	}
-	scheme := runtime.NewScheme()
-	utilruntime.Must(corev1.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := kube.New(cfg)
 	return c, ns, err
 }
 
@@ -111,7 +106,7 @@ func (o *Options) open(ctx context.Context, name string, withRedis bool) (*sessi
 		return nil, err
 	}
 	tc := &v1alpha1.ToolCatalog{}
-	if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, tc); err != nil {
+	if err := kube.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, tc); err != nil {
 		return nil, fmt.Errorf("reading ToolCatalog %s/%s: %w", ns, name, err)
 	}
 	if !withRedis {
@@ -121,7 +116,7 @@ func (o *Options) open(ctx context.Context, name string, withRedis bool) (*sessi
 }
 
 // connect resolves a catalog's configuration and connects to its Redis.
-func (o *Options) connect(ctx context.Context, kube client.Client, tc *v1alpha1.ToolCatalog) (*session, error) {
+func (o *Options) connect(ctx context.Context, kube *kube.Client, tc *v1alpha1.ToolCatalog) (*session, error) {
 	s := &session{kube: kube, catalog: tc}
 	var err error
 	resolver := &catalogconfig.Resolver{Reader: kube}

@@ -35,7 +35,7 @@ import (
 
 var (
 	cfg      *rest.Config
-	kube     client.Client
+	k8s      client.Client
 	redisSrv *redistest.Server
 	ns       = "plugin-test"
 )
@@ -60,7 +60,7 @@ func startSuite(onStop func(func() error)) error {
 	onStop(redisSrv.Stop)
 
 	scheme := manager.Scheme()
-	if kube, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+	if k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -113,14 +113,14 @@ func publishFixture(ctx context.Context) error {
 		}},
 	)
 	for _, o := range objs {
-		if err := kube.Create(ctx, o); err != nil {
+		if err := k8s.Create(ctx, o); err != nil {
 			return err
 		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		tc := &v1alpha1.ToolCatalog{}
-		if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: "assistant"}, tc); err == nil &&
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "assistant"}, tc); err == nil &&
 			meta.IsStatusConditionTrue(tc.Status.Conditions, v1alpha1.ConditionReady) && tc.Status.Counts != nil && tc.Status.Counts.Tools == 4 {
 			return nil
 		}
@@ -249,7 +249,7 @@ func TestVersionsAndRefresh(t *testing.T) {
 		t.Fatalf("refresh:\n%s", out)
 	}
 	tc := &v1alpha1.ToolCatalog{}
-	if err := kube.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "assistant"}, tc); err != nil {
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "assistant"}, tc); err != nil {
 		t.Fatal(err)
 	}
 	if tc.Annotations[v1alpha1.AnnotationRefreshMode] != "force" || tc.Annotations[v1alpha1.AnnotationRefreshTools] != "get_weather" {
@@ -324,7 +324,7 @@ func TestImportWritesToolDefinitionsFromAnMCPServer(t *testing.T) {
 		t.Fatalf("%d documents, want docs_read_page and docs_search", len(docs))
 	}
 	importNS := "import-test"
-	if err := kube.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: importNS}}); err != nil {
+	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: importNS}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, doc := range docs {
@@ -333,7 +333,7 @@ func TestImportWritesToolDefinitionsFromAnMCPServer(t *testing.T) {
 			t.Fatalf("decoding %s: %v", doc, err)
 		}
 		td.Namespace = importNS
-		if err := kube.Create(context.Background(), td); err != nil {
+		if err := k8s.Create(context.Background(), td); err != nil {
 			t.Fatalf("the API server refused %s: %v", td.Name, err)
 		}
 		if td.Labels["catalog"] != "assistant" || td.Spec.Source == nil || td.Spec.Source.MCPURL != srv.URL {

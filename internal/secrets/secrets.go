@@ -12,9 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube"
 )
 
 // Selector matches the Secrets that opted in; caches that watch Secrets
@@ -36,9 +37,9 @@ func (e *UnusableError) Error() string { return e.Message }
 // spec field that names it, for the message. A Secret that is missing, not
 // opted in or without the key is an *UnusableError; anything else (the API
 // server unreachable, access denied) is returned wrapped.
-func Value(ctx context.Context, r client.Reader, namespace string, ref *v1alpha1.SecretKeySelector, field string) ([]byte, error) {
+func Value(ctx context.Context, r kube.Getter, namespace string, ref *v1alpha1.SecretKeySelector, field string) ([]byte, error) {
 	s := &corev1.Secret{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, s); err != nil {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, s); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("reading Secret %s/%s: %w", namespace, ref.Name, err)
 		}

@@ -1,0 +1,51 @@
+// Package linked holds the test that keeps each binary from linking what
+// makes it large and that it has no use for; `make build` prints the
+// sizes that result.
+package linked
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/toolcatalog/tool-catalog-operator"
+
+// heavy are packages that cost a binary megabytes, with what each costs
+// and why it is not needed.
+var heavy = map[string]string{
+	"github.com/openai/openai-go/v3":            "the OpenAI SDK's package init keeps all of it (16 MB); providers speak the wire format with net/http",
+	"html/template":                             "executing a template keeps every exported method in the binary (18 MB in the plugin); pages are node trees",
+	"gonum.org/v1/plot":                         "a plotting stack with fonts (7 MB) for two charts drawn as plain SVG",
+	"k8s.io/client-go/kubernetes":               "a clientset links a client of every API group; use the typed client of the group",
+	"k8s.io/client-go/kubernetes/scheme":        "registers every built-in API group (16 MB); the plugin's client (internal/kube) registers its kinds only",
+	"sigs.k8s.io/controller-runtime/pkg/client": "imports client-go's kubernetes/scheme",
+}
+
+func TestBinariesLinkOnlyWhatTheyUse(t *testing.T) {
+	for cmd, refused := range map[string][]string{
+		"manager":             {"github.com/openai/openai-go/v3", "html/template", "gonum.org/v1/plot"},
+		"toolcatalog-gateway": {"github.com/openai/openai-go/v3", "html/template", "gonum.org/v1/plot"},
+		// The console's pages link html/template (gomponents names its
+		// types) but never execute a template.
+		"kubectl-toolcatalog": {"github.com/openai/openai-go/v3", "gonum.org/v1/plot", "k8s.io/client-go/kubernetes", "k8s.io/client-go/kubernetes/scheme", "sigs.k8s.io/controller-runtime/pkg/client"},
+	} {
+		t.Run(cmd, func(t *testing.T) {
+			// The tags of release builds: grpcnotrace keeps gRPC from
+			// linking html/template through golang.org/x/net/trace.
+			out, err := exec.Command("go", "list", "-tags", "grpcnotrace", "-deps", module+"/cmd/"+cmd).CombinedOutput()
+			if err != nil {
+				t.Fatalf("go list -deps: %v\n%s", err, out)
+			}
+			linked := map[string]bool{}
+			for _, p := range strings.Fields(string(out)) {
+				linked[p] = true
+			}
+			for _, p := range refused {
+				if linked[p] {
+					t.Errorf("%s links %s: %s", cmd, p, heavy[p])
+				}
+			}
+		})
+	}
+}
