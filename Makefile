@@ -48,6 +48,11 @@ fmt: ## Run go fmt.
 vet: ## Run go vet.
 	go vet ./...
 
+.PHONY: lint
+lint: ## Run golangci-lint (pinned in hack/tools/lint; .golangci.yml says which checks).
+	cd hack/tools/lint && go build -o ../../../bin/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+	bin/golangci-lint run --timeout 15m ./...
+
 .PHONY: controlplane
 controlplane: ## Build kube-apiserver, etcd and kubectl for envtest into bin/ (cached).
 	@bash hack/build-controlplane.sh >/dev/null
@@ -57,7 +62,7 @@ prereqs: ## Check (and on Debian/Ubuntu as root or with passwordless sudo, insta
 	@bash hack/prereqs.sh
 
 .PHONY: test
-test: prereqs manifests generate fmt vet ## Run all tests against a real kube-apiserver, etcd and redis-server.
+test: prereqs manifests generate fmt vet lint ## Run all tests against a real kube-apiserver, etcd and redis-server.
 	assets="$${KUBEBUILDER_ASSETS:-$$(bash hack/build-controlplane.sh)}"; \
 	KUBEBUILDER_ASSETS="$$assets" go test $(GO_TEST_FLAGS) ./...
 

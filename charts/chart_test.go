@@ -89,8 +89,8 @@ func cluster(t *testing.T) (helm, kubeconfig string, admin client.Client) {
 	}
 	t.Cleanup(func() { _ = env.Stop() })
 	kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
+	if writeFileErr := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); writeFileErr != nil {
+		t.Fatal(writeFileErr)
 	}
 	if admin, err = client.New(cfg, client.Options{Scheme: scheme()}); err != nil {
 		t.Fatal(err)

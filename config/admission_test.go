@@ -94,13 +94,13 @@ func TestAdmissionPolicies(t *testing.T) {
 	// reference added later is refused as one made at creation.
 	plain := forged.DeepCopy()
 	plain.OwnerReferences = nil
-	if err := writer.Create(ctx, plain); err != nil {
-		t.Fatalf("a tool without the owner reference: %v", err)
+	if createErr := writer.Create(ctx, plain); createErr != nil {
+		t.Fatalf("a tool without the owner reference: %v", createErr)
 	}
 	patch := client.MergeFrom(plain.DeepCopy())
 	plain.OwnerReferences = forged.OwnerReferences
-	if err := writer.Patch(ctx, plain, patch); !apierrors.IsForbidden(err) {
-		t.Fatalf("an owner reference added by a patch: %v", err)
+	if patchErr := writer.Patch(ctx, plain, patch); !apierrors.IsForbidden(patchErr) {
+		t.Fatalf("an owner reference added by a patch: %v", patchErr)
 	}
 
 	// The manager's service account may set it, and whoever may edit the
@@ -113,21 +113,21 @@ func TestAdmissionPolicies(t *testing.T) {
 		Resources: []string{"tooldefinitions"}, Verbs: []string{"create"}})
 	owned := forged.DeepCopy()
 	owned.Name = "crm-find-contact"
-	if err := managerClient.Create(ctx, owned); err != nil {
-		t.Fatalf("the manager's own tool: %v", err)
+	if createErr := managerClient.Create(ctx, owned); createErr != nil {
+		t.Fatalf("the manager's own tool: %v", createErr)
 	}
-	if err := writer.Get(ctx, client.ObjectKeyFromObject(owned), owned); err != nil {
-		t.Fatal(err)
+	if getErr := writer.Get(ctx, client.ObjectKeyFromObject(owned), owned); getErr != nil {
+		t.Fatal(getErr)
 	}
 	patch = client.MergeFrom(owned.DeepCopy())
 	owned.Spec.Description = "Find a contact by name."
-	if err := writer.Patch(ctx, owned, patch); err != nil {
-		t.Fatalf("an edit of a tool the manager owns: %v", err)
+	if patchErr := writer.Patch(ctx, owned, patch); patchErr != nil {
+		t.Fatalf("an edit of a tool the manager owns: %v", patchErr)
 	}
 	patch = client.MergeFrom(owned.DeepCopy())
 	owned.OwnerReferences = nil
-	if err := writer.Patch(ctx, owned, patch); err != nil {
-		t.Fatalf("taking the owner reference off: %v", err)
+	if patchErr := writer.Patch(ctx, owned, patch); patchErr != nil {
+		t.Fatalf("taking the owner reference off: %v", patchErr)
 	}
 
 	// Who may edit the source may not approve with it; an approver may.
@@ -136,8 +136,8 @@ func TestAdmissionPolicies(t *testing.T) {
 	approver := userClient(t, admin, cfg, ns, "reviewer", "tool-catalog-approver")
 	approve := func(c client.Client, annotations map[string]string) error {
 		ts := &v1alpha1.ToolSource{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(source), ts); err != nil {
-			t.Fatal(err)
+		if getErr := c.Get(ctx, client.ObjectKeyFromObject(source), ts); getErr != nil {
+			t.Fatal(getErr)
 		}
 		patch := client.MergeFrom(ts.DeepCopy())
 		if ts.Annotations == nil {

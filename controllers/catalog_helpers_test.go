@@ -409,10 +409,10 @@ func manyTools(g *WithT, ns string, n int, description string, tc *v1alpha1.Tool
 	}
 	createAll(g, tc)
 	g.Eventually(func(g Gomega) {
-		tc := getTC(g, ns, tc.Name)
-		g.Expect(tc.Status.Counts).NotTo(BeNil())
-		g.Expect(tc.Status.Counts.Embedded).To(BeEquivalentTo(n))
-		expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
+		getTCErr := getTC(g, ns, tc.Name)
+		g.Expect(getTCErr.Status.Counts).NotTo(BeNil())
+		g.Expect(getTCErr.Status.Counts.Embedded).To(BeEquivalentTo(n))
+		expectCondition(g, getTCErr, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
 	}).WithTimeout(90 * time.Second).Should(Succeed())
 }
 

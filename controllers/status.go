@@ -109,12 +109,6 @@ func condition(status metav1.ConditionStatus, reason, message string) metav1.Con
 	return metav1.Condition{Status: status, Reason: reason, Message: message}
 }
 
-func conditionReason(obj interface{ GetConditions() *[]metav1.Condition }, t string) string {
-	if c := meta.FindStatusCondition(*obj.GetConditions(), t); c != nil {
-		return c.Reason
-	}
-	return ""
-}
 
 // readyTransition says what event, if any, a change of Ready from before
 // to after deserves: a Warning with the reason when it turns False or

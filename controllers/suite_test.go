@@ -92,8 +92,8 @@ func startCluster(onStop func(func() error)) error {
 	}
 	onStop(func() error { return os.RemoveAll(dir) })
 	kubeconfig = filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, testEnv.KubeConfig, 0o600); err != nil {
-		return err
+	if writeFileErr := os.WriteFile(kubeconfig, testEnv.KubeConfig, 0o600); writeFileErr != nil {
+		return writeFileErr
 	}
 
 	// Tests create hundreds of objects; client-go's default 5 QPS would
@@ -119,11 +119,11 @@ func startCluster(onStop func(func() error)) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 	suiteManager = mgr
-	if err := (&ToolDefinitionReconciler{
+	if setupWithManagerErr := (&ToolDefinitionReconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("tooldefinition-controller"),
-	}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up tooldefinition controller: %w", err)
+	}).SetupWithManager(mgr); setupWithManagerErr != nil {
+		return fmt.Errorf("setting up tooldefinition controller: %w", setupWithManagerErr)
 	}
 	if redisServer, err = redistest.Start(""); err != nil {
 		return fmt.Errorf("starting redis-server: %w", err)
@@ -135,16 +135,16 @@ func startCluster(onStop func(func() error)) error {
 	redisPool = redisconn.NewPool()
 	onStop(func() error { redisPool.Close(); return nil })
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := (&ToolCatalogReconciler{
+	if setupWithManagerErr := (&ToolCatalogReconciler{
 		Client:      mgr.GetClient(),
 		APIReader:   mgr.GetAPIReader(),
 		Recorder:    mgr.GetEventRecorder("toolcatalog-controller"),
 		Redis:       redisPool,
 		RetryPolicy: &fast,
 		Providers:   suiteProviders,
-	}).SetupWithManager(ctx, mgr); err != nil {
+	}).SetupWithManager(ctx, mgr); setupWithManagerErr != nil {
 		cancel()
-		return fmt.Errorf("setting up toolcatalog controller: %w", err)
+		return fmt.Errorf("setting up toolcatalog controller: %w", setupWithManagerErr)
 	}
 	// Test servers listen on 127.0.0.1; 127.0.0.2 stands for what the
 	// policy denies (a metadata service, an internal host).

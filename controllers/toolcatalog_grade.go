@@ -223,9 +223,9 @@ func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*toolcatalog.Gr
 	model := job.emb.Model()
 	found, missing := job.queries.Lookup(model, texts)
 	if len(missing) > 0 {
-		vecs, err := job.emb.Embed(ctx, missing)
-		if err != nil {
-			return nil, 0, fmt.Errorf("embedding the queries to grade: %w", err)
+		vecs, embedErr := job.emb.Embed(ctx, missing)
+		if embedErr != nil {
+			return nil, 0, fmt.Errorf("embedding the queries to grade: %w", embedErr)
 		}
 		for i, t := range missing {
 			found[t] = vecs[i]

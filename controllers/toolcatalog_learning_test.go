@@ -79,7 +79,7 @@ func TestLearningFromRecordedRequests(t *testing.T) {
 	g.Expect(toolcatalog.RecordRequest(ctx, rc, keys, cat, "ben", "fishbowl at ten for the standup please", "book_room")).To(Succeed())
 
 	// A new version re-embeds exactly the tool the requests led to.
-	tc = waitVersion(g, ns, "learns", 2)
+	waitVersion(g, ns, "learns", 2)
 	changes, err := contract.ReadChanges(ctx, rc, keys, 1, 2)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(changes).To(HaveLen(1))

@@ -103,10 +103,10 @@ func TestCatalogSurvivesRedisOutageAndFlush(t *testing.T) {
 		td.Spec.Description = "Get the weather and the forecast."
 	})
 	g.Eventually(func(g Gomega) {
-		tc := getTC(g, ns, "tools")
-		c := expectCondition(g, tc, v1alpha1.ConditionPublished, metav1.ConditionFalse, v1alpha1.ReasonRedisUnavailable)
+		getTCErr := getTC(g, ns, "tools")
+		c := expectCondition(g, getTCErr, v1alpha1.ConditionPublished, metav1.ConditionFalse, v1alpha1.ReasonRedisUnavailable)
 		g.Expect(c.Message).To(ContainSubstring(own.Addr))
-		expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonRedisUnavailable)
+		expectCondition(g, getTCErr, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonRedisUnavailable)
 	}).Should(Succeed())
 
 	// It comes back empty (no persistence): the catalog is published again

@@ -148,10 +148,10 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 	if build.Blocked != "" && len(build.Vectors) > 0 {
 		// Keep the work of this pass for the version that may carry it.
 		sctx, span := step(ctx, "stage")
-		err := st.Stage(sctx, stored, build)
-		endStep(span, err)
-		if err != nil {
-			return nil, writeError(tc, err)
+		stageErr := st.Stage(sctx, stored, build)
+		endStep(span, stageErr)
+		if stageErr != nil {
+			return nil, writeError(tc, stageErr)
 		}
 	}
 	if build.Changed {

@@ -251,7 +251,7 @@ func (r *ToolCatalogReconciler) applyRecord(ctx context.Context, tc *v1alpha1.To
 		}
 	}
 	err := r.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(recordFieldOwner(tc)), client.ForceOwnership)
-	if err := client.IgnoreNotFound(err); err != nil {
+	if err = client.IgnoreNotFound(err); err != nil {
 		return fmt.Errorf("recording catalog status on ToolDefinition %s: %w", td.Name, err)
 	}
 	return nil

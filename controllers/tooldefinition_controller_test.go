@@ -54,11 +54,11 @@ func TestToolDefinitionValidHashAndGeneration(t *testing.T) {
 	got.Spec.Description = "Get the current weather and a three-day forecast for a city."
 	g.Expect(k8sClient.Update(ctx, got)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		got := getTD(g, ns, "weather")
-		g.Expect(got.Generation).To(Equal(firstGeneration + 1))
-		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
-		g.Expect(got.Status.SpecHash).To(MatchRegexp(hexHash.String()))
-		g.Expect(got.Status.SpecHash).NotTo(Equal(firstHash))
+		getTDErr := getTD(g, ns, "weather")
+		g.Expect(getTDErr.Generation).To(Equal(firstGeneration + 1))
+		g.Expect(getTDErr.Status.ObservedGeneration).To(Equal(getTDErr.Generation))
+		g.Expect(getTDErr.Status.SpecHash).To(MatchRegexp(hexHash.String()))
+		g.Expect(getTDErr.Status.SpecHash).NotTo(Equal(firstHash))
 	}).Should(Succeed())
 
 	// A flag does not change what the model reads: same hash.

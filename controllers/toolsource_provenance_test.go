@@ -80,10 +80,10 @@ func TestForgedOwnershipIsNotAdopted(t *testing.T) {
 	// forgery, skips the tool (it is neither applied nor turned into a
 	// change of the forger's text) and leaves it out of its record.
 	g.Eventually(func(g Gomega) {
-		ts := getTS(g, ns, "crm")
-		g.Expect(ts.Status.SkippedTools).To(ContainElement(HaveField("Reason", ContainSubstring(
+		getTSErr := getTS(g, ns, "crm")
+		g.Expect(getTSErr.Status.SkippedTools).To(ContainElement(HaveField("Reason", ContainSubstring(
 			"ToolDefinition crm-export-contacts passes for this source's crm_export_contacts (spec.source or an owner reference), but the source did not create it"))))
-		g.Expect(ts.Status.LastSyncTime.Time).NotTo(BeTemporally("<", forged.CreationTimestamp.Time))
+		g.Expect(getTSErr.Status.LastSyncTime.Time).NotTo(BeTemporally("<", forged.CreationTimestamp.Time))
 	}).Should(Succeed())
 	ts = getTS(g, ns, "crm")
 	g.Expect(ts.Status.PendingChanges).NotTo(ContainElement(HaveField("Tool", "crm_export_contacts")))

@@ -215,8 +215,8 @@ func TestEmbeddedModeStartsPublishesAndStopsCleanly(t *testing.T) {
 	if err != nil || res.IsError || len(res.Content) == 0 || !strings.HasPrefix(res.Content[0].(*mcp.TextContent).Text, "## ") {
 		t.Fatalf("tool_call docs_search_docs through the gateway: %+v %v", res, err)
 	}
-	if resp, err := http.Get("http://" + gw[2] + "/metrics"); err != nil || resp.StatusCode != http.StatusNotFound {
-		t.Errorf("/metrics on the MCP port: %v %v, want 404", resp, err)
+	if resp, getErr := http.Get("http://" + gw[2] + "/metrics"); getErr != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("/metrics on the MCP port: %v %v, want 404", resp, getErr)
 	} else {
 		resp.Body.Close()
 	}

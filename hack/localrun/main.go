@@ -143,14 +143,14 @@ func runLocal(ctx context.Context, root, stateDir string) (retErr error) {
 		return err
 	}
 	defer func() {
-		if err := env.Stop(); err != nil {
-			retErr = errors.Join(retErr, err)
+		if stopErr := env.Stop(); stopErr != nil {
+			retErr = errors.Join(retErr, stopErr)
 		}
 		fmt.Println("Stopped kube-apiserver and etcd.")
 	}()
 	kubeconfig, _ := filepath.Abs(filepath.Join(stateDir, "kubeconfig"))
-	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
-		return err
+	if writeFileErr := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); writeFileErr != nil {
+		return writeFileErr
 	}
 	c, err := client.New(cfg, client.Options{Scheme: manager.Scheme()})
 	if err != nil {
@@ -313,6 +313,6 @@ func freeAddr() string {
 	if err != nil {
 		return "0"
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }

@@ -28,13 +28,13 @@ func catalogSchema(t *testing.T) (*structuralschema.Structural, *apiextensionsv1
 		t.Fatal(err)
 	}
 	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal(raw, crd); err != nil {
-		t.Fatal(err)
+	if unmarshalErr := yaml.Unmarshal(raw, crd); unmarshalErr != nil {
+		t.Fatal(unmarshalErr)
 	}
 	v1 := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
 	internal := &apiextensionsinternal.JSONSchemaProps{}
-	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v1, internal, nil); err != nil {
-		t.Fatal(err)
+	if convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaPropsErr := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v1, internal, nil); convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaPropsErr != nil {
+		t.Fatal(convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaPropsErr)
 	}
 	s, err := structuralschema.NewStructural(internal)
 	if err != nil {
@@ -63,8 +63,8 @@ func TestResolverDefaultsAreTheCRDDefaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			defaulting.Default(u, schema)
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u, defaulted); err != nil {
-				t.Fatal(err)
+			if fromUnstructuredErr := runtime.DefaultUnstructuredConverter.FromUnstructured(u, defaulted); fromUnstructuredErr != nil {
+				t.Fatal(fromUnstructuredErr)
 			}
 			if reflect.DeepEqual(raw.Spec, defaulted.Spec) {
 				t.Fatal("the CRD defaulted nothing: the schema was not read")
@@ -79,9 +79,7 @@ func TestResolverDefaultsAreTheCRDDefaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(got, want) {
-				g, _ := json.Marshal(got)
-				w, _ := json.Marshal(want)
-				t.Fatalf("an unset spec resolves to\n%s\nthe CRD's defaults to\n%s", g, w)
+				t.Fatalf("an unset spec resolves to\n%+v\nthe CRD's defaults to\n%+v", got, want)
 			}
 		})
 	}

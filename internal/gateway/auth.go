@@ -340,7 +340,7 @@ func (s *StaticTokens) reload() error {
 	if err != nil {
 		return fmt.Errorf("reading static tokens: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	tokens, err := ParseTokenFile(f)
 	if err != nil {
 		return fmt.Errorf("static tokens %s: %w", s.Path, err)

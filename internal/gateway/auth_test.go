@@ -218,7 +218,7 @@ func serviceAccountToken(t *testing.T, ns, name, audience string) *authenticatio
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cset.CoreV1().ServiceAccounts(ns).Get(t.Context(), name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+	if _, getErr := cset.CoreV1().ServiceAccounts(ns).Get(t.Context(), name, metav1.GetOptions{}); apierrors.IsNotFound(getErr) {
 		create(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
 	}
 	req := &authenticationv1.TokenRequest{}

@@ -209,7 +209,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, request.ErrNoToken):
 		tc = &v1alpha1.ToolCatalog{}
-		if err := g.opts.Kube.Get(ctx, key, tc); err != nil || !tc.Spec.Gateway.AllowAnonymous {
+		if getErr := g.opts.Kube.Get(ctx, key, tc); getErr != nil || !tc.Spec.Gateway.AllowAnonymous {
 			g.unauthorized(w, r, request.ErrNoToken.Error())
 			return
 		}
@@ -219,21 +219,21 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 		return
 	default:
 		actx, span := telemetry.Tracer().Start(telemetry.ExtractHeader(WithSource(ctx, clientAddress(r)), r.Header), "authenticate")
-		p, err := g.opts.Auth.Authenticate(actx, token)
-		if err != nil {
+		p, authenticateErr := g.opts.Auth.Authenticate(actx, token)
+		if authenticateErr != nil {
 			span.SetStatus(codes.Error, "not authenticated")
 		}
 		span.End()
 		switch {
-		case errors.Is(err, ErrUnauthenticated):
+		case errors.Is(authenticateErr, ErrUnauthenticated):
 			g.unauthorized(w, r, "the bearer token is not valid")
 			return
-		case errors.Is(err, ErrTooManyReviews):
+		case errors.Is(authenticateErr, ErrTooManyReviews):
 			w.Header().Set("Retry-After", "1")
-			g.reject(w, http.StatusTooManyRequests, "rate_limited", err.Error())
+			g.reject(w, http.StatusTooManyRequests, "rate_limited", authenticateErr.Error())
 			return
-		case err != nil:
-			g.opts.Log.Error(err, "Authenticating a client")
+		case authenticateErr != nil:
+			g.opts.Log.Error(authenticateErr, "Authenticating a client")
 			g.reject(w, http.StatusServiceUnavailable, "unavailable", "the token could not be checked; retry")
 			return
 		}
@@ -241,8 +241,8 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 	}
 	if tc == nil {
 		tc = &v1alpha1.ToolCatalog{}
-		if err := g.opts.Kube.Get(ctx, key, tc); err != nil {
-			if apierrors.IsNotFound(err) {
+		if getErr := g.opts.Kube.Get(ctx, key, tc); getErr != nil {
+			if apierrors.IsNotFound(getErr) {
 				g.forget(key)
 				g.reject(w, http.StatusNotFound, "not_found", notServed(key))
 				return
@@ -446,11 +446,11 @@ func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error
 		views: map[string]*view{}, streams: &streams{m: map[string]chan struct{}{}}}
 	s.sessions = &sessionStore{rc: s.redis, keys: cfg.Keys, idle: g.opts.Limits.SessionIdle, lifetime: g.opts.Limits.SessionLifetime, max: g.opts.Limits.SessionsPerPrincipal}
 	s.cancels = &cancels{s: s, m: map[string]context.CancelFunc{}}
-	if p, err := catalogconfig.BuildProviders(cfg.Providers); err == nil {
+	if p, buildProvidersErr := catalogconfig.BuildProviders(cfg.Providers); buildProvidersErr == nil {
 		s.embedder = p.Embedder
 	} else {
 		// Searches fall back to BM25 without a query embedder.
-		g.opts.Log.Error(err, "No query embedder: tool_search ranks by BM25", "catalog", s.id)
+		g.opts.Log.Error(buildProvidersErr, "No query embedder: tool_search ranks by BM25", "catalog", s.id)
 	}
 	fctx, fcancel := context.WithCancel(g.ctx)
 	s.ctx, s.cancel = fctx, fcancel

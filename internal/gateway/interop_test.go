@@ -43,7 +43,7 @@ func interopPackages(t *testing.T) string {
 			return
 		}
 		for _, bin := range []string{"node", "npm"} {
-			if _, err := exec.LookPath(bin); err != nil {
+			if _, lookPathErr := exec.LookPath(bin); lookPathErr != nil {
 				interop.err = fmt.Errorf("%s not found in PATH: install Node.js 18 or newer (make prereqs does: apt-get install nodejs npm)", bin)
 				return
 			}

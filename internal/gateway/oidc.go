@@ -162,8 +162,8 @@ func (i *OIDCIssuer) verify(ctx context.Context, token string) (Principal, time.
 		return Principal{}, time.Time{}, fmt.Errorf("verifying a token of OIDC issuer %s: %w", i.URL, err)
 	}
 	var claims map[string]any
-	if err := idt.Claims(&claims); err != nil {
-		return Principal{}, time.Time{}, fmt.Errorf("%w: %v", ErrUnauthenticated, err)
+	if claimsErr := idt.Claims(&claims); claimsErr != nil {
+		return Principal{}, time.Time{}, fmt.Errorf("%w: %v", ErrUnauthenticated, claimsErr)
 	}
 	user, _ := claims[i.UserClaim].(string)
 	if user == "" {

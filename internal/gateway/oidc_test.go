@@ -178,14 +178,14 @@ func TestOIDCTokens(t *testing.T) {
 	})
 
 	t.Run("an unverified email names nobody", func(t *testing.T) {
-		a := &Authenticator{Issuers: []*OIDCIssuer{iss.config(t, ",user-claim=email")}}
+		byEmail := &Authenticator{Issuers: []*OIDCIssuer{iss.config(t, ",user-claim=email")}}
 		c := iss.claims("u1", "toolcatalog")
 		c["email"] = "alice@example.com"
-		if p, err := a.Authenticate(ctx, iss.sign(t, c)); err != nil || p.User != "alice@example.com" {
+		if p, err := byEmail.Authenticate(ctx, iss.sign(t, c)); err != nil || p.User != "alice@example.com" {
 			t.Fatalf("email claim: %+v, %v; want alice@example.com, unprefixed", p, err)
 		}
 		c["email_verified"] = false
-		if _, err := a.Authenticate(ctx, iss.sign(t, c)); !errors.Is(err, ErrUnauthenticated) {
+		if _, err := byEmail.Authenticate(ctx, iss.sign(t, c)); !errors.Is(err, ErrUnauthenticated) {
 			t.Fatalf("an unverified email: %v; want ErrUnauthenticated", err)
 		}
 	})
@@ -383,7 +383,7 @@ func TestOIDCThroughTheGateway(t *testing.T) {
 	var doc resourceMetadata
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if err := json.Unmarshal(raw, &doc); err != nil || doc.Resource != public+"/mcp/"+ns+"/oidc" || !slices.Equal(doc.AuthorizationServers, []string{iss.srv.URL}) {
+	if err = json.Unmarshal(raw, &doc); err != nil || doc.Resource != public+"/mcp/"+ns+"/oidc" || !slices.Equal(doc.AuthorizationServers, []string{iss.srv.URL}) {
 		t.Fatalf("protected resource metadata: %s (%v)", raw, err)
 	}
 
@@ -397,11 +397,11 @@ func TestOIDCThroughTheGateway(t *testing.T) {
 	if challenge := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized || strings.Contains(challenge, "resource_metadata") {
 		t.Fatalf("no public URL: %d %q; want 401 without resource_metadata", resp.StatusCode, challenge)
 	}
-	if resp, err := http.Get(bare + metadata); err != nil || resp.Body.Close() != nil || resp.StatusCode != http.StatusNotFound {
+	if resp, err = http.Get(bare + metadata); err != nil || resp.Body.Close() != nil || resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("metadata without a public URL: %v %v", resp, err)
 	}
 	for _, path := range []string{"/mcp/Not_A_Namespace/oidc", "/mcp/" + ns + "/%22%20x"} {
-		resp, err := http.Get(base + "/.well-known/oauth-protected-resource" + path)
+		resp, err = http.Get(base + "/.well-known/oauth-protected-resource" + path)
 		if err != nil {
 			t.Fatal(err)
 		}

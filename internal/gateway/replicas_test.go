@@ -410,8 +410,8 @@ func TestStoppingGatewayAnswersOnKeptAliveConnections(t *testing.T) {
 			ShutdownDelay: 5 * time.Second, Log: logr.Discard()})
 	}()
 	status := func() int {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
+		resp, getErr := http.Get(base + "/readyz")
+		if getErr != nil {
 			return 0
 		}
 		resp.Body.Close()
@@ -426,16 +426,16 @@ func TestStoppingGatewayAnswersOnKeptAliveConnections(t *testing.T) {
 	defer conn.Close()
 	br := bufio.NewReader(conn)
 	post := func() (*http.Response, error) {
-		if _, err := io.WriteString(conn, "POST /mcp/default/catalog HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"); err != nil {
-			return nil, err
+		if _, writeStringErr := io.WriteString(conn, "POST /mcp/default/catalog HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"); writeStringErr != nil {
+			return nil, writeStringErr
 		}
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			return nil, err
+		resp, readResponseErr := http.ReadResponse(br, nil)
+		if readResponseErr != nil {
+			return nil, readResponseErr
 		}
-		_, err = io.Copy(io.Discard, resp.Body)
+		_, readResponseErr = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		return resp, err
+		return resp, readResponseErr
 	}
 	resp, err := post()
 	if err != nil {
@@ -448,8 +448,8 @@ func TestStoppingGatewayAnswersOnKeptAliveConnections(t *testing.T) {
 	stop()
 	waitFor(t, "the stopping gateway to be unready", func() bool { return status() == http.StatusServiceUnavailable })
 	select {
-	case err := <-stopped:
-		t.Fatalf("the gateway stopped before the shutdown delay had passed: %v", err)
+	case stopErr := <-stopped:
+		t.Fatalf("the gateway stopped before the shutdown delay had passed: %v", stopErr)
 	default:
 	}
 	resp, err = post()

@@ -122,8 +122,8 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 		kube = inNamespaces{Reader: watch, namespaces: cfg.Namespaces}
 	}
 	for _, obj := range []client.Object{&v1alpha1.ToolCatalog{}, &v1alpha1.ToolSource{}} {
-		if _, err := watch.GetInformer(ctx, obj); err != nil {
-			return fmt.Errorf("watching %T: %w", obj, err)
+		if _, getInformerErr := watch.GetInformer(ctx, obj); getInformerErr != nil {
+			return fmt.Errorf("watching %T: %w", obj, getInformerErr)
 		}
 	}
 	direct, err := client.New(restConfig, client.Options{Scheme: scheme})
@@ -153,13 +153,13 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 		auth.Static = &StaticTokens{Path: cfg.StaticTokens}
 	}
 	for _, spec := range cfg.OIDCIssuers {
-		iss, err := ParseOIDCIssuer(spec)
-		if err != nil {
-			return fmt.Errorf("--oidc-issuer: %w", err)
+		iss, issuerErr := ParseOIDCIssuer(spec)
+		if issuerErr != nil {
+			return fmt.Errorf("--oidc-issuer: %w", issuerErr)
 		}
 		if iss.Cluster {
-			if iss.HTTPClient, err = rest.HTTPClientFor(restConfig); err != nil {
-				return fmt.Errorf("--oidc-issuer %s: %w", iss.URL, err)
+			if iss.HTTPClient, issuerErr = rest.HTTPClientFor(restConfig); issuerErr != nil {
+				return fmt.Errorf("--oidc-issuer %s: %w", iss.URL, issuerErr)
 			}
 			iss.KeysURL = strings.TrimSuffix(restConfig.Host, "/") + "/openid/v1/jwks"
 		}

@@ -352,7 +352,7 @@ func (c *cancels) cancel(ctx context.Context, session string, id json.RawMessage
 // ctx ends.
 func (c *cancels) follow(ctx context.Context) {
 	sub := c.s.redis.Subscribe(ctx, c.s.keys.GatewayCancel())
-	defer sub.Close()
+	defer func() { _ = sub.Close() }()
 	for msg := range sub.Channel() {
 		var n cancelNotice
 		if len(msg.Payload) > 512 || json.Unmarshal([]byte(msg.Payload), &n) != nil || !sessionID.MatchString(n.Session) {

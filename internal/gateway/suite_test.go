@@ -83,8 +83,8 @@ func startSuite(onStop func(func() error)) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	onStop(func() error { cancel(); return nil })
 	go func() {
-		if err := manager.Run(ctx, cfg, manager.Config{MetricsAddr: "0", ProbeAddr: "0", LeaderElectionID: "gateway-test", SkipNameValidation: true, EgressAllow: egressAllow}); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
+		if runErr := manager.Run(ctx, cfg, manager.Config{MetricsAddr: "0", ProbeAddr: "0", LeaderElectionID: "gateway-test", SkipNameValidation: true, EgressAllow: egressAllow}); runErr != nil {
+			fmt.Fprintln(os.Stderr, "manager:", runErr)
 		}
 	}()
 	dir, err := os.MkdirTemp("", "gateway-test")
@@ -93,8 +93,8 @@ func startSuite(onStop func(func() error)) error {
 	}
 	onStop(func() error { return os.RemoveAll(dir) })
 	staticTokens = filepath.Join(dir, "tokens.csv")
-	if err := os.WriteFile(staticTokens, []byte(aliceToken+",alice,1,\"staff\"\n"+finToken+",fin,2,\"finance,staff\"\n"), 0o600); err != nil {
-		return err
+	if writeFileErr := os.WriteFile(staticTokens, []byte(aliceToken+",alice,1,\"staff\"\n"+finToken+",fin,2,\"finance,staff\"\n"), 0o600); writeFileErr != nil {
+		return writeFileErr
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -118,9 +118,9 @@ func startSuite(onStop func(func() error)) error {
 	onStop(func() error {
 		cancel()
 		select {
-		case err := <-stopped:
-			if err != nil {
-				return fmt.Errorf("gateway: %w", err)
+		case stopErr := <-stopped:
+			if stopErr != nil {
+				return fmt.Errorf("gateway: %w", stopErr)
 			}
 			return nil
 		case <-time.After(20 * time.Second):
@@ -129,8 +129,8 @@ func startSuite(onStop func(func() error)) error {
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(gatewayURL + "/readyz")
-		if err == nil {
+		resp, getErr := http.Get(gatewayURL + "/readyz")
+		if getErr == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				break

@@ -188,7 +188,7 @@ func (u *upstreams) call(ctx context.Context, namespace string, tool contract.To
 	if err != nil {
 		return nil, err
 	}
-	if err := u.egress.CheckURL(cfg.URL); err != nil {
+	if checkURLErr := u.egress.CheckURL(cfg.URL); checkURLErr != nil {
 		return nil, &callError{OutcomeDenied, fmt.Sprintf("%s cannot be called: its MCP server is outside the gateway's egress policy", tool.Name)}
 	}
 	ctx, cancel := context.WithTimeout(ctx, u.timeout)

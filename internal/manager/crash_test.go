@@ -165,7 +165,7 @@ func TestManagerKilledMidPass(t *testing.T) {
 		t.Fatalf("a killed pass wrote version %d or used up the request", got.Version())
 	}
 	chatBefore := len(p.ChatRequests())
-	m = startManagerProcess(t, bin, kc)
+	startManagerProcess(t, bin, kc)
 	waitFor(t, "the pending refresh after the restart", 60*time.Second, func() bool {
 		return getTC().Status.LastHandledRefreshAt == "during-generation"
 	})
@@ -201,7 +201,7 @@ func TestManagerKilledMidPass(t *testing.T) {
 	m.kill()
 	written := whole()
 	t.Logf("killed after the notice %s: version %d in Redis, status version %d", msg.Payload, written.Version(), getTC().Status.Version)
-	m = startManagerProcess(t, bin, kc)
+	startManagerProcess(t, bin, kc)
 	waitFor(t, "the request handled after the restart", 60*time.Second, func() bool {
 		c := getTC()
 		return c.Status.LastHandledRefreshAt == "during-write" && c.Status.Version >= written.Version()

@@ -43,8 +43,8 @@ pending change is no longer the one you reviewed.`,
 				return err
 			}
 			ts := &v1alpha1.ToolSource{}
-			if err := kube.Get(ctx, types.NamespacedName{Namespace: ns, Name: args[0]}, ts); err != nil {
-				return fmt.Errorf("reading ToolSource %s/%s: %w", ns, args[0], err)
+			if getErr := kube.Get(ctx, types.NamespacedName{Namespace: ns, Name: args[0]}, ts); getErr != nil {
+				return fmt.Errorf("reading ToolSource %s/%s: %w", ns, args[0], getErr)
 			}
 			out := cmd.OutOrStdout()
 			if len(args) == 1 && !all {

@@ -220,8 +220,8 @@ func (o *Options) refreshCommand() *cobra.Command {
 				v1alpha1.AnnotationRefreshMode:        orNil(mode),
 				v1alpha1.AnnotationRefreshTools:       orNil(tools),
 			})
-			if err := s.kube.MergePatch(ctx, s.catalog, patch); err != nil {
-				return fmt.Errorf("requesting refresh: %w", err)
+			if mergePatchErr := s.kube.MergePatch(ctx, s.catalog, patch); mergePatchErr != nil {
+				return fmt.Errorf("requesting refresh: %w", mergePatchErr)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "refresh of %s/%s requested (token %s)\n", s.catalog.Namespace, s.catalog.Name, token)
 			if waitFor <= 0 {
@@ -229,8 +229,8 @@ func (o *Options) refreshCommand() *cobra.Command {
 			}
 			tc := &v1alpha1.ToolCatalog{}
 			err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, waitFor, true, func(ctx context.Context) (bool, error) {
-				if err := s.kube.Get(ctx, types.NamespacedName{Namespace: s.catalog.Namespace, Name: s.catalog.Name}, tc); err != nil {
-					return false, err
+				if getErr := s.kube.Get(ctx, types.NamespacedName{Namespace: s.catalog.Namespace, Name: s.catalog.Name}, tc); getErr != nil {
+					return false, getErr
 				}
 				return tc.Status.LastHandledRefreshAt == token, nil
 			})

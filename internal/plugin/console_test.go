@@ -432,8 +432,8 @@ func TestConsoleShowsGradingsAndLearnedRequests(t *testing.T) {
 	if err != nil || strings.Join(rows, " ") != "2 1" {
 		t.Errorf("gradings of versions %q (%v), want 2 1", rows, err)
 	}
-	if width, err := chromedp.Run(bctx, chromedp.Evaluate[int](`(async () => { const img = document.querySelector('img[src$="quality.svg"]'); await img.decode(); return img.naturalWidth })()`, chromedp.EvalAwaitPromise)); err != nil || width == 0 {
-		t.Errorf("the chart of self-recall did not load: width %d (%v)", width, err)
+	if width, runErr := chromedp.Run(bctx, chromedp.Evaluate[int](`(async () => { const img = document.querySelector('img[src$="quality.svg"]'); await img.decode(); return img.naturalWidth })()`, chromedp.EvalAwaitPromise)); runErr != nil || width == 0 {
+		t.Errorf("the chart of self-recall did not load: width %d (%v)", width, runErr)
 	}
 
 	do(t, bctx, chromedp.Click(chromedp.CSS(`a[href$="/tools/book_room"]`)), chromedp.WaitVisible(chromedp.CSS(`#queries`)))

@@ -52,7 +52,7 @@ skipped.`,
 			if err != nil {
 				return err
 			}
-			defer s.Close()
+			defer func() { _ = s.Close() }()
 			tools, err := s.Tools(ctx, 0)
 			if err != nil {
 				return err

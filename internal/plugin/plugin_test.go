@@ -71,8 +71,8 @@ func startSuite(onStop func(func() error)) error {
 	}
 	pool := redisconn.NewPool()
 	onStop(func() error { pool.Close(); return nil })
-	if err := (&controllers.ToolCatalogReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("toolcatalog-controller"), Redis: pool}).SetupWithManager(ctx, mgr); err != nil {
-		return err
+	if setupWithManagerErr := (&controllers.ToolCatalogReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("toolcatalog-controller"), Redis: pool}).SetupWithManager(ctx, mgr); setupWithManagerErr != nil {
+		return setupWithManagerErr
 	}
 	// ToolSources on loopback MCP servers hold upstream changes for the
 	// console's approvals page.

@@ -145,8 +145,8 @@ func CompileArguments(parameters []byte) (*Arguments, error) {
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(refusingLoader{"parameters"})
-	if err := c.AddResource(schemaURL+"parameters", value); err != nil {
-		return nil, err
+	if addResourceErr := c.AddResource(schemaURL+"parameters", value); addResourceErr != nil {
+		return nil, addResourceErr
 	}
 	s, err := c.Compile(schemaURL + "parameters")
 	if err != nil {

@@ -67,12 +67,12 @@ func TestCompileArgumentsChecksCalls(t *testing.T) {
 		`{"city":"Oslo","wind":true}`: "at the top level: additional properties 'wind' not allowed",
 		`{"city":`:                    "the arguments are not valid JSON",
 	} {
-		err := a.Validate([]byte(args))
+		validateErr := a.Validate([]byte(args))
 		switch {
-		case want == "" && err != nil:
-			t.Errorf("%s: %v", args, err)
-		case want != "" && (err == nil || !strings.HasPrefix(err.Error(), want)):
-			t.Errorf("%s: got %v, want %q", args, err, want)
+		case want == "" && validateErr != nil:
+			t.Errorf("%s: %v", args, validateErr)
+		case want != "" && (validateErr == nil || !strings.HasPrefix(validateErr.Error(), want)):
+			t.Errorf("%s: got %v, want %q", args, validateErr, want)
 		}
 	}
 	none, err := CompileArguments(nil)

@@ -96,7 +96,7 @@ func ReadTools(ctx context.Context, c redis.UniversalClient, k Keys, version int
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("reading tools of %s: %w", k.Prefix, err)
 	}
-	if v, err := ver.Int64(); err != nil || v != version {
+	if v, int64Err := ver.Int64(); int64Err != nil || v != version {
 		return nil, ErrConflict
 	}
 	raw, err := head.Bytes()
@@ -170,16 +170,16 @@ func history(ctx context.Context, c redis.UniversalClient, k Keys, oldest int64)
 	docs := []*Document{doc}
 	if snap.Head == nil {
 		for v := doc.Version - 1; v >= oldest; v-- {
-			raw, err := c.Get(ctx, k.CatalogVersion(v)).Bytes()
-			if errors.Is(err, redis.Nil) {
+			raw, bytesErr := c.Get(ctx, k.CatalogVersion(v)).Bytes()
+			if errors.Is(bytesErr, redis.Nil) {
 				return docs, fmt.Errorf("%w: %s", ErrNotRetained, k.CatalogVersion(v))
 			}
-			if err != nil {
-				return docs, fmt.Errorf("reading %s: %w", k.CatalogVersion(v), err)
+			if bytesErr != nil {
+				return docs, fmt.Errorf("reading %s: %w", k.CatalogVersion(v), bytesErr)
 			}
-			d, err := ParseDocument(raw)
-			if err != nil {
-				return docs, err
+			d, bytesErr := ParseDocument(raw)
+			if bytesErr != nil {
+				return docs, bytesErr
 			}
 			docs = append(docs, d)
 		}
@@ -190,7 +190,6 @@ func history(ctx context.Context, c redis.UniversalClient, k Keys, oldest int64)
 		return docs, err
 	}
 	entries := doc.Entries()
-	head := doc.Head()
 	for i, ch := range slices.Backward(changes) {
 		if ch == nil || ch.HeadBefore == nil {
 			return docs, fmt.Errorf("%w: version %d", ErrNotRetained, oldest+int64(i))
@@ -202,7 +201,7 @@ func history(ctx context.Context, c redis.UniversalClient, k Keys, oldest int64)
 				delete(entries, name)
 			}
 		}
-		head = *ch.HeadBefore
+		head := *ch.HeadBefore
 		list := make([]Entry, 0, len(entries))
 		for _, e := range entries {
 			list = append(list, e)

@@ -24,11 +24,11 @@ func FuzzParseDocument(f *testing.F) {
 		}
 		_, _ = d.ToolByName("t")
 		for i := range d.Tools {
-			if n, err := NormalizeTool(d.Tools[i]); err == nil {
+			if n, normalizeToolErr := NormalizeTool(d.Tools[i]); normalizeToolErr == nil {
 				d.Tools[i] = n
 			}
 		}
-		if err := d.Seal(); err != nil {
+		if sealErr := d.Seal(); sealErr != nil {
 			return
 		}
 		raw, err := d.Marshal()

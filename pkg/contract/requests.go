@@ -93,8 +93,8 @@ func TrimRequests(ctx context.Context, c redis.UniversalClient, k Keys, cutoff t
 		return nil, fmt.Errorf("reading %s: %w", k.RequestsSeen(), err)
 	}
 	if len(old) > 0 {
-		if err := removeRequests(ctx, c, k, old); err != nil {
-			return nil, err
+		if removeRequestsErr := removeRequests(ctx, c, k, old); removeRequestsErr != nil {
+			return nil, removeRequestsErr
 		}
 	}
 	counts, err := c.ZRevRangeWithScores(ctx, k.Requests(), 0, -1).Result()
@@ -106,8 +106,8 @@ func TrimRequests(ctx context.Context, c redis.UniversalClient, k Keys, cutoff t
 		for _, z := range counts[max:] {
 			drop = append(drop, z.Member.(string))
 		}
-		if err := removeRequests(ctx, c, k, drop); err != nil {
-			return nil, err
+		if removeRequestsErr := removeRequests(ctx, c, k, drop); removeRequestsErr != nil {
+			return nil, removeRequestsErr
 		}
 		counts = counts[:max]
 	}

@@ -177,8 +177,8 @@ func (s *Snapshot) readFields(ctx context.Context, c redis.UniversalClient, k Ke
 	}
 	s.ParsedMetadata = make(map[string]ParsedMetadata, len(metadata))
 	err = eachField(ctx, c, k.Metadata(), metadata, func(name, raw string) {
-		m, err := ParseMetadata(raw)
-		s.ParsedMetadata[name] = ParsedMetadata{Metadata: m, Err: err}
+		m, parseMetadataErr := ParseMetadata(raw)
+		s.ParsedMetadata[name] = ParsedMetadata{Metadata: m, Err: parseMetadataErr}
 	})
 	if err != nil {
 		return false, err

@@ -115,8 +115,8 @@ func TestWriteThenRead(t *testing.T) {
 	// Version 2 removes b and updates a: only a's entry is written.
 	v2 := testDoc(t, 2, "a", "secret")
 	v2.Tools[0].Description = "does a better"
-	if err := v2.Seal(); err != nil {
-		t.Fatal(err)
+	if sealErr := v2.Seal(); sealErr != nil {
+		t.Fatal(sealErr)
 	}
 	before := dump(t, c, k)
 	write(t, c, k, v1, v2, map[string][]byte{"a": EncodeVector([]float32{1, 0})}, "b")
@@ -129,8 +129,8 @@ func TestWriteThenRead(t *testing.T) {
 		t.Fatal("the tools hash did not change")
 	}
 	var ch Change
-	if err := json.Unmarshal([]byte(c.Get(ctx, k.Changes(2)).Val()), &ch); err != nil {
-		t.Fatal(err)
+	if unmarshalErr := json.Unmarshal([]byte(c.Get(ctx, k.Changes(2)).Val()), &ch); unmarshalErr != nil {
+		t.Fatal(unmarshalErr)
 	}
 	if fmt.Sprint(ch.Updated) != "[a]" || fmt.Sprint(ch.Removed) != "[b]" || ch.Before["a"].Description != "does a" || ch.Before["b"].Name != "b" || ch.HeadBefore.Version != 1 {
 		t.Fatalf("change record of version 2: %+v", ch)
@@ -579,10 +579,10 @@ func TestReadWithStagedParsesAsItReads(t *testing.T) {
 		t.Fatalf("ReadWithStaged's document differs from Read's (%v)", err)
 	}
 	for name, raw := range full.Metadata {
-		m, err := ParseMetadata(raw)
+		m, parseMetadataErr := ParseMetadata(raw)
 		p := chunked.ParsedMetadata[name]
-		if !reflect.DeepEqual(p.Metadata, m) || (p.Err == nil) != (err == nil) {
-			t.Fatalf("metadata of %s: %+v (%v); Read's parses to %+v (%v)", name, p.Metadata, p.Err, m, err)
+		if !reflect.DeepEqual(p.Metadata, m) || (p.Err == nil) != (parseMetadataErr == nil) {
+			t.Fatalf("metadata of %s: %+v (%v); Read's parses to %+v (%v)", name, p.Metadata, p.Err, m, parseMetadataErr)
 		}
 	}
 	if chunked.ParsedMetadata[unreadable].Err == nil {
@@ -592,8 +592,8 @@ func TestReadWithStagedParsesAsItReads(t *testing.T) {
 		t.Fatalf("stamps %+v and %+v differ", full.Stamp(), chunked.Stamp())
 	}
 
-	if err := c.HSet(ctx, k.Tools(), names[2*maxFieldsPerRead], `{"name":`).Err(); err != nil {
-		t.Fatal(err)
+	if errErr := c.HSet(ctx, k.Tools(), names[2*maxFieldsPerRead], `{"name":`).Err(); errErr != nil {
+		t.Fatal(errErr)
 	}
 	chunked, err = ReadWithStaged(ctx, c, k)
 	if err != nil {

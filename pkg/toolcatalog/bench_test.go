@@ -46,8 +46,8 @@ func benchCatalog(b testing.TB, n int) *Catalog {
 	for i, v := range vecs {
 		raw[doc.Tools[i].Name] = contract.EncodeVector(v)
 	}
-	if err := doc.Seal(); err != nil {
-		b.Fatal(err)
+	if sealErr := doc.Seal(); sealErr != nil {
+		b.Fatal(sealErr)
 	}
 	c, err := New(doc, raw, nil)
 	if err != nil {

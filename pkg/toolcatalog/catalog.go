@@ -141,9 +141,9 @@ func LoadIfChanged(ctx context.Context, c redis.UniversalClient, keys contract.K
 	case err != nil:
 		return nil, false, fmt.Errorf("reading %s: %w", keys.Head(), err)
 	default:
-		h, err := contract.ParseHead(raw)
-		if err != nil {
-			return nil, false, err
+		h, parseHeadErr := contract.ParseHead(raw)
+		if parseHeadErr != nil {
+			return nil, false, parseHeadErr
 		}
 		if h.SchemaHash == schemaHash {
 			return nil, false, nil

@@ -342,7 +342,7 @@ func (b *Bridge) Handle(ctx context.Context, name, arguments string) (json.RawMe
 		topK := min(orDefault(b.TopK, DefaultBridgeTopK), maxTopK)
 		if raw, ok := args["top_k"]; ok {
 			var n float64
-			if err := json.Unmarshal(raw, &n); err != nil {
+			if unmarshalErr := json.Unmarshal(raw, &n); unmarshalErr != nil {
 				return nil, nil, &BridgeError{Message: "tool_search: top_k must be a number"}
 			}
 			topK = int(min(max(n, 1), float64(maxTopK)))

@@ -132,7 +132,7 @@ func TestBridgeDispatch(t *testing.T) {
 	}
 	// Deferred tools only: the core web_search is already in the model's
 	// list, and run_sql is not group:sales's to see.
-	if err := json.Unmarshal(out, &found); err != nil || len(found.Tools) == 0 || found.Tools[0].Name != "send_email" || found.TotalAvailable != 4 {
+	if unmarshalErr := json.Unmarshal(out, &found); unmarshalErr != nil || len(found.Tools) == 0 || found.Tools[0].Name != "send_email" || found.TotalAvailable != 4 {
 		t.Fatalf("tool_search result %s", out)
 	}
 	for _, tool := range found.Tools {
@@ -162,7 +162,7 @@ func TestBridgeDispatch(t *testing.T) {
 	b.Search.Popular = nil
 	// top_k is clamped to its range rather than refused.
 	for _, topK := range []string{"0", "99", "2.7"} {
-		out, _, err := b.Handle(ctx, ToolSearch, `{"query":"send an email","top_k":`+topK+`}`)
+		out, _, err = b.Handle(ctx, ToolSearch, `{"query":"send an email","top_k":`+topK+`}`)
 		if err != nil || json.Unmarshal(out, &found) != nil || len(found.Tools) < 1 || len(found.Tools) > MaxBridgeTopK {
 			t.Fatalf("top_k %s: %s %v", topK, out, err)
 		}

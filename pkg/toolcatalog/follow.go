@@ -257,7 +257,7 @@ func (f *Follower) expected(d *contract.Document) error {
 }
 
 func (f *Follower) run(ctx context.Context, ps *redis.PubSub) {
-	defer ps.Close()
+	defer func() { _ = ps.Close() }()
 	ticker := time.NewTicker(f.opts.RecheckInterval)
 	defer ticker.Stop()
 	usage := time.NewTicker(f.opts.UsageInterval)

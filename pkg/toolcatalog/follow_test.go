@@ -123,8 +123,8 @@ func TestLoad(t *testing.T) {
 	// Metadata of a tool the version does not hold, and metadata that
 	// does not parse, are left out.
 	ghost, _ := (&contract.Metadata{SpecHash: "x", Description: "not a tool of this version"}).Marshal()
-	if err := c.HSet(context.Background(), k.Metadata(), "ghost_tool", ghost, "get_weather", "{not json").Err(); err != nil {
-		t.Fatal(err)
+	if errErr := c.HSet(context.Background(), k.Metadata(), "ghost_tool", ghost, "get_weather", "{not json").Err(); errErr != nil {
+		t.Fatal(errErr)
 	}
 	cat, err = Load(context.Background(), c, k)
 	if err != nil {
@@ -281,8 +281,8 @@ func TestFollowWaitsForTheFirstPublish(t *testing.T) {
 	}
 	short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer stop()
-	if _, err := f.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Wait before the first publish: %v", err)
+	if _, waitErr := f.Wait(short); !errors.Is(waitErr, context.DeadlineExceeded) {
+		t.Fatalf("Wait before the first publish: %v", waitErr)
 	}
 	publish(t, c, k, channel, 1, true)
 	got, err := f.Wait(ctx)
@@ -403,8 +403,8 @@ func TestFollowRefusesAForeignCatalog(t *testing.T) {
 	ctx := fc.ctx
 	other := Keys("ns", t.Name()+"-other")
 	publishAs(t, fc.c, other, fc.channel, "uid-evil", 1, false)
-	if _, err := Follow(ctx, fc.c, other, FollowOptions{Channel: fc.channel, CatalogUID: "uid-1"}); !errors.Is(err, ErrForeignCatalog) {
-		t.Fatalf("following a foreign catalog: %v", err)
+	if _, followErr := Follow(ctx, fc.c, other, FollowOptions{Channel: fc.channel, CatalogUID: "uid-1"}); !errors.Is(followErr, ErrForeignCatalog) {
+		t.Fatalf("following a foreign catalog: %v", followErr)
 	}
 	w, err := Follow(ctx, fc.c, other, FollowOptions{Channel: fc.channel, CatalogUID: "uid-1", WaitForPublish: true})
 	if err != nil || w.Current() != nil {

@@ -443,20 +443,6 @@ func sortRanked(r []ranked) {
 // (under 1/(k+depth) each), without sorting every tool of a large catalog.
 func depth(topK int) int { return max(100, 10*topK) }
 
-// topRanked keeps the best d entries, sorted, by heap selection:
-// O(n log d) instead of sorting all n.
-func topRanked(all []ranked, d int) []ranked {
-	if len(all) <= d {
-		sortRanked(all)
-		return all
-	}
-	t := newSelection(d)
-	for _, r := range all {
-		t.offer(r)
-	}
-	return t.sorted()
-}
-
 // selection keeps the best d entries offered, by heap selection.
 type selection struct {
 	h rankHeap

@@ -74,8 +74,8 @@ func TestUpdateReadsOnlyWhatChanged(t *testing.T) {
 	v2.Version = 2
 	v2.Tools = append([]contract.Tool(nil), v1.Tools...)
 	v2.Tools[0].Description = "Edited: " + v2.Tools[0].Description
-	if err := v2.Seal(); err != nil {
-		t.Fatal(err)
+	if sealErr := v2.Seal(); sealErr != nil {
+		t.Fatal(sealErr)
 	}
 	writeVersion(t, c, k, &v1, &v2, map[string][]byte{v2.Tools[0].Name: contract.EncodeVector(base.Vectors[v2.Tools[1].Name])})
 	v3 := v2
@@ -88,8 +88,8 @@ func TestUpdateReadsOnlyWhatChanged(t *testing.T) {
 			v3.Permissions[name] = p
 		}
 	}
-	if err := v3.Seal(); err != nil {
-		t.Fatal(err)
+	if sealErr := v3.Seal(); sealErr != nil {
+		t.Fatal(sealErr)
 	}
 	writeVersion(t, c, k, &v2, &v3, nil, gone)
 
@@ -107,8 +107,8 @@ func TestUpdateReadsOnlyWhatChanged(t *testing.T) {
 	if incremental*3 > fullLoad {
 		t.Fatalf("the update read %d bytes, a full load %d: it must read only what changed", incremental, fullLoad)
 	}
-	if same, err := Update(ctx, reader, k, got); err != nil || same != got {
-		t.Fatalf("an update of the current version must return it: %v", err)
+	if same, updateErr := Update(ctx, reader, k, got); updateErr != nil || same != got {
+		t.Fatalf("an update of the current version must return it: %v", updateErr)
 	}
 
 	// Without the change records, or for a recreated catalog, a full load.
@@ -119,8 +119,8 @@ func TestUpdateReadsOnlyWhatChanged(t *testing.T) {
 	sameCatalog(t, got, want)
 	v4 := v3
 	v4.Version, v4.CatalogUID = 4, "uid-2"
-	if err := v4.Seal(); err != nil {
-		t.Fatal(err)
+	if sealErr := v4.Seal(); sealErr != nil {
+		t.Fatal(sealErr)
 	}
 	writeVersion(t, c, k, &v3, &v4, nil)
 	if got, err = Update(ctx, reader, k, want); err != nil || got.Document.CatalogUID != "uid-2" {

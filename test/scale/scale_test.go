@@ -492,8 +492,8 @@ func startManager(t *testing.T, bin string) *managerProcess {
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kc)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	if startErr := cmd.Start(); startErr != nil {
+		t.Fatal(startErr)
 	}
 	// The harness scrapes as Prometheus would: with a token that may get
 	// /metrics.
@@ -520,14 +520,14 @@ func startManager(t *testing.T, bin string) *managerProcess {
 	return m
 }
 
-// profile records profileSeconds of the manager's CPU profile into path,
+// profile records profileDuration of the manager's CPU profile into path,
 // and of its allocations beside it; the returned function waits for both. Nothing without -scale.cpuprofile.
 func (m *managerProcess) profile(t *testing.T, path string) func() {
 	if *profileFlag == "" {
 		return func() {}
 	}
 	start := time.Now()
-	seconds := strconv.Itoa(int(profileSeconds.Seconds()))
+	seconds := strconv.Itoa(int(profileDuration.Seconds()))
 	allocs := strings.TrimSuffix(path, ".pprof") + ".allocs.pprof"
 	cpuDone, allocsDone := make(chan error, 1), make(chan error, 1)
 	go func() { cpuDone <- m.pprof("profile?seconds="+seconds, path) }()
@@ -537,7 +537,7 @@ func (m *managerProcess) profile(t *testing.T, path string) func() {
 			t.Errorf("CPU or allocation profile: %v", err)
 			return
 		}
-		t.Logf("CPU and allocation profiles of %v (the edits took %v): %s, %s", profileSeconds, time.Since(start).Round(time.Second), path, allocs)
+		t.Logf("CPU and allocation profiles of %v (the edits took %v): %s, %s", profileDuration, time.Since(start).Round(time.Second), path, allocs)
 	}
 }
 
@@ -612,8 +612,8 @@ func (m *managerProcess) pprof(endpoint, path string) error {
 	return errors.Join(err, f.Close())
 }
 
-// profileSeconds is how long a CPU profile records.
-const profileSeconds = 20 * time.Second
+// profileDuration is how long a CPU profile records.
+const profileDuration = 20 * time.Second
 
 // cpu is the manager's user and system CPU time so far.
 func (m *managerProcess) cpu(t *testing.T) time.Duration { return processCPU(t, m.cmd.Process.Pid) }
@@ -1130,7 +1130,7 @@ func watchStatusWrites(t *testing.T, ns string, n int) *statusWrites {
 				return
 			}
 			list := &v1alpha1.ToolDefinitionList{}
-			if err := kube.List(ctx, list, client.InNamespace(ns)); err != nil {
+			if listErr := kube.List(ctx, list, client.InNamespace(ns)); listErr != nil {
 				s.lost.Store(true)
 				return
 			}

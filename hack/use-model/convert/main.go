@@ -7,6 +7,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -77,8 +78,8 @@ func convert(pkg, out string) error {
 		return err
 	}
 	var m manifest
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return err
+	if unmarshalErr := json.Unmarshal(raw, &m); unmarshalErr != nil {
+		return unmarshalErr
 	}
 	type tensor struct {
 		shape []int
@@ -88,9 +89,9 @@ func convert(pkg, out string) error {
 	for _, group := range m.WeightsManifest {
 		var buf []byte
 		for _, p := range group.Paths {
-			b, err := os.ReadFile(filepath.Join(dist, p))
-			if err != nil {
-				return err
+			b, readFileErr := os.ReadFile(filepath.Join(dist, p))
+			if readFileErr != nil {
+				return readFileErr
 			}
 			buf = append(buf, b...)
 		}
@@ -119,11 +120,13 @@ func convert(pkg, out string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	// Format: "USEL" version(u32) count(u32), then per tensor: name length
-	// (u16), name, rank (u8), dims (u32 each), float16 data.
-	w := func(v any) { _ = binary.Write(f, binary.LittleEndian, v) }
-	f.WriteString("USEL")
+	// (u16), name, rank (u8), dims (u32 each), float16 data. The buffered
+	// writer keeps the first write error, which Flush returns.
+	bw := bufio.NewWriter(f)
+	w := func(v any) { _ = binary.Write(bw, binary.LittleEndian, v) }
+	_, _ = bw.WriteString("USEL")
 	w(uint32(1))
 	w(uint32(len(list)))
 	for _, t := range list {
@@ -140,7 +143,7 @@ func convert(pkg, out string) error {
 			shape = shape[1:]
 		}
 		w(uint16(len(t.name)))
-		f.WriteString(t.name)
+		_, _ = bw.WriteString(t.name)
 		w(uint8(len(shape)))
 		for _, d := range shape {
 			w(uint32(d))
@@ -151,7 +154,10 @@ func convert(pkg, out string) error {
 		}
 		w(half)
 	}
-	return nil
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // toHalf converts to IEEE 754 binary16, rounding to nearest even.

@@ -49,8 +49,8 @@ func Decode(data []byte) ([]runtime.Object, error) {
 		obj, _, err := decoder.Decode(doc, nil, nil)
 		if runtime.IsNotRegisteredError(err) {
 			u := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-				return nil, err
+			if unmarshalErr := yaml.Unmarshal(doc, &u.Object); unmarshalErr != nil {
+				return nil, unmarshalErr
 			}
 			obj = u
 		} else if err != nil {

@@ -219,7 +219,7 @@ func (s *Server) waitReady() error {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	for {
 		select {
 		case <-s.proc.exited:
@@ -246,8 +246,8 @@ func (s *Server) Restart() error {
 	if err != nil {
 		return errors.New(InstallHint)
 	}
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
-		return err
+	if mkdirAllErr := os.MkdirAll(s.dir, 0o755); mkdirAllErr != nil {
+		return mkdirAllErr
 	}
 	_, portStr, _ := net.SplitHostPort(s.Addr)
 	port, _ := strconv.Atoi(portStr)
@@ -265,7 +265,7 @@ func (s *Server) assignAllSlots() error {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
 	c := redis.NewClient(&redis.Options{Addr: s.Addr})
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", "0", "16383").Err(); err != nil {
 		return fmt.Errorf("assigning slots: %w", err)
 	}
@@ -356,6 +356,6 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("finding a free port: %w", err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -106,7 +106,7 @@ func FreeAddr(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }
 
@@ -167,20 +167,20 @@ func MetricsReaderToken(ctx context.Context, cfg *rest.Config, name string, read
 		return "", err
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
-	if _, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", err
+	if _, createErr := cs.CoreV1().ServiceAccounts("default").Create(ctx, sa, metav1.CreateOptions{}); createErr != nil && !apierrors.IsAlreadyExists(createErr) {
+		return "", createErr
 	}
 	if reader {
 		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-metrics-reader"},
 			Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
-		if _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return "", err
+		if _, createErr := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); createErr != nil && !apierrors.IsAlreadyExists(createErr) {
+			return "", createErr
 		}
 		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "test-metrics-reader-" + name},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "default", Name: name}}}
-		if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return "", err
+		if _, createErr := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); createErr != nil && !apierrors.IsAlreadyExists(createErr) {
+			return "", createErr
 		}
 	}
 	hour := int64(3600)

@@ -216,7 +216,7 @@ func Post(ctx context.Context, hc *http.Client, url, apiKey string, body, out an
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		se := &StatusError{StatusCode: resp.StatusCode, Header: resp.Header}
 		var envelope struct {
@@ -224,7 +224,7 @@ func Post(ctx context.Context, hc *http.Client, url, apiKey string, body, out an
 				Message string `json:"message"`
 			} `json:"error"`
 		}
-		if b, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes)); err == nil && json.Unmarshal(b, &envelope) == nil && envelope.Error != nil {
+		if b, readAllErr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes)); readAllErr == nil && json.Unmarshal(b, &envelope) == nil && envelope.Error != nil {
 			se.Message = envelope.Error.Message
 		}
 		return se

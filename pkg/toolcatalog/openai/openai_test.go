@@ -84,8 +84,8 @@ func TestEmbedRetriesOnlyWhatMaySucceedLater(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Embed(t.Context(), []string{"weather"}); err != nil {
-		t.Fatalf("a request answered 429, 503, then 200: %v", err)
+	if _, embedErr := e.Embed(t.Context(), []string{"weather"}); embedErr != nil {
+		t.Fatalf("a request answered 429, 503, then 200: %v", embedErr)
 	}
 	if n := len(srv.EmbeddingRequests()); n != 3 {
 		t.Fatalf("%d requests, want 3", n)
