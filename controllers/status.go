@@ -109,7 +109,6 @@ func condition(status metav1.ConditionStatus, reason, message string) metav1.Con
 	return metav1.Condition{Status: status, Reason: reason, Message: message}
 }
 
-
 // readyTransition says what event, if any, a change of Ready from before
 // to after deserves: a Warning with the reason when it turns False or
 // fails for a new reason, a Normal "Recovered" when it turns True after
@@ -151,15 +150,6 @@ func recordReady(rec events.EventRecorder, base, obj conditioned, action string,
 // patchStatus writes the status changes of obj since base, if any.
 func patchStatus(ctx context.Context, c client.Client, base, obj client.Object) error {
 	return writeStatus(ctx, c, base, obj, client.MergeFrom(base))
-}
-
-// patchStatusGuarded is patchStatus that fails with a conflict when the
-// object changed since base was read, for status another writer shares: a
-// merge patch replaces whole lists, so one made from a stale read would
-// drop the conditions the other writer set meanwhile. The queue retries
-// with a fresh read.
-func patchStatusGuarded(ctx context.Context, c client.Client, base, obj client.Object) error {
-	return writeStatus(ctx, c, base, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }
 
 // writeStatus sends patch unless obj's status equals base's.

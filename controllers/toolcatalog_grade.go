@@ -376,8 +376,3 @@ func confusableTools(q *v1alpha1.CatalogQuality) map[string]*v1alpha1.Confusable
 	return out
 }
 
-// confusableMessage is a Confusable condition's message.
-func confusableMessage(catalogName string, c *v1alpha1.ConfusableTool) string {
-	return fmt.Sprintf("catalog %s: the queries of this tool and of %s retrieve each other (similarity %s); reword one description so a model can tell them apart",
-		catalogName, c.Name, c.Similarity)
-}

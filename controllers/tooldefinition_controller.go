@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,8 +53,10 @@ func (r *ToolDefinitionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 
 	base := td.DeepCopy()
 	defer func() {
-		// Catalogs write Embedded, Ready and Confusable here too.
-		retErr = errors.Join(retErr, patchStatusGuarded(ctx, r.Client, base, td))
+		// The reconciler is the only writer of what it changes here;
+		// catalogs write their entries of status.catalogs, which a merge
+		// patch of other fields leaves alone.
+		retErr = errors.Join(retErr, patchStatus(ctx, r.Client, base, td))
 	}()
 
 	source, err := r.namedSource(ctx, td)
@@ -130,8 +131,8 @@ func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *
 	return nil
 }
 
-// reconcileEmbedded derives Embedded from the records the selecting
-// catalogs wrote, and Ready from Valid and Embedded.
+// reconcileEmbedded derives Embedded and Confusable from the records the
+// selecting catalogs wrote, and Ready from Valid and Embedded.
 func (r *ToolDefinitionReconciler) reconcileEmbedded(ctx context.Context, td *v1alpha1.ToolDefinition) error {
 	catalogs, err := catalogsSelecting(ctx, r.Client, td)
 	if err != nil {
@@ -140,53 +141,10 @@ func (r *ToolDefinitionReconciler) reconcileEmbedded(ctx context.Context, td *v1
 		return err
 	}
 	deriveEmbedded(td, catalogs)
+	deriveConfusable(td)
 	return nil
 }
 
-// deriveEmbedded sets Embedded from the records of the catalogs that
-// select the tool, and Ready from Valid and Embedded. Catalogs call it too,
-// to write a record and the conditions it implies in one request.
-func deriveEmbedded(td *v1alpha1.ToolDefinition, catalogs []string) {
-	catalogs = slices.Sorted(slices.Values(catalogs))
-	var failed, pending, done []string
-	for _, name := range catalogs {
-		rec := recordOf(td, name)
-		switch {
-		case rec == nil:
-			pending = append(pending, name+" has not processed it yet")
-		case rec.Reason != "":
-			failed = append(failed, fmt.Sprintf("%s: %s: %s", name, rec.Reason, rec.Message))
-		case rec.SpecHash != td.Status.SpecHash:
-			pending = append(pending, fmt.Sprintf("%s still serves an earlier spec (version %d)", name, rec.CatalogVersion))
-		default:
-			done = append(done, fmt.Sprintf("%s (version %d)", name, rec.CatalogVersion))
-		}
-	}
-	status, reason := metav1.ConditionTrue, v1alpha1.ReasonEmbedded
-	message := "embedded in " + strings.Join(done, ", ")
-	switch {
-	case len(catalogs) == 0:
-		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonNotSelected, "no ToolCatalog in the namespace selects this tool"
-	case len(failed) > 0:
-		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonEmbeddingFailed, strings.Join(failed, "; ")
-	case len(pending) > 0:
-		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonEmbeddingPending, strings.Join(pending, "; ")
-	}
-	setCondition(td, v1alpha1.ConditionEmbedded, status, reason, clip.Truncate(message, 1024))
-
-	if valid := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid); valid == nil || valid.Status != metav1.ConditionTrue {
-		return
-	}
-	switch {
-	case status == metav1.ConditionTrue:
-		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionTrue, reason, message)
-	case reason == v1alpha1.ReasonNotSelected:
-		// Nothing to wait for: a valid tool no catalog selects is ready.
-		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSpecValid, "tool spec is valid; no catalog selects it")
-	default:
-		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, clip.Truncate(message, 1024))
-	}
-}
 
 // reconcilePendingChange shows, as the ChangePending condition, the
 // upstream change a ToolSource holds for approval on this tool (its

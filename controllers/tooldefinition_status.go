@@ -1,0 +1,97 @@
+package controllers
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
+)
+
+// A ToolDefinition's status has one writer per part. Each catalog that
+// selects the tool writes its own entry of status.catalogs (its record,
+// by server-side apply under a field manager of its own, syncRecords);
+// the ToolDefinition reconciler writes everything else: the spec hash,
+// Valid, ChangePending, and Embedded, Ready and Confusable, which it
+// derives here from the records.
+
+// deriveEmbedded sets Embedded from the records of the catalogs that
+// select the tool, and Ready from Valid and Embedded.
+func deriveEmbedded(td *v1alpha1.ToolDefinition, catalogs []string) {
+	catalogs = slices.Sorted(slices.Values(catalogs))
+	var failed, pending, done []string
+	for _, name := range catalogs {
+		rec := recordOf(td, name)
+		switch {
+		case rec == nil:
+			pending = append(pending, name+" has not processed it yet")
+		case rec.Reason != "":
+			failed = append(failed, fmt.Sprintf("%s: %s: %s", name, rec.Reason, rec.Message))
+		case rec.SpecHash != td.Status.SpecHash:
+			pending = append(pending, fmt.Sprintf("%s still serves an earlier spec (version %d)", name, rec.CatalogVersion))
+		default:
+			done = append(done, fmt.Sprintf("%s (version %d)", name, rec.CatalogVersion))
+		}
+	}
+	status, reason := metav1.ConditionTrue, v1alpha1.ReasonEmbedded
+	message := "embedded in " + strings.Join(done, ", ")
+	switch {
+	case len(catalogs) == 0:
+		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonNotSelected, "no ToolCatalog in the namespace selects this tool"
+	case len(failed) > 0:
+		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonEmbeddingFailed, strings.Join(failed, "; ")
+	case len(pending) > 0:
+		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonEmbeddingPending, strings.Join(pending, "; ")
+	}
+	setCondition(td, v1alpha1.ConditionEmbedded, status, reason, clip.Truncate(message, 1024))
+
+	if valid := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid); valid == nil || valid.Status != metav1.ConditionTrue {
+		return
+	}
+	switch {
+	case status == metav1.ConditionTrue:
+		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionTrue, reason, message)
+	case reason == v1alpha1.ReasonNotSelected:
+		// Nothing to wait for: a valid tool no catalog selects is ready.
+		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSpecValid, "tool spec is valid; no catalog selects it")
+	default:
+		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, clip.Truncate(message, 1024))
+	}
+}
+
+// deriveConfusable sets Confusable from the records that name a tool the
+// catalog's grading found this one confusable with, and removes it when
+// none does.
+func deriveConfusable(td *v1alpha1.ToolDefinition) {
+	var messages []string
+	for _, rec := range td.Status.Catalogs {
+		if rec.ConfusableWith != nil {
+			messages = append(messages, confusableMessage(rec.Catalog, rec.ConfusableWith))
+		}
+	}
+	if len(messages) == 0 {
+		meta.RemoveStatusCondition(&td.Status.Conditions, v1alpha1.ConditionConfusable)
+		return
+	}
+	slices.Sort(messages)
+	setCondition(td, v1alpha1.ConditionConfusable, metav1.ConditionTrue, v1alpha1.ReasonConfusableWith, clip.Truncate(strings.Join(messages, "; "), 1024))
+}
+
+// confusableMessage is a Confusable condition's message.
+func confusableMessage(catalogName string, c *v1alpha1.ConfusableTool) string {
+	return fmt.Sprintf("catalog %s: the queries of this tool and of %s retrieve each other (similarity %s); reword one description so a model can tell them apart",
+		catalogName, c.Name, c.Similarity)
+}
+
+func recordOf(td *v1alpha1.ToolDefinition, catalog string) *v1alpha1.CatalogEmbeddingStatus {
+	for i := range td.Status.Catalogs {
+		if td.Status.Catalogs[i].Catalog == catalog {
+			return &td.Status.Catalogs[i]
+		}
+	}
+	return nil
+}
