@@ -375,4 +375,3 @@ func confusableTools(q *v1alpha1.CatalogQuality) map[string]*v1alpha1.Confusable
 	}
 	return out
 }
-

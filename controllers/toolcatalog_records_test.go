@@ -60,7 +60,6 @@ func TestRecordsFollowThePass(t *testing.T) {
 	}).Should(Succeed())
 }
 
-
 // Each part of a ToolDefinition's status has one writer: a catalog owns
 // its own entry of status.catalogs and nothing else; the conditions are
 // the ToolDefinition controller's alone, whatever number of catalogs

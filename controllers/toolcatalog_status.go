@@ -209,7 +209,6 @@ func (r *ToolCatalogReconciler) applyRecord(ctx context.Context, tc *v1alpha1.To
 	return nil
 }
 
-
 // recordEvents emits events for what changed, comparing the old status
 // with the new one: never on a no-op pass.
 func (r *ToolCatalogReconciler) recordEvents(base, tc *v1alpha1.ToolCatalog, res passResult) {

@@ -145,7 +145,6 @@ func (r *ToolDefinitionReconciler) reconcileEmbedded(ctx context.Context, td *v1
 	return nil
 }
 
-
 // reconcilePendingChange shows, as the ChangePending condition, the
 // upstream change a ToolSource holds for approval on this tool (its
 // toolcatalog.dev/pending-change annotation), with a Warning event when a
