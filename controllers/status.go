@@ -105,6 +105,31 @@ func setFailed(obj conditioned, se *stepError, also ...string) {
 	}
 }
 
+// summarize sets the two conditions kstatus reads beside Ready, with the
+// abnormal-true polarity of Flux and Cluster API, from how a reconcile
+// ended: Stalled when err is stalled (only a change by the user can help:
+// kstatus says Failed), Reconciling when err is any other failure, which
+// is retried, or progress says what work goes on (InProgress), neither
+// when the object is settled (Current once Ready is True).
+func summarize(obj conditioned, err error, reason, progress string) {
+	conds := obj.GetConditions()
+	var se *stepError
+	switch {
+	case errors.As(err, &se) && se.kind == stalled:
+		meta.RemoveStatusCondition(conds, v1alpha1.ConditionReconciling)
+		setCondition(obj, v1alpha1.ConditionStalled, metav1.ConditionTrue, se.reason, se.message)
+	case err != nil:
+		meta.RemoveStatusCondition(conds, v1alpha1.ConditionStalled)
+		setCondition(obj, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonRetrying, err.Error())
+	case progress != "":
+		meta.RemoveStatusCondition(conds, v1alpha1.ConditionStalled)
+		setCondition(obj, v1alpha1.ConditionReconciling, metav1.ConditionTrue, reason, progress)
+	default:
+		meta.RemoveStatusCondition(conds, v1alpha1.ConditionStalled)
+		meta.RemoveStatusCondition(conds, v1alpha1.ConditionReconciling)
+	}
+}
+
 func condition(status metav1.ConditionStatus, reason, message string) metav1.Condition {
 	return metav1.Condition{Status: status, Reason: reason, Message: message}
 }

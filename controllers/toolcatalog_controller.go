@@ -179,6 +179,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		// Say at once that the first pass is under way.
 		base := tc.DeepCopy()
 		setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, "first pass in progress")
+		summarize(tc, nil, v1alpha1.ReasonReconciling, "first pass in progress")
 		if err := patchStatus(ctx, r.Client, base, tc); err != nil {
 			return ctrl.Result{}, err
 		}

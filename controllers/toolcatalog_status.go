@@ -72,14 +72,14 @@ func applyStatus(tc *v1alpha1.ToolCatalog, res passResult) {
 	case synced.Status != metav1.ConditionTrue:
 		ready = synced
 	}
+	progress := ""
 	if len(o.Remaining()) > 0 {
+		progress = o.Progress()
 		if ready.Reason == v1alpha1.ReasonRefreshing {
-			ready.Message = o.Progress() + "; " + serves
+			ready.Message = progress + "; " + serves
 		}
-		setCondition(tc, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonRefreshing, o.Progress())
-	} else {
-		meta.RemoveStatusCondition(&tc.Status.Conditions, v1alpha1.ConditionReconciling)
 	}
+	summarize(tc, nil, v1alpha1.ReasonRefreshing, progress)
 	setConditions(tc, map[string]metav1.Condition{
 		v1alpha1.ConditionPublished: pub, v1alpha1.ConditionEmbeddingsSynced: synced, v1alpha1.ConditionReady: ready,
 	})
@@ -105,8 +105,10 @@ func applyError(tc *v1alpha1.ToolCatalog, err error) {
 		} else {
 			setFailed(tc, se)
 		}
+		summarize(tc, err, "", "")
 	default:
 		setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonAPIError, fmt.Sprintf("the pass failed: %v; retrying with backoff", err))
+		summarize(tc, err, "", "")
 	}
 }
 

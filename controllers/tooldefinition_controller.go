@@ -71,7 +71,26 @@ func (r *ToolDefinitionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	r.reconcilePendingChange(base, td)
 	td.Status.ObservedGeneration = td.Generation
+	summarizeTool(td)
 	return ctrl.Result{}, nil
+}
+
+// summarizeTool sets Stalled and Reconciling from the tool's conditions:
+// a spec only its author can fix is stalled; a tool its source has yet to
+// record, or a catalog has yet to embed, is in progress.
+func summarizeTool(td *v1alpha1.ToolDefinition) {
+	valid := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid)
+	embedded := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionEmbedded)
+	switch {
+	case valid != nil && valid.Status == metav1.ConditionFalse && valid.Reason == v1alpha1.ReasonSourceUnconfirmed:
+		summarize(td, nil, valid.Reason, valid.Message)
+	case valid != nil && valid.Status == metav1.ConditionFalse:
+		summarize(td, &stepError{kind: stalled, reason: valid.Reason, message: valid.Message}, "", "")
+	case embedded != nil && embedded.Reason == v1alpha1.ReasonEmbeddingPending:
+		summarize(td, nil, v1alpha1.ReasonWaitingForCatalogs, embedded.Message)
+	default:
+		summarize(td, nil, "", "")
+	}
 }
 
 // namedSource reads the ToolSource that spec.source.toolSource names:

@@ -114,6 +114,10 @@ func (r *ToolSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	err := r.sync(ctx, ts)
 	if se := (*stepError)(nil); errors.As(err, &se) {
 		setFailed(ts, se, v1alpha1.ConditionSynced)
+		if se.kind == stalled {
+			// Only a change can fix it: this generation has its answer.
+			ts.Status.ObservedGeneration = ts.Generation
+		}
 	} else if err == nil {
 		// Only a successful sync observes a generation: until then, the
 		// tools a changed spec selects are the user's own choice and are
@@ -121,6 +125,7 @@ func (r *ToolSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		ts.Status.ObservedGeneration = ts.Generation
 		ts.Status.SelectionHash = mcpsource.SelectionHash(ts.Spec)
 	}
+	summarize(ts, err, "", "")
 	recordReady(r.Recorder, base, ts, "Sync")
 	// The record of what the sync created is the only proof that the
 	// source created it: a write that fails is tried again at once.

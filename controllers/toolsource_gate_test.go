@@ -76,3 +76,27 @@ func TestApprovalGate(t *testing.T) {
 		})
 	}
 }
+
+// A source selects anew until a sync of it succeeds: a first sync that
+// stalled (its Secret missing) observes the generation, and still lets
+// the first tools in without approval once it succeeds.
+func TestSelectionChanged(t *testing.T) {
+	spec := v1alpha1.ToolSourceSpec{MCP: v1alpha1.MCPServerSpec{URL: "http://crm/mcp"}}
+	synced := metav1.Now()
+	tests := []struct {
+		name   string
+		status v1alpha1.ToolSourceStatus
+		want   bool
+	}{
+		{"never synced", v1alpha1.ToolSourceStatus{}, true},
+		{"a first sync stalled", v1alpha1.ToolSourceStatus{ObservedGeneration: 1}, true},
+		{"synced before selections were recorded", v1alpha1.ToolSourceStatus{ObservedGeneration: 3, LastSyncTime: &synced}, false},
+		{"synced with this selection", v1alpha1.ToolSourceStatus{ObservedGeneration: 3, LastSyncTime: &synced, SelectionHash: mcpsource.SelectionHash(spec)}, false},
+		{"synced with another selection", v1alpha1.ToolSourceStatus{ObservedGeneration: 3, LastSyncTime: &synced, SelectionHash: "other"}, true},
+	}
+	for _, tt := range tests {
+		if got := selectionChanged(&v1alpha1.ToolSource{Spec: spec, Status: tt.status}); got != tt.want {
+			t.Errorf("%s: selectionChanged = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

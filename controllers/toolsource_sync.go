@@ -153,12 +153,13 @@ func newApprovalGate(ts *v1alpha1.ToolSource, now metav1.Time) (*approvalGate, [
 	return g, malformed
 }
 
-// selectionChanged reports whether the source selects anew. A source last
+// selectionChanged reports whether the source selects anew: it never
+// synced, or its selection changed since it last did. A source last
 // synced before selections were recorded counts as unchanged: what it
 // changed since is unknown, so nothing gets in without approval.
 func selectionChanged(ts *v1alpha1.ToolSource) bool {
 	if ts.Status.SelectionHash == "" {
-		return ts.Status.ObservedGeneration == 0
+		return ts.Status.LastSyncTime == nil
 	}
 	return ts.Status.SelectionHash != mcpsource.SelectionHash(ts.Spec)
 }

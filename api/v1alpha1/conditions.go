@@ -19,11 +19,19 @@ const (
 	// document is written to Redis and announced.
 	ConditionPublished = "Published"
 
-	// ConditionReconciling (ToolCatalog) is True while the catalog's tools
-	// are refreshed over several passes (a first build, a model change):
-	// its message says how far it got. It is removed when the work is done,
-	// so kstatus reports the catalog in progress until then.
+	// ConditionReconciling (all kinds) is True while the object's work goes
+	// on: a catalog's tools refreshed over several passes (a first build, a
+	// model change; its message says how far it got), a tool waiting for
+	// its catalogs, a failure retried. It is removed when the work is done.
+	// kstatus (kubectl wait, Flux, the Argo CD health check of
+	// docs/gitops.md) reports the object InProgress while it is True.
 	ConditionReconciling = "Reconciling"
+
+	// ConditionStalled (all kinds) is True when nothing is retried before
+	// the user changes something (the object, a Secret it names): its
+	// reason and message are Ready's and say what to change. kstatus
+	// reports the object Failed while it is True.
+	ConditionStalled = "Stalled"
 
 	// ConditionEmbeddingsSynced (ToolCatalog) is True when every selected,
 	// valid tool has an up-to-date embedding.
@@ -270,6 +278,12 @@ const (
 	// ReasonRefreshing means tools are being refreshed over several
 	// passes; each pass publishes the tools it finished.
 	ReasonRefreshing = "Refreshing"
+	// ReasonRetrying (Reconciling=True) means a failure is retried: the
+	// message is the failure.
+	ReasonRetrying = "Retrying"
+	// ReasonWaitingForCatalogs (ToolDefinition Reconciling=True) means a
+	// catalog that selects the tool has not embedded its current spec yet.
+	ReasonWaitingForCatalogs = "WaitingForCatalogs"
 	// ReasonReconciling (Ready=Unknown) means the first pass has not
 	// finished yet.
 	ReasonReconciling = "Reconciling"
