@@ -7,17 +7,28 @@
 // "toolcatalog:{<namespace>/<name>}", whose braces are a Redis Cluster hash
 // tag so a catalog can be written in one MULTI/EXEC. Contract 2:
 //
-//	P:version         string  current version number
-//	P:head            string  current version's head (Head JSON)
-//	P:tools           hash    tool name → Entry JSON
-//	P:embeddings      hash    tool name → float32 little-endian vector
-//	P:metadata        hash    tool name → Metadata JSON
-//	P:changes:v<N>    string  what version N changed (Change JSON), the last few kept
-//	P:catalog         string  a document contract-1 readers refuse
-//	P:staged:*        hash    the operator's own, during a change of model
-//	P:usage           zset    tool name → use count, written by consumers
-//	P:requests        zset    [tool, request] → count, written by consumers of a learning catalog
-//	P:requests:seen   zset    the same → when last recorded (Unix seconds)
+//	P:version                string  operator  current version number
+//	P:head                   string  operator  current version's head (Head JSON)
+//	P:tools                  hash    operator  tool name → Entry JSON
+//	P:embeddings             hash    operator  tool name → float32 little-endian vector
+//	P:metadata               hash    operator  tool name → Metadata JSON
+//	P:changes:v<N>           string  operator  what version N changed (Change JSON), the last retainVersions kept
+//	P:catalog                string  operator  a document contract-1 readers refuse
+//	P:catalog:v<N>           string  operator  contract 1's retained documents, deleted by the first contract-2 version
+//	P:staged:embeddings      hash    operator  the operator's own: vectors of a change of model under way
+//	P:staged:metadata        hash    operator  the operator's own: metadata of a change of model under way
+//	P:quality                zset    operator  self-gradings of the retained versions (Quality JSON) → version
+//	P:usage                  zset    consumers no longer written: use counts before usage decayed
+//	P:usage:d<day>           zset    consumers tool name → uses that day
+//	P:usage:by:d<day>        hash    consumers principal hash and tool → that principal's uses that day
+//	P:usage:users:d<day>     zset    consumers tool name → distinct principals that used it that day
+//	P:requests               zset    consumers [tool, request] → count, while the catalog learns
+//	P:requests:seen          zset    consumers the same → when last recorded (Unix seconds)
+//	P:requests:by            hash    consumers the same → the distinct principals that made it
+//	P:gateway:session:<id>   string  gateway   the gateway's own: an MCP session, expiring when idle
+//	P:gateway:sessions:<hash> zset    gateway   the gateway's own: a principal's open sessions → expiry
+//	P:gateway:search:<hash>  string  gateway   the gateway's own: a view's last tool_search, expiring
+//	P:gateway:cancel         channel gateway   the gateway's own: cancellations between replicas
 //
 // A version writes only what changed; Read assembles the Document. A
 // Notice {catalog, catalog_uid, version, schema_hash} is published on the

@@ -532,11 +532,7 @@ func Delete(ctx context.Context, c redis.UniversalClient, k Keys) error {
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("reading %s: %w", k.Version(), err)
 	}
-	keys := []string{k.Catalog(), k.Head(), k.Tools(), k.Version(), k.Embeddings(), k.Metadata(), k.StagedEmbeddings(), k.StagedMetadata(), k.Requests(), k.RequestsSeen(), k.RequestsBy(), k.Quality()}
-	keys = append(keys, usageKeys(k, time.Now())...)
-	keys = append(keys, versionKeys(k.Changes, version, MaxRetainVersions+1)...)
-	keys = append(keys, versionKeys(k.CatalogVersion, version, MaxRetainVersions+1)...)
-	if err := c.Del(ctx, keys...).Err(); err != nil {
+	if err := c.Del(ctx, deletedKeys(k, version, time.Now())...).Err(); err != nil {
 		return fmt.Errorf("deleting catalog %s: %w", k.Prefix, err)
 	}
 	return nil

@@ -117,14 +117,3 @@ func TopUsed(ctx context.Context, c redis.UniversalClient, k Keys, n int, now ti
 	})
 	return out[:min(n, len(out))], nil
 }
-
-// usageKeys are every usage key a catalog may hold at now, for deleting
-// it: the window's buckets and the day after (a clock ahead of ours).
-func usageKeys(k Keys, now time.Time) []string {
-	today := UsageDayOf(now)
-	keys := []string{k.Usage()}
-	for day := today - UsageWindow; day <= today+1; day++ {
-		keys = append(keys, k.UsageDay(day), k.UsageBy(day), k.UsageUsers(day))
-	}
-	return keys
-}
