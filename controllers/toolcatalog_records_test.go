@@ -87,7 +87,7 @@ func TestToolDefinitionStatusHasOneWriterPerPart(t *testing.T) {
 		var fields struct {
 			Status map[string]json.RawMessage `json:"f:status"`
 		}
-		g.Expect(json.Unmarshal(m.FieldsV1.Raw, &fields)).To(Succeed())
+		g.Expect(json.Unmarshal(m.FieldsV1.GetRawBytes(), &fields)).To(Succeed())
 		if _, ok := fields.Status["f:conditions"]; ok {
 			conditionWriters[m.Manager] = true
 		}
