@@ -66,33 +66,45 @@ var ErrUnauthenticated = errors.New("the bearer token is not valid")
 // than it lets itself ask the API server about them.
 var ErrTooManyReviews = errors.New("too many unknown tokens: retry later")
 
+// Verifier checks the bearer tokens of one kind.
+type Verifier interface {
+	// Accepts reports whether token is of the verifier's kind, from what
+	// can be read of it unverified (a static token's sum, a JWT's issuer
+	// and audience): a token goes to the first verifier that accepts it
+	// and to no other, so a token of an OpenID Connect issuer is never
+	// sent to the API server.
+	Accepts(token string) bool
+	// Verify checks token: the principal it stands for and when the
+	// answer expires (zero for no expiry of its own), an error wrapping
+	// ErrUnauthenticated when the token is not valid, another error when
+	// the verifier could not answer.
+	Verify(ctx context.Context, token string) (Principal, time.Time, error)
+	// Costly reports whether a check costs a request (a review, a read of
+	// the issuer's keys): such answers are cached, and tokens not seen
+	// lately rate limited.
+	Costly() bool
+}
+
 // DefaultTokenAudience is the audience service-account tokens must be
 // issued for (a projected token with audience toolcatalog-gateway), so a
 // token meant for the API server or another service is not accepted, and
 // a token given to the gateway is useless elsewhere.
 const DefaultTokenAudience = "toolcatalog-gateway"
 
-// Authenticator turns bearer tokens into principals: first the static
-// tokens, then a JWT of a configured OpenID Connect issuer, verified
-// locally against the issuer's keys, then the Kubernetes TokenReview API.
-// Answers other than static tokens are kept for a short while.
+// Authenticator turns bearer tokens into principals with a list of
+// verifiers, each of one kind of token: the first that accepts a token
+// checks it, and no other sees it. Run lists the static tokens, then each
+// OpenID Connect issuer (JWTs verified locally against the issuer's
+// keys), then the Kubernetes TokenReview API. Answers of verifiers whose
+// check costs a request are kept for a short while, and tokens they have
+// not seen lately are rate limited.
 type Authenticator struct {
-	// Static are the static tokens; none when nil.
-	Static *StaticTokens
-	// Issuers are the OpenID Connect issuers whose tokens are accepted.
-	Issuers []*OIDCIssuer
-	// Reviews creates TokenReviews; service-account tokens are not
-	// accepted when nil.
-	Reviews client.Client
-	// Audiences are the audiences a reviewed token must have (one of
-	// them): the review asks for them and its answer must name one.
-	// Without them the API server's own audience would do: Run sets
-	// DefaultTokenAudience when none is configured.
-	Audiences []string
-	// TTL is how long a review's answer, accepted or refused, is kept;
-	// 30 s when zero.
+	// Verifiers are asked in order; a token none accepts is not valid.
+	Verifiers []Verifier
+	// TTL is how long a costly verifier's answer, accepted or refused, is
+	// kept; 30 s when zero.
 	TTL time.Duration
-	// Reviews of tokens not in the cache are limited by Limiter, for all
+	// Checks of tokens not in the cache are limited by Limiter, for all
 	// clients together; none when nil. SourceLimit and SourceBurst bound
 	// each source (the client's address, WithSource) first, so that one
 	// source flooding the gateway with made-up tokens takes a share of
@@ -172,13 +184,6 @@ func (a *Authenticator) allowSource(ctx context.Context) bool {
 // audiences the review asks for. Anything else is refused without a
 // review, so made-up tokens cost the gateway nothing and the API server
 // no request.
-func (a *Authenticator) reviewable(token string) bool {
-	claims := unverifiedClaims(token)
-	if claims.Issuer == "" {
-		return false
-	}
-	return len(a.Audiences) == 0 || slices.ContainsFunc(claims.Audience, func(aud string) bool { return slices.Contains(a.Audiences, aud) })
-}
 
 type reviewed struct {
 	principal Principal
@@ -210,16 +215,16 @@ func (a *Authenticator) authenticate(ctx context.Context, token string) (Princip
 	if token == "" {
 		return Principal{}, ErrUnauthenticated
 	}
-	sum := sha256.Sum256([]byte(token))
-	if a.Static != nil {
-		p, ok, err := a.Static.Lookup(sum)
-		if err != nil {
-			return Principal{}, err
-		}
-		if ok {
-			return p, nil
-		}
+	i := slices.IndexFunc(a.Verifiers, func(v Verifier) bool { return v.Accepts(token) })
+	if i < 0 {
+		return Principal{}, ErrUnauthenticated
 	}
+	v := a.Verifiers[i]
+	if !v.Costly() {
+		p, _, err := v.Verify(ctx, token)
+		return p, err
+	}
+	sum := sha256.Sum256([]byte(token))
 	a.mu.Lock()
 	if r, ok := a.cached[sum]; ok && time.Now().Before(r.until) {
 		a.mu.Unlock()
@@ -228,50 +233,79 @@ func (a *Authenticator) authenticate(ctx context.Context, token string) (Princip
 		}
 		return r.principal, nil
 	}
-	a.mu.Unlock()
-	issuer := a.issuerOf(token)
-	if issuer == nil && (a.Reviews == nil || !a.reviewable(token)) {
-		return Principal{}, ErrUnauthenticated
-	}
 	// Tokens not seen lately cost a review or, with a key ID the gateway
 	// does not know, a read of the issuer's keys: they are rate limited,
 	// per source first, then all together.
-	a.mu.Lock()
 	allowed := a.allowSource(ctx)
 	a.mu.Unlock()
 	if !allowed || (a.Limiter != nil && !a.Limiter.Allow()) {
 		return Principal{}, ErrTooManyReviews
 	}
-	if issuer != nil {
-		p, expiry, err := issuer.verify(ctx, token)
-		switch {
-		case errors.Is(err, ErrUnauthenticated):
-			a.remember(sum, reviewed{refused: true}, time.Time{})
-			return Principal{}, ErrUnauthenticated
-		case err != nil:
-			return Principal{}, err
-		}
-		a.remember(sum, reviewed{principal: p}, expiry)
-		return p, nil
+	p, expiry, err := v.Verify(ctx, token)
+	switch {
+	case errors.Is(err, ErrUnauthenticated):
+		a.remember(sum, reviewed{refused: true}, time.Time{})
+		return Principal{}, ErrUnauthenticated
+	case err != nil:
+		return Principal{}, err
 	}
-	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: a.Audiences}}
-	if err := a.Reviews.Create(ctx, tr); err != nil {
-		return Principal{}, fmt.Errorf("reviewing the token: %w", err)
+	a.remember(sum, reviewed{principal: p}, expiry)
+	return p, nil
+}
+
+// issuers are the OpenID Connect issuers among the verifiers.
+func (a *Authenticator) issuers() []*OIDCIssuer {
+	var out []*OIDCIssuer
+	for _, v := range a.Verifiers {
+		if i, ok := v.(*OIDCIssuer); ok {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// TokenReviewer verifies Kubernetes service-account tokens (JWTs of the
+// cluster's issuer) with the TokenReview API.
+type TokenReviewer struct {
+	// Reviews creates TokenReviews.
+	Reviews client.Client
+	// Audiences are the audiences a reviewed token must have (one of
+	// them): the review asks for them and its answer must name one.
+	// Without them the API server's own audience would do: Run sets
+	// DefaultTokenAudience when none is configured.
+	Audiences []string
+}
+
+// Accepts takes JWTs that name an issuer and, when audiences are set, one
+// of them: other tokens would cost a review only to be refused.
+func (t *TokenReviewer) Accepts(token string) bool {
+	claims := unverifiedClaims(token)
+	if claims.Issuer == "" {
+		return false
+	}
+	return len(t.Audiences) == 0 || slices.ContainsFunc(claims.Audience, func(aud string) bool { return slices.Contains(t.Audiences, aud) })
+}
+
+// Costly is true: each check is a request to the API server.
+func (t *TokenReviewer) Costly() bool { return true }
+
+// Verify reviews the token.
+func (t *TokenReviewer) Verify(ctx context.Context, token string) (Principal, time.Time, error) {
+	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: t.Audiences}}
+	if err := t.Reviews.Create(ctx, tr); err != nil {
+		return Principal{}, time.Time{}, fmt.Errorf("reviewing the token: %w", err)
 	}
 	// The API server answers with the audiences the token was issued
 	// for among those asked; one of ours must be there.
-	audienceOK := len(a.Audiences) == 0 || slices.ContainsFunc(tr.Status.Audiences, func(aud string) bool { return slices.Contains(a.Audiences, aud) })
+	audienceOK := len(t.Audiences) == 0 || slices.ContainsFunc(tr.Status.Audiences, func(aud string) bool { return slices.Contains(t.Audiences, aud) })
 	if !tr.Status.Authenticated || !audienceOK {
-		a.remember(sum, reviewed{refused: true}, time.Time{})
-		return Principal{}, ErrUnauthenticated
+		return Principal{}, time.Time{}, ErrUnauthenticated
 	}
-	p := Principal{User: tr.Status.User.Username, Groups: slices.Sorted(slices.Values(tr.Status.User.Groups)), token: token,
+	return Principal{User: tr.Status.User.Username, Groups: slices.Sorted(slices.Values(tr.Status.User.Groups)), token: token,
 		// The review verified the token's signature, so its own aud claim
 		// can be trusted; the review's answer names only the audiences
 		// the gateway asked about.
-		audiences: unverifiedClaims(token).Audience}
-	a.remember(sum, reviewed{principal: p}, time.Time{})
-	return p, nil
+		audiences: unverifiedClaims(token).Audience}, time.Time{}, nil
 }
 
 // remember keeps an answer for TTL, or until expiry when that is sooner,
@@ -311,6 +345,28 @@ type StaticTokens struct {
 	modTime time.Time
 	size    int64
 	tokens  map[[sha256.Size]byte]Principal
+}
+
+// Accepts takes the tokens of the file, and every token when the file
+// cannot be read (Verify says why).
+func (s *StaticTokens) Accepts(token string) bool {
+	_, ok, err := s.Lookup(sha256.Sum256([]byte(token)))
+	return ok || err != nil
+}
+
+// Costly is false: the tokens are in memory.
+func (s *StaticTokens) Costly() bool { return false }
+
+// Verify returns the principal of a static token.
+func (s *StaticTokens) Verify(_ context.Context, token string) (Principal, time.Time, error) {
+	p, ok, err := s.Lookup(sha256.Sum256([]byte(token)))
+	switch {
+	case err != nil:
+		return Principal{}, time.Time{}, err
+	case !ok:
+		return Principal{}, time.Time{}, ErrUnauthenticated
+	}
+	return p, time.Time{}, nil
 }
 
 // Lookup returns the principal of a token's sum.

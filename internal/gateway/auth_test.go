@@ -45,7 +45,7 @@ func TestParseTokenFile(t *testing.T) {
 // read again when it changes.
 func TestStaticTokensFollowTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens.csv")
-	a := &Authenticator{Static: &StaticTokens{Path: path}}
+	a := &Authenticator{Verifiers: []Verifier{&StaticTokens{Path: path}}}
 	ctx := context.Background()
 	if _, err := a.Authenticate(ctx, "t1"); err != ErrUnauthenticated {
 		t.Fatalf("no file: %v", err)
@@ -240,7 +240,7 @@ func TestUsersNamedAsGroupsAreRefused(t *testing.T) {
 	if err := os.WriteFile(path, []byte("posing-token,group:admins,1\nplain-token,mallory,2,\"users\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := &Authenticator{Static: &StaticTokens{Path: path}}
+	a := &Authenticator{Verifiers: []Verifier{&StaticTokens{Path: path}}}
 	if p, err := a.Authenticate(t.Context(), "posing-token"); !errors.Is(err, ErrUnauthenticated) {
 		t.Fatalf("a user named group:admins: %+v, %v", p, err)
 	}

@@ -258,7 +258,7 @@ func TestIdleViewsAreDropped(t *testing.T) {
 	standardCatalog(t, ns, "idle", v1alpha1.DisclosureOff)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	g := New(ctx, Options{Kube: kube, Secrets: kube, Auth: &Authenticator{Static: &StaticTokens{Path: staticTokens}},
+	g := New(ctx, Options{Kube: kube, Secrets: kube, Auth: &Authenticator{Verifiers: []Verifier{&StaticTokens{Path: staticTokens}}},
 		Metrics: NewMetrics(prometheus.NewRegistry()), IdleViews: 200 * time.Millisecond, Log: logr.Discard()})
 	srv := httptest.NewServer(g.Handler())
 	defer srv.Close()

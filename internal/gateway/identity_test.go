@@ -53,7 +53,7 @@ func TestCallerIdentityReachesTheUpstreamOnlyAsConfigured(t *testing.T) {
 	)
 	published(t, ns, "who", 2)
 	iss := newTestIssuer(t)
-	_, base := ownGateway(t, Limits{}, func(o *Options) { o.Auth.Issuers = []*OIDCIssuer{iss.config(t, ",groups-prefix=")} })
+	_, base := ownGateway(t, Limits{}, func(o *Options) { o.Auth.Verifiers = append(o.Auth.Verifiers, iss.config(t, ",groups-prefix=")) })
 
 	lastHeader := func(srv *mcptest.Server, name string) string {
 		h := calls(srv)

@@ -148,7 +148,16 @@ func (i *OIDCIssuer) verifierFor(ctx context.Context) (*oidc.IDTokenVerifier, er
 // verify checks a token of this issuer and returns its principal and
 // expiry. A token that does not verify is ErrUnauthenticated; an issuer
 // that cannot be read is another error.
-func (i *OIDCIssuer) verify(ctx context.Context, token string) (Principal, time.Time, error) {
+// Accepts takes the JWTs this issuer names as theirs.
+func (i *OIDCIssuer) Accepts(token string) bool { return unverifiedClaims(token).Issuer == i.URL }
+
+// Costly is true: a token signed with a key the gateway has not seen
+// costs a read of the issuer's keys.
+func (i *OIDCIssuer) Costly() bool { return true }
+
+// Verify checks the token's signature against the issuer's keys, its
+// audience and expiry, and maps its claims to a principal.
+func (i *OIDCIssuer) Verify(ctx context.Context, token string) (Principal, time.Time, error) {
 	v, err := i.verifierFor(ctx)
 	if err != nil {
 		return Principal{}, time.Time{}, err
@@ -272,17 +281,3 @@ func unverifiedClaims(token string) jwtClaims {
 
 // maxTokenBytes bounds a bearer token's payload that is decoded.
 const maxTokenBytes = 16 << 10
-
-// issuerOf returns the configured issuer of a token, nil when none.
-func (a *Authenticator) issuerOf(token string) *OIDCIssuer {
-	iss := unverifiedClaims(token).Issuer
-	if iss == "" {
-		return nil
-	}
-	for _, i := range a.Issuers {
-		if i.URL == iss {
-			return i
-		}
-	}
-	return nil
-}

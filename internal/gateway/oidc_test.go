@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/rest"
 
@@ -121,7 +122,7 @@ func (i *testIssuer) config(t *testing.T, extra string) *OIDCIssuer {
 // claims about itself. Keys are read again when the issuer rotates them.
 func TestOIDCTokens(t *testing.T) {
 	iss := newTestIssuer(t)
-	a := &Authenticator{Issuers: []*OIDCIssuer{iss.config(t, "")}}
+	a := &Authenticator{Verifiers: []Verifier{iss.config(t, "")}}
 	ctx := context.Background()
 	valid := iss.sign(t, iss.claims("alice", "toolcatalog"))
 	p, err := a.Authenticate(ctx, valid)
@@ -178,7 +179,7 @@ func TestOIDCTokens(t *testing.T) {
 	})
 
 	t.Run("an unverified email names nobody", func(t *testing.T) {
-		byEmail := &Authenticator{Issuers: []*OIDCIssuer{iss.config(t, ",user-claim=email")}}
+		byEmail := &Authenticator{Verifiers: []Verifier{iss.config(t, ",user-claim=email")}}
 		c := iss.claims("u1", "toolcatalog")
 		c["email"] = "alice@example.com"
 		if p, err := byEmail.Authenticate(ctx, iss.sign(t, c)); err != nil || p.User != "alice@example.com" {
@@ -203,7 +204,7 @@ func TestOIDCTokens(t *testing.T) {
 	})
 
 	t.Run("unknown key IDs cannot make the gateway hammer the issuer", func(t *testing.T) {
-		a := &Authenticator{Issuers: []*OIDCIssuer{iss.config(t, "")}, Limiter: rate.NewLimiter(rate.Every(time.Hour), 3)}
+		a := &Authenticator{Verifiers: []Verifier{iss.config(t, "")}, Limiter: rate.NewLimiter(rate.Every(time.Hour), 3)}
 		before := iss.jwksReads.Load()
 		limited := 0
 		for n := range 20 {
@@ -229,9 +230,9 @@ func TestOIDCClaimsCannotPose(t *testing.T) {
 		c["groups"] = groups
 		return iss.sign(t, c)
 	}
-	unprefixed := &Authenticator{Issuers: []*OIDCIssuer{iss.config(t, ",user-prefix=,groups-prefix=")}}
-	prefixed := &Authenticator{Issuers: []*OIDCIssuer{iss.config(t, "")}}
-	mapped := &Authenticator{Issuers: []*OIDCIssuer{iss.config(t, ",user-prefix=,groups-prefix=system:serviceaccounts:")}}
+	unprefixed := &Authenticator{Verifiers: []Verifier{iss.config(t, ",user-prefix=,groups-prefix=")}}
+	prefixed := &Authenticator{Verifiers: []Verifier{iss.config(t, "")}}
+	mapped := &Authenticator{Verifiers: []Verifier{iss.config(t, ",user-prefix=,groups-prefix=system:serviceaccounts:")}}
 	for _, tt := range []struct {
 		name  string
 		a     *Authenticator
@@ -356,7 +357,7 @@ func TestOIDCThroughTheGateway(t *testing.T) {
 	iss := newTestIssuer(t)
 	const public = "https://tools.example.com"
 	_, base := ownGateway(t, Limits{}, func(o *Options) {
-		o.Auth.Issuers = []*OIDCIssuer{iss.config(t, ",groups-prefix=")}
+		o.Auth.Verifiers = append(o.Auth.Verifiers, iss.config(t, ",groups-prefix="))
 		o.PublicURL = public
 	})
 
@@ -380,7 +381,7 @@ func TestOIDCThroughTheGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc resourceMetadata
+	var doc oauthex.ProtectedResourceMetadata
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err = json.Unmarshal(raw, &doc); err != nil || doc.Resource != public+"/mcp/"+ns+"/oidc" || !slices.Equal(doc.AuthorizationServers, []string{iss.srv.URL}) {
@@ -388,7 +389,7 @@ func TestOIDCThroughTheGateway(t *testing.T) {
 	}
 
 	// Without a public URL there is no metadata, and the 401 names none.
-	_, bare := ownGateway(t, Limits{}, func(o *Options) { o.Auth.Issuers = []*OIDCIssuer{iss.config(t, "")} })
+	_, bare := ownGateway(t, Limits{}, func(o *Options) { o.Auth.Verifiers = append(o.Auth.Verifiers, iss.config(t, "")) })
 	resp, err = http.Post(bare+"/mcp/"+ns+"/oidc", "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)
@@ -447,8 +448,8 @@ func TestClusterIssuerTokensVerifyWithoutTokenReview(t *testing.T) {
 		t.Fatal(err)
 	}
 	iss.HTTPClient, iss.KeysURL = httpClient, strings.TrimSuffix(restConfig.Host, "/")+"/openid/v1/jwks"
-	// No Reviews: a TokenReview cannot be what accepts the token.
-	a := &Authenticator{Issuers: []*OIDCIssuer{iss}}
+	// No TokenReviewer: a TokenReview cannot be what accepts the token.
+	a := &Authenticator{Verifiers: []Verifier{iss}}
 	tr := serviceAccountToken(t, ns, "agent", DefaultTokenAudience)
 	p, err := a.Authenticate(context.Background(), tr.Status.Token)
 	if err != nil || p.User != "system:serviceaccount:"+ns+":agent" {
@@ -457,5 +458,33 @@ func TestClusterIssuerTokensVerifyWithoutTokenReview(t *testing.T) {
 	other := serviceAccountToken(t, ns, "agent", "")
 	if _, err := a.Authenticate(context.Background(), other.Status.Token); !errors.Is(err, ErrUnauthenticated) {
 		t.Fatalf("a token for the API server's audience: %v; want ErrUnauthenticated", err)
+	}
+}
+
+// A token goes to the first verifier that accepts it and to no other: a
+// token that names a configured issuer but fails its check is refused,
+// never passed on to the TokenReview API (whose answer could take it).
+func TestATokenHasOneVerifier(t *testing.T) {
+	shared.Use(t)
+	iss := newTestIssuer(t)
+	reviews := &countingCreates{Client: kube}
+	a := &Authenticator{Verifiers: []Verifier{iss.config(t, ""), &TokenReviewer{Reviews: reviews}}}
+	attacker, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := signWith(t, attacker, "forged", iss.claims("alice", "toolcatalog"))
+	if _, err := a.Authenticate(t.Context(), forged); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("a token the issuer did not sign: %v; want ErrUnauthenticated", err)
+	}
+	// The reviewer takes a token of an issuer not configured: proof it
+	// would have been asked.
+	other := iss.claims("alice", "toolcatalog")
+	other["iss"] = "https://elsewhere.example"
+	if _, err := a.Authenticate(t.Context(), signWith(t, attacker, "forged", other)); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("a token of another issuer: %v; want ErrUnauthenticated", err)
+	}
+	if n := reviews.n.Load(); n != 1 {
+		t.Fatalf("%d reviews; want 1, of the token of the issuer not configured only", n)
 	}
 }

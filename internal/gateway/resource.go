@@ -1,10 +1,11 @@
 package gateway
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -18,14 +19,6 @@ import (
 // get a token from.
 
 const resourceMetadataPrefix = "/.well-known/oauth-protected-resource"
-
-// resourceMetadata is the RFC 9728 document.
-type resourceMetadata struct {
-	Resource               string   `json:"resource"`
-	AuthorizationServers   []string `json:"authorization_servers"`
-	BearerMethodsSupported []string `json:"bearer_methods_supported"`
-	ResourceName           string   `json:"resource_name,omitempty"`
-}
 
 // baseURL is the scheme and host clients reach the gateway at: the
 // configured public URL, never the request's Host header (a client, or a
@@ -56,7 +49,7 @@ func (g *Gateway) resourceMetadataURL(r *http.Request) string {
 }
 
 func (g *Gateway) issuersConfigured() bool {
-	return g.opts.Auth != nil && len(g.opts.Auth.Issuers) > 0
+	return g.opts.Auth != nil && len(g.opts.Auth.issuers()) > 0
 }
 
 // serveResourceMetadata answers GET .../oauth-protected-resource/mcp/NS/CATALOG.
@@ -68,15 +61,14 @@ func (g *Gateway) serveResourceMetadata(w http.ResponseWriter, r *http.Request) 
 		http.NotFound(w, r)
 		return
 	}
-	doc := resourceMetadata{
+	doc := &oauthex.ProtectedResourceMetadata{
 		Resource:               g.baseURL() + path,
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           "Tool catalog " + r.PathValue("namespace") + "/" + r.PathValue("catalog"),
 	}
-	for _, i := range g.opts.Auth.Issuers {
+	for _, i := range g.opts.Auth.issuers() {
 		doc.AuthorizationServers = append(doc.AuthorizationServers, i.URL)
 	}
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "max-age=300")
-	_ = json.NewEncoder(w).Encode(doc)
+	auth.ProtectedResourceMetadataHandler(doc).ServeHTTP(w, r)
 }

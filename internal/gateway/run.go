@@ -147,10 +147,12 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	if perSource <= 0 {
 		perSource = reviews / 10
 	}
-	auth := &Authenticator{Reviews: direct, Audiences: audiences, Limiter: rate.NewLimiter(rate.Limit(reviews), 2*int(reviews)),
+	// The verifiers, in the order they are asked: static tokens, then
+	// each OpenID Connect issuer, then the API server's TokenReview.
+	auth := &Authenticator{Limiter: rate.NewLimiter(rate.Limit(reviews), 2*int(reviews)),
 		SourceLimit: rate.Limit(perSource), SourceBurst: max(1, int(2*perSource))}
 	if cfg.StaticTokens != "" {
-		auth.Static = &StaticTokens{Path: cfg.StaticTokens}
+		auth.Verifiers = append(auth.Verifiers, &StaticTokens{Path: cfg.StaticTokens})
 	}
 	for _, spec := range cfg.OIDCIssuers {
 		iss, issuerErr := ParseOIDCIssuer(spec)
@@ -163,8 +165,9 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 			}
 			iss.KeysURL = strings.TrimSuffix(restConfig.Host, "/") + "/openid/v1/jwks"
 		}
-		auth.Issuers = append(auth.Issuers, iss)
+		auth.Verifiers = append(auth.Verifiers, iss)
 	}
+	auth.Verifiers = append(auth.Verifiers, &TokenReviewer{Reviews: direct, Audiences: audiences})
 	policy, err := egress.New(cfg.EgressAllow, restConfig.Host)
 	if err != nil {
 		return fmt.Errorf("--egress-allow: %w", err)

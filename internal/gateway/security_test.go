@@ -303,7 +303,7 @@ func madeUpToken(sub string) string {
 func TestFailedTokensAreCachedAndRateLimited(t *testing.T) {
 	shared.Use(t)
 	reviews := &countingCreates{Client: kube}
-	a := &Authenticator{Reviews: reviews, Audiences: []string{DefaultTokenAudience}, Limiter: rate.NewLimiter(0, 2)}
+	a := &Authenticator{Verifiers: []Verifier{&TokenReviewer{Reviews: reviews, Audiences: []string{DefaultTokenAudience}}}, Limiter: rate.NewLimiter(0, 2)}
 	for range 3 {
 		if _, err := a.Authenticate(t.Context(), madeUpToken("one")); !errors.Is(err, ErrUnauthenticated) {
 			t.Fatalf("a bad token: %v", err)
@@ -331,7 +331,7 @@ func TestFailedTokensAreCachedAndRateLimited(t *testing.T) {
 func TestTokenFloodsLeaveReviewsToOthers(t *testing.T) {
 	ns := newNamespace(t)
 	reviews := &countingCreates{Client: kube}
-	a := &Authenticator{Reviews: reviews, Audiences: []string{DefaultTokenAudience}, Limiter: rate.NewLimiter(0, 20),
+	a := &Authenticator{Verifiers: []Verifier{&TokenReviewer{Reviews: reviews, Audiences: []string{DefaultTokenAudience}}}, Limiter: rate.NewLimiter(0, 20),
 		SourceLimit: rate.Every(time.Hour), SourceBurst: 5}
 	flood := WithSource(t.Context(), "10.0.0.66")
 	for i := range 500 {
