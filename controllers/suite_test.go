@@ -119,11 +119,11 @@ func startCluster(onStop func(func() error)) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 	suiteManager = mgr
-	if setupWithManagerErr := (&ToolDefinitionReconciler{
+	if err = (&ToolDefinitionReconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("tooldefinition-controller"),
-	}).SetupWithManager(mgr); setupWithManagerErr != nil {
-		return fmt.Errorf("setting up tooldefinition controller: %w", setupWithManagerErr)
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up tooldefinition controller: %w", err)
 	}
 	if redisServer, err = redistest.Start(""); err != nil {
 		return fmt.Errorf("starting redis-server: %w", err)
@@ -135,16 +135,16 @@ func startCluster(onStop func(func() error)) error {
 	redisPool = redisconn.NewPool()
 	onStop(func() error { redisPool.Close(); return nil })
 	ctx, cancel := context.WithCancel(context.Background())
-	if setupWithManagerErr := (&ToolCatalogReconciler{
+	if err = (&ToolCatalogReconciler{
 		Client:      mgr.GetClient(),
 		APIReader:   mgr.GetAPIReader(),
 		Recorder:    mgr.GetEventRecorder("toolcatalog-controller"),
 		Redis:       redisPool,
 		RetryPolicy: &fast,
 		Providers:   suiteProviders,
-	}).SetupWithManager(ctx, mgr); setupWithManagerErr != nil {
+	}).SetupWithManager(ctx, mgr); err != nil {
 		cancel()
-		return fmt.Errorf("setting up toolcatalog controller: %w", setupWithManagerErr)
+		return fmt.Errorf("setting up toolcatalog controller: %w", err)
 	}
 	// Test servers listen on 127.0.0.1; 127.0.0.2 stands for what the
 	// policy denies (a metadata service, an internal host).

@@ -71,8 +71,13 @@ func startSuite(onStop func(func() error)) error {
 	}
 	pool := redisconn.NewPool()
 	onStop(func() error { pool.Close(); return nil })
-	if setupWithManagerErr := (&controllers.ToolCatalogReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("toolcatalog-controller"), Redis: pool}).SetupWithManager(ctx, mgr); setupWithManagerErr != nil {
-		return setupWithManagerErr
+	if err = (&controllers.ToolCatalogReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("toolcatalog-controller"), Redis: pool}).SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	// The ToolDefinitions' conditions, which the console shows, are their
+	// own reconciler's.
+	if err = (&controllers.ToolDefinitionReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("tooldefinition-controller")}).SetupWithManager(mgr); err != nil {
+		return err
 	}
 	// ToolSources on loopback MCP servers hold upstream changes for the
 	// console's approvals page.
@@ -80,7 +85,7 @@ func startSuite(onStop func(func() error)) error {
 	if err != nil {
 		return err
 	}
-	if err := (&controllers.ToolSourceReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("toolsource-controller"),
+	if err = (&controllers.ToolSourceReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("toolsource-controller"),
 		Egress: policy, MaxTools: 100}).SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -170,15 +170,15 @@ func history(ctx context.Context, c redis.UniversalClient, k Keys, oldest int64)
 	docs := []*Document{doc}
 	if snap.Head == nil {
 		for v := doc.Version - 1; v >= oldest; v-- {
-			raw, bytesErr := c.Get(ctx, k.CatalogVersion(v)).Bytes()
-			if errors.Is(bytesErr, redis.Nil) {
+			raw, readErr := c.Get(ctx, k.CatalogVersion(v)).Bytes()
+			if errors.Is(readErr, redis.Nil) {
 				return docs, fmt.Errorf("%w: %s", ErrNotRetained, k.CatalogVersion(v))
 			}
-			if bytesErr != nil {
-				return docs, fmt.Errorf("reading %s: %w", k.CatalogVersion(v), bytesErr)
+			if readErr != nil {
+				return docs, fmt.Errorf("reading %s: %w", k.CatalogVersion(v), readErr)
 			}
 			d, bytesErr := ParseDocument(raw)
-			if bytesErr != nil {
+			if readErr != nil {
 				return docs, bytesErr
 			}
 			docs = append(docs, d)
