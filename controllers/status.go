@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,10 +46,10 @@ const (
 type stepError struct {
 	kind            errorKind
 	reason, message string
-	// published (catalogs) means the step failed to reach Redis, so the
-	// Published condition is False too.
-	published bool
-	err       error
+	// also are the conditions besides Ready that the failure sets False
+	// (a catalog that cannot reach Redis is not Published either).
+	also []string
+	err  error
 }
 
 func (e *stepError) Error() string { return e.message }
@@ -97,10 +98,10 @@ func setCondition(obj conditioned, condType string, status metav1.ConditionStatu
 	})
 }
 
-// setFailed sets Ready, and each condition of also, False with the step
-// error's reason and message.
+// setFailed sets Ready, each condition the step error names and each of
+// also False, with the step error's reason and message.
 func setFailed(obj conditioned, se *stepError, also ...string) {
-	for _, t := range append(also, v1alpha1.ConditionReady) {
+	for _, t := range append(append(slices.Clone(se.also), also...), v1alpha1.ConditionReady) {
 		setCondition(obj, t, metav1.ConditionFalse, se.reason, se.message)
 	}
 }

@@ -61,7 +61,7 @@ func (r *ToolCatalogReconciler) runPass(ctx context.Context, tc *v1alpha1.ToolCa
 func configError(err error) error {
 	var cerr *catalogconfig.Error
 	if errors.As(err, &cerr) {
-		return &stepError{reason: cerr.Reason, message: cerr.Message, kind: stalled, published: true, err: err}
+		return &stepError{reason: cerr.Reason, message: cerr.Message, kind: stalled, also: []string{v1alpha1.ConditionPublished}, err: err}
 	}
 	return &stepError{reason: v1alpha1.ReasonAPIError, message: fmt.Sprintf("resolving the configuration: %v; retrying with backoff", err), err: err}
 }
@@ -171,7 +171,7 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 func (r *ToolCatalogReconciler) selectedToolDefinitions(ctx context.Context, tc *v1alpha1.ToolCatalog) ([]*v1alpha1.ToolDefinition, error) {
 	sel, err := metav1.LabelSelectorAsSelector(&tc.Spec.Selector)
 	if err != nil {
-		return nil, &stepError{reason: v1alpha1.ReasonInvalidConfiguration, message: fmt.Sprintf("spec.selector: %v", err), kind: stalled, published: true, err: err}
+		return nil, &stepError{reason: v1alpha1.ReasonInvalidConfiguration, message: fmt.Sprintf("spec.selector: %v", err), kind: stalled, also: []string{v1alpha1.ConditionPublished}, err: err}
 	}
 	// Read-only: the pass never changes the objects, so the cache's own
 	// do.
@@ -184,7 +184,7 @@ func (r *ToolCatalogReconciler) selectedToolDefinitions(ctx context.Context, tc 
 
 // redisError classifies a failure to read or write Redis.
 func redisError(tc *v1alpha1.ToolCatalog, err error) error {
-	return &stepError{reason: v1alpha1.ReasonRedisUnavailable, published: true, err: err,
+	return &stepError{reason: v1alpha1.ReasonRedisUnavailable, also: []string{v1alpha1.ConditionPublished}, err: err,
 		message: fmt.Sprintf("cannot reach Redis at %s: %v; retrying with backoff, nothing was written", joinAddresses(tc), err)}
 }
 
