@@ -178,6 +178,15 @@ func patchStatus(ctx context.Context, c client.Client, base, obj client.Object) 
 	return writeStatus(ctx, c, base, obj, client.MergeFrom(base))
 }
 
+// patchStatusGuarded is patchStatus that fails with a conflict when the
+// object changed since base was read, for status another writer shares: a
+// merge patch replaces whole lists, so one made from a stale read would
+// drop the conditions the other writer set meanwhile. The queue retries
+// with a fresh read.
+func patchStatusGuarded(ctx context.Context, c client.Client, base, obj client.Object) error {
+	return writeStatus(ctx, c, base, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+}
+
 // writeStatus sends patch unless obj's status equals base's.
 func writeStatus(ctx context.Context, c client.Client, base, obj client.Object, patch client.Patch) error {
 	data, err := client.MergeFrom(base).Data(obj)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -259,6 +260,10 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 	}
 	// No record is written from here on: the records left are removed.
 	r.records().forget(client.ObjectKeyFromObject(tc))
+	selecting, err := selectingCatalogs(ctx, r.Client, tc.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	// The ToolDefinitions are listed from the API server, a page at a
 	// time, not from the cache: a record written just before forget may
 	// not have reached the cache yet, and would be left behind.
@@ -269,7 +274,8 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 		}
 		for i := range list.Items {
 			if recordOf(&list.Items[i], tc.Name) != nil {
-				if err := r.applyRecord(ctx, tc, &list.Items[i], nil); err != nil {
+				others := slices.DeleteFunc(selecting(&list.Items[i]), func(name string) bool { return name == tc.Name })
+				if err := r.applyRecord(ctx, tc, &list.Items[i], nil, others); err != nil {
 					return ctrl.Result{}, err
 				}
 			}

@@ -2,10 +2,6 @@ package controllers
 
 import (
 	"context"
-	"encoding/json"
-	"maps"
-	"slices"
-	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -58,48 +54,4 @@ func TestRecordsFollowThePass(t *testing.T) {
 		g.Expect(email.SpecHash).To(Equal(getTD(g, ns, "email").Status.SpecHash), "the records of the superseded outcome were written")
 		g.Expect(email.CatalogVersion).To(BeEquivalentTo(2))
 	}).Should(Succeed())
-}
-
-// Each part of a ToolDefinition's status has one writer: a catalog owns
-// its own entry of status.catalogs and nothing else; the conditions are
-// the ToolDefinition controller's alone, whatever number of catalogs
-// select the tool.
-func TestToolDefinitionStatusHasOneWriterPerPart(t *testing.T) {
-	g := gomegaFor(t)
-	ns := newNamespace(t)
-	more := builtinCatalog(ns, "more")
-	more.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{catalogLabel: "tools"}}
-	createAll(g, testTool(ns, "weather", "get_weather", "Get the current weather conditions and the forecast for a city.", "tools"),
-		builtinCatalog(ns, "tools"), more)
-	g.Eventually(func(g Gomega) {
-		td := getTD(g, ns, "weather")
-		g.Expect(recordOf(td, "tools")).NotTo(BeNil())
-		g.Expect(recordOf(td, "more")).NotTo(BeNil())
-		expectCondition(g, td, v1alpha1.ConditionEmbedded, metav1.ConditionTrue, v1alpha1.ReasonEmbedded)
-	}).Should(Succeed())
-
-	td := getTD(g, ns, "weather")
-	conditionWriters := map[string]bool{}
-	for _, m := range td.ManagedFields {
-		if m.Subresource != "status" || m.FieldsV1 == nil {
-			continue
-		}
-		var fields struct {
-			Status map[string]json.RawMessage `json:"f:status"`
-		}
-		g.Expect(json.Unmarshal(m.FieldsV1.GetRawBytes(), &fields)).To(Succeed())
-		if _, ok := fields.Status["f:conditions"]; ok {
-			conditionWriters[m.Manager] = true
-		}
-		catalog, isCatalog := strings.CutPrefix(m.Manager, "toolcatalog.dev/catalog-")
-		if !isCatalog {
-			g.Expect(fields.Status).NotTo(HaveKey("f:catalogs"), "%s writes the catalogs' records", m.Manager)
-			continue
-		}
-		g.Expect(slices.Collect(maps.Keys(fields.Status))).To(ConsistOf("f:catalogs"), "catalog %s writes more than its record", catalog)
-		var records map[string]json.RawMessage
-		g.Expect(json.Unmarshal(fields.Status["f:catalogs"], &records)).To(Succeed())
-		g.Expect(slices.Collect(maps.Keys(records))).To(ConsistOf(`k:{"catalog":"`+catalog+`"}`), "catalog %s writes another's record", catalog)
-	}
-	g.Expect(conditionWriters).To(HaveLen(1), "the conditions have several writers: %v", conditionWriters)
 }

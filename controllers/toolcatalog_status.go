@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -133,11 +134,17 @@ func recordFieldOwner(tc *v1alpha1.ToolCatalog) string {
 // syncRecords writes each selected ToolDefinition's record with
 // server-side apply under this catalog's field manager, and removes the
 // records of ToolDefinitions the catalog no longer selects. Only records
-// that differ are written. A tool the catalog has not processed yet gets
+// that differ are written, with the Embedded and Ready conditions they
+// imply, so the ToolDefinition controller has nothing left to write: one
+// status write per change. A tool the catalog has not processed yet gets
 // no record until it has. At most maxRecordsPerTurn are written per call,
 // so other catalogs take turns when thousands change; more says some are
 // left for the next call.
 func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.ToolCatalog, recs *catalog.Records) (more bool, err error) {
+	selecting, err := selectingCatalogs(ctx, r.Client, tc.Namespace)
+	if err != nil {
+		return false, err
+	}
 	// Read-only, as in the pass.
 	tds, err := r.toolDefinitions(ctx, tc.Namespace, labels.Everything())
 	if err != nil {
@@ -166,7 +173,7 @@ func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.To
 		if selected {
 			rec = &want
 		}
-		if err := r.applyRecord(ctx, tc, td, rec); err != nil {
+		if err := r.applyRecord(ctx, tc, td, rec, selecting(td)); err != nil {
 			return false, err
 		}
 		written++
@@ -180,10 +187,12 @@ func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.To
 const maxRecordsPerTurn = 250
 
 // applyRecord sets (or, with nil, removes) this catalog's record on a
-// ToolDefinition: its entry of status.catalogs, by server-side apply under
-// the catalog's own field manager, and nothing else. The ToolDefinition
-// reconciler derives the conditions the records imply.
-func (r *ToolCatalogReconciler) applyRecord(ctx context.Context, tc *v1alpha1.ToolCatalog, td *v1alpha1.ToolDefinition, rec *v1alpha1.CatalogEmbeddingStatus) error {
+// ToolDefinition, with the Embedded and Ready conditions the records then
+// imply (deriveEmbedded, given the catalogs that select it) once the
+// ToolDefinition controller has written a status. Those conditions go with
+// every apply from then on: server-side apply would remove fields this
+// catalog's field manager applied before and now leaves out.
+func (r *ToolCatalogReconciler) applyRecord(ctx context.Context, tc *v1alpha1.ToolCatalog, td *v1alpha1.ToolDefinition, rec *v1alpha1.CatalogEmbeddingStatus, selecting []string) error {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(v1alpha1.GroupVersion.String())
 	u.SetKind("ToolDefinition")
@@ -199,6 +208,45 @@ func (r *ToolCatalogReconciler) applyRecord(ctx context.Context, tc *v1alpha1.To
 	}
 	if err := unstructured.SetNestedSlice(u.Object, records, "status", "catalogs"); err != nil {
 		return err
+	}
+	// A ToolDefinition the catalog embedded before the ToolDefinition
+	// controller's first status is known to this catalog: valid (it was
+	// selected) with the spec hash just embedded. Deriving from that, the
+	// ToolDefinition controller's first write finds the conditions set.
+	embeddedFirst := td.Status.SpecHash == "" && rec != nil && rec.Reason == "" && rec.SpecHash != ""
+	if td.Status.SpecHash != "" || embeddedFirst {
+		after := td.DeepCopy()
+		after.Status.Catalogs = slices.DeleteFunc(after.Status.Catalogs, func(c v1alpha1.CatalogEmbeddingStatus) bool { return c.Catalog == tc.Name })
+		if rec != nil {
+			after.Status.Catalogs = append(after.Status.Catalogs, *rec)
+		}
+		if embeddedFirst {
+			after.Status.SpecHash = rec.SpecHash
+			setCondition(after, v1alpha1.ConditionValid, metav1.ConditionTrue, v1alpha1.ReasonSpecValid, "tool spec is valid")
+		}
+		deriveEmbedded(after, selecting)
+		if rec != nil && rec.ConfusableWith != nil {
+			setCondition(after, v1alpha1.ConditionConfusable, metav1.ConditionTrue, v1alpha1.ReasonConfusableWith, confusableMessage(tc.Name, rec.ConfusableWith))
+		} else {
+			meta.RemoveStatusCondition(&after.Status.Conditions, v1alpha1.ConditionConfusable)
+		}
+		var conds []any
+		for _, t := range []string{v1alpha1.ConditionEmbedded, v1alpha1.ConditionReady, v1alpha1.ConditionConfusable} {
+			c := meta.FindStatusCondition(after.Status.Conditions, t)
+			if c == nil {
+				continue
+			}
+			m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c)
+			if err != nil {
+				return err
+			}
+			conds = append(conds, m)
+		}
+		if len(conds) > 0 {
+			if err := unstructured.SetNestedSlice(u.Object, conds, "status", "conditions"); err != nil {
+				return err
+			}
+		}
 	}
 	err := r.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(recordFieldOwner(tc)), client.ForceOwnership)
 	if err = client.IgnoreNotFound(err); err != nil {

@@ -53,10 +53,9 @@ func (r *ToolDefinitionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 
 	base := td.DeepCopy()
 	defer func() {
-		// The reconciler is the only writer of what it changes here;
-		// catalogs write their entries of status.catalogs, which a merge
-		// patch of other fields leaves alone.
-		retErr = errors.Join(retErr, patchStatus(ctx, r.Client, base, td))
+		// Catalogs write Embedded, Ready and Confusable here too, with
+		// their records.
+		retErr = errors.Join(retErr, patchStatusGuarded(ctx, r.Client, base, td))
 	}()
 
 	source, err := r.namedSource(ctx, td)
@@ -77,17 +76,15 @@ func (r *ToolDefinitionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 
 // summarizeTool sets Stalled and Reconciling from the tool's conditions:
 // a spec only its author can fix is stalled; a tool its source has yet to
-// record, or a catalog has yet to embed, is in progress.
+// record is in progress. A tool a catalog has yet to embed is Ready=False,
+// which kstatus reads as in progress too.
 func summarizeTool(td *v1alpha1.ToolDefinition) {
 	valid := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid)
-	embedded := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionEmbedded)
 	switch {
 	case valid != nil && valid.Status == metav1.ConditionFalse && valid.Reason == v1alpha1.ReasonSourceUnconfirmed:
 		summarize(td, nil, valid.Reason, valid.Message)
 	case valid != nil && valid.Status == metav1.ConditionFalse:
 		summarize(td, &stepError{kind: stalled, reason: valid.Reason, message: valid.Message}, "", "")
-	case embedded != nil && embedded.Reason == v1alpha1.ReasonEmbeddingPending:
-		summarize(td, nil, v1alpha1.ReasonWaitingForCatalogs, embedded.Message)
 	default:
 		summarize(td, nil, "", "")
 	}
@@ -150,8 +147,8 @@ func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *
 	return nil
 }
 
-// reconcileEmbedded derives Embedded and Confusable from the records the
-// selecting catalogs wrote, and Ready from Valid and Embedded.
+// reconcileEmbedded derives Embedded from the records the selecting
+// catalogs wrote, and Ready from Valid and Embedded.
 func (r *ToolDefinitionReconciler) reconcileEmbedded(ctx context.Context, td *v1alpha1.ToolDefinition) error {
 	catalogs, err := catalogsSelecting(ctx, r.Client, td)
 	if err != nil {
@@ -160,7 +157,6 @@ func (r *ToolDefinitionReconciler) reconcileEmbedded(ctx context.Context, td *v1
 		return err
 	}
 	deriveEmbedded(td, catalogs)
-	deriveConfusable(td)
 	return nil
 }
 

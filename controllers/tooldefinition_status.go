@@ -12,12 +12,14 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 )
 
-// A ToolDefinition's status has one writer per part. Each catalog that
-// selects the tool writes its own entry of status.catalogs (its record,
-// by server-side apply under a field manager of its own, syncRecords);
-// the ToolDefinition reconciler writes everything else: the spec hash,
-// Valid, ChangePending, and Embedded, Ready and Confusable, which it
-// derives here from the records.
+// A ToolDefinition's status is written by its reconciler (the spec hash,
+// Valid, ChangePending, Stalled, Reconciling) and by each catalog that
+// selects the tool: its own entry of status.catalogs (its record, by
+// server-side apply under a field manager of its own, syncRecords) with
+// the Embedded, Ready and Confusable conditions the records imply, derived
+// here, so a change costs one write of each. The ToolDefinition
+// reconciler derives Embedded and Ready the same way when validity or the
+// selecting catalogs change.
 
 // deriveEmbedded sets Embedded from the records of the catalogs that
 // select the tool, and Ready from Valid and Embedded.
@@ -61,24 +63,6 @@ func deriveEmbedded(td *v1alpha1.ToolDefinition, catalogs []string) {
 	default:
 		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, clip.Truncate(message, 1024))
 	}
-}
-
-// deriveConfusable sets Confusable from the records that name a tool the
-// catalog's grading found this one confusable with, and removes it when
-// none does.
-func deriveConfusable(td *v1alpha1.ToolDefinition) {
-	var messages []string
-	for _, rec := range td.Status.Catalogs {
-		if rec.ConfusableWith != nil {
-			messages = append(messages, confusableMessage(rec.Catalog, rec.ConfusableWith))
-		}
-	}
-	if len(messages) == 0 {
-		meta.RemoveStatusCondition(&td.Status.Conditions, v1alpha1.ConditionConfusable)
-		return
-	}
-	slices.Sort(messages)
-	setCondition(td, v1alpha1.ConditionConfusable, metav1.ConditionTrue, v1alpha1.ReasonConfusableWith, clip.Truncate(strings.Join(messages, "; "), 1024))
 }
 
 // confusableMessage is a Confusable condition's message.

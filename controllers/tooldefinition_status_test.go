@@ -60,28 +60,3 @@ func TestDeriveEmbedded(t *testing.T) {
 		})
 	}
 }
-
-// Confusable follows the records that name a confusable tool, from every
-// catalog, and goes when none does.
-func TestDeriveConfusable(t *testing.T) {
-	td := &v1alpha1.ToolDefinition{}
-	td.Status.Catalogs = []v1alpha1.CatalogEmbeddingStatus{
-		{Catalog: "b", ConfusableWith: &v1alpha1.ConfusableTool{Name: "send_mail", Similarity: "0.93"}},
-		{Catalog: "a", ConfusableWith: &v1alpha1.ConfusableTool{Name: "send_message", Similarity: "0.91"}},
-		{Catalog: "c"},
-	}
-	deriveConfusable(td)
-	c := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionConfusable)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonConfusableWith {
-		t.Fatalf("Confusable: %+v", c)
-	}
-	want := confusableMessage("a", td.Status.Catalogs[1].ConfusableWith) + "; " + confusableMessage("b", td.Status.Catalogs[0].ConfusableWith)
-	if c.Message != want {
-		t.Fatalf("message %q, want %q", c.Message, want)
-	}
-	td.Status.Catalogs = td.Status.Catalogs[2:]
-	deriveConfusable(td)
-	if c := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionConfusable); c != nil {
-		t.Fatalf("Confusable without a record naming a tool: %+v", c)
-	}
-}

@@ -22,7 +22,7 @@ const (
 	// ConditionReconciling (all kinds) is True while the object's work goes
 	// on: a catalog's tools refreshed over several passes (a first build, a
 	// model change; its message says how far it got), a tool waiting for
-	// its catalogs, a failure retried. It is removed when the work is done.
+	// its source to record it, a failure retried. It is removed when the work is done.
 	// kstatus (kubectl wait, Flux, the Argo CD health check of
 	// docs/gitops.md) reports the object InProgress while it is True.
 	ConditionReconciling = "Reconciling"
@@ -281,9 +281,7 @@ const (
 	// ReasonRetrying (Reconciling=True) means a failure is retried: the
 	// message is the failure.
 	ReasonRetrying = "Retrying"
-	// ReasonWaitingForCatalogs (ToolDefinition Reconciling=True) means a
-	// catalog that selects the tool has not embedded its current spec yet.
-	ReasonWaitingForCatalogs = "WaitingForCatalogs"
+
 	// ReasonReconciling (Ready=Unknown) means the first pass has not
 	// finished yet.
 	ReasonReconciling = "Reconciling"

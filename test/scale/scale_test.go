@@ -319,14 +319,12 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 	t.Logf("%d tools applied and published in %v", n, time.Since(start).Round(time.Second))
 	w := writes.wait(t)
 	tab.set("bulk apply: ToolDefinition status writes per tool", col, fmt.Sprintf("%.1f", float64(w)/float64(n)))
-	// Each part of a tool's status has one writer: the ToolDefinition
-	// controller validates it, the catalog writes its record once it
-	// embedded it, and the ToolDefinition controller derives Embedded and
-	// Ready from the record: three writes, fewer when the record comes
-	// before the first validation. A write per condition update would
-	// give more.
-	if perTool := float64(w) / float64(n); perTool > 3.1 {
-		t.Errorf("%.2f ToolDefinition status writes per tool during a bulk apply; want one per writer and change (3)", perTool)
+	// Two real changes per tool: validated, then embedded. A few more
+	// happen when the catalog's cache has not seen the validation yet
+	// (it then writes the record alone); a write per condition update
+	// as before would give 2.5 and more.
+	if perTool := float64(w) / float64(n); perTool > 2.3 {
+		t.Errorf("%.2f ToolDefinition status writes per tool during a bulk apply; want one per change (2)", perTool)
 	}
 	tab.set("bulk apply: versions, worst notice → status lag", col, bulkNotices.worstLag(shown))
 
