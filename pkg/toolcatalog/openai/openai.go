@@ -216,7 +216,12 @@ func Post(ctx context.Context, hc *http.Client, url, apiKey string, body, out an
 	if err != nil {
 		return err
 	}
-	defer func() { _ = resp.Body.Close() }()
+	defer func() {
+		// What the decoder left (a trailing newline) is read, so the
+		// connection goes back to the pool instead of being closed.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBytes))
+		_ = resp.Body.Close()
+	}()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		se := &StatusError{StatusCode: resp.StatusCode, Header: resp.Header}
 		var envelope struct {

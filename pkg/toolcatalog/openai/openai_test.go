@@ -2,11 +2,16 @@ package openai
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,5 +134,43 @@ func TestEmbedBoundsTheAnswer(t *testing.T) {
 	}
 	if n := <-written; n >= 64<<20 {
 		t.Fatalf("the client read the whole %d bytes", n)
+	}
+}
+
+// Answers are read to their end, so one connection serves request after
+// request: a client that closed each would pay a connection per request.
+func TestEmbedReusesItsConnection(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req openaitest.EmbeddingsRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			t.Error(err)
+		}
+		// An answer of many vectors is sent in chunks; the encoder ends it
+		// with a newline, as most servers do.
+		openaitest.WriteEmbeddings(w, req, 512, nil)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	e, err := New(Config{BaseURL: srv.URL + "/v1", Model: "m", Dimensions: 512, HTTPClient: srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := make([]string, 64)
+	for i := range texts {
+		texts[i] = fmt.Sprintf("text %d", i)
+	}
+	for range 5 {
+		if _, err := e.Embed(t.Context(), texts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections for 5 requests in a row; want 1", n)
 	}
 }
