@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
-	"github.com/toolcatalog/tool-catalog-operator/internal/samples"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/samples"
 )
 
 func keyOf(obj client.Object) client.ObjectKey { return client.ObjectKeyFromObject(obj) }

@@ -40,10 +40,10 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/envflag"
 	"github.com/toolcatalog/tool-catalog-operator/internal/gateway"
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
-	"github.com/toolcatalog/tool-catalog-operator/internal/mcpdemo"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
-	"github.com/toolcatalog/tool-catalog-operator/internal/samples"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcpdemo"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/samples"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
 )
 
