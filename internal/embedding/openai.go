@@ -111,7 +111,7 @@ func (c OpenAIConfig) classify(parent, attempt context.Context, provider, model 
 			msg = http.StatusText(apiErr.StatusCode)
 		}
 		e.Err = fmt.Errorf("HTTP %d: %s", apiErr.StatusCode, scrub(msg, c.APIKey))
-		e.retryAfterDelay, e.hasRetryAfter = parseRetryAfter(apiErr.Header, time.Now())
+		e.retryAfterDelay, e.hasRetryAfter = consumeropenai.RetryAfter(apiErr.Header, time.Now())
 	case parent.Err() == nil && errors.Is(attempt.Err(), context.DeadlineExceeded):
 		e.Kind = KindTimeout
 		e.Err = fmt.Errorf("no response within %s", c.timeout())

@@ -129,10 +129,38 @@ func retryAfter(err error, attempt int) (time.Duration, bool) {
 	default:
 		return 0, false
 	}
-	if s, err := strconv.Atoi(strings.TrimSpace(se.Header.Get("Retry-After"))); err == nil && s >= 0 && s <= 60 {
-		return time.Duration(s) * time.Second, true
+	if d, ok := RetryAfter(se.Header, time.Now()); ok && d <= time.Minute {
+		return d, true
 	}
 	return backoff, true
+}
+
+// RetryAfter reads the delay an answer asks for before a retry:
+// retry-after-ms (sent by OpenAI) or Retry-After in seconds or as an HTTP
+// date, at now.
+func RetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	if h == nil {
+		return 0, false
+	}
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
+			return time.Duration(ms * float64(time.Millisecond)), true
+		}
+	}
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
+		return time.Duration(s * float64(time.Second)), true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d, true
+		}
+		return 0, true
+	}
+	return 0, false
 }
 
 // EmbeddingsRequest is the body of POST /embeddings: float vectors of the

@@ -174,3 +174,30 @@ func TestEmbedReusesItsConnection(t *testing.T) {
 		t.Fatalf("%d connections for 5 requests in a row; want 1", n)
 	}
 }
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		header map[string]string
+		want   time.Duration
+		ok     bool
+	}{
+		{map[string]string{"Retry-After": "1"}, time.Second, true},
+		{map[string]string{"Retry-After": "0.5"}, 500 * time.Millisecond, true},
+		{map[string]string{"Retry-After-Ms": "250", "Retry-After": "1"}, 250 * time.Millisecond, true},
+		{map[string]string{"Retry-After": now.Add(3 * time.Second).Format(http.TimeFormat)}, 3 * time.Second, true},
+		{map[string]string{"Retry-After": "soon"}, 0, false},
+		{map[string]string{"Retry-After": "-1"}, 0, false},
+		{map[string]string{}, 0, false},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		for k, v := range tt.header {
+			h.Set(k, v)
+		}
+		got, ok := RetryAfter(h, now)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("RetryAfter(%v) = %v, %v; want %v, %v", tt.header, got, ok, tt.want, tt.ok)
+		}
+	}
+}
