@@ -98,10 +98,10 @@ func setCondition(obj conditioned, condType string, status metav1.ConditionStatu
 	})
 }
 
-// setFailed sets Ready, each condition the step error names and each of
-// also False, with the step error's reason and message.
+// setFailed sets Ready, and each condition of also, False with the step
+// error's reason and message.
 func setFailed(obj conditioned, se *stepError, also ...string) {
-	for _, t := range append(append(slices.Clone(se.also), also...), v1alpha1.ConditionReady) {
+	for _, t := range slices.Concat(also, []string{v1alpha1.ConditionReady}) {
 		setCondition(obj, t, metav1.ConditionFalse, se.reason, se.message)
 	}
 }

@@ -101,7 +101,7 @@ func applyError(tc *v1alpha1.ToolCatalog, err error) {
 			// Only a change can fix it: this generation has its answer.
 			tc.Status.ObservedGeneration = tc.Generation
 		}
-		setFailed(tc, se)
+		setFailed(tc, se, se.also...)
 		summarize(tc, err, "", "")
 	default:
 		setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonAPIError, fmt.Sprintf("the pass failed: %v; retrying with backoff", err))
