@@ -215,16 +215,18 @@ func (a *Authenticator) authenticate(ctx context.Context, token string) (Princip
 	if token == "" {
 		return Principal{}, ErrUnauthenticated
 	}
-	i := slices.IndexFunc(a.Verifiers, func(v Verifier) bool { return v.Accepts(token) })
-	if i < 0 {
-		return Principal{}, ErrUnauthenticated
-	}
-	v := a.Verifiers[i]
-	if !v.Costly() {
-		p, _, err := v.Verify(ctx, token)
-		return p, err
-	}
 	sum := sha256.Sum256([]byte(token))
+	// Verifiers that cost nothing are asked in order until the first
+	// costly one; from there a token's kept answer is looked up before
+	// any verifier reads the token.
+	rest := a.Verifiers
+	for len(rest) > 0 && !rest[0].Costly() {
+		if rest[0].Accepts(token) {
+			p, _, err := rest[0].Verify(ctx, token)
+			return p, err
+		}
+		rest = rest[1:]
+	}
 	a.mu.Lock()
 	if r, ok := a.cached[sum]; ok && time.Now().Before(r.until) {
 		a.mu.Unlock()
@@ -233,9 +235,20 @@ func (a *Authenticator) authenticate(ctx context.Context, token string) (Princip
 		}
 		return r.principal, nil
 	}
+	a.mu.Unlock()
+	i := slices.IndexFunc(rest, func(v Verifier) bool { return v.Accepts(token) })
+	if i < 0 {
+		return Principal{}, ErrUnauthenticated
+	}
+	v := rest[i]
+	if !v.Costly() {
+		p, _, err := v.Verify(ctx, token)
+		return p, err
+	}
 	// Tokens not seen lately cost a review or, with a key ID the gateway
 	// does not know, a read of the issuer's keys: they are rate limited,
 	// per source first, then all together.
+	a.mu.Lock()
 	allowed := a.allowSource(ctx)
 	a.mu.Unlock()
 	if !allowed || (a.Limiter != nil && !a.Limiter.Allow()) {
