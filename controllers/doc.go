@@ -9,13 +9,15 @@
 // place from what its steps came to: a step's failure is a stepError that
 // is stalled (the user must change something), waiting (an outside
 // server) or transient (retried with backoff), and summarize sets the
-// Stalled and Reconciling conditions kstatus reads from it. A
-// ToolDefinition's status has a second kind of writer: each catalog that
-// selects it applies its own record to status.catalogs, with the Embedded,
-// Ready and Confusable conditions the records imply
-// (tooldefinition_status.go), so that a change costs one write; the
-// ToolDefinition reconciler's patch is guarded by the resourceVersion
-// (patchStatusGuarded). A catalog's grading writes status.quality after
+// Stalled and Reconciling conditions kstatus reads from it. Each part of
+// a status has one writer. A ToolDefinition's status is its reconciler's
+// alone, the catalogs' records of the tool in status.catalogs included:
+// a catalog's pass and grading hand the records to the Ledger, its
+// records writer queues the tools whose record changed, and the
+// ToolDefinition reconciler writes them with the Embedded, Ready and
+// Confusable conditions they imply (tooldefinition_status.go), guarded
+// by the resourceVersion (patchStatusGuarded), so a change costs one
+// write. A catalog's grading writes status.quality after
 // the pass that published the graded version. Events mark transitions
 // only.
 package controllers

@@ -179,16 +179,16 @@ func patchStatus(ctx context.Context, c client.Client, base, obj client.Object) 
 }
 
 // patchStatusGuarded is patchStatus that fails with a conflict when the
-// object changed since base was read, for status another writer shares: a
-// merge patch replaces whole lists, so one made from a stale read would
-// drop the conditions the other writer set meanwhile. The queue retries
+// object changed since base was read: a patch made from a read that lags
+// behind the last write would leave what that write set and this one
+// drops (the diff from a stale base does not name it). The queue retries
 // with a fresh read.
-func patchStatusGuarded(ctx context.Context, c client.Client, base, obj client.Object) error {
-	return writeStatus(ctx, c, base, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+func patchStatusGuarded(ctx context.Context, c client.Client, base, obj client.Object, opts ...client.SubResourcePatchOption) error {
+	return writeStatus(ctx, c, base, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}), opts...)
 }
 
 // writeStatus sends patch unless obj's status equals base's.
-func writeStatus(ctx context.Context, c client.Client, base, obj client.Object, patch client.Patch) error {
+func writeStatus(ctx context.Context, c client.Client, base, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 	data, err := client.MergeFrom(base).Data(obj)
 	if err != nil {
 		return fmt.Errorf("computing status patch: %w", err)
@@ -197,7 +197,7 @@ func writeStatus(ctx context.Context, c client.Client, base, obj client.Object, 
 		return nil
 	}
 	// An object deleted meanwhile has no status to write.
-	if err := client.IgnoreNotFound(c.Status().Patch(ctx, obj, patch)); err != nil {
+	if err := client.IgnoreNotFound(c.Status().Patch(ctx, obj, patch, opts...)); err != nil {
 		return fmt.Errorf("patching status: %w", err)
 	}
 	return nil

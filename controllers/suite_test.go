@@ -46,6 +46,11 @@ var (
 	redisPool   *redisconn.Pool
 	// suiteManager runs the suite's controllers.
 	suiteManager ctrl.Manager
+	// suiteLedger takes the catalogs' records to the suite's
+	// ToolDefinition reconciler. Direct catalogs have ledgers of their
+	// own, which no reconciler reads: the suite's cache does not hold
+	// them.
+	suiteLedger = NewLedger()
 	// suiteProviders is the reconciler's provider factory.
 	suiteProviders = &injectedProviders{
 		generators: map[string]embedding.QueryGenerator{}, last: map[string]embedding.Embedder{}, builds: map[string]int{},
@@ -122,6 +127,7 @@ func startCluster(onStop func(func() error)) error {
 	if err = (&ToolDefinitionReconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("tooldefinition-controller"),
+		Ledger:   suiteLedger,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up tooldefinition controller: %w", err)
 	}
@@ -142,6 +148,7 @@ func startCluster(onStop func(func() error)) error {
 		Redis:       redisPool,
 		RetryPolicy: &fast,
 		Providers:   suiteProviders,
+		Ledger:      suiteLedger,
 	}).SetupWithManager(ctx, mgr); err != nil {
 		cancel()
 		return fmt.Errorf("setting up toolcatalog controller: %w", err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -56,8 +55,7 @@ const (
 // it to Redis as versions.
 type ToolCatalogReconciler struct {
 	client.Client
-	// APIReader reads Secrets without caching them, and the
-	// ToolDefinitions a deleted catalog's cleanup must see as they are.
+	// APIReader reads Secrets without caching them.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	// Redis holds one client per catalog.
@@ -77,6 +75,9 @@ type ToolCatalogReconciler struct {
 	Budget catalog.Budget
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Ledger takes the ToolDefinitions' records of the passes and
+	// gradings to the ToolDefinition reconciler, which shares it.
+	Ledger *Ledger
 
 	// informers is the manager's cache, read by toolDefinitions.
 	informers     cache.Informers
@@ -210,7 +211,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		r.pace.published(req.NamespacedName, started, r.now())
 	}
 	if patchErr == nil {
-		r.records().submit(req.NamespacedName, res.outcome)
+		r.records().submit(tc, res.outcome)
 		if res.grade != nil {
 			res.grade()
 		}
@@ -247,8 +248,8 @@ func (r *ToolCatalogReconciler) ensureFinalizer(ctx context.Context, tc *v1alpha
 	return nil
 }
 
-// reconcileDelete removes the catalog's keys from Redis and its records
-// from ToolDefinitions, then lets the catalog go. A Redis outage delays the
+// reconcileDelete removes the catalog's keys from Redis and forgets its
+// records, then lets the catalog go. A Redis outage delays the
 // cleanup (the error is retried with backoff); it is not skipped. Keys
 // whose head another catalog wrote are left alone.
 func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha1.ToolCatalog) (ctrl.Result, error) {
@@ -258,32 +259,9 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 	if err := r.deleteKeys(ctx, tc); err != nil {
 		return ctrl.Result{}, err
 	}
-	// No record is written from here on: the records left are removed.
+	// The ToolDefinition reconciler takes the catalog's records off its
+	// tools: a catalog being deleted selects none.
 	r.records().forget(client.ObjectKeyFromObject(tc))
-	selecting, err := selectingCatalogs(ctx, r.Client, tc.Namespace)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	// The ToolDefinitions are listed from the API server, a page at a
-	// time, not from the cache: a record written just before forget may
-	// not have reached the cache yet, and would be left behind.
-	list := &v1alpha1.ToolDefinitionList{}
-	for {
-		if err := r.APIReader.List(ctx, list, client.InNamespace(tc.Namespace), client.Limit(cleanupPage), client.Continue(list.Continue)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("listing ToolDefinitions: %w", err)
-		}
-		for i := range list.Items {
-			if recordOf(&list.Items[i], tc.Name) != nil {
-				others := slices.DeleteFunc(selecting(&list.Items[i]), func(name string) bool { return name == tc.Name })
-				if err := r.applyRecord(ctx, tc, &list.Items[i], nil, others); err != nil {
-					return ctrl.Result{}, err
-				}
-			}
-		}
-		if list.Continue == "" {
-			break
-		}
-	}
 	r.catalogs().Forget(catalogID(tc))
 	r.grades().forget(client.ObjectKeyFromObject(tc))
 	r.pace.forget(client.ObjectKeyFromObject(tc))
@@ -296,10 +274,6 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 	}
 	return ctrl.Result{}, nil
 }
-
-// cleanupPage is how many ToolDefinitions a deleted catalog's cleanup
-// reads from the API server at a time.
-const cleanupPage = 500
 
 func (r *ToolCatalogReconciler) deleteKeys(ctx context.Context, tc *v1alpha1.ToolCatalog) error {
 	if catalogconfig.CheckKeyPrefix(tc) != nil {
@@ -341,14 +315,18 @@ func isRedisAuthError(err error) bool {
 }
 
 // SetupWithManager registers the controller and its watches: catalogs
-// (spec and annotation changes), the ToolDefinitions they select (spec and label
-// changes, before and after), and the Secrets they refer to.
+// (spec and annotation changes), the ToolDefinitions they select (spec,
+// label and validity changes, before and after), the ToolSources of
+// those, and the Secrets they refer to.
 func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	r.informers = mgr.GetCache()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ToolCatalog{}, secretRefIndex, func(o client.Object) []string {
 		return catalogconfig.SecretNames(o.(*v1alpha1.ToolCatalog))
 	}); err != nil {
 		return fmt.Errorf("indexing catalogs by secret: %w", err)
+	}
+	if r.Ledger == nil {
+		return errors.New("the ToolCatalog reconciler needs the Ledger of the ToolDefinition reconciler")
 	}
 	if err := mgr.Add(r.grades()); err != nil {
 		return fmt.Errorf("adding the grading: %w", err)
@@ -357,9 +335,7 @@ func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		return fmt.Errorf("adding the records writer: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		// A grading that changes which tools are confusable calls for a
-		// pass to update their records.
-		For(&v1alpha1.ToolCatalog{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, confusableChanged))).
+		For(&v1alpha1.ToolCatalog{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&v1alpha1.ToolDefinition{}, handler.Funcs{
 			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueueLimiter) {
 				r.enqueueSelecting(ctx, q, e.Object)
@@ -367,7 +343,8 @@ func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueueLimiter) {
 				if e.ObjectOld.GetGeneration() == e.ObjectNew.GetGeneration() &&
 					labels.Equals(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) &&
-					e.ObjectOld.GetDeletionTimestamp().Equal(e.ObjectNew.GetDeletionTimestamp()) {
+					e.ObjectOld.GetDeletionTimestamp().Equal(e.ObjectNew.GetDeletionTimestamp()) &&
+					!validityChanged(e.ObjectOld, e.ObjectNew) {
 					return
 				}
 				r.enqueueSelecting(ctx, q, e.ObjectOld, e.ObjectNew)
@@ -384,16 +361,20 @@ func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		Complete(r)
 }
 
-// confusableChanged passes the updates of a catalog whose grading changed
-// which tools are confusable.
-var confusableChanged = predicate.Funcs{
-	CreateFunc:  func(event.CreateEvent) bool { return false },
-	DeleteFunc:  func(event.DeleteEvent) bool { return false },
-	GenericFunc: func(event.GenericEvent) bool { return false },
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		before, after := confusableTools(e.ObjectOld.(*v1alpha1.ToolCatalog).Status.Quality), confusableTools(e.ObjectNew.(*v1alpha1.ToolCatalog).Status.Quality)
-		return !maps.EqualFunc(before, after, func(a, b *v1alpha1.ConfusableTool) bool { return *a == *b })
-	},
+// validityChanged reports whether a ToolDefinition's reconciler changed
+// its verdict on the tool (the Valid condition's status or reason), as it
+// does without a new generation when the tool's ToolSource confirms or
+// denies having created it, which the catalogs' passes check too. A first
+// verdict follows the creation, which queued the catalogs already.
+func validityChanged(before, after client.Object) bool {
+	verdict := func(obj client.Object) *metav1.Condition {
+		if td, ok := obj.(*v1alpha1.ToolDefinition); ok {
+			return meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid)
+		}
+		return nil
+	}
+	was, is := verdict(before), verdict(after)
+	return was != nil && is != nil && (was.Status != is.Status || was.Reason != is.Reason)
 }
 
 // enqueueSelecting queues every catalog whose selector matches any of the

@@ -126,14 +126,15 @@ func TestCatalogPublishesFirstVersion(t *testing.T) {
 		g.Expect(rec.EmbeddedTime).NotTo(BeNil())
 		expectCondition(g, td, v1alpha1.ConditionEmbedded, metav1.ConditionTrue, v1alpha1.ReasonEmbedded)
 		expectCondition(g, td, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonEmbedded)
-		// The record is owned by the catalog's own field manager.
+		// The record is written by the ToolDefinition reconciler, the
+		// status's one writer.
 		var managers []string
 		for _, mf := range td.ManagedFields {
 			if mf.Subresource == "status" {
 				managers = append(managers, mf.Manager)
 			}
 		}
-		g.Expect(managers).To(ContainElement("toolcatalog.dev/catalog-tools"))
+		g.Expect(managers).To(ConsistOf(toolDefinitionFieldOwner))
 	}).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(hasEvent(eventsFor(g, ns, "tools"), corev1.EventTypeNormal, v1alpha1.ReasonVersionPublished)).NotTo(BeNil())

@@ -165,6 +165,7 @@ func (gs *grades) run(ctx context.Context, key client.ObjectKey) {
 		return
 	}
 	gs.queue.Forget(key)
+	gs.r.records().graded(tc)
 	gs.r.recordConfusable(base, tc)
 	id := catalogID(tc)
 	metrics.SelfRecall.WithLabelValues(id).Set(g.SelfRecallAt5)

@@ -2,11 +2,11 @@ package controllers
 
 import (
 	"context"
-	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -15,75 +15,85 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 )
 
-// records writes the ToolDefinitions' records of the catalogs' passes,
-// off the passes: a pass hands over its outcome's records and ends with the
-// catalog's status written, so a catalog of 50,000 tools whose records
-// are still being written after a bulk apply publishes an edit at once.
-// Only the latest outcome of a catalog is written; one it supersedes is
-// dropped, since each outcome says every selected tool's record. Only the
-// records are kept of an outcome (catalog.Records), not its plans,
-// stored state or vectors. The
-// records go maxRecordsPerTurn at a time, catalogs taking turns. It runs
+// records hands the ToolDefinitions' records of the catalogs' passes and
+// gradings to the Ledger and queues the ToolDefinitions whose record
+// changed for their reconciler, which writes them; off the passes, so a
+// catalog of 50,000 tools publishes an edit at once while a bulk apply's
+// records are still being written. Only a catalog's latest records are
+// kept (catalog.Records: not the outcome's plans, stored state or
+// vectors), and a ToolDefinition queued twice is written once. It runs
 // with the manager, on the leader.
 type records struct {
-	*afterPass[*catalog.Records]
+	*afterPass[struct{}]
 	r *ToolCatalogReconciler
-	// writing is held while records are written, so a catalog being
-	// deleted (forget) waits for the write under way and gets none after.
-	writing sync.Mutex
 }
 
 func newRecords(r *ToolCatalogReconciler) *records {
-	rs := &records{afterPass: newAfterPass[*catalog.Records]("toolcatalog-records"), r: r}
+	rs := &records{afterPass: newAfterPass[struct{}]("toolcatalog-records"), r: r}
 	rs.afterPass.run = rs.run
 	return rs
 }
 
-// submit hands over a pass's outcome, replacing one not written yet.
-func (rs *records) submit(key client.ObjectKey, out *catalog.Outcome) {
+// submit keeps a pass's records in the ledger and queues the catalog to
+// find the ToolDefinitions they change.
+func (rs *records) submit(tc *v1alpha1.ToolCatalog, out *catalog.Outcome) {
 	if out == nil {
 		return
 	}
-	recs := out.Records()
-	rs.put(key, func(*catalog.Records, bool) (*catalog.Records, bool) { return recs, false })
+	key := client.ObjectKeyFromObject(tc)
+	rs.r.Ledger.put(key, out.Records(), tc.Status.Quality)
+	rs.check(key)
 }
 
-// forget drops a deleted catalog's outcome, after any write under way.
+// graded keeps the confusable tools of a grading in the ledger and queues
+// the catalog to find the ToolDefinitions they change.
+func (rs *records) graded(tc *v1alpha1.ToolCatalog) {
+	key := client.ObjectKeyFromObject(tc)
+	if rs.r.Ledger.graded(key, tc.Status.Quality) {
+		rs.check(key)
+	}
+}
+
+// check queues a catalog to find the ToolDefinitions whose record of it
+// is not the ledger's.
+func (rs *records) check(key client.ObjectKey) {
+	rs.put(key, func(struct{}, bool) (struct{}, bool) { return struct{}{}, false })
+}
+
+// forget drops a deleted catalog's records: the ToolDefinition reconciler
+// removes them from the tools as the catalog no longer selects them.
 func (rs *records) forget(key client.ObjectKey) {
-	rs.writing.Lock()
-	defer rs.writing.Unlock()
 	rs.take(key)
+	rs.r.Ledger.forget(key)
 }
 
-// run writes up to maxRecordsPerTurn records of a catalog's latest
-// outcome; what is left follows after the other catalogs' turns, unless
-// a newer outcome replaces it. A failed write is retried with backoff.
+// run queues the ToolDefinitions of a catalog's namespace whose record of
+// it is not the ledger's.
 func (rs *records) run(ctx context.Context, key client.ObjectKey) {
-	rs.writing.Lock()
-	defer rs.writing.Unlock()
-	out, ok := rs.take(key)
-	if !ok {
+	if _, ok := rs.take(key); !ok {
 		return
 	}
-	log := ctrl.Log.WithName("toolcatalog-records").WithValues("ToolCatalog", key, "version", out.Version)
+	log := ctrl.Log.WithName("toolcatalog-records").WithValues("ToolCatalog", key)
 	ctx = ctrl.LoggerInto(ctx, log)
-	tc := &v1alpha1.ToolCatalog{}
-	if err := rs.r.Get(ctx, key, tc); err != nil || !tc.DeletionTimestamp.IsZero() {
+	ctx, span := telemetry.Tracer().Start(ctx, "ToolCatalog records", trace.WithAttributes(attribute.String("toolcatalog.catalog", key.String())))
+	defer span.End()
+	// Read-only, as in the pass.
+	tds, err := rs.r.toolDefinitions(ctx, key.Namespace, labels.Everything())
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		log.Error(err, "Cannot list the ToolDefinitions to record; retrying")
+		rs.retry(key, struct{}{}, rs.queue.AddRateLimited)
 		return
 	}
-	ctx, span := telemetry.Tracer().Start(ctx, "ToolCatalog records", trace.WithAttributes(
-		attribute.String("toolcatalog.catalog", key.String()), attribute.Int64("toolcatalog.version", out.Version)))
-	defer span.End()
-	more, err := rs.r.syncRecords(ctx, tc, out)
-	switch {
-	case err != nil:
-		span.SetStatus(codes.Error, err.Error())
-		log.Error(err, "Cannot write the ToolDefinitions' records; retrying")
-		rs.retry(key, out, rs.queue.AddRateLimited)
-	case more:
-		rs.queue.Forget(key)
-		rs.retry(key, out, rs.queue.Add)
-	default:
-		rs.queue.Forget(key)
+	rs.queue.Forget(key)
+	changed := 0
+	for _, td := range tds {
+		if rs.r.Ledger.differs(key.Name, td) {
+			if !rs.r.Ledger.tell(ctx, client.ObjectKeyFromObject(td)) {
+				return
+			}
+			changed++
+		}
 	}
+	span.SetAttributes(attribute.Int("toolcatalog.records_changed", changed))
 }

@@ -2,18 +2,21 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 )
 
-// The ToolDefinitions' records are written off the pass: a pass publishes
-// and writes the catalog's status with no record written, so an edit is
-// published while the records of earlier versions wait. Only the latest
-// outcome's records are written.
+// The ToolDefinitions' records follow the pass, through the ledger: a
+// pass publishes and writes the catalog's status, hands its records over
+// and goes on; the records writer then tells the ToolDefinition
+// reconciler which tools have a new record. Only the latest outcome's
+// records are kept, and a tool whose record stands is not told.
 func TestRecordsFollowThePass(t *testing.T) {
 	g := gomegaFor(t)
 	ns := newNamespace(t)
@@ -26,12 +29,9 @@ func TestRecordsFollowThePass(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d.get().Status.Version).To(BeEquivalentTo(1))
 	g.Expect(d.r.records().queue.Len()).To(Equal(1), "the pass handed no outcome to the records writer")
-	for _, name := range []string{"weather", "email"} {
-		g.Expect(recordOf(getTD(g, ns, name), "direct")).To(BeNil(), "the pass wrote %s's record itself", name)
-	}
 
 	// An edit is published, its status written, with the records of
-	// version 1 still unwritten.
+	// version 1 still untold.
 	editTD(g, ns, "email", func(td *v1alpha1.ToolDefinition) {
 		td.Spec.Description = "Send an email message with attachments to one or more recipients."
 	})
@@ -40,18 +40,105 @@ func TestRecordsFollowThePass(t *testing.T) {
 	tc := d.get()
 	g.Expect(tc.Status.Version).To(BeEquivalentTo(2))
 	expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
-	g.Expect(d.r.records().queue.Len()).To(Equal(1), "the second outcome did not replace the first")
+	g.Expect(d.r.records().queue.Len()).To(Equal(1), "the second outcome was queued twice")
+	email := getTD(g, ns, "email")
+	rec, known := d.r.Ledger.recordFor("direct", email, nil)
+	g.Expect(known).To(BeTrue())
+	g.Expect(rec.CatalogVersion).To(BeEquivalentTo(2), "the ledger holds the superseded outcome's records")
+	g.Expect(rec.SpecHash).To(Equal(email.Status.SpecHash))
 
-	ctx, stop := context.WithCancel(t.Context())
-	done := make(chan error)
-	go func() { done <- d.r.records().Start(ctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	key := client.ObjectKeyFromObject(d.tc)
+	told := func() []string {
+		d.r.records().run(t.Context(), key)
+		var names []string
+		for {
+			select {
+			case e := <-d.r.Ledger.changed:
+				names = append(names, e.Object.Name)
+			default:
+				return names
+			}
+		}
+	}
+	g.Expect(told()).To(ConsistOf("weather", "email"))
+
+	// Once the weather tool has its record, only the email tool is told.
+	weather := getTD(g, ns, "weather")
+	rec, _ = d.r.Ledger.recordFor("direct", weather, nil)
+	weather.Status.Catalogs = []v1alpha1.CatalogEmbeddingStatus{*rec}
+	g.Expect(k8sClient.Status().Update(t.Context(), weather)).To(Succeed())
+	d.r.records().check(key)
+	g.Expect(told()).To(ConsistOf("email"))
+}
+
+// A ToolDefinition's status has one writer, whatever number of catalogs
+// select the tool: the managed fields of the status subresource name the
+// ToolDefinition reconciler's field manager and no other.
+func TestToolDefinitionStatusHasOneWriter(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	more := builtinCatalog(ns, "more")
+	more.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{catalogLabel: "tools"}}
+	createAll(g, testTool(ns, "weather", "get_weather", "Get the current weather conditions and the forecast for a city.", "tools"),
+		builtinCatalog(ns, "tools"), more)
 	g.Eventually(func(g Gomega) {
-		weather, email := recordOf(getTD(g, ns, "weather"), "direct"), recordOf(getTD(g, ns, "email"), "direct")
-		g.Expect(weather).NotTo(BeNil())
-		g.Expect(email).NotTo(BeNil())
-		g.Expect(weather.SpecHash).To(Equal(getTD(g, ns, "weather").Status.SpecHash))
-		g.Expect(email.SpecHash).To(Equal(getTD(g, ns, "email").Status.SpecHash), "the records of the superseded outcome were written")
-		g.Expect(email.CatalogVersion).To(BeEquivalentTo(2))
+		td := getTD(g, ns, "weather")
+		g.Expect(recordOf(td, "tools")).NotTo(BeNil())
+		g.Expect(recordOf(td, "more")).NotTo(BeNil())
+		expectCondition(g, td, v1alpha1.ConditionEmbedded, metav1.ConditionTrue, v1alpha1.ReasonEmbedded)
 	}).Should(Succeed())
+
+	writers := map[string][]string{}
+	for _, m := range getTD(g, ns, "weather").ManagedFields {
+		if m.Subresource != "status" || m.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Status map[string]json.RawMessage `json:"f:status"`
+		}
+		g.Expect(json.Unmarshal(m.FieldsV1.GetRawBytes(), &fields)).To(Succeed())
+		for f := range fields.Status {
+			writers[m.Manager] = append(writers[m.Manager], f)
+		}
+	}
+	g.Expect(writers).To(HaveLen(1), "the status has several writers: %v", writers)
+	g.Expect(writers).To(HaveKeyWithValue(toolDefinitionFieldOwner, ContainElements("f:catalogs", "f:conditions", "f:specHash")))
+}
+
+// A deleted catalog's record goes from every ToolDefinition, and does not
+// come back when the tool is reconciled after: the ledger forgets it.
+func TestDeletedCatalogRecordsGo(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	more := builtinCatalog(ns, "more")
+	more.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{catalogLabel: "tools"}}
+	createAll(g, testTool(ns, "weather", "get_weather", "Get the current weather conditions and the forecast for a city.", "tools"),
+		builtinCatalog(ns, "tools"), more)
+	g.Eventually(func(g Gomega) {
+		td := getTD(g, ns, "weather")
+		g.Expect(recordOf(td, "tools")).NotTo(BeNil())
+		g.Expect(recordOf(td, "more")).NotTo(BeNil())
+	}).Should(Succeed())
+
+	g.Expect(k8sClient.Delete(context.Background(), getTC(g, ns, "more"))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		td := getTD(g, ns, "weather")
+		g.Expect(recordOf(td, "more")).To(BeNil())
+		g.Expect(recordOf(td, "tools")).NotTo(BeNil())
+		expectCondition(g, td, v1alpha1.ConditionEmbedded, metav1.ConditionTrue, v1alpha1.ReasonEmbedded)
+	}).Should(Succeed())
+
+	// A new spec makes the reconciler write the tool again (and the
+	// remaining catalog its record of the new spec): still no record of
+	// the deleted catalog.
+	editTD(g, ns, "weather", func(td *v1alpha1.ToolDefinition) {
+		td.Spec.Description = "Get the current weather conditions, the forecast and the alerts for a city."
+	})
+	g.Eventually(func(g Gomega) {
+		td := getTD(g, ns, "weather")
+		g.Expect(td.Status.ObservedGeneration).To(Equal(td.Generation))
+		g.Expect(recordOf(td, "tools")).NotTo(BeNil())
+		g.Expect(recordOf(td, "tools").SpecHash).To(Equal(td.Status.SpecHash))
+	}).Should(Succeed())
+	g.Expect(recordOf(getTD(g, ns, "weather"), "more")).To(BeNil())
 }

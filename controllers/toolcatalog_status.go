@@ -1,21 +1,13 @@
 package controllers
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
@@ -115,144 +107,6 @@ func observeCounts(tc *v1alpha1.ToolCatalog, c v1alpha1.ToolCounts) {
 		metrics.Tools.WithLabelValues(id, state).Set(float64(n))
 	}
 	metrics.Version.WithLabelValues(id).Set(float64(tc.Status.Version))
-}
-
-// recordFieldOwner is the server-side apply field manager with which a
-// catalog owns its entry in ToolDefinition status.catalogs. Field managers
-// are at most 128 bytes: a long name is shortened with a hash of the whole
-// name, so two long names never share a manager.
-func recordFieldOwner(tc *v1alpha1.ToolCatalog) string {
-	const prefix, limit = "toolcatalog.dev/catalog-", 128
-	if len(prefix)+len(tc.Name) <= limit {
-		return prefix + tc.Name
-	}
-	sum := sha256.Sum256([]byte(tc.Name))
-	suffix := "-" + hex.EncodeToString(sum[:8])
-	return prefix + tc.Name[:limit-len(prefix)-len(suffix)] + suffix
-}
-
-// syncRecords writes each selected ToolDefinition's record with
-// server-side apply under this catalog's field manager, and removes the
-// records of ToolDefinitions the catalog no longer selects. Only records
-// that differ are written, with the Embedded and Ready conditions they
-// imply, so the ToolDefinition controller has nothing left to write: one
-// status write per change. A tool the catalog has not processed yet gets
-// no record until it has. At most maxRecordsPerTurn are written per call,
-// so other catalogs take turns when thousands change; more says some are
-// left for the next call.
-func (r *ToolCatalogReconciler) syncRecords(ctx context.Context, tc *v1alpha1.ToolCatalog, recs *catalog.Records) (more bool, err error) {
-	selecting, err := selectingCatalogs(ctx, r.Client, tc.Namespace)
-	if err != nil {
-		return false, err
-	}
-	// Read-only, as in the pass.
-	tds, err := r.toolDefinitions(ctx, tc.Namespace, labels.Everything())
-	if err != nil {
-		return false, fmt.Errorf("listing ToolDefinitions: %w", err)
-	}
-	confusable := confusableTools(tc.Status.Quality)
-	written := 0
-	for _, td := range tds {
-		have := recordOf(td, tc.Name)
-		want, selected := recs.For(td.Name, have)
-		if selected {
-			want.ConfusableWith = confusable[td.Spec.Name]
-		}
-		switch {
-		case selected && have != nil && catalog.SameRecord(*have, want):
-			continue
-		case selected && have == nil && want.SpecHash == "" && want.Reason == "":
-			continue // not processed yet
-		case !selected && have == nil:
-			continue
-		}
-		if written == maxRecordsPerTurn {
-			return true, nil
-		}
-		var rec *v1alpha1.CatalogEmbeddingStatus
-		if selected {
-			rec = &want
-		}
-		if err := r.applyRecord(ctx, tc, td, rec, selecting(td)); err != nil {
-			return false, err
-		}
-		written++
-	}
-	return false, nil
-}
-
-// maxRecordsPerTurn bounds the ToolDefinition records written in one turn
-// of a catalog: about five seconds at the manager's default 50 requests
-// per second.
-const maxRecordsPerTurn = 250
-
-// applyRecord sets (or, with nil, removes) this catalog's record on a
-// ToolDefinition, with the Embedded and Ready conditions the records then
-// imply (deriveEmbedded, given the catalogs that select it) once the
-// ToolDefinition controller has written a status. Those conditions go with
-// every apply from then on: server-side apply would remove fields this
-// catalog's field manager applied before and now leaves out.
-func (r *ToolCatalogReconciler) applyRecord(ctx context.Context, tc *v1alpha1.ToolCatalog, td *v1alpha1.ToolDefinition, rec *v1alpha1.CatalogEmbeddingStatus, selecting []string) error {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(v1alpha1.GroupVersion.String())
-	u.SetKind("ToolDefinition")
-	u.SetNamespace(td.Namespace)
-	u.SetName(td.Name)
-	records := []any{}
-	if rec != nil {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rec)
-		if err != nil {
-			return err
-		}
-		records = append(records, m)
-	}
-	if err := unstructured.SetNestedSlice(u.Object, records, "status", "catalogs"); err != nil {
-		return err
-	}
-	// A ToolDefinition the catalog embedded before the ToolDefinition
-	// controller's first status is known to this catalog: valid (it was
-	// selected) with the spec hash just embedded. Deriving from that, the
-	// ToolDefinition controller's first write finds the conditions set.
-	embeddedFirst := td.Status.SpecHash == "" && rec != nil && rec.Reason == "" && rec.SpecHash != ""
-	if td.Status.SpecHash != "" || embeddedFirst {
-		after := td.DeepCopy()
-		after.Status.Catalogs = slices.DeleteFunc(after.Status.Catalogs, func(c v1alpha1.CatalogEmbeddingStatus) bool { return c.Catalog == tc.Name })
-		if rec != nil {
-			after.Status.Catalogs = append(after.Status.Catalogs, *rec)
-		}
-		if embeddedFirst {
-			after.Status.SpecHash = rec.SpecHash
-			setCondition(after, v1alpha1.ConditionValid, metav1.ConditionTrue, v1alpha1.ReasonSpecValid, "tool spec is valid")
-		}
-		deriveEmbedded(after, selecting)
-		if rec != nil && rec.ConfusableWith != nil {
-			setCondition(after, v1alpha1.ConditionConfusable, metav1.ConditionTrue, v1alpha1.ReasonConfusableWith, confusableMessage(tc.Name, rec.ConfusableWith))
-		} else {
-			meta.RemoveStatusCondition(&after.Status.Conditions, v1alpha1.ConditionConfusable)
-		}
-		var conds []any
-		for _, t := range []string{v1alpha1.ConditionEmbedded, v1alpha1.ConditionReady, v1alpha1.ConditionConfusable} {
-			c := meta.FindStatusCondition(after.Status.Conditions, t)
-			if c == nil {
-				continue
-			}
-			m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c)
-			if err != nil {
-				return err
-			}
-			conds = append(conds, m)
-		}
-		if len(conds) > 0 {
-			if err := unstructured.SetNestedSlice(u.Object, conds, "status", "conditions"); err != nil {
-				return err
-			}
-		}
-	}
-	err := r.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(recordFieldOwner(tc)), client.ForceOwnership)
-	if err = client.IgnoreNotFound(err); err != nil {
-		return fmt.Errorf("recording catalog status on ToolDefinition %s: %w", td.Name, err)
-	}
-	return nil
 }
 
 // recordEvents emits events for what changed, comparing the old status

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -15,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -28,10 +30,15 @@ import (
 )
 
 // ToolDefinitionReconciler validates ToolDefinitions and records their spec
-// hash, which catalogs compare with what they embedded to detect drift.
+// hash, which catalogs compare with what they embedded to detect drift. It
+// is the one writer of ToolDefinition status: the catalogs' records come
+// to it through the Ledger.
 type ToolDefinitionReconciler struct {
 	client.Client
 	Recorder events.EventRecorder
+	// Ledger holds the catalogs' records of the tools; the ToolCatalog
+	// reconciler shares it.
+	Ledger *Ledger
 }
 
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=tooldefinitions,verbs=get;list;watch
@@ -53,9 +60,14 @@ func (r *ToolDefinitionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 
 	base := td.DeepCopy()
 	defer func() {
-		// Catalogs write Embedded, Ready and Confusable here too, with
-		// their records.
-		retErr = errors.Join(retErr, patchStatusGuarded(ctx, r.Client, base, td))
+		err := patchStatusGuarded(ctx, r.Client, base, td, client.FieldOwner(toolDefinitionFieldOwner))
+		if retErr == nil && apierrors.IsConflict(err) {
+			// The cache had not caught up with the last write (this
+			// reconciler's own, or a source's): read again, without
+			// logging an error for it.
+			result, err = ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
+		retErr = errors.Join(retErr, err)
 	}()
 
 	source, err := r.namedSource(ctx, td)
@@ -65,7 +77,7 @@ func (r *ToolDefinitionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err := r.reconcileSpec(ctx, base, td, source); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.reconcileEmbedded(ctx, td); err != nil {
+	if err := r.reconcileCatalogs(ctx, td); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.reconcilePendingChange(base, td)
@@ -147,16 +159,18 @@ func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *
 	return nil
 }
 
-// reconcileEmbedded derives Embedded from the records the selecting
-// catalogs wrote, and Ready from Valid and Embedded.
-func (r *ToolDefinitionReconciler) reconcileEmbedded(ctx context.Context, td *v1alpha1.ToolDefinition) error {
+// reconcileCatalogs sets the records of the catalogs that select the tool
+// from the ledger, and derives Embedded, Ready and Confusable from them.
+func (r *ToolDefinitionReconciler) reconcileCatalogs(ctx context.Context, td *v1alpha1.ToolDefinition) error {
 	catalogs, err := catalogsSelecting(ctx, r.Client, td)
 	if err != nil {
 		// Without the list, "not selected" could be a lie: keep the
-		// conditions as they are and retry.
+		// records and conditions as they are and retry.
 		return err
 	}
+	setRecords(td, catalogs, r.Ledger.recordFor)
 	deriveEmbedded(td, catalogs)
+	deriveConfusable(td)
 	return nil
 }
 
@@ -210,10 +224,14 @@ func (r *ToolDefinitionReconciler) recordValidTransition(base, td *v1alpha1.Tool
 }
 
 // SetupWithManager registers the controller. It runs on spec, label,
-// annotation and owner changes, when a catalog's record in status changes, and when a catalog
-// that selects (or selected) the tool is created, changed or deleted; its
-// own condition updates do not trigger it.
+// annotation and owner changes, when the ledger has a new record for the
+// tool, and when a catalog that selects (or selected) the tool is
+// created, changed, deleted or being deleted; its own status updates do
+// not trigger it.
 func (r *ToolDefinitionReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Ledger == nil {
+		return errors.New("the ToolDefinition reconciler needs a Ledger, shared with the ToolCatalog reconciler")
+	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.ToolDefinition{}, sourceRefIndex, func(o client.Object) []string {
 		if src := o.(*v1alpha1.ToolDefinition).Spec.Source; src != nil && src.ToolSource != "" {
 			return []string{src.ToolSource}
@@ -224,13 +242,15 @@ func (r *ToolDefinitionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ToolDefinition{}, builder.WithPredicates(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, catalogRecordsChanged{}, ownersChanged))).
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, ownersChanged))).
+		WatchesRawSource(r.Ledger.source()).
 		Watches(&v1alpha1.ToolCatalog{}, handler.Funcs{
 			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueueLimiter) {
 				r.enqueueSelected(ctx, q, e.Object)
 			},
 			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueueLimiter) {
-				if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
+				if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+					e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero() {
 					r.enqueueSelected(ctx, q, e.ObjectOld, e.ObjectNew)
 				}
 			},
@@ -251,9 +271,22 @@ func (r *ToolDefinitionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				r.enqueueNaming(ctx, q, nil, e.Object)
 			},
 		}).
+		// A bulk apply brings thousands of tools, each needing a status
+		// write: a few at a time keep the API server's round trips
+		// overlapping.
+		WithOptions(controller.Options{MaxConcurrentReconciles: toolDefinitionWorkers}).
 		Named("tooldefinition").
 		Complete(r)
 }
+
+// conflictRetry is how soon a ToolDefinition whose status write met a
+// newer resourceVersion is read and written again: the cache is about
+// that far behind.
+const conflictRetry = 100 * time.Millisecond
+
+// toolDefinitionWorkers is how many ToolDefinitions are reconciled at
+// once.
+const toolDefinitionWorkers = 4
 
 // sourceRefIndex indexes ToolDefinitions by the ToolSource they name.
 const sourceRefIndex = ".spec.source.toolSource"
@@ -318,17 +351,6 @@ func (r *ToolDefinitionReconciler) enqueueSelected(ctx context.Context, q workqu
 			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 	}
-}
-
-// catalogRecordsChanged passes updates whose status.catalogs changed.
-type catalogRecordsChanged struct {
-	predicate.Funcs
-}
-
-func (catalogRecordsChanged) Update(e event.UpdateEvent) bool {
-	o, ok1 := e.ObjectOld.(*v1alpha1.ToolDefinition)
-	n, ok2 := e.ObjectNew.(*v1alpha1.ToolDefinition)
-	return ok1 && ok2 && !equality.Semantic.DeepEqual(o.Status.Catalogs, n.Status.Catalogs)
 }
 
 // ownersChanged passes updates of the owner references, which decide

@@ -12,14 +12,36 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 )
 
-// A ToolDefinition's status is written by its reconciler (the spec hash,
-// Valid, ChangePending, Stalled, Reconciling) and by each catalog that
-// selects the tool: its own entry of status.catalogs (its record, by
-// server-side apply under a field manager of its own, syncRecords) with
-// the Embedded, Ready and Confusable conditions the records imply, derived
-// here, so a change costs one write of each. The ToolDefinition
-// reconciler derives Embedded and Ready the same way when validity or the
-// selecting catalogs change.
+// A ToolDefinition's status has one writer, its reconciler, under the
+// field manager toolDefinitionFieldOwner: the spec hash and Valid,
+// ChangePending, Stalled and Reconciling from the spec; status.catalogs,
+// each selecting catalog's record of the tool, from the Ledger its passes
+// and gradings fill; and Embedded, Ready and Confusable, derived here from
+// the records. A change costs one write for the spec and one for the
+// records it brings, or a single write when the records come first.
+
+// toolDefinitionFieldOwner is the field manager of ToolDefinition status.
+const toolDefinitionFieldOwner = "toolcatalog.dev/tooldefinition-controller"
+
+// setRecords sets status.catalogs to the records of the catalogs that
+// select the tool (in the order of their names), as recordFor gives them:
+// a catalog it knows nothing of yet keeps the record the tool has, one
+// that has no record of the tool has none, and the records of catalogs
+// that no longer select it (or are gone) go.
+func setRecords(td *v1alpha1.ToolDefinition, catalogs []string, recordFor func(string, *v1alpha1.ToolDefinition, *v1alpha1.CatalogEmbeddingStatus) (*v1alpha1.CatalogEmbeddingStatus, bool)) {
+	var recs []v1alpha1.CatalogEmbeddingStatus
+	for _, name := range slices.Sorted(slices.Values(catalogs)) {
+		have := recordOf(td, name)
+		rec, known := recordFor(name, td, have)
+		if !known {
+			rec = have
+		}
+		if rec != nil {
+			recs = append(recs, *rec)
+		}
+	}
+	td.Status.Catalogs = recs
+}
 
 // deriveEmbedded sets Embedded from the records of the catalogs that
 // select the tool, and Ready from Valid and Embedded.
@@ -63,6 +85,23 @@ func deriveEmbedded(td *v1alpha1.ToolDefinition, catalogs []string) {
 	default:
 		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, clip.Truncate(message, 1024))
 	}
+}
+
+// deriveConfusable sets Confusable from the records that name a tool the
+// catalog's grading found this one confusable with, and removes it when
+// none does.
+func deriveConfusable(td *v1alpha1.ToolDefinition) {
+	var messages []string
+	for _, rec := range td.Status.Catalogs {
+		if rec.ConfusableWith != nil {
+			messages = append(messages, confusableMessage(rec.Catalog, rec.ConfusableWith))
+		}
+	}
+	if len(messages) == 0 {
+		meta.RemoveStatusCondition(&td.Status.Conditions, v1alpha1.ConditionConfusable)
+		return
+	}
+	setCondition(td, v1alpha1.ConditionConfusable, metav1.ConditionTrue, v1alpha1.ReasonConfusableWith, clip.Truncate(strings.Join(messages, "; "), 1024))
 }
 
 // confusableMessage is a Confusable condition's message.

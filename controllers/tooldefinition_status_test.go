@@ -3,6 +3,7 @@ package controllers
 import (
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -58,5 +59,64 @@ func TestDeriveEmbedded(t *testing.T) {
 				t.Errorf("Ready %+v, want %s %s", r, tt.ready, tt.readyCause)
 			}
 		})
+	}
+}
+
+// Confusable follows the records that name a confusable tool, from every
+// catalog, and goes when none does.
+func TestDeriveConfusable(t *testing.T) {
+	td := &v1alpha1.ToolDefinition{}
+	td.Status.Catalogs = []v1alpha1.CatalogEmbeddingStatus{
+		{Catalog: "a", ConfusableWith: &v1alpha1.ConfusableTool{Name: "send_message", Similarity: "0.91"}},
+		{Catalog: "b", ConfusableWith: &v1alpha1.ConfusableTool{Name: "send_mail", Similarity: "0.93"}},
+		{Catalog: "c"},
+	}
+	deriveConfusable(td)
+	c := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionConfusable)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonConfusableWith {
+		t.Fatalf("Confusable: %+v", c)
+	}
+	want := confusableMessage("a", td.Status.Catalogs[0].ConfusableWith) + "; " + confusableMessage("b", td.Status.Catalogs[1].ConfusableWith)
+	if c.Message != want {
+		t.Fatalf("message %q, want %q", c.Message, want)
+	}
+	td.Status.Catalogs = td.Status.Catalogs[2:]
+	deriveConfusable(td)
+	if c := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionConfusable); c != nil {
+		t.Fatalf("Confusable without a record naming a tool: %+v", c)
+	}
+}
+
+// status.catalogs holds the records of the selecting catalogs, in the
+// order of their names: the ledger's where it knows the catalog, the
+// tool's own where it does not yet (a catalog with no pass since the
+// manager started), none for a catalog whose pass has none, and nothing of
+// a catalog that no longer selects the tool.
+func TestSetRecords(t *testing.T) {
+	td := &v1alpha1.ToolDefinition{}
+	td.Status.Catalogs = []v1alpha1.CatalogEmbeddingStatus{
+		{Catalog: "gone", SpecHash: "h0"},
+		{Catalog: "unknown", SpecHash: "h0"},
+		{Catalog: "dropped", SpecHash: "h0"},
+		{Catalog: "known", SpecHash: "h0"},
+	}
+	ledger := map[string]*v1alpha1.CatalogEmbeddingStatus{
+		"known": {Catalog: "known", SpecHash: "h1", CatalogVersion: 4},
+		"new":   {Catalog: "new", SpecHash: "h1", CatalogVersion: 1},
+		// "dropped" is known, without a record of the tool.
+		"dropped": nil,
+	}
+	recordFor := func(name string, _ *v1alpha1.ToolDefinition, _ *v1alpha1.CatalogEmbeddingStatus) (*v1alpha1.CatalogEmbeddingStatus, bool) {
+		rec, known := ledger[name]
+		return rec, known
+	}
+	setRecords(td, []string{"unknown", "new", "known", "dropped"}, recordFor)
+	want := []v1alpha1.CatalogEmbeddingStatus{
+		{Catalog: "known", SpecHash: "h1", CatalogVersion: 4},
+		{Catalog: "new", SpecHash: "h1", CatalogVersion: 1},
+		{Catalog: "unknown", SpecHash: "h0"},
+	}
+	if !equality.Semantic.DeepEqual(td.Status.Catalogs, want) {
+		t.Fatalf("records %+v, want %+v", td.Status.Catalogs, want)
 	}
 }

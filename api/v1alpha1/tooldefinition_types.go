@@ -201,7 +201,8 @@ type ToolDefinitionStatus struct {
 	SpecHash string `json:"specHash,omitempty"`
 
 	// catalogs records, per selecting ToolCatalog, what was last embedded
-	// and published for this tool. Each catalog writes its own entry.
+	// and published for this tool. The ToolDefinition controller writes
+	// every entry, from what the catalogs' passes came to.
 	// +optional
 	// +listType=map
 	// +listMapKey=catalog

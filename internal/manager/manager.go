@@ -207,9 +207,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *redisconn.Pool, c Config
 	if err != nil {
 		return fmt.Errorf("--egress-allow: %w", err)
 	}
+	// The catalogs' passes hand the ToolDefinitions' records to the
+	// ToolDefinition reconciler, the one writer of their status.
+	ledger := controllers.NewLedger()
 	if err := (&controllers.ToolDefinitionReconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("tooldefinition-controller"),
+		Ledger:   ledger,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the tooldefinition controller: %w", err)
 	}
@@ -220,6 +224,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *redisconn.Pool, c Config
 		Redis:       pool,
 		RetryPolicy: c.RetryPolicy,
 		Budget:      catalog.Budget{Time: c.PassBudget},
+		Ledger:      ledger,
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the toolcatalog controller: %w", err)
 	}

@@ -1,0 +1,146 @@
+package controllers
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+)
+
+// Ledger holds, for each catalog, the records of its tools that its latest
+// pass and grading came to, and hands them to the ToolDefinition
+// reconciler: the one writer of ToolDefinition status, which writes a
+// tool's entry of status.catalogs with the conditions the entries imply in
+// one patch. The catalogs' records writer tells it which ToolDefinitions
+// to write (changed). One Ledger is shared by the ToolCatalog and the
+// ToolDefinition reconcilers of a manager; it lives in memory, on the
+// leader, and a catalog's entry comes back with its first pass after a
+// restart.
+type Ledger struct {
+	mu       sync.RWMutex
+	catalogs map[client.ObjectKey]*ledgerEntry
+	// changed carries the ToolDefinitions whose status the ledger has
+	// news for.
+	changed chan event.TypedGenericEvent[types.NamespacedName]
+}
+
+// ledgerEntry is one catalog's part of the ledger.
+type ledgerEntry struct {
+	records *catalog.Records
+	// confusable maps each tool name to the tool the grading of version
+	// graded found it confusable with.
+	confusable map[string]*v1alpha1.ConfusableTool
+	graded     int64
+}
+
+// NewLedger returns an empty ledger.
+func NewLedger() *Ledger {
+	return &Ledger{catalogs: map[client.ObjectKey]*ledgerEntry{}, changed: make(chan event.TypedGenericEvent[types.NamespacedName], 1024)}
+}
+
+// put keeps a pass's records for a catalog, with the confusable tools of
+// the grading its status shows (q), unless a later grading is kept.
+func (l *Ledger) put(key client.ObjectKey, recs *catalog.Records, q *v1alpha1.CatalogQuality) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.catalogs[key]
+	if e == nil {
+		e = &ledgerEntry{}
+		l.catalogs[key] = e
+	}
+	e.records = recs
+	if q != nil && (e.confusable == nil || q.Version >= e.graded) {
+		e.confusable, e.graded = confusableTools(q), q.Version
+	}
+}
+
+// graded keeps the confusable tools of a catalog's grading; it reports
+// whether the catalog has records for them to go with.
+func (l *Ledger) graded(key client.ObjectKey, q *v1alpha1.CatalogQuality) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.catalogs[key]
+	if e == nil || q == nil {
+		return false
+	}
+	if q.Version >= e.graded {
+		e.confusable, e.graded = confusableTools(q), q.Version
+	}
+	return e.records != nil
+}
+
+// forget drops a catalog that is being deleted or gone.
+func (l *Ledger) forget(key client.ObjectKey) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.catalogs, key)
+}
+
+// recordFor is the record a catalog has for a ToolDefinition, given the
+// one it has (have, nil for none): nil when the catalog's latest pass has
+// none for it, or has yet to process it. known is false when the ledger holds nothing of the
+// catalog yet (no pass since the manager started), and have stands.
+func (l *Ledger) recordFor(catalogName string, td *v1alpha1.ToolDefinition, have *v1alpha1.CatalogEmbeddingStatus) (rec *v1alpha1.CatalogEmbeddingStatus, known bool) {
+	l.mu.RLock()
+	e := l.catalogs[client.ObjectKey{Namespace: td.Namespace, Name: catalogName}]
+	var recs *catalog.Records
+	var with *v1alpha1.ConfusableTool
+	if e != nil {
+		recs, with = e.records, e.confusable[td.Spec.Name]
+	}
+	l.mu.RUnlock()
+	if recs == nil {
+		return nil, false
+	}
+	want, selected := recs.For(td.Name, have)
+	if !selected || have == nil && want.SpecHash == "" && want.Reason == "" {
+		// No record until the catalog has processed the tool.
+		return nil, true
+	}
+	want.ConfusableWith = with
+	return &want, true
+}
+
+// differs reports whether a ToolDefinition's record of a catalog is not
+// the one the ledger holds.
+func (l *Ledger) differs(catalogName string, td *v1alpha1.ToolDefinition) bool {
+	have := recordOf(td, catalogName)
+	want, known := l.recordFor(catalogName, td, have)
+	switch {
+	case !known:
+		return false
+	case want == nil || have == nil:
+		return want != have
+	default:
+		return !catalog.SameRecord(*have, *want)
+	}
+}
+
+// tell queues a ToolDefinition for its reconciler; false when ctx ended
+// first.
+func (l *Ledger) tell(ctx context.Context, key types.NamespacedName) bool {
+	select {
+	case l.changed <- event.TypedGenericEvent[types.NamespacedName]{Object: key}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// source is what the ToolDefinition reconciler watches for the ledger's
+// news.
+func (l *Ledger) source() source.Source {
+	return source.TypedChannel(l.changed, handler.TypedFuncs[types.NamespacedName, reconcile.Request]{
+		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[types.NamespacedName], q workqueueLimiter) {
+			q.Add(reconcile.Request{NamespacedName: e.Object})
+		},
+	})
+}
