@@ -2,7 +2,8 @@
 // ToolCatalog and ToolSource. They orchestrate and write Kubernetes
 // status; the domain logic lives in internal/: the refresh pipeline in
 // internal/catalog, a pass's Redis I/O in internal/published, a catalog's
-// settings in internal/catalogconfig, MCP imports in internal/mcpsource.
+// settings in internal/catalogconfig, MCP imports in internal/mcpsource,
+// the grading of published versions in internal/grading.
 //
 // A reconciler writes its own object's status with one merge patch per
 // reconcile (patchStatus), from a copy whose conditions it set in one
@@ -17,7 +18,8 @@
 // ToolDefinition reconciler writes them with the Embedded, Ready and
 // Confusable conditions they imply (tooldefinition_status.go), guarded
 // by the resourceVersion (patchStatusGuarded), so a change costs one
-// write. A catalog's grading writes status.quality after
-// the pass that published the graded version. Events mark transitions
-// only.
+// write. The grading (internal/grading) writes a catalog's
+// status.quality after the pass that published the graded version, fed
+// by the pass, and hands the confusable tools it finds to the ledger.
+// Events mark transitions only.
 package controllers

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/grading"
 )
 
 func TestCatalogBulkApplyMakesFewVersionsAndCalls(t *testing.T) {
@@ -64,11 +65,11 @@ func TestCatalogBulkApplyMakesFewVersionsAndCalls(t *testing.T) {
 	// Each tool's queries are generated once, and embedded once, in
 	// batches of 64 texts. Grading a version may embed again the queries
 	// of sampled tools whose vectors it no longer keeps: it keeps those of
-	// the last sample only (at most maxGradedTools tools), and which tools
+	// the last sample only (at most grading.MaxTools tools), and which tools
 	// a version samples depends on how the passes split the work.
 	g.Expect(chat).To(Equal(tools))
 	g.Expect(p.embeddedTexts()).To(Equal(3 * tools))
-	g.Expect(texts - 3*tools).To(BeNumerically("<=", 3*maxGradedTools*int(versions-1)))
+	g.Expect(texts - 3*tools).To(BeNumerically("<=", 3*grading.MaxTools*int(versions-1)))
 	g.Expect(embReqs).To(BeNumerically("<=", (3*tools)/64+2*int(versions)))
 	g.Expect(versions).To(BeNumerically("<=", 10))
 	g.Expect(rc.HLen(t.Context(), k.Embeddings()).Val()).To(BeEquivalentTo(tools))

@@ -34,6 +34,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/grading"
 	"github.com/toolcatalog/tool-catalog-operator/internal/kube/crkube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
 	"github.com/toolcatalog/tool-catalog-operator/internal/published"
@@ -85,7 +86,7 @@ type ToolCatalogReconciler struct {
 	publishedOnce sync.Once
 	state         *published.Catalogs
 	gradesOnce    sync.Once
-	grading       *grades
+	grading       *grading.Grades
 	recordsOnce   sync.Once
 	recording     *records
 	pace          pacer
@@ -118,9 +119,12 @@ func (r *ToolCatalogReconciler) catalogs() *published.Catalogs {
 	return r.state
 }
 
-// grades runs the gradings of published versions.
-func (r *ToolCatalogReconciler) grades() *grades {
-	r.gradesOnce.Do(func() { r.grading = newGrades(r) })
+// grades runs the gradings of published versions (internal/grading),
+// telling the records writer of the confusable tools each finds.
+func (r *ToolCatalogReconciler) grades() *grading.Grades {
+	r.gradesOnce.Do(func() {
+		r.grading = grading.New(r.Client, r.Recorder, r.Now, func(tc *v1alpha1.ToolCatalog) { r.records().graded(tc) })
+	})
 	return r.grading
 }
 
@@ -165,7 +169,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Get(ctx, req.NamespacedName, tc); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			r.catalogs().Forget(req.String())
-			r.grades().forget(req.NamespacedName)
+			r.grades().Forget(req.NamespacedName)
 			r.records().forget(req.NamespacedName)
 			r.pace.forget(req.NamespacedName)
 		}
@@ -263,7 +267,7 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 	// tools: a catalog being deleted selects none.
 	r.records().forget(client.ObjectKeyFromObject(tc))
 	r.catalogs().Forget(catalogID(tc))
-	r.grades().forget(client.ObjectKeyFromObject(tc))
+	r.grades().Forget(client.ObjectKeyFromObject(tc))
 	r.pace.forget(client.ObjectKeyFromObject(tc))
 	r.providers().Forget(catalogID(tc))
 	metrics.ForgetCatalog(catalogID(tc))

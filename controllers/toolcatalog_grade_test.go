@@ -149,7 +149,7 @@ func TestGradingFollowsThePass(t *testing.T) {
 	g.Expect(tc.Status.Version).To(BeEquivalentTo(1))
 	expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
 	g.Expect(tc.Status.Quality).To(BeNil(), "the pass graded the version itself")
-	g.Expect(d.r.grades().queue.Len()).To(Equal(1), "the pass handed no version to the grading")
+	g.Expect(d.r.grades().Len()).To(Equal(1), "the pass handed no version to the grading")
 
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan error)

@@ -52,7 +52,7 @@ func (r *ToolCatalogReconciler) runPass(ctx context.Context, tc *v1alpha1.ToolCa
 	st := r.catalogs().Open(catalogID(tc), string(tc.UID), cfg)
 	res.outcome, res.err = r.refresh(ctx, tc, cfg, providers, st, res.request, res.at)
 	if res.err == nil {
-		res.grade = func() { r.grades().submit(tc, providers.Embedder, st, res.outcome) }
+		res.grade = func() { r.grades().Submit(tc, providers.Embedder, st, res.outcome) }
 	}
 	return res
 }

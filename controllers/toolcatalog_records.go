@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/handoff"
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 )
 
@@ -24,13 +25,13 @@ import (
 // vectors), and a ToolDefinition queued twice is written once. It runs
 // with the manager, on the leader.
 type records struct {
-	*afterPass[struct{}]
+	*handoff.Queue[struct{}]
 	r *ToolCatalogReconciler
 }
 
 func newRecords(r *ToolCatalogReconciler) *records {
-	rs := &records{afterPass: newAfterPass[struct{}]("toolcatalog-records"), r: r}
-	rs.afterPass.run = rs.run
+	rs := &records{r: r}
+	rs.Queue = handoff.New[struct{}]("toolcatalog-records", rs.run)
 	return rs
 }
 
@@ -57,20 +58,20 @@ func (rs *records) graded(tc *v1alpha1.ToolCatalog) {
 // check queues a catalog to find the ToolDefinitions whose record of it
 // is not the ledger's.
 func (rs *records) check(key client.ObjectKey) {
-	rs.put(key, func(struct{}, bool) (struct{}, bool) { return struct{}{}, false })
+	rs.Put(key, func(struct{}, bool) (struct{}, bool) { return struct{}{}, false })
 }
 
 // forget drops a deleted catalog's records: the ToolDefinition reconciler
 // removes them from the tools as the catalog no longer selects them.
 func (rs *records) forget(key client.ObjectKey) {
-	rs.take(key)
+	rs.Take(key)
 	rs.r.Ledger.forget(key)
 }
 
 // run queues the ToolDefinitions of a catalog's namespace whose record of
 // it is not the ledger's.
 func (rs *records) run(ctx context.Context, key client.ObjectKey) {
-	if _, ok := rs.take(key); !ok {
+	if _, ok := rs.Take(key); !ok {
 		return
 	}
 	log := ctrl.Log.WithName("toolcatalog-records").WithValues("ToolCatalog", key)
@@ -82,10 +83,10 @@ func (rs *records) run(ctx context.Context, key client.ObjectKey) {
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		log.Error(err, "Cannot list the ToolDefinitions to record; retrying")
-		rs.retry(key, struct{}{}, rs.queue.AddRateLimited)
+		rs.Retry(key, struct{}{})
 		return
 	}
-	rs.queue.Forget(key)
+	rs.Done(key)
 	changed := 0
 	for _, td := range tds {
 		if rs.r.Ledger.differs(key.Name, td) {

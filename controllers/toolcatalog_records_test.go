@@ -28,7 +28,7 @@ func TestRecordsFollowThePass(t *testing.T) {
 	_, err := d.reconcile()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d.get().Status.Version).To(BeEquivalentTo(1))
-	g.Expect(d.r.records().queue.Len()).To(Equal(1), "the pass handed no outcome to the records writer")
+	g.Expect(d.r.records().Len()).To(Equal(1), "the pass handed no outcome to the records writer")
 
 	// An edit is published, its status written, with the records of
 	// version 1 still untold.
@@ -40,7 +40,7 @@ func TestRecordsFollowThePass(t *testing.T) {
 	tc := d.get()
 	g.Expect(tc.Status.Version).To(BeEquivalentTo(2))
 	expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
-	g.Expect(d.r.records().queue.Len()).To(Equal(1), "the second outcome was queued twice")
+	g.Expect(d.r.records().Len()).To(Equal(1), "the second outcome was queued twice")
 	email := getTD(g, ns, "email")
 	rec, known := d.r.Ledger.recordFor("direct", email, nil)
 	g.Expect(known).To(BeTrue())

@@ -3,7 +3,6 @@ package controllers
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -129,25 +128,6 @@ func (r *ToolCatalogReconciler) recordEvents(base, tc *v1alpha1.ToolCatalog, res
 	}
 	// Failing tools have the event above.
 	recordReady(r.Recorder, base, tc, "Reconcile", v1alpha1.ReasonToolsFailed)
-}
-
-// recordConfusable warns of each confusable pair a grading found that the
-// previous one did not.
-func (r *ToolCatalogReconciler) recordConfusable(base, tc *v1alpha1.ToolCatalog) {
-	seen := map[string]bool{}
-	if q := base.Status.Quality; q != nil {
-		for _, p := range q.ConfusablePairs {
-			seen[strings.Join(p.Tools, "\x00")] = true
-		}
-	}
-	for _, p := range tc.Status.Quality.ConfusablePairs {
-		if len(p.Tools) != 2 || seen[strings.Join(p.Tools, "\x00")] {
-			continue
-		}
-		r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonConfusableTools, "Grade",
-			"tools %s and %s are confusable: the queries of each retrieve the other (similarity %s); reword one description so a model can tell them apart",
-			p.Tools[0], p.Tools[1], p.Similarity)
-	}
 }
 
 func failuresChanged(a, b []v1alpha1.ToolFailure) bool {

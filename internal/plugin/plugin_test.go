@@ -71,12 +71,13 @@ func startSuite(onStop func(func() error)) error {
 	}
 	pool := redisconn.NewPool()
 	onStop(func() error { pool.Close(); return nil })
-	if err = (&controllers.ToolCatalogReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("toolcatalog-controller"), Redis: pool}).SetupWithManager(ctx, mgr); err != nil {
+	ledger := controllers.NewLedger()
+	if err = (&controllers.ToolCatalogReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("toolcatalog-controller"), Redis: pool, Ledger: ledger}).SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	// The ToolDefinitions' conditions, which the console shows, are their
+	// The ToolDefinitions' status, which the console shows, is their
 	// own reconciler's.
-	if err = (&controllers.ToolDefinitionReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("tooldefinition-controller")}).SetupWithManager(mgr); err != nil {
+	if err = (&controllers.ToolDefinitionReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("tooldefinition-controller"), Ledger: ledger}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	// ToolSources on loopback MCP servers hold upstream changes for the

@@ -1,4 +1,12 @@
-package controllers
+// Package grading grades the versions the catalogs' passes publish, off
+// the passes: it searches each sampled tool's own queries in the version
+// and reports how often the tool comes first (self-recall), which tools
+// others outrank and which pairs retrieve each other (confusable). It owns
+// a ToolCatalog's status.quality and the gradings kept with the retained
+// versions in Redis (P:quality), and it is fed by the passes' outcomes
+// (Submit), not by watching status. It runs with the manager, on the
+// leader.
+package grading
 
 import (
 	"cmp"
@@ -8,18 +16,22 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/handoff"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
 	"github.com/toolcatalog/tool-catalog-operator/internal/published"
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
@@ -28,30 +40,45 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
-// Self-grading bounds: at most maxGradedTools tools are graded per version
+// Self-grading bounds: at most MaxTools tools are graded per version
 // (changed tools first, then a sample stable across versions), and at most
 // maxListed outranked tools and confusable pairs are listed.
 const (
-	maxGradedTools = 200
-	maxListed      = 10
+	MaxTools  = 200
+	maxListed = 10
 )
 
 // gradeRetry is how soon a grading that left searches for later goes on.
 const gradeRetry = time.Second
 
-// grades grades published versions off the catalogs' passes, one at a
+// Grades grades published versions off the catalogs' passes, one at a
 // time: a pass hands over the version it published and goes on, its status
 // written; a version superseded before its turn is not graded, the latest
 // is. Each catalog keeps a toolcatalog.Grader, so a version costs the
 // searches its changes call for, and each grading at most
-// toolcatalog.DefaultMaxSearches of them. It runs with the manager, on the
-// leader.
-type grades struct {
-	*afterPass[*gradeJob]
-	r *ToolCatalogReconciler
+// toolcatalog.DefaultMaxSearches of them.
+type Grades struct {
+	*handoff.Queue[*gradeJob]
+	client   client.Client
+	recorder events.EventRecorder
+	now      func() time.Time
+	graded   func(tc *v1alpha1.ToolCatalog)
 
 	mu    sync.Mutex
 	state map[client.ObjectKey]*gradeState
+}
+
+// Published is what the grading reads of a catalog's published state in
+// Redis and writes there (published.Catalog).
+type Published interface {
+	// Kept is the stored state of a version read or published.
+	Kept(version int64) (catalog.Stored, bool)
+	// QueryVectors holds the query vectors the passes embedded.
+	QueryVectors() *published.QueryVectors
+	// Vectors reads published vectors.
+	Vectors(ctx context.Context, names []string) (map[string][]byte, error)
+	// RecordQuality keeps a version's grading with the retained ones.
+	RecordQuality(ctx context.Context, q contract.Quality) error
 }
 
 // gradeJob is a published version to grade.
@@ -78,16 +105,23 @@ type gradeState struct {
 	sets   map[string]toolcatalog.QuerySet
 }
 
-func newGrades(r *ToolCatalogReconciler) *grades {
-	gs := &grades{afterPass: newAfterPass[*gradeJob]("toolcatalog-grade"), r: r, state: map[client.ObjectKey]*gradeState{}}
-	gs.afterPass.run = gs.run
+// New returns the grading of a manager's catalogs: it writes their
+// status.quality with c, warns of new confusable pairs through recorder,
+// reads the time from now (time.Now when nil) and calls graded after each
+// grading it records in status.
+func New(c client.Client, recorder events.EventRecorder, now func() time.Time, graded func(tc *v1alpha1.ToolCatalog)) *Grades {
+	if now == nil {
+		now = time.Now
+	}
+	gs := &Grades{client: c, recorder: recorder, now: now, graded: graded, state: map[client.ObjectKey]*gradeState{}}
+	gs.Queue = handoff.New[*gradeJob]("toolcatalog-grade", gs.run)
 	return gs
 }
 
-// submit hands over the version a pass left published, once per version
+// Submit hands over the version a pass left published, once per version
 // and only when no work remains (a catalog being built is graded when it
 // is complete). The tools a superseded job changed carry over to it.
-func (gs *grades) submit(tc *v1alpha1.ToolCatalog, emb embedding.Embedder, st publishedState, out *catalog.Outcome) {
+func (gs *Grades) Submit(tc *v1alpha1.ToolCatalog, emb embedding.Embedder, st Published, out *catalog.Outcome) {
 	if out == nil || out.Version == 0 || len(out.Remaining()) > 0 || len(out.Pending()) > 0 {
 		return
 	}
@@ -103,7 +137,7 @@ func (gs *grades) submit(tc *v1alpha1.ToolCatalog, emb embedding.Embedder, st pu
 	for name := range out.Build.Vectors {
 		job.changed[name] = true
 	}
-	gs.put(key, func(prev *gradeJob, ok bool) (*gradeJob, bool) {
+	gs.Put(key, func(prev *gradeJob, ok bool) (*gradeJob, bool) {
 		if ok {
 			if prev.version >= job.version {
 				return prev, true
@@ -114,9 +148,9 @@ func (gs *grades) submit(tc *v1alpha1.ToolCatalog, emb embedding.Embedder, st pu
 	})
 }
 
-// forget drops what is kept for a catalog that is gone.
-func (gs *grades) forget(key client.ObjectKey) {
-	gs.take(key)
+// Forget drops what is kept for a catalog that is gone.
+func (gs *Grades) Forget(key client.ObjectKey) {
+	gs.Take(key)
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	delete(gs.state, key)
@@ -125,8 +159,8 @@ func (gs *grades) forget(key client.ObjectKey) {
 // run grades the latest job of one catalog and writes its status.quality.
 // A grading that cannot be done is logged and tried again with the next
 // version; a status write that fails is retried with backoff.
-func (gs *grades) run(ctx context.Context, key client.ObjectKey) {
-	job, ok := gs.take(key)
+func (gs *Grades) run(ctx context.Context, key client.ObjectKey) {
+	job, ok := gs.Take(key)
 	if !ok {
 		return
 	}
@@ -140,7 +174,7 @@ func (gs *grades) run(ctx context.Context, key client.ObjectKey) {
 	log := ctrl.Log.WithName("toolcatalog-grade").WithValues("ToolCatalog", key, "version", job.version)
 	ctx = ctrl.LoggerInto(ctx, log)
 	tc := &v1alpha1.ToolCatalog{}
-	if err := gs.r.Get(ctx, key, tc); err != nil || !tc.DeletionTimestamp.IsZero() {
+	if err := gs.client.Get(ctx, key, tc); err != nil || !tc.DeletionTimestamp.IsZero() {
 		return
 	}
 	if q := tc.Status.Quality; q != nil && (q.Version > job.version || q.Version == job.version && !job.rest) {
@@ -159,15 +193,17 @@ func (gs *grades) run(ctx context.Context, key client.ObjectKey) {
 	log.V(1).Info("Graded", "searched", g.Searched, "graded", g.Queries, "left", left, "took", time.Since(start).Round(time.Millisecond))
 	base := tc.DeepCopy()
 	tc.Status.Quality = qualityOf(g, job.version)
-	if err := patchStatus(ctx, gs.r.Client, base, tc); err != nil {
+	if err := client.IgnoreNotFound(gs.client.Status().Patch(ctx, tc, client.MergeFrom(base))); err != nil {
 		log.Error(err, "Cannot record the grading; retrying")
-		gs.retry(key, job, gs.queue.AddRateLimited)
+		gs.Retry(key, job)
 		return
 	}
-	gs.queue.Forget(key)
-	gs.r.records().graded(tc)
-	gs.r.recordConfusable(base, tc)
-	id := catalogID(tc)
+	gs.Done(key)
+	if gs.graded != nil {
+		gs.graded(tc)
+	}
+	gs.recordConfusable(base, tc)
+	id := tc.Namespace + "/" + tc.Name
 	metrics.SelfRecall.WithLabelValues(id).Set(g.SelfRecallAt5)
 	for kind, n := range map[string]int{"graded_tools": g.Tools, "graded_queries": g.Queries, "outranked_tools": len(g.Outranked), "confusable_pairs": len(g.Confusable)} {
 		metrics.Quality.WithLabelValues(id, kind).Set(float64(n))
@@ -175,7 +211,7 @@ func (gs *grades) run(ctx context.Context, key client.ObjectKey) {
 	if g.Queries > 0 {
 		q := contract.Quality{
 			Version: job.version, SelfRecallAt5: g.SelfRecallAt5, GradedTools: g.Tools, GradedQueries: g.Queries,
-			Outranked: len(g.Outranked), Confusable: len(g.Confusable), Graded: gs.r.now(),
+			Outranked: len(g.Outranked), Confusable: len(g.Confusable), Graded: gs.now(),
 		}
 		if err := job.record(ctx, q); err != nil {
 			// The status has it; only the chart of the versions misses it.
@@ -185,8 +221,7 @@ func (gs *grades) run(ctx context.Context, key client.ObjectKey) {
 	if left > 0 {
 		// The rest of this version's searches, after a pause that
 		// bounds the grading's share of the CPU.
-		gs.retry(key, &gradeJob{version: job.version, stored: job.stored, emb: job.emb, changed: map[string]bool{}, queries: job.queries, vectors: job.vectors, record: job.record, rest: true},
-			func(k client.ObjectKey) { gs.queue.AddAfter(k, gradeRetry) })
+		gs.Continue(key, &gradeJob{version: job.version, stored: job.stored, emb: job.emb, changed: map[string]bool{}, queries: job.queries, vectors: job.vectors, record: job.record, rest: true}, gradeRetry)
 	}
 }
 
@@ -315,7 +350,7 @@ func gradingSample(stored catalog.Stored, changed map[string]bool) []string {
 			all = append(all, candidate{t.Name, changed[t.Name], h.Sum64()})
 		}
 	}
-	if len(all) > maxGradedTools {
+	if len(all) > MaxTools {
 		slices.SortFunc(all, func(a, b candidate) int {
 			if a.changed != b.changed {
 				if a.changed {
@@ -325,7 +360,7 @@ func gradingSample(stored catalog.Stored, changed map[string]bool) []string {
 			}
 			return cmp.Compare(a.rank, b.rank)
 		})
-		all = all[:maxGradedTools]
+		all = all[:MaxTools]
 	}
 	names := make([]string, len(all))
 	for i, c := range all {
@@ -354,25 +389,21 @@ func qualityOf(g *toolcatalog.Grading, version int64) *v1alpha1.CatalogQuality {
 
 func similarity(s float64) string { return strconv.FormatFloat(s, 'f', 2, 64) }
 
-// confusableTools maps each tool of a confusable pair to the other.
-func confusableTools(q *v1alpha1.CatalogQuality) map[string]*v1alpha1.ConfusableTool {
-	out := map[string]*v1alpha1.ConfusableTool{}
-	if q == nil {
-		return out
+// recordConfusable warns of each confusable pair a grading found that the
+// previous one did not.
+func (gs *Grades) recordConfusable(base, tc *v1alpha1.ToolCatalog) {
+	seen := map[string]bool{}
+	if q := base.Status.Quality; q != nil {
+		for _, p := range q.ConfusablePairs {
+			seen[strings.Join(p.Tools, "\x00")] = true
+		}
 	}
-	for _, p := range q.ConfusablePairs {
-		if len(p.Tools) != 2 {
+	for _, p := range tc.Status.Quality.ConfusablePairs {
+		if len(p.Tools) != 2 || seen[strings.Join(p.Tools, "\x00")] {
 			continue
 		}
-		a, b := p.Tools[0], p.Tools[1]
-		// A tool in several pairs names its most similar other tool
-		// (pairs come most similar first).
-		if out[a] == nil {
-			out[a] = &v1alpha1.ConfusableTool{Name: b, Similarity: p.Similarity}
-		}
-		if out[b] == nil {
-			out[b] = &v1alpha1.ConfusableTool{Name: a, Similarity: p.Similarity}
-		}
+		gs.recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonConfusableTools, "Grade",
+			"tools %s and %s are confusable: the queries of each retrieve the other (similarity %s); reword one description so a model can tell them apart",
+			p.Tools[0], p.Tools[1], p.Similarity)
 	}
-	return out
 }
