@@ -75,18 +75,7 @@ func TestRecordsFollowThePass(t *testing.T) {
 // select the tool: the managed fields of the status subresource name the
 // ToolDefinition reconciler's field manager and no other.
 func TestToolDefinitionStatusHasOneWriter(t *testing.T) {
-	g := gomegaFor(t)
-	ns := newNamespace(t)
-	more := builtinCatalog(ns, "more")
-	more.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{catalogLabel: "tools"}}
-	createAll(g, testTool(ns, "weather", "get_weather", "Get the current weather conditions and the forecast for a city.", "tools"),
-		builtinCatalog(ns, "tools"), more)
-	g.Eventually(func(g Gomega) {
-		td := getTD(g, ns, "weather")
-		g.Expect(recordOf(td, "tools")).NotTo(BeNil())
-		g.Expect(recordOf(td, "more")).NotTo(BeNil())
-		expectCondition(g, td, v1alpha1.ConditionEmbedded, metav1.ConditionTrue, v1alpha1.ReasonEmbedded)
-	}).Should(Succeed())
+	g, ns := toolOfTwoCatalogs(t)
 
 	writers := map[string][]string{}
 	for _, m := range getTD(g, ns, "weather").ManagedFields {
@@ -108,17 +97,7 @@ func TestToolDefinitionStatusHasOneWriter(t *testing.T) {
 // A deleted catalog's record goes from every ToolDefinition, and does not
 // come back when the tool is reconciled after: the ledger forgets it.
 func TestDeletedCatalogRecordsGo(t *testing.T) {
-	g := gomegaFor(t)
-	ns := newNamespace(t)
-	more := builtinCatalog(ns, "more")
-	more.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{catalogLabel: "tools"}}
-	createAll(g, testTool(ns, "weather", "get_weather", "Get the current weather conditions and the forecast for a city.", "tools"),
-		builtinCatalog(ns, "tools"), more)
-	g.Eventually(func(g Gomega) {
-		td := getTD(g, ns, "weather")
-		g.Expect(recordOf(td, "tools")).NotTo(BeNil())
-		g.Expect(recordOf(td, "more")).NotTo(BeNil())
-	}).Should(Succeed())
+	g, ns := toolOfTwoCatalogs(t)
 
 	g.Expect(k8sClient.Delete(context.Background(), getTC(g, ns, "more"))).To(Succeed())
 	g.Eventually(func(g Gomega) {
@@ -141,4 +120,23 @@ func TestDeletedCatalogRecordsGo(t *testing.T) {
 		g.Expect(recordOf(td, "tools").SpecHash).To(Equal(td.Status.SpecHash))
 	}).Should(Succeed())
 	g.Expect(recordOf(getTD(g, ns, "weather"), "more")).To(BeNil())
+}
+
+// toolOfTwoCatalogs makes a namespace with a tool, weather, that two
+// catalogs (tools and more) select, and waits for the tool to be embedded
+// in both.
+func toolOfTwoCatalogs(t *testing.T) (*WithT, string) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	more := builtinCatalog(ns, "more")
+	more.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{catalogLabel: "tools"}}
+	createAll(g, testTool(ns, "weather", "get_weather", "Get the current weather conditions and the forecast for a city.", "tools"),
+		builtinCatalog(ns, "tools"), more)
+	g.Eventually(func(g Gomega) {
+		td := getTD(g, ns, "weather")
+		g.Expect(recordOf(td, "tools")).NotTo(BeNil())
+		g.Expect(recordOf(td, "more")).NotTo(BeNil())
+		expectCondition(g, td, v1alpha1.ConditionEmbedded, metav1.ConditionTrue, v1alpha1.ReasonEmbedded)
+	}).Should(Succeed())
+	return g, ns
 }
