@@ -14,7 +14,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
-	"github.com/toolcatalog/tool-catalog-operator/internal/published"
+	"github.com/toolcatalog/tool-catalog-operator/internal/grading"
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
@@ -67,23 +67,17 @@ func configError(err error) error {
 }
 
 // publishedState is the pass's Redis work for one catalog, one call per
-// step (published.Catalog); the pass itself does no Redis I/O.
+// step (published.Catalog); the pass itself does no Redis I/O. What the
+// grading of the version published reads and writes there goes with it.
 type publishedState interface {
-	// Selector, Generated and QueryVectors are kept across passes.
+	grading.Published
+	// Selector and Generated are kept across passes, as QueryVectors is.
 	Selector() *catalog.Selector
 	Generated() *catalog.Generated
-	QueryVectors() *published.QueryVectors
 	Read(ctx context.Context, fresh bool) (catalog.Stored, error)
 	Learned(ctx context.Context, stored catalog.Stored, tools []*catalog.Tool) (map[string][]string, error)
 	Stage(ctx context.Context, stored catalog.Stored, b catalog.Build) error
 	Publish(ctx context.Context, stored catalog.Stored, b catalog.Build, floor int64) (int64, error)
-	// Kept is the stored state of a version read or published.
-	Kept(version int64) (catalog.Stored, bool)
-	// Vectors reads published vectors, which the stored state does not
-	// keep.
-	Vectors(ctx context.Context, names []string) (map[string][]byte, error)
-	// RecordQuality keeps a version's grading with the retained ones.
-	RecordQuality(ctx context.Context, q contract.Quality) error
 }
 
 // refresh runs the pipeline of internal/catalog: select, read, plan,
