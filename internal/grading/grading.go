@@ -37,6 +37,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/selfgrade"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
@@ -54,9 +55,9 @@ const gradeRetry = time.Second
 // Grades grades published versions off the catalogs' passes, one at a
 // time: a pass hands over the version it published and goes on, its status
 // written; a version superseded before its turn is not graded, the latest
-// is. Each catalog keeps a toolcatalog.Grader, so a version costs the
+// is. Each catalog keeps a selfgrade.Grader, so a version costs the
 // searches its changes call for, and each grading at most
-// toolcatalog.DefaultMaxSearches of them.
+// selfgrade.DefaultMaxSearches of them.
 type Grades struct {
 	*handoff.Queue[*gradeJob]
 	client   client.Client
@@ -101,8 +102,8 @@ type gradeJob struct {
 
 // gradeState is what a catalog's gradings carry from version to version.
 type gradeState struct {
-	grader toolcatalog.Grader
-	sets   map[string]toolcatalog.QuerySet
+	grader selfgrade.Grader
+	sets   map[string]selfgrade.QuerySet
 }
 
 // New returns the grading of a manager's catalogs: it writes their
@@ -167,7 +168,7 @@ func (gs *Grades) run(ctx context.Context, key client.ObjectKey) {
 	gs.mu.Lock()
 	st := gs.state[key]
 	if st == nil {
-		st = &gradeState{}
+		st = &gradeState{grader: selfgrade.New(0, 0)}
 		gs.state[key] = st
 	}
 	gs.mu.Unlock()
@@ -226,16 +227,25 @@ func (gs *Grades) run(ctx context.Context, key client.ObjectKey) {
 }
 
 // grade grades a job's version from the last one graded: it indexes the
-// version reusing the last index, reading only the vectors that changed,
-// and embeds only the queries neither kept nor embedded by a pass.
-func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*toolcatalog.Grading, int, error) {
+// version reusing the last index, reading only the vectors that changed
+// (from Redis, after a later version may have replaced them: such a
+// vector is indexed as it now is), or whole the first time, a chunk at a
+// time, and embeds only the queries neither kept nor embedded by a pass.
+func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*selfgrade.Grading, int, error) {
 	stored := job.stored
-	cat, err := st.index(ctx, job)
-	if err != nil {
+	read := func(names []string) (map[string][]byte, error) {
+		vecs, err := job.vectors(ctx, names)
+		if err != nil {
+			return nil, fmt.Errorf("reading the vectors to grade: %w", err)
+		}
+		return vecs, nil
+	}
+	digest := func(name string) uint64 { return stored.Tools[name].Vector }
+	if err := st.grader.Index(stored.Doc, gradeReadChunk, digest, read); err != nil {
 		return nil, 0, err
 	}
 	sample := gradingSample(stored, job.changed)
-	sets := make(map[string]toolcatalog.QuerySet, len(sample))
+	sets := make(map[string]selfgrade.QuerySet, len(sample))
 	// A query of several intents is searched by its intents too, which
 	// are embedded once, with the query, and kept with it.
 	intents := func(q string) []string {
@@ -272,7 +282,7 @@ func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*toolcatalog.Gr
 			continue
 		}
 		qs := ownQueries(stored.Tools[name].Metadata)
-		set := toolcatalog.QuerySet{Queries: qs, Vectors: make([][]float32, len(qs))}
+		set := selfgrade.QuerySet{Queries: qs, Vectors: make([][]float32, len(qs))}
 		for i, q := range qs {
 			set.Vectors[i] = found[q]
 			for _, in := range intents(q) {
@@ -284,39 +294,12 @@ func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*toolcatalog.Gr
 		}
 		sets[name] = set
 	}
-	g, left, err := st.grader.Grade(ctx, cat, sets)
+	g, left, err := st.grader.Grade(ctx, sets)
 	if err != nil {
 		return nil, 0, err
 	}
 	st.sets = sets
 	return g, left, nil
-}
-
-// index indexes a job's version: from the last index graded, with the
-// vectors that changed since read from Redis and written over its rows,
-// or whole the first time, reading the vectors a chunk at a time. A
-// vector read after a later version replaced it is indexed as it now is.
-func (st *gradeState) index(ctx context.Context, job *gradeJob) (*toolcatalog.Catalog, error) {
-	doc := job.stored.Doc
-	read := func(names []string) (map[string][]byte, error) {
-		vecs, err := job.vectors(ctx, names)
-		if err != nil {
-			return nil, fmt.Errorf("reading the vectors to grade: %w", err)
-		}
-		return vecs, nil
-	}
-	prev := st.grader.Catalog()
-	if prev == nil {
-		return toolcatalog.NewReading(doc, gradeReadChunk, read)
-	}
-	var vecs map[string][]byte
-	if names := prev.StaleVectors(doc, func(name string) uint64 { return job.stored.Tools[name].Vector }); len(names) > 0 {
-		var err error
-		if vecs, err = read(names); err != nil {
-			return nil, err
-		}
-	}
-	return st.grader.Next(doc, vecs), nil
 }
 
 // gradeReadChunk is how many tools' vectors a first index reads at a time.
@@ -370,7 +353,7 @@ func gradingSample(stored catalog.Stored, changed map[string]bool) []string {
 }
 
 // qualityOf is a grading as status.
-func qualityOf(g *toolcatalog.Grading, version int64) *v1alpha1.CatalogQuality {
+func qualityOf(g *selfgrade.Grading, version int64) *v1alpha1.CatalogQuality {
 	q := &v1alpha1.CatalogQuality{
 		Version: version, GradedTools: int32(g.Tools), GradedQueries: int32(g.Queries),
 		OutrankedCount: int32(len(g.Outranked)),

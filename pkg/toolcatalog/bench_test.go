@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/gradehook"
+
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
@@ -206,7 +208,7 @@ func BenchmarkSearchHugeQuery(b *testing.B) {
 // searches a few dozen of them again).
 func BenchmarkGrade10k(b *testing.B) {
 	c := benchCatalog(b, 10000)
-	sets := map[string]QuerySet{}
+	sets := map[string]gradehook.QuerySet{}
 	for i := 0; i < 10000; i += 50 {
 		t := c.Document.Tools[i]
 		qs := []string{"please " + t.Description, t.Name + " now", "I want to " + strings.ReplaceAll(t.Name, "_", " ")}
@@ -214,11 +216,11 @@ func BenchmarkGrade10k(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		sets[t.Name] = QuerySet{Queries: qs, Vectors: vecs}
+		sets[t.Name] = gradehook.QuerySet{Queries: qs, Vectors: vecs}
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := (&Grader{MaxSearches: -1}).Grade(context.Background(), c, sets); err != nil {
+		if _, _, err := (&grader{maxSearches: -1}).grade(context.Background(), c, sets); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -56,7 +56,7 @@ type Catalog struct {
 	// bound by memory; nil otherwise.
 	quant *linalg.Quantized
 	// floatOnly keeps quant nil, in this catalog and the next versions
-	// built from it (see NewReading).
+	// built from it (see newReading).
 	floatOnly bool
 	// rawHash holds, by row, the contract.VectorDigest of the raw vector
 	// the row was decoded from (0 when unknown), so a later version whose
@@ -187,10 +187,10 @@ func (c *Catalog) Next(doc *contract.Document, rawVectors map[string][]byte, raw
 	return build(doc, rawVectors, parseMetadata(doc, rawMetadata, c.Metadata), c, func(string) bool { return true })
 }
 
-// StaleVectors names the tools of doc whose vector c does not hold as
+// staleVectors names the tools of doc whose vector c does not hold as
 // digest says it now is (contract.VectorDigest of the raw vector; 0 for a
 // tool without one): the raw vectors Next needs to index doc.
-func (c *Catalog) StaleVectors(doc *contract.Document, digest func(name string) uint64) []string {
+func (c *Catalog) staleVectors(doc *contract.Document, digest func(name string) uint64) []string {
 	var stale []string
 	for _, t := range doc.Tools {
 		d := digest(t.Name)
@@ -315,17 +315,17 @@ func (c *Catalog) appendRow(i int, name string, r []byte, hasRaw bool, kept []fl
 	c.rawHash = append(c.rawHash, hash)
 }
 
-// NewReading builds a Catalog of doc, without metadata, as New does, but
+// newReading builds a Catalog of doc, without metadata, as New does, but
 // reads the raw vectors of its tools through read, up to chunk tools at a
 // time in the document's order, and decodes each chunk before reading the
 // next: the raw vectors of a large catalog are never held all at once
 // beside their rows. read leaves out a tool without a vector.
 //
-// It is for grading (see Grader), whose searches score from cosines
+// It is for grading (see grader), whose searches score from cosines
 // computed beforehand: the catalog, and the versions Next builds from it,
 // keep no int8 copy of the rows for a first scan (a quarter of the rows'
 // memory), and a search of it scans the float rows.
-func NewReading(doc *contract.Document, chunk int, read func(names []string) (map[string][]byte, error)) (*Catalog, error) {
+func newReading(doc *contract.Document, chunk int, read func(names []string) (map[string][]byte, error)) (*Catalog, error) {
 	c := &Catalog{Document: doc, Vectors: make(map[string][]float32, len(doc.Tools)), Metadata: map[string]*contract.Metadata{}, tools: make(map[string]int, len(doc.Tools)), floatOnly: true}
 	c.dims = doc.Embedding.Dimensions
 	c.rowOf = make([]int, len(doc.Tools))

@@ -2,6 +2,7 @@ package toolcatalog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -10,96 +11,32 @@ import (
 	"gonum.org/v1/gonum/blas/blas32"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/gradehook"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/linalg"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
-// GradeK is the cut-off of self-grading: a tool's held-back query counts as
-// found when the tool ranks in the top GradeK.
-const GradeK = 5
-
-// QuerySet is one tool's own queries (synthetic and example) with their
-// vectors, embedded by the catalog's model, in the same order.
-type QuerySet struct {
-	Queries []string
-	Vectors [][]float32
-	// IntentVectors holds, by query index, the vectors of the intents of
-	// a query that asks for several things (text.Intents), in order: the
-	// grading searches it as Search does. Without them such a query is
-	// searched whole by the semantic arm.
-	IntentVectors map[int][][]float32
-}
-
-// Grading is how well a catalog finds its own tools.
-type Grading struct {
-	// Tools and Queries count what was graded: tools with at least two
-	// queries, and their queries.
-	Tools, Queries int
-	// Searched counts the queries this grading searched; the others kept
-	// the outcome of an earlier one (see Grader).
-	Searched int
-	// SelfRecallAt5 is the share of graded queries whose tool ranked in
-	// the top five.
-	SelfRecallAt5 float64
-	// Outranked lists the graded tools that some of their own queries did
-	// not find in the top five, most missed first.
-	Outranked []Outranked
-	// Confusable lists pairs of tools whose queries rank the other tool
-	// first, both ways, most similar first.
-	Confusable []ConfusablePair
-}
-
-// Outranked is a tool other tools rank above it for its own queries.
-type Outranked struct {
-	Tool string
-	// Missed of Queries held-back queries did not find the tool in the
-	// top five.
-	Missed, Queries int
-	// By is the tool ranked first most often instead.
-	By string
-}
-
-// ConfusablePair is two tools whose own queries retrieve each other.
-type ConfusablePair struct {
-	// A and B are the tools' names, A < B.
-	A, B string
-	// Similarity is the cosine of their centroids.
-	Similarity float64
-}
-
-// Grade evaluates the catalog with its own queries, leaving one out at a
-// time: each query of a tool is searched with the catalog's default method
-// and settings against every tool, with the tool's centroid rebuilt from
-// its other queries, so a query never finds its tool through itself. Tools
-// missing from sets, or with fewer than two queries, are not graded but
-// still compete. Permissions, always-included tools and exact names play
-// no part. Every query is searched; a Grader grades successive versions
-// searching only what changed.
-func (c *Catalog) Grade(ctx context.Context, sets map[string]QuerySet) (*Grading, error) {
-	g, _, err := (&Grader{MaxSearches: -1}).Grade(ctx, c, sets)
+// grade evaluates the catalog with its own queries, searching every one
+// (see package selfgrade).
+func (c *Catalog) grade(ctx context.Context, sets map[string]gradehook.QuerySet) (*gradehook.Grading, error) {
+	g, _, err := (&grader{maxSearches: -1}).grade(ctx, c, sets)
 	return g, err
 }
 
-// Grader grades the successive versions of one catalog, each from the
-// grading before: a kept query is searched again only when its tool
-// changed, when a tool that changed ranked in its top GradeK or scores
-// high enough in either arm to enter it, or when its turn in a rotating
-// sample comes; every other query keeps its outcome. The sample makes up,
-// within a bounded number of versions, for what no rule foresees (a word
-// grown more common shifts every BM25 score a little). The zero value is
-// ready to use; a Grader is not safe for concurrent use.
-type Grader struct {
-	// MaxSearches bounds the searches of one Grade, DefaultMaxSearches
+// grader grades the successive versions of one catalog, each from the
+// grading before (see package selfgrade). The zero value is ready to use.
+type grader struct {
+	// maxSearches bounds the searches of one grade, DefaultMaxSearches
 	// when 0, none when negative; what is left is searched by the next
-	// Grade, and the grading reports only the queries searched.
-	MaxSearches int
-	// Sample is how many tools' kept queries each Grade searches again
+	// grade, and the grading reports only the queries searched.
+	maxSearches int
+	// sample is how many tools' kept queries each grade searches again
 	// in turn, DefaultSample when 0.
-	Sample int
+	sample int
 
 	prev *Catalog
-	// next is the catalog Next built over prev's rows, prev then spent;
-	// nextRows names the tools whose row Next wrote or whose text it
+	// next is the catalog next built over prev's rows, prev then spent;
+	// nextRows names the tools whose row next wrote or whose text it
 	// re-indexed in prev's index.
 	next     *Catalog
 	nextRows []string
@@ -108,23 +45,17 @@ type Grader struct {
 	turn string
 }
 
-// Defaults of a Grader.
-const (
-	DefaultMaxSearches = 400
-	DefaultSample      = 2
-)
-
 // gradeBatch is how many queries' cosines one matrix product computes.
 const gradeBatch = 32
 
 // watchRank is the rank in either arm above which a changed tool could
-// enter a query's top GradeK: the blend of two arms can lift a tool a few
+// enter a query's top gradehook.K: the blend of two arms can lift a tool a few
 // places above its rank in each.
-const watchRank = 3 * GradeK
+const watchRank = 3 * gradehook.K
 
 // gradedTool is one tool's queries, ready to search, and their outcomes.
 type gradedTool struct {
-	set   QuerySet
+	set   gradehook.QuerySet
 	units [][]float32
 	// intentUnits are the unit vectors of IntentVectors.
 	intentUnits map[int][][]float32
@@ -136,7 +67,7 @@ type gradedTool struct {
 // queryOutcome is where one left-out query ranked its tool.
 type queryOutcome struct {
 	found bool
-	// first is the tool ranked first; top the first GradeK.
+	// first is the tool ranked first; top the first gradehook.K.
 	first string
 	top   []string
 	// terms are the query's distinct index terms; semWatch and lexWatch
@@ -155,17 +86,17 @@ type queryOutcome struct {
 
 // blendWatch is what a hybrid search needs to score one more tool as it
 // scored the others: each arm's scale, the cosine's share, the lexical
-// evidence and the blended score of the GradeK-th tool.
+// evidence and the blended score of the gradehook.K-th tool.
 type blendWatch struct {
 	w, cosHi, cosLo, lexHi, lexLo float64
 	evidence, minEvidence         float64
 	semanticOnly                  bool
-	// kth is the GradeK-th tool's score on the blend's scale; -Inf when
+	// kth is the gradehook.K-th tool's score on the blend's scale; -Inf when
 	// fewer tools ranked.
 	kth float64
 }
 
-// blendMargin is how far under the GradeK-th blended score a changed tool
+// blendMargin is how far under the gradehook.K-th blended score a changed tool
 // still counts as able to pass it: the change moves other scores a little
 // too, through the words' weights and the arms' baselines.
 const blendMargin = 0.05
@@ -178,8 +109,8 @@ func newBlendWatch(order, semantic, lexical []ranked, b Blend) *blendWatch {
 	if bw.semanticOnly {
 		bw.w = 1
 	}
-	if len(order) >= GradeK {
-		bw.kth = order[GradeK-1].score
+	if len(order) >= gradehook.K {
+		bw.kth = order[gradehook.K-1].score
 		if bw.semanticOnly {
 			bw.kth = between(bw.cosHi, bw.cosLo)(bw.kth)
 		}
@@ -188,7 +119,7 @@ func newBlendWatch(order, semantic, lexical []ranked, b Blend) *blendWatch {
 }
 
 // reaches reports whether a tool with this cosine and BM25 score (0: no
-// match) in the next version could rank among the query's first GradeK.
+// match) in the next version could rank among the query's first gradehook.K.
 // It scores the tool as the blend scored the others, on each arm's scale
 // widened to take it, and lets the others' scores fall by what that
 // widening can take from them. A tool that moves the lexical evidence
@@ -226,24 +157,70 @@ func widened(hi, to, lo float64) float64 {
 	return (to - hi) / (to - lo)
 }
 
-// Catalog is the catalog last graded, nil before the first Grade and
-// after Next until the next Grade.
-func (g *Grader) Catalog() *Catalog {
+func init() {
+	gradehook.New = func(maxSearches, sample int) gradehook.Grader {
+		return &indexGrader{grader: grader{maxSearches: maxSearches, sample: sample}}
+	}
+}
+
+// indexGrader is the grader package selfgrade hands out: it indexes each
+// version from the last one graded and grades what it indexed.
+type indexGrader struct {
+	grader
+	indexed *Catalog
+}
+
+// Index indexes doc from the catalog last graded, reading only the
+// vectors that changed since, or whole the first time, chunk tools at a
+// time.
+func (g *indexGrader) Index(doc *contract.Document, chunk int, digest func(name string) uint64, read func(names []string) (map[string][]byte, error)) error {
+	g.indexed = nil
+	prev := g.graded()
+	if prev == nil {
+		c, err := newReading(doc, chunk, read)
+		if err != nil {
+			return err
+		}
+		g.indexed = c
+		return nil
+	}
+	var vecs map[string][]byte
+	if names := prev.staleVectors(doc, digest); len(names) > 0 {
+		var err error
+		if vecs, err = read(names); err != nil {
+			return err
+		}
+	}
+	g.indexed = g.nextVersion(doc, vecs)
+	return nil
+}
+
+// Grade grades the catalog Index indexed last.
+func (g *indexGrader) Grade(ctx context.Context, sets map[string]gradehook.QuerySet) (*gradehook.Grading, int, error) {
+	if g.indexed == nil {
+		return nil, 0, errors.New("no version indexed to grade")
+	}
+	return g.grade(ctx, g.indexed, sets)
+}
+
+// graded is the catalog last graded, nil before the first grade and
+// after nextVersion until the next grade.
+func (g *grader) graded() *Catalog {
 	if g.next != nil {
 		return nil
 	}
 	return g.prev
 }
 
-// Next builds the catalog of the version after the one last graded from
-// the parts that changed since, as Catalog().Next does, for the next
-// Grade. When the tools with a vector are the same, in the same order, the
+// nextVersion builds the catalog of the version after the one last graded
+// from the parts that changed since, as Catalog.Next does, for the next
+// grade. When the tools with a vector are the same, in the same order, the
 // changed vectors are written over the last graded catalog's rows instead
 // of a copy of every row (51 MB at 50,000 tools of 256 dimensions): that
 // catalog is then spent, and must not be searched any more. It returns nil
-// before the first Grade.
-func (g *Grader) Next(doc *contract.Document, rawVectors map[string][]byte) *Catalog {
-	prev := g.Catalog()
+// before the first grade.
+func (g *grader) nextVersion(doc *contract.Document, rawVectors map[string][]byte) *Catalog {
+	prev := g.graded()
 	if prev == nil {
 		return nil
 	}
@@ -254,19 +231,19 @@ func (g *Grader) Next(doc *contract.Document, rawVectors map[string][]byte) *Cat
 	return prev.Next(doc, rawVectors, nil)
 }
 
-// Grade grades c, a version of the catalog the Grader graded before (or
-// any catalog: a Grader meeting another model or catalog starts afresh),
+// grade grades c, a version of the catalog the grader graded before (or
+// any catalog: a grader meeting another model or catalog starts afresh),
 // with sets, the tools' own queries. It returns the grading and how many
-// due queries were left for the next Grade by MaxSearches.
-func (g *Grader) Grade(ctx context.Context, c *Catalog, sets map[string]QuerySet) (*Grading, int, error) {
-	opts := c.withDefaults(Options{TopK: GradeK})
+// due queries were left for the next grade by maxSearches.
+func (g *grader) grade(ctx context.Context, c *Catalog, sets map[string]gradehook.QuerySet) (*gradehook.Grading, int, error) {
+	opts := c.withDefaults(Options{TopK: gradehook.K})
 	method := opts.Method
 	if method != BM25 && c.dims == 0 {
 		method = BM25
 	}
-	// The rows (and maybe the text index) of a catalog Next wrote over are
-	// the new ones: what changed is what Next wrote. Any other catalog
-	// after Next grades afresh.
+	// The rows (and maybe the text index) of a catalog nextVersion wrote
+	// over are the new ones: what changed is what it wrote. Any other
+	// catalog after nextVersion grades afresh.
 	spent := g.next != nil && g.next != c
 	rows := g.nextRows
 	if g.next != c {
@@ -274,7 +251,7 @@ func (g *Grader) Grade(ctx context.Context, c *Catalog, sets map[string]QuerySet
 	}
 	g.next, g.nextRows = nil, nil
 	if spent || g.prev == nil || g.prev.Document.CatalogUID != c.Document.CatalogUID || g.prev.Document.Embedding != c.Document.Embedding ||
-		!sameRanking(g.prev.withDefaults(Options{TopK: GradeK}), opts) {
+		!sameRanking(g.prev.withDefaults(Options{TopK: gradehook.K}), opts) {
 		g.tools = nil
 	}
 	changed := changedTools(g.prev, c, rows)
@@ -308,9 +285,9 @@ func (g *Grader) Grade(ctx context.Context, c *Catalog, sets map[string]QuerySet
 	g.markAffected(c, changed, opts)
 	g.markSample(names)
 
-	budget := g.MaxSearches
+	budget := g.maxSearches
 	if budget == 0 {
-		budget = DefaultMaxSearches
+		budget = gradehook.DefaultMaxSearches
 	}
 	type due struct {
 		tool string
@@ -387,7 +364,7 @@ func (g *Grader) Grade(ctx context.Context, c *Catalog, sets map[string]QuerySet
 
 // gradedTool readies a tool's queries for search, nil when the semantic
 // arm cannot grade it (no vector).
-func (c *Catalog) gradedTool(name string, set QuerySet, method Method) (*gradedTool, error) {
+func (c *Catalog) gradedTool(name string, set gradehook.QuerySet, method Method) (*gradedTool, error) {
 	gt := &gradedTool{set: set, outcomes: make([]*queryOutcome, len(set.Queries))}
 	if method == BM25 {
 		gt.units = make([][]float32, len(set.Queries))
@@ -426,7 +403,7 @@ func (c *Catalog) gradedTool(name string, set QuerySet, method Method) (*gradedT
 }
 
 // fuseIntents is the order Search gives a query of several intents,
-// whole holding its whole ranking: each intent's share of the top GradeK,
+// whole holding its whole ranking: each intent's share of the top gradehook.K,
 // then the whole ranking.
 func (c *Catalog) fuseIntents(whole []ranked, intents []string, units [][]float32, opts Options, method Method) []ranked {
 	all := func(string) bool { return true }
@@ -442,7 +419,7 @@ func (c *Catalog) fuseIntents(whole []ranked, intents []string, units [][]float3
 	}
 	seen := map[string]bool{}
 	var out []ranked
-	for _, p := range intentPicks(rankings, GradeK, func(n string) bool { return !seen[n] }) {
+	for _, p := range intentPicks(rankings, gradehook.K, func(n string) bool { return !seen[n] }) {
 		seen[p.name] = true
 		out = append(out, ranked{name: p.name})
 	}
@@ -465,11 +442,11 @@ func sameRanking(a, b Options) bool {
 func outcomeOf(tool string, terms []string, order, semantic, lexical []ranked) *queryOutcome {
 	o := &queryOutcome{terms: terms, semWatch: math.Inf(-1)}
 	at := rankOf(order, tool)
-	o.found = at > 0 && at <= GradeK
+	o.found = at > 0 && at <= gradehook.K
 	if len(order) > 0 {
 		o.first = order[0].name
 	}
-	for _, r := range order[:min(len(order), GradeK)] {
+	for _, r := range order[:min(len(order), gradehook.K)] {
 		o.top = append(o.top, r.name)
 	}
 	if len(semantic) >= watchRank {
@@ -508,10 +485,10 @@ func changedTools(prev, c *Catalog, rows []string) map[string]bool {
 }
 
 // markAffected makes due every kept query a changed tool could rank
-// differently: one whose top GradeK or first held a changed tool, or
-// for which a changed tool now scores into the top GradeK of a hybrid
+// differently: one whose top gradehook.K or first held a changed tool, or
+// for which a changed tool now scores into the top gradehook.K of a hybrid
 // search (see blendWatch) or above the watch rank of an arm of another.
-func (g *Grader) markAffected(c *Catalog, changed map[string]bool, opts Options) {
+func (g *grader) markAffected(c *Catalog, changed map[string]bool, opts Options) {
 	if len(changed) == 0 {
 		return
 	}
@@ -556,12 +533,12 @@ func (g *Grader) markAffected(c *Catalog, changed map[string]bool, opts Options)
 	}
 }
 
-// markSample makes due the kept queries of the next Sample tools in name
+// markSample makes due the kept queries of the next sample tools in name
 // order after the turn, and moves the turn past them.
-func (g *Grader) markSample(names []string) {
-	n := g.Sample
+func (g *grader) markSample(names []string) {
+	n := g.sample
 	if n == 0 {
-		n = DefaultSample
+		n = gradehook.DefaultSample
 	}
 	start := sort.SearchStrings(names, g.turn)
 	if start < len(names) && names[start] == g.turn {
@@ -589,8 +566,8 @@ func (g *Grader) markSample(names []string) {
 }
 
 // grading sums up the outcomes of the searched queries.
-func (g *Grader) grading(c *Catalog) *Grading {
-	out := &Grading{}
+func (g *grader) grading(c *Catalog) *gradehook.Grading {
+	out := &gradehook.Grading{}
 	firsts := map[string]map[string]int{} // tool → tool ranked first instead → count
 	found := 0
 	names := make([]string, 0, len(g.tools))
@@ -623,7 +600,7 @@ func (g *Grader) grading(c *Catalog) *Grading {
 		out.Tools++
 		out.Queries += queries
 		if missed > 0 {
-			out.Outranked = append(out.Outranked, Outranked{Tool: name, Missed: missed, Queries: queries, By: mostOften(firsts[name])})
+			out.Outranked = append(out.Outranked, gradehook.Outranked{Tool: name, Missed: missed, Queries: queries, By: mostOften(firsts[name])})
 		}
 	}
 	if out.Queries > 0 {
@@ -636,7 +613,7 @@ func (g *Grader) grading(c *Catalog) *Grading {
 	for a, others := range firsts {
 		for b := range others {
 			if a < b && firsts[b][a] > 0 {
-				out.Confusable = append(out.Confusable, ConfusablePair{A: a, B: b, Similarity: c.similarity(a, b)})
+				out.Confusable = append(out.Confusable, gradehook.ConfusablePair{A: a, B: b, Similarity: c.similarity(a, b)})
 			}
 		}
 	}

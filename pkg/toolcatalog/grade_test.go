@@ -9,29 +9,31 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/gradehook"
+
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/openaitest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
 // querySets embeds each fixture tool's queries and description, the set
 // its centroid was built from.
-func querySets(t *testing.T, tools []fixtureTool) map[string]QuerySet {
+func querySets(t *testing.T, tools []fixtureTool) map[string]gradehook.QuerySet {
 	t.Helper()
-	out := map[string]QuerySet{}
+	out := map[string]gradehook.QuerySet{}
 	for _, ft := range tools {
 		texts := append(append([]string(nil), ft.queries...), ft.description)
 		vecs, err := lexicalEmbedder().Embed(context.Background(), texts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[ft.name] = QuerySet{Queries: texts, Vectors: vecs}
+		out[ft.name] = gradehook.QuerySet{Queries: texts, Vectors: vecs}
 	}
 	return out
 }
 
 func TestGradeFindsDistinctToolsAndNamesConfusablePairs(t *testing.T) {
 	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 5})
-	g, err := c.Grade(context.Background(), querySets(t, fixture))
+	g, err := c.grade(context.Background(), querySets(t, fixture))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +52,7 @@ func TestGradeFindsDistinctToolsAndNamesConfusablePairs(t *testing.T) {
 		queries: []string{"mail my manager", "send an email message to Ana", "write to the team by email"}}
 	tools := append(append([]fixtureTool(nil), fixture...), twin)
 	c = buildFixture(t, tools, contract.SearchDefaults{Method: "hybrid", TopK: 5})
-	g, err = c.Grade(context.Background(), querySets(t, tools))
+	g, err = c.grade(context.Background(), querySets(t, tools))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +80,8 @@ func TestGradeLeavesEachQueryOut(t *testing.T) {
 	c := buildFixture(t, tools, contract.SearchDefaults{Method: "semantic", TopK: 5})
 	sets := querySets(t, tools)
 	// Only the two odd queries, not the description.
-	sets["misc_helper"] = QuerySet{Queries: odd.queries, Vectors: sets["misc_helper"].Vectors[:2]}
-	g, err := c.Grade(context.Background(), map[string]QuerySet{"misc_helper": sets["misc_helper"]})
+	sets["misc_helper"] = gradehook.QuerySet{Queries: odd.queries, Vectors: sets["misc_helper"].Vectors[:2]}
+	g, err := c.grade(context.Background(), map[string]gradehook.QuerySet{"misc_helper": sets["misc_helper"]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +102,7 @@ func TestGradeSkipsToolsWithOneQuery(t *testing.T) {
 	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 5})
 	sets := querySets(t, fixture)
 	one := sets["get_weather"]
-	g, err := c.Grade(context.Background(), map[string]QuerySet{"get_weather": {Queries: one.Queries[:1], Vectors: one.Vectors[:1]}})
+	g, err := c.grade(context.Background(), map[string]gradehook.QuerySet{"get_weather": {Queries: one.Queries[:1], Vectors: one.Vectors[:1]}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +111,7 @@ func TestGradeSkipsToolsWithOneQuery(t *testing.T) {
 	}
 }
 
-// A Grader searches again only what a version could change, and comes to
+// A grader searches again only what a version could change, and comes to
 // what grading the version whole comes to.
 func TestGraderRegradesWhatAVersionCouldChange(t *testing.T) {
 	ctx := context.Background()
@@ -120,9 +122,9 @@ func TestGraderRegradesWhatAVersionCouldChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &Grader{Sample: 1}
+	g := &grader{sample: 1}
 	sets1 := querySets(t, base)
-	got, left, err := g.Grade(ctx, v1, sets1)
+	got, left, err := g.grade(ctx, v1, sets1)
 	if err != nil || left != 0 {
 		t.Fatalf("first grading: %v, %d left", err, left)
 	}
@@ -132,7 +134,7 @@ func TestGraderRegradesWhatAVersionCouldChange(t *testing.T) {
 	}
 
 	// Nothing changed: only the sample is searched again.
-	again, _, err := g.Grade(ctx, v1.Next(doc, raw, nil), sets1)
+	again, _, err := g.grade(ctx, v1.Next(doc, raw, nil), sets1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +151,7 @@ func TestGraderRegradesWhatAVersionCouldChange(t *testing.T) {
 	tools := append(append([]fixtureTool(nil), base...), twin)
 	doc2, raw2 := fixtureParts(t, tools, search)
 	maps.Copy(raw2, raw) // the other tools' vectors, unchanged
-	v2 := g.Catalog().Next(doc2, raw2, nil)
+	v2 := g.graded().Next(doc2, raw2, nil)
 	sets := querySets(t, tools)
 	inc, whole := gradeBothWays(t, g, v2, sets)
 	if len(inc.Confusable) != 1 || inc.Confusable[0].A != "send_email" || inc.Confusable[0].B != "send_mail" {
@@ -161,12 +163,12 @@ func TestGraderRegradesWhatAVersionCouldChange(t *testing.T) {
 	t.Logf("searched %d of %d queries", inc.Searched, whole.Searched)
 }
 
-// MaxSearches bounds one grading; the next goes on where it stopped.
+// maxSearches bounds one grading; the next goes on where it stopped.
 func TestGraderBoundsTheSearchesOfOneGrading(t *testing.T) {
 	ctx := context.Background()
 	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 5})
-	g := &Grader{MaxSearches: 10, Sample: 1}
-	first, left, err := g.Grade(ctx, c, querySets(t, fixture))
+	g := &grader{maxSearches: 10, sample: 1}
+	first, left, err := g.grade(ctx, c, querySets(t, fixture))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,12 +179,12 @@ func TestGraderBoundsTheSearchesOfOneGrading(t *testing.T) {
 		if left == 0 {
 			break
 		}
-		next, l, err := g.Grade(ctx, c, querySets(t, fixture))
+		next, l, err := g.grade(ctx, c, querySets(t, fixture))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if next.Searched > 10 {
-			t.Fatalf("a grading searched %d queries, over MaxSearches", next.Searched)
+			t.Fatalf("a grading searched %d queries, over maxSearches", next.Searched)
 		}
 		first, left = next, l
 	}
@@ -203,7 +205,7 @@ func gradedFixture() []fixtureTool {
 	return base
 }
 
-// Grader.Next writes a version's changed vectors over the rows of the
+// grader.nextVersion writes a version's changed vectors over the rows of the
 // catalog last graded when the tools with a vector are the same; when
 // they are not, it builds the rows afresh. Either way the version is
 // graded as one built by Catalog.Next, searching the same queries.
@@ -214,13 +216,13 @@ func TestGraderNextWritesOverTheRows(t *testing.T) {
 	sets := querySets(t, base)
 	// g grades over its rows; copies, a grader of the same versions, each
 	// built by Catalog.Next.
-	g, copies := &Grader{}, &Grader{}
-	if g.Next(doc, raw) != nil {
-		t.Fatal("Next before the first Grade built a catalog")
+	g, copies := &grader{}, &grader{}
+	if g.nextVersion(doc, raw) != nil {
+		t.Fatal("nextVersion before the first grade built a catalog")
 	}
-	grade := func(g *Grader, c *Catalog) *Grading {
+	grade := func(g *grader, c *Catalog) *gradehook.Grading {
 		t.Helper()
-		got, _, err := g.Grade(ctx, c, sets)
+		got, _, err := g.grade(ctx, c, sets)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +233,7 @@ func TestGraderNextWritesOverTheRows(t *testing.T) {
 	grade(copies, buildCatalog(t, doc, raw))
 	same := func(c *Catalog, doc *contract.Document, changed map[string][]byte) {
 		t.Helper()
-		want := copies.Catalog().Next(doc, changed, nil)
+		want := copies.graded().Next(doc, changed, nil)
 		if !maps.EqualFunc(c.Vectors, want.Vectors, slices.Equal) {
 			t.Fatal("the vectors differ from Catalog.Next's")
 		}
@@ -243,16 +245,16 @@ func TestGraderNextWritesOverTheRows(t *testing.T) {
 	// get_weather takes send_email's vector: written over its row.
 	changed := map[string][]byte{"get_weather": raw["send_email"]}
 	storage := &v1.matrix[0]
-	v2 := g.Next(doc, changed)
+	v2 := g.nextVersion(doc, changed)
 	if &v2.matrix[0] != storage {
 		t.Fatal("Next copied every row for a changed vector")
 	}
-	if g.Catalog() != nil {
+	if g.graded() != nil {
 		t.Fatal("the catalog written over is still offered after Next")
 	}
 	same(v2, doc, changed)
-	if g.Catalog() != v2 {
-		t.Fatal("Grade did not keep the catalog it graded")
+	if g.graded() != v2 {
+		t.Fatal("grade did not keep the catalog it graded")
 	}
 
 	// send_email's text changes, no vector does: the text index is
@@ -265,7 +267,7 @@ func TestGraderNextWritesOverTheRows(t *testing.T) {
 		}
 	}
 	index := v2.index
-	v2b := g.Next(&edited, nil)
+	v2b := g.nextVersion(&edited, nil)
 	if v2b.index != index {
 		t.Fatal("Next built a new text index for one tool's text")
 	}
@@ -277,7 +279,7 @@ func TestGraderNextWritesOverTheRows(t *testing.T) {
 	doc3 := *doc
 	doc3.Tools = slices.DeleteFunc(slices.Clone(doc.Tools), func(tl contract.Tool) bool { return tl.Name == "create_issue" || tl.Name == first })
 	moved := map[string][]byte{"send_email": raw["create_issue"]}
-	v3 := g.Next(&doc3, moved)
+	v3 := g.nextVersion(&doc3, moved)
 	if &v3.matrix[0] != storage || len(v3.vecNames) != len(doc.Tools)-2 {
 		t.Fatalf("Next copied every row to drop two (%d rows)", len(v3.vecNames))
 	}
@@ -285,7 +287,7 @@ func TestGraderNextWritesOverTheRows(t *testing.T) {
 
 	// create_issue comes back: it needs a row, and the rows are laid out
 	// anew.
-	v4 := g.Next(doc, map[string][]byte{"create_issue": raw["create_issue"]})
+	v4 := g.nextVersion(doc, map[string][]byte{"create_issue": raw["create_issue"]})
 	if &v4.matrix[0] == storage {
 		t.Fatal("Next wrote over the rows for a tool that had none")
 	}
@@ -339,9 +341,9 @@ func TestGraderRegradesByTheBlendedScore(t *testing.T) {
 		return doc
 	}
 	// Every fifth query holds the word "1", which one tool holds.
-	sets := map[string]QuerySet{}
+	sets := map[string]gradehook.QuerySet{}
 	for i := 0; i < n; i += 20 {
-		var set QuerySet
+		var set gradehook.QuerySet
 		for j := range 5 {
 			q := fmt.Sprintf("request %d for %x", j+1, i*31+j)
 			set.Queries = append(set.Queries, q)
@@ -353,8 +355,8 @@ func TestGraderRegradesByTheBlendedScore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &Grader{MaxSearches: -1}
-	if _, _, err := g.Grade(ctx, c, sets); err != nil {
+	g := &grader{maxSearches: -1}
+	if _, _, err := g.grade(ctx, c, sets); err != nil {
 		t.Fatal(err)
 	}
 
@@ -362,7 +364,7 @@ func TestGraderRegradesByTheBlendedScore(t *testing.T) {
 		// The edit brings the word "1" (and 2, 3) into tool_0777.
 		descriptions[777] = fmt.Sprintf("Tool 777, edited %d times: it does one specific thing better.", edit+1)
 		raw := map[string][]byte{"tool_0777": vector(descriptions[777])}
-		next := g.Next(version(int64(edit+2)), raw)
+		next := g.nextVersion(version(int64(edit+2)), raw)
 		kept := map[*queryOutcome]bool{}
 		var matched []*queryOutcome // kept, and matched by the edit
 		for _, gt := range g.tools {
@@ -424,19 +426,19 @@ func TestBlendWatchReaches(t *testing.T) {
 		}
 	}
 	if !(&blendWatch{kth: math.Inf(-1)}).reaches(0, 0, maxIDF) {
-		t.Error("a query whose search ranked fewer than GradeK tools: any tool may enter")
+		t.Error("a query whose search ranked fewer than K tools: any tool may enter")
 	}
 }
 
 // gradeBothWays grades c with g, from the grading before, and whole, and
 // fails unless both grade alike.
-func gradeBothWays(t *testing.T, g *Grader, c *Catalog, sets map[string]QuerySet) (inc, whole *Grading) {
+func gradeBothWays(t *testing.T, g *grader, c *Catalog, sets map[string]gradehook.QuerySet) (inc, whole *gradehook.Grading) {
 	t.Helper()
-	inc, _, err := g.Grade(context.Background(), c, sets)
+	inc, _, err := g.grade(context.Background(), c, sets)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if whole, err = c.Grade(context.Background(), sets); err != nil {
+	if whole, err = c.grade(context.Background(), sets); err != nil {
 		t.Fatal(err)
 	}
 	if inc.Queries != whole.Queries || inc.SelfRecallAt5 != whole.SelfRecallAt5 || !slices.Equal(inc.Confusable, whole.Confusable) || !reflect.DeepEqual(inc.Outranked, whole.Outranked) {

@@ -494,7 +494,7 @@ func (h *rankHeap) Pop() any {
 // rank orders the tools for a query by method, with the query's unit
 // vector (nil for BM25). It fills resp's lexical evidence and hybrid
 // settings and returns the order with each arm's ranking. own, when set,
-// replaces one tool's cosine (see Grade); made, when set, gives the
+// replaces one tool's cosine (see grader.grade); made, when set, gives the
 // query's BM25 ranking, made beforehand.
 func (c *Catalog) rank(query string, unit []float32, opts Options, allowed func(string) bool, method Method, resp *Blend, own *ownScore, made func() []ranked) (order []ranked, semantic semanticScores, lexical []ranked) {
 	resp.SemanticWeight, resp.MinLexicalEvidence = *opts.SemanticWeight, *opts.MinLexicalEvidence

@@ -588,7 +588,7 @@ func TestCachedQueriesAreNotEmbeddedAgain(t *testing.T) {
 	}
 }
 
-// NewReading reads the vectors a chunk at a time, never asking for more
+// newReading reads the vectors a chunk at a time, never asking for more
 // than the chunk, and builds the catalog New builds from all of them; a
 // read that fails fails it.
 func TestNewReadingIsNew(t *testing.T) {
@@ -597,7 +597,7 @@ func TestNewReadingIsNew(t *testing.T) {
 	delete(raw, "run_sql")                                          // no vector
 	raw["create_issue"] = contract.EncodeVector(make([]float32, 3)) // another length
 	// Whatever their size, New's rows are scanned as int8 here, and
-	// NewReading's, for grading, never.
+	// newReading's, for grading, never.
 	defer func(b int) { quantizeBytes = b }(quantizeBytes)
 	quantizeBytes = 0
 	want, err := New(doc, raw, nil)
@@ -605,7 +605,7 @@ func TestNewReadingIsNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	reads := 0
-	got, err := NewReading(doc, 2, func(names []string) (map[string][]byte, error) {
+	got, err := newReading(doc, 2, func(names []string) (map[string][]byte, error) {
 		reads++
 		if len(names) > 2 {
 			t.Fatalf("asked for %d vectors at once, more than the chunk", len(names))
@@ -625,24 +625,24 @@ func TestNewReadingIsNew(t *testing.T) {
 		t.Fatalf("%d reads; want %d", reads, want)
 	}
 	if !maps.EqualFunc(got.Vectors, want.Vectors, slices.Equal) || !slices.Equal(got.matrix, want.matrix) || !slices.Equal(got.vecNames, want.vecNames) {
-		t.Fatal("NewReading's rows differ from New's")
+		t.Fatal("newReading's rows differ from New's")
 	}
 	if want.quant == nil || got.quant != nil || got.Next(doc, nil, nil).quant != nil {
-		t.Fatal("New's catalog has no int8 rows, or NewReading's, or its next version's, has them")
+		t.Fatal("New's catalog has no int8 rows, or newReading's, or its next version's, has them")
 	}
 	for _, q := range []string{"email my manager", "weather in Paris"} {
 		if a, b := search(t, got, q, Options{Embedder: lexicalEmbedder()}), search(t, want, q, Options{Embedder: lexicalEmbedder()}); !slices.Equal(names(a.Results), names(b.Results)) {
-			t.Fatalf("%q: NewReading's catalog finds %v, New's %v", q, names(a.Results), names(b.Results))
+			t.Fatalf("%q: newReading's catalog finds %v, New's %v", q, names(a.Results), names(b.Results))
 		}
 	}
 	failure := errors.New("redis is down")
-	if _, err := NewReading(doc, 2, func([]string) (map[string][]byte, error) { return nil, failure }); !errors.Is(err, failure) {
+	if _, err := newReading(doc, 2, func([]string) (map[string][]byte, error) { return nil, failure }); !errors.Is(err, failure) {
 		t.Fatalf("a failed read: %v", err)
 	}
 }
 
 // Given only the vectors that changed, Next keeps the other tools' rows:
-// the catalog is the one New builds from every vector, and StaleVectors
+// the catalog is the one New builds from every vector, and staleVectors
 // names exactly the vectors a version changed, removed tools aside.
 func TestNextFromTheChangedVectorsIsNew(t *testing.T) {
 	doc, raw := fixtureParts(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 3})
@@ -661,8 +661,8 @@ func TestNextFromTheChangedVectorsIsNew(t *testing.T) {
 		}
 		return 0
 	}
-	if stale := prev.StaleVectors(&doc2, digest); !slices.Equal(stale, []string{"get_weather"}) {
-		t.Fatalf("StaleVectors = %v; want [get_weather]", stale)
+	if stale := prev.staleVectors(&doc2, digest); !slices.Equal(stale, []string{"get_weather"}) {
+		t.Fatalf("staleVectors = %v; want [get_weather]", stale)
 	}
 	got := prev.Next(&doc2, map[string][]byte{"get_weather": next["get_weather"]}, nil)
 	want, err := New(&doc2, next, nil)
@@ -672,7 +672,7 @@ func TestNextFromTheChangedVectorsIsNew(t *testing.T) {
 	if !maps.EqualFunc(got.Vectors, want.Vectors, slices.Equal) || !slices.Equal(got.matrix, want.matrix) {
 		t.Fatal("Next from the changed vectors differs from New from all of them")
 	}
-	if stale := got.StaleVectors(&doc2, digest); len(stale) != 0 {
+	if stale := got.staleVectors(&doc2, digest); len(stale) != 0 {
 		t.Fatalf("the next catalog still finds %v stale", stale)
 	}
 }

@@ -1,0 +1,88 @@
+// Package gradehook declares the self-grading that package toolcatalog
+// implements over its index and package selfgrade offers, so that neither
+// the index's internals nor the grading appear in toolcatalog's API.
+package gradehook
+
+import (
+	"context"
+
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+)
+
+// K is the cut-off of self-grading: a tool's held-back query counts as
+// found when the tool ranks in the top K.
+const K = 5
+
+// Defaults of a Grader.
+const (
+	DefaultMaxSearches = 400
+	DefaultSample      = 2
+)
+
+// QuerySet is one tool's own queries (synthetic and example) with their
+// vectors, embedded by the catalog's model, in the same order.
+type QuerySet struct {
+	Queries []string
+	Vectors [][]float32
+	// IntentVectors holds, by query index, the vectors of the intents of
+	// a query that asks for several things (text.Intents), in order: the
+	// grading searches it as a search does. Without them such a query is
+	// searched whole by the semantic arm.
+	IntentVectors map[int][][]float32
+}
+
+// Grading is how well a catalog finds its own tools.
+type Grading struct {
+	// Tools and Queries count what was graded: tools with at least two
+	// queries, and their queries.
+	Tools, Queries int
+	// Searched counts the queries this grading searched; the others kept
+	// the outcome of an earlier one.
+	Searched int
+	// SelfRecallAt5 is the share of graded queries whose tool ranked in
+	// the top five.
+	SelfRecallAt5 float64
+	// Outranked lists the graded tools that some of their own queries did
+	// not find in the top five, most missed first.
+	Outranked []Outranked
+	// Confusable lists pairs of tools whose queries rank the other tool
+	// first, both ways, most similar first.
+	Confusable []ConfusablePair
+}
+
+// Outranked is a tool other tools rank above it for its own queries.
+type Outranked struct {
+	Tool string
+	// Missed of Queries held-back queries did not find the tool in the
+	// top five.
+	Missed, Queries int
+	// By is the tool ranked first most often instead.
+	By string
+}
+
+// ConfusablePair is two tools whose own queries retrieve each other.
+type ConfusablePair struct {
+	// A and B are the tools' names, A < B.
+	A, B string
+	// Similarity is the cosine of their centroids.
+	Similarity float64
+}
+
+// Grader grades the successive versions of one catalog.
+type Grader interface {
+	// Index indexes doc, the version to grade next, from the version
+	// graded last: digest says each tool's vector as it now is
+	// (contract.VectorDigest of the raw vector, 0 for none), and read
+	// returns the raw vectors of the tools named, which Index asks only
+	// for those that changed, chunk at a time.
+	Index(doc *contract.Document, chunk int, digest func(name string) uint64, read func(names []string) (map[string][]byte, error)) error
+	// Grade grades the version Index indexed last with sets, the tools'
+	// own queries, and returns how many due queries it left for the next
+	// Grade.
+	Grade(ctx context.Context, sets map[string]QuerySet) (*Grading, int, error)
+}
+
+// New returns a Grader bounded to maxSearches searches per Grade (the
+// default when 0, none when negative), searching again sample tools' kept
+// queries in turn (the default when 0). Package toolcatalog sets it.
+var New func(maxSearches, sample int) Grader

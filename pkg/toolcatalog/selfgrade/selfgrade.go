@@ -1,0 +1,56 @@
+// Package selfgrade grades how well a catalog finds its own tools, the
+// measure behind a ToolCatalog's status.quality: each query of a tool
+// (synthetic or example) is searched, left out of the tool's centroid,
+// with the catalog's default method and settings against every tool;
+// tools with fewer than two queries are not graded but still compete, and
+// permissions, always-included tools and exact names play no part.
+//
+// A Grader grades the successive versions of one catalog, each from the
+// grading before: a kept query is searched again only when its tool
+// changed, when a tool that changed ranked in its top K or scores high
+// enough in either arm to enter it, or when its turn in a rotating sample
+// comes; every other query keeps its outcome. The sample makes up, within
+// a bounded number of versions, for what no rule foresees (a word grown
+// more common shifts every BM25 score a little). A Grader is not safe for
+// concurrent use.
+//
+// Agents do not need this package: it is the operator's, kept apart from
+// package toolcatalog's search API.
+package selfgrade
+
+import (
+	// Package toolcatalog implements the grading over its index.
+	_ "github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/gradehook"
+)
+
+// K is the cut-off: a held-back query counts as found when its tool ranks
+// in the top K.
+const K = gradehook.K
+
+// Defaults of New.
+const (
+	DefaultMaxSearches = gradehook.DefaultMaxSearches
+	DefaultSample      = gradehook.DefaultSample
+)
+
+type (
+	// QuerySet is one tool's own queries with their vectors.
+	QuerySet = gradehook.QuerySet
+	// Grading is how well a catalog finds its own tools.
+	Grading = gradehook.Grading
+	// Outranked is a tool other tools rank above it for its own queries.
+	Outranked = gradehook.Outranked
+	// ConfusablePair is two tools whose own queries retrieve each other.
+	ConfusablePair = gradehook.ConfusablePair
+	// Grader grades the successive versions of one catalog.
+	Grader = gradehook.Grader
+)
+
+// New returns a Grader that searches at most maxSearches queries per
+// Grade (DefaultMaxSearches when 0, no bound when negative), leaving the
+// rest to the next Grade, and searches again sample tools' kept queries
+// in turn (DefaultSample when 0).
+func New(maxSearches, sample int) Grader {
+	return gradehook.New(maxSearches, sample)
+}
