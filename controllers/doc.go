@@ -5,13 +5,17 @@
 // settings in internal/catalogconfig, MCP imports in internal/mcpsource,
 // the grading of published versions in internal/grading.
 //
-// A reconciler writes its own object's status with one merge patch per
-// reconcile (patchStatus), from a copy whose conditions it set in one
-// place from what its steps came to: a step's failure is a stepError that
-// is stalled (the user must change something), waiting (an outside
-// server) or transient (retried with backoff), and summarize sets the
-// Stalled and Reconciling conditions kstatus reads from it. Each part of
-// a status has one writer. A ToolDefinition's status is its reconciler's
+// A reconciler writes its own object's status with one merge patch at
+// the end of a reconcile (patchStatus; a catalog's first reconcile also
+// says at once that its first pass is under way), from a copy whose
+// conditions its steps set: each step owns its conditions (Published and
+// EmbeddingsSynced of a catalog, Valid and Embedded of a tool, Synced of
+// a source), and a step's failure is a stepError that is stalled (the
+// user must change something), waiting (an outside server) or transient
+// (retried with backoff). summarize then derives Ready from the owned
+// conditions, or from the failure, and the Stalled and Reconciling
+// conditions kstatus reads; no step sets Ready. Each part of a status has
+// one writer. A ToolDefinition's status is its reconciler's
 // alone, the catalogs' records of the tool in status.catalogs included:
 // a catalog's pass and grading hand the records to the Ledger, its
 // records writer queues the tools whose record changed, and the

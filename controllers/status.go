@@ -19,10 +19,11 @@ import (
 
 // The three reconcilers report status one way, after Flux's summarize and
 // Cluster API's patch helper: a reconcile works on a copy of the object,
-// sets its conditions in one place from what the steps came to (a step's
-// failure is a stepError), writes the status once (patchStatus), emits
-// events for transitions only (recordReady), and computes its requeue from
-// the error's kind (requeueFor).
+// its steps set the conditions they own (a step's failure is a
+// stepError), summarize derives Ready, Stalled and Reconciling from them,
+// the status is written once (patchStatus), events mark transitions only
+// (recordReady), and the requeue follows from the error's kind
+// (requeueFor).
 
 // errorKind says what retrying a failed step can achieve.
 type errorKind int
@@ -98,37 +99,89 @@ func setCondition(obj conditioned, condType string, status metav1.ConditionStatu
 	})
 }
 
-// setFailed sets Ready, and each condition of also, False with the step
-// error's reason and message.
+// setFailed sets each condition of also False with the step error's
+// reason and message.
 func setFailed(obj conditioned, se *stepError, also ...string) {
-	for _, t := range slices.Concat(also, []string{v1alpha1.ConditionReady}) {
+	for _, t := range also {
 		setCondition(obj, t, metav1.ConditionFalse, se.reason, se.message)
 	}
 }
 
-// summarize sets the two conditions kstatus reads beside Ready, with the
-// abnormal-true polarity of Flux and Cluster API, from how a reconcile
-// ended: Stalled when err is stalled (only a change by the user can help:
-// kstatus says Failed), Reconciling when err is any other failure, which
-// is retried, or progress says what work goes on (InProgress), neither
-// when the object is settled (Current once Ready is True).
-func summarize(obj conditioned, err error, reason, progress string) {
+// summary is what a reconcile came to, for summarize.
+type summary struct {
+	// owned lists the conditions the reconciler's steps set, with positive
+	// polarity, most telling first: Ready is the first of them that is not
+	// True. An absent one is skipped.
+	owned []string
+	// ready is Ready when every owned condition is True; when its status
+	// is empty, Ready is the last owned condition.
+	ready metav1.Condition
+	// err is how the reconcile failed, if it did: a stepError sets False
+	// the conditions it names and Ready, with its reason; any other error
+	// sets Ready False as an API error retried with backoff.
+	err error
+	// progress, when set, says what work goes on, for Reconciling, with
+	// reason.
+	reason, progress string
+}
+
+// summarize sets Ready from the conditions a reconcile's steps own, and
+// the two conditions kstatus reads beside it, with the abnormal-true
+// polarity of Flux and Cluster API: Stalled when the failure is stalled
+// (only a change by the user can help: kstatus says Failed), Reconciling
+// when it is any other failure, which is retried, or when work goes on
+// (InProgress), neither when the object is settled (Current once Ready is
+// True). No step sets Ready itself.
+func summarize(obj conditioned, s summary) {
 	conds := obj.GetConditions()
 	var se *stepError
 	switch {
-	case errors.As(err, &se) && se.kind == stalled:
+	case errors.As(s.err, &se):
+		setFailed(obj, se, slices.Concat(se.also, []string{v1alpha1.ConditionReady})...)
+	case s.err != nil:
+		setCondition(obj, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonAPIError, fmt.Sprintf("%v; retrying with backoff", s.err))
+	default:
+		if ready, ok := readyOf(*conds, s); ok {
+			setCondition(obj, v1alpha1.ConditionReady, ready.Status, ready.Reason, ready.Message)
+		}
+	}
+	switch {
+	case se != nil && se.kind == stalled:
 		meta.RemoveStatusCondition(conds, v1alpha1.ConditionReconciling)
 		setCondition(obj, v1alpha1.ConditionStalled, metav1.ConditionTrue, se.reason, se.message)
-	case err != nil:
+	case s.err != nil:
 		meta.RemoveStatusCondition(conds, v1alpha1.ConditionStalled)
-		setCondition(obj, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonRetrying, err.Error())
-	case progress != "":
+		setCondition(obj, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonRetrying, s.err.Error())
+	case s.progress != "":
 		meta.RemoveStatusCondition(conds, v1alpha1.ConditionStalled)
-		setCondition(obj, v1alpha1.ConditionReconciling, metav1.ConditionTrue, reason, progress)
+		setCondition(obj, v1alpha1.ConditionReconciling, metav1.ConditionTrue, s.reason, s.progress)
 	default:
 		meta.RemoveStatusCondition(conds, v1alpha1.ConditionStalled)
 		meta.RemoveStatusCondition(conds, v1alpha1.ConditionReconciling)
 	}
+}
+
+// readyOf is Ready as the owned conditions in conds make it, false when
+// none is set and s gives no ready condition.
+func readyOf(conds []metav1.Condition, s summary) (metav1.Condition, bool) {
+	var last *metav1.Condition
+	for _, t := range s.owned {
+		c := meta.FindStatusCondition(conds, t)
+		if c == nil {
+			continue
+		}
+		if c.Status != metav1.ConditionTrue {
+			return *c, true
+		}
+		last = c
+	}
+	switch {
+	case s.ready.Status != "":
+		return s.ready, true
+	case last != nil:
+		return *last, true
+	}
+	return metav1.Condition{}, false
 }
 
 func condition(status metav1.ConditionStatus, reason, message string) metav1.Condition {

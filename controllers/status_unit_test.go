@@ -11,6 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
@@ -120,8 +123,8 @@ func TestApplyStatus(t *testing.T) {
 			published: "False/RedisUnavailable", synced: "-", ready: "False/RedisUnavailable", observed: 1, version: 1, reconciling: true},
 		{name: "an API error touches only Ready", res: passResult{err: &stepError{kind: transient, reason: v1alpha1.ReasonAPIError, message: "listing"}},
 			published: "-", synced: "-", ready: "False/" + v1alpha1.ReasonAPIError, observed: 1, version: 1, reconciling: true},
-		{name: "a write conflict changes nothing", res: passResult{err: fmt.Errorf("publish: %w", contract.ErrConflict)},
-			published: "-", synced: "-", ready: "Unknown/Reconciling", observed: 1, version: 1},
+		{name: "a write conflict changes nothing but says a first pass is under way", res: passResult{err: fmt.Errorf("publish: %w", contract.ErrConflict)},
+			published: "-", synced: "-", ready: "Unknown/Reconciling", observed: 1, version: 1, reconciling: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -198,5 +201,77 @@ func TestConfusableTools(t *testing.T) {
 	}
 	if len(confusableTools(nil)) != 0 {
 		t.Fatal("no grading, no confusable tools")
+	}
+}
+
+// Ready is summarised from the conditions a reconciler owns, and kstatus
+// reads the summary as a user would expect: a failure only the user can
+// fix is Failed, anything retried or under way InProgress, a settled
+// object Current.
+func TestSummarize(t *testing.T) {
+	owned := []string{v1alpha1.ConditionPublished, v1alpha1.ConditionEmbeddingsSynced}
+	set := func(conds ...metav1.Condition) []metav1.Condition { return conds }
+	c := func(t string, s metav1.ConditionStatus, reason string) metav1.Condition {
+		return metav1.Condition{Type: t, Status: s, Reason: reason, Message: reason + " message"}
+	}
+	published, synced := c(v1alpha1.ConditionPublished, metav1.ConditionTrue, "VersionPublished"), c(v1alpha1.ConditionEmbeddingsSynced, metav1.ConditionTrue, "AllEmbedded")
+	tests := []struct {
+		name    string
+		conds   []metav1.Condition
+		s       summary
+		ready   string
+		kstatus status.Status
+	}{
+		{"every owned condition True: the ready condition", set(published, synced),
+			summary{owned: owned, ready: condition(metav1.ConditionTrue, "Succeeded", "serves")}, "True/Succeeded", status.CurrentStatus},
+		{"no ready condition: the last owned one", set(published, synced),
+			summary{owned: owned}, "True/AllEmbedded", status.CurrentStatus},
+		{"the first owned condition not True, in order", set(c(v1alpha1.ConditionPublished, metav1.ConditionFalse, "PublishBlocked"), c(v1alpha1.ConditionEmbeddingsSynced, metav1.ConditionFalse, "ToolsFailed")),
+			summary{owned: owned, ready: condition(metav1.ConditionTrue, "Succeeded", "serves")}, "False/PublishBlocked", status.InProgressStatus},
+		{"an absent owned condition is skipped", set(c(v1alpha1.ConditionEmbeddingsSynced, metav1.ConditionFalse, "ToolsFailed")),
+			summary{owned: owned}, "False/ToolsFailed", status.InProgressStatus},
+		{"work under way is Reconciling", set(published, c(v1alpha1.ConditionEmbeddingsSynced, metav1.ConditionFalse, "Refreshing")),
+			summary{owned: owned, reason: "Refreshing", progress: "3 of 9 tools embedded"}, "False/Refreshing", status.InProgressStatus},
+		{"a stalled failure sets what it names, Ready and Stalled", set(published, synced),
+			summary{owned: owned, err: &stepError{kind: stalled, reason: "SecretNotFound", message: "opt in", also: []string{v1alpha1.ConditionPublished}}}, "False/SecretNotFound", status.FailedStatus},
+		{"a transient failure is retried", set(published, synced),
+			summary{owned: owned, err: &stepError{kind: transient, reason: "RedisUnavailable", message: "down"}}, "False/RedisUnavailable", status.InProgressStatus},
+		{"an unclassified error is an API error", set(published, synced),
+			summary{owned: owned, err: errors.New("etcd timeout")}, "False/" + v1alpha1.ReasonAPIError, status.InProgressStatus},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tc := &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", Generation: 1}}
+			tc.Status.ObservedGeneration = 1
+			// A condition a previous reconcile left is replaced.
+			tc.Status.Conditions = append(slices.Clone(tt.conds), c(v1alpha1.ConditionStalled, metav1.ConditionTrue, "Old"), c(v1alpha1.ConditionReady, metav1.ConditionTrue, "Old"))
+			for i := range tc.Status.Conditions {
+				tc.Status.Conditions[i].ObservedGeneration = 1
+			}
+			summarize(tc, tt.s)
+			ready := meta.FindStatusCondition(tc.Status.Conditions, v1alpha1.ConditionReady)
+			if got := string(ready.Status) + "/" + ready.Reason; got != tt.ready {
+				t.Errorf("Ready = %s; want %s", got, tt.ready)
+			}
+			var se *stepError
+			if errors.As(tt.s.err, &se) {
+				for _, also := range se.also {
+					if got := meta.FindStatusCondition(tc.Status.Conditions, also); got == nil || got.Status != metav1.ConditionFalse || got.Reason != se.reason {
+						t.Errorf("%s = %v; want False/%s", also, got, se.reason)
+					}
+				}
+			}
+			m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := status.Compute(&unstructured.Unstructured{Object: m})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != tt.kstatus {
+				t.Errorf("kstatus = %s (%s); want %s", res.Status, res.Message, tt.kstatus)
+			}
+		})
 	}
 }

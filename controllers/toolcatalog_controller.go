@@ -184,8 +184,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if meta.FindStatusCondition(tc.Status.Conditions, v1alpha1.ConditionReady) == nil {
 		// Say at once that the first pass is under way.
 		base := tc.DeepCopy()
-		setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, "first pass in progress")
-		summarize(tc, nil, v1alpha1.ReasonReconciling, "first pass in progress")
+		summarizeFirstPass(tc)
 		if err := patchStatus(ctx, r.Client, base, tc); err != nil {
 			return ctrl.Result{}, err
 		}

@@ -57,24 +57,28 @@ func applyStatus(tc *v1alpha1.ToolCatalog, res passResult) {
 	}
 	synced := condition(o.Synced())
 	serves := fmt.Sprintf("version %d serves %d tools", o.Version, len(o.Build.Document.Tools))
-	ready := condition(metav1.ConditionTrue, v1alpha1.ReasonSucceeded, serves)
-	switch {
-	case pub.Status != metav1.ConditionTrue:
-		ready = pub
-	case synced.Status != metav1.ConditionTrue:
-		ready = synced
-	}
 	progress := ""
 	if len(o.Remaining()) > 0 {
 		progress = o.Progress()
-		if ready.Reason == v1alpha1.ReasonRefreshing {
-			ready.Message = progress + "; " + serves
+		if synced.Reason == v1alpha1.ReasonRefreshing {
+			synced.Message = progress + "; " + serves
 		}
 	}
-	summarize(tc, nil, v1alpha1.ReasonRefreshing, progress)
-	setConditions(tc, map[string]metav1.Condition{
-		v1alpha1.ConditionPublished: pub, v1alpha1.ConditionEmbeddingsSynced: synced, v1alpha1.ConditionReady: ready,
+	setCondition(tc, v1alpha1.ConditionPublished, pub.Status, pub.Reason, pub.Message)
+	setCondition(tc, v1alpha1.ConditionEmbeddingsSynced, synced.Status, synced.Reason, synced.Message)
+	summarize(tc, summary{
+		owned:    []string{v1alpha1.ConditionPublished, v1alpha1.ConditionEmbeddingsSynced},
+		ready:    condition(metav1.ConditionTrue, v1alpha1.ReasonSucceeded, serves),
+		reason:   v1alpha1.ReasonRefreshing,
+		progress: progress,
 	})
+}
+
+// summarizeFirstPass says, until a catalog's first pass comes to an
+// answer, that it is under way.
+func summarizeFirstPass(tc *v1alpha1.ToolCatalog) {
+	const progress = "first pass in progress"
+	summarize(tc, summary{ready: condition(metav1.ConditionUnknown, v1alpha1.ReasonReconciling, progress), reason: v1alpha1.ReasonReconciling, progress: progress})
 }
 
 // applyError reports a pass that stopped before an outcome. A write
@@ -85,19 +89,16 @@ func applyError(tc *v1alpha1.ToolCatalog, err error) {
 	switch {
 	case errors.Is(err, contract.ErrConflict):
 		if meta.FindStatusCondition(tc.Status.Conditions, v1alpha1.ConditionReady) == nil {
-			setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionUnknown, v1alpha1.ReasonReconciling, "first pass in progress")
+			summarizeFirstPass(tc)
 		}
-	case errors.As(err, &se):
-		if se.kind == stalled {
-			// Only a change can fix it: this generation has its answer.
-			tc.Status.ObservedGeneration = tc.Generation
-		}
-		setFailed(tc, se, se.also...)
-		summarize(tc, err, "", "")
-	default:
-		setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonAPIError, fmt.Sprintf("the pass failed: %v; retrying with backoff", err))
-		summarize(tc, err, "", "")
+		return
+	case errors.As(err, &se) && se.kind == stalled:
+		// Only a change can fix it: this generation has its answer.
+		tc.Status.ObservedGeneration = tc.Generation
+	case se == nil:
+		err = fmt.Errorf("the pass failed: %w", err)
 	}
+	summarize(tc, summary{err: err})
 }
 
 func observeCounts(tc *v1alpha1.ToolCatalog, c v1alpha1.ToolCounts) {
@@ -140,14 +141,4 @@ func failuresChanged(a, b []v1alpha1.ToolFailure) bool {
 		}
 	}
 	return false
-}
-
-// setConditions sets the catalog's Published, EmbeddingsSynced and Ready
-// conditions, in that order, from conds.
-func setConditions(tc *v1alpha1.ToolCatalog, conds map[string]metav1.Condition) {
-	for _, t := range []string{v1alpha1.ConditionPublished, v1alpha1.ConditionEmbeddingsSynced, v1alpha1.ConditionReady} {
-		if c, ok := conds[t]; ok {
-			setCondition(tc, t, c.Status, c.Reason, c.Message)
-		}
-	}
 }

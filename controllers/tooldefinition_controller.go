@@ -78,28 +78,35 @@ func (r *ToolDefinitionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, err
 	}
 	if err := r.reconcileCatalogs(ctx, td); err != nil {
+		summarizeTool(td, err)
 		return ctrl.Result{}, err
 	}
 	r.reconcilePendingChange(base, td)
 	td.Status.ObservedGeneration = td.Generation
-	summarizeTool(td)
+	summarizeTool(td, nil)
 	return ctrl.Result{}, nil
 }
 
-// summarizeTool sets Stalled and Reconciling from the tool's conditions:
-// a spec only its author can fix is stalled; a tool its source has yet to
-// record is in progress. A tool a catalog has yet to embed is Ready=False,
-// which kstatus reads as in progress too.
-func summarizeTool(td *v1alpha1.ToolDefinition) {
+// summarizeTool sets Ready from Valid and Embedded, and Stalled and
+// Reconciling: a spec only its author can fix is stalled; a tool its
+// source has yet to record is in progress. A valid tool no catalog
+// selects has nothing to wait for and is Ready; one a catalog has yet to
+// embed is Ready=False, which kstatus reads as in progress too.
+func summarizeTool(td *v1alpha1.ToolDefinition, err error) {
+	s := summary{owned: []string{v1alpha1.ConditionValid, v1alpha1.ConditionEmbedded}, err: err}
+	if embedded := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionEmbedded); embedded != nil && embedded.Reason == v1alpha1.ReasonNotSelected {
+		s.owned = s.owned[:1]
+		s.ready = condition(metav1.ConditionTrue, v1alpha1.ReasonSpecValid, "tool spec is valid; no catalog selects it")
+	}
 	valid := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid)
 	switch {
+	case err != nil:
 	case valid != nil && valid.Status == metav1.ConditionFalse && valid.Reason == v1alpha1.ReasonSourceUnconfirmed:
-		summarize(td, nil, valid.Reason, valid.Message)
+		s.reason, s.progress = valid.Reason, valid.Message
 	case valid != nil && valid.Status == metav1.ConditionFalse:
-		summarize(td, &stepError{kind: stalled, reason: valid.Reason, message: valid.Message}, "", "")
-	default:
-		summarize(td, nil, "", "")
+		s.err = &stepError{kind: stalled, reason: valid.Reason, message: valid.Message}
 	}
+	summarize(td, s)
 }
 
 // namedSource reads the ToolSource that spec.source.toolSource names:
@@ -120,7 +127,7 @@ func (r *ToolDefinitionReconciler) namedSource(ctx context.Context, td *v1alpha1
 	return ts, nil
 }
 
-// reconcileSpec computes the spec hash and the Valid and Ready conditions.
+// reconcileSpec computes the spec hash and the Valid condition.
 // source is the ToolSource spec.source names, if any.
 func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *v1alpha1.ToolDefinition, source *v1alpha1.ToolSource) error {
 	params := catalog.Parameters(td)
@@ -154,7 +161,6 @@ func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *
 	r.recordValidTransition(base, td)
 	if status == metav1.ConditionFalse {
 		ctrl.LoggerFrom(ctx).Info("Tool spec rejected", "reason", reason, "detail", message)
-		setCondition(td, v1alpha1.ConditionReady, status, reason, message)
 	}
 	return nil
 }

@@ -44,7 +44,7 @@ func setRecords(td *v1alpha1.ToolDefinition, catalogs []string, recordFor func(s
 }
 
 // deriveEmbedded sets Embedded from the records of the catalogs that
-// select the tool, and Ready from Valid and Embedded.
+// select the tool.
 func deriveEmbedded(td *v1alpha1.ToolDefinition, catalogs []string) {
 	catalogs = slices.Sorted(slices.Values(catalogs))
 	var failed, pending, done []string
@@ -72,19 +72,6 @@ func deriveEmbedded(td *v1alpha1.ToolDefinition, catalogs []string) {
 		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonEmbeddingPending, strings.Join(pending, "; ")
 	}
 	setCondition(td, v1alpha1.ConditionEmbedded, status, reason, clip.Truncate(message, 1024))
-
-	if valid := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid); valid == nil || valid.Status != metav1.ConditionTrue {
-		return
-	}
-	switch {
-	case status == metav1.ConditionTrue:
-		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionTrue, reason, message)
-	case reason == v1alpha1.ReasonNotSelected:
-		// Nothing to wait for: a valid tool no catalog selects is ready.
-		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSpecValid, "tool spec is valid; no catalog selects it")
-	default:
-		setCondition(td, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, clip.Truncate(message, 1024))
-	}
 }
 
 // deriveConfusable sets Confusable from the records that name a tool the

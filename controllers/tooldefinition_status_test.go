@@ -10,8 +10,8 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 )
 
-// Embedded and Ready follow from the records the selecting catalogs
-// wrote. A plain table test: no API server.
+// Embedded follows from the records the selecting catalogs wrote, and
+// Ready from Valid and Embedded. A plain table test: no API server.
 func TestDeriveEmbedded(t *testing.T) {
 	record := func(catalog, hash string, version int64, reason string) v1alpha1.CatalogEmbeddingStatus {
 		return v1alpha1.CatalogEmbeddingStatus{Catalog: catalog, SpecHash: hash, CatalogVersion: version, Reason: reason, Message: "the provider refused"}
@@ -37,7 +37,7 @@ func TestDeriveEmbedded(t *testing.T) {
 			metav1.ConditionFalse, v1alpha1.ReasonEmbeddingPending, "a still serves an earlier spec (version 6)", metav1.ConditionFalse, v1alpha1.ReasonEmbeddingPending},
 		{"failure wins over pending", true, []v1alpha1.CatalogEmbeddingStatus{record("a", "h1", 7, "ProviderAuthFailed")}, []string{"a", "b"},
 			metav1.ConditionFalse, v1alpha1.ReasonEmbeddingFailed, "a: ProviderAuthFailed: the provider refused", metav1.ConditionFalse, v1alpha1.ReasonEmbeddingFailed},
-		{"an invalid spec keeps its Ready", false, []v1alpha1.CatalogEmbeddingStatus{record("a", "h1", 7, "")}, []string{"a"},
+		{"an invalid spec is not Ready, whatever is embedded", false, []v1alpha1.CatalogEmbeddingStatus{record("a", "h1", 7, "")}, []string{"a"},
 			metav1.ConditionTrue, v1alpha1.ReasonEmbedded, "embedded in a (version 7)", metav1.ConditionFalse, v1alpha1.ReasonInvalidParametersSchema},
 	}
 	for _, tt := range tests {
@@ -47,9 +47,9 @@ func TestDeriveEmbedded(t *testing.T) {
 				setCondition(td, v1alpha1.ConditionValid, metav1.ConditionTrue, v1alpha1.ReasonSpecValid, "tool spec is valid")
 			} else {
 				setCondition(td, v1alpha1.ConditionValid, metav1.ConditionFalse, v1alpha1.ReasonInvalidParametersSchema, "bad")
-				setCondition(td, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonInvalidParametersSchema, "bad")
 			}
 			deriveEmbedded(td, tt.catalogs)
+			summarizeTool(td, nil)
 			e := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionEmbedded)
 			r := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionReady)
 			if e == nil || e.Status != tt.embedded || e.Reason != tt.reason || e.Message != tt.message {

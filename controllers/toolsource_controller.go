@@ -125,7 +125,7 @@ func (r *ToolSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		ts.Status.ObservedGeneration = ts.Generation
 		ts.Status.SelectionHash = mcpsource.SelectionHash(ts.Spec)
 	}
-	summarize(ts, err, "", "")
+	summarize(ts, summary{owned: []string{v1alpha1.ConditionSynced}, err: err})
 	recordReady(r.Recorder, base, ts, "Sync")
 	// The record of what the sync created is the only proof that the
 	// source created it: a write that fails is tried again at once.

@@ -420,7 +420,6 @@ func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsou
 		msg += fmt.Sprintf("; %d upstream changes await approval (see status.pendingChanges)", len(pending))
 	}
 	setCondition(ts, v1alpha1.ConditionSynced, metav1.ConditionTrue, v1alpha1.ReasonSynced, msg)
-	setCondition(ts, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSynced, msg)
 	switch {
 	case ts.Spec.ChangePolicy != v1alpha1.ChangePolicyRequireApproval && len(pending) == 0:
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionChangePending)
