@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolcatalog/tool-catalog-operator/internal/published/store"
+
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	corev1 "k8s.io/api/core/v1"
@@ -307,14 +309,14 @@ func tryInject(ns, catalog string, tool contract.Tool, edits ...func(*contract.D
 	if err := next.Seal(); err != nil {
 		return err
 	}
-	if err := contract.Write(ctx, rc, keys, contract.Update{ExpectVersion: prev.Version, Document: &next, Previous: prev, Retain: 5}); err != nil {
+	if err := store.Write(ctx, rc, keys, store.Update{ExpectVersion: prev.Version, Document: &next, Previous: prev, Retain: 5}); err != nil {
 		return err
 	}
 	// Announced as the catalog's own, whatever the head says.
 	n := contract.NoticeOf(&next)
 	n.Catalog = ns + "/" + catalog
 	notice, _ := json.Marshal(n)
-	return contract.Notify(ctx, rc, contract.DefaultChannel, notice)
+	return store.Notify(ctx, rc, contract.DefaultChannel, notice)
 }
 
 // waitFor polls cond until it holds, failing the test after 60s.

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolcatalog/tool-catalog-operator/internal/published/store"
+
 	"github.com/redis/go-redis/v9"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -98,7 +100,7 @@ func (cs *Catalogs) Remove(ctx context.Context, id, uid string, keys contract.Ke
 	if owner, err := contract.HeadOwner(ctx, rc, keys); err == nil && owner != "" && owner != uid {
 		return owner, nil
 	}
-	if err := contract.Delete(ctx, rc, keys); err != nil {
+	if err := store.Delete(ctx, rc, keys); err != nil {
 		metrics.RedisErrors.WithLabelValues(id, "delete").Inc()
 		return "", err
 	}
@@ -213,7 +215,7 @@ func (c *Catalog) learned(ctx context.Context, stored catalog.Stored, tools []*c
 // published yet for the version that may carry them. It returns
 // contract.ErrConflict when the version read is no longer current.
 func (c *Catalog) Stage(ctx context.Context, stored catalog.Stored, b catalog.Build) error {
-	err := contract.Stage(ctx, c.rc, c.cfg.Keys, stored.Version, b.Vectors, b.Metadata)
+	err := store.Stage(ctx, c.rc, c.cfg.Keys, stored.Version, b.Vectors, b.Metadata)
 	if err != nil && !errors.Is(err, contract.ErrConflict) {
 		metrics.RedisErrors.WithLabelValues(c.id, "write").Inc()
 	}
@@ -232,7 +234,7 @@ func (c *Catalog) Publish(ctx context.Context, stored catalog.Stored, b catalog.
 	version := max(read, floor) + 1
 	b.Document.Version = version
 	start := c.cs.now()
-	err := contract.Write(ctx, c.rc, c.cfg.Keys, contract.Update{
+	err := store.Write(ctx, c.rc, c.cfg.Keys, store.Update{
 		ExpectVersion: read, Document: b.Document, Previous: stored.Doc, Rewrite: !stored.Contract2,
 		Vectors: b.Vectors, Metadata: b.Metadata, Remove: b.Removed, Retain: c.cfg.Retain,
 	})
@@ -247,7 +249,7 @@ func (c *Catalog) Publish(ctx context.Context, stored catalog.Stored, b catalog.
 	metrics.ToolsEmbedded.WithLabelValues(c.id).Add(float64(len(b.Vectors)))
 
 	notice, _ := json.Marshal(contract.NoticeOf(b.Document))
-	if err := contract.Notify(ctx, c.rc, c.cfg.Channel, notice); err != nil {
+	if err := store.Notify(ctx, c.rc, c.cfg.Channel, notice); err != nil {
 		// The version is written; consumers that missed the notice find
 		// it when they next check P:version.
 		metrics.RedisErrors.WithLabelValues(c.id, "notify").Inc()

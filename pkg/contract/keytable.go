@@ -49,9 +49,10 @@ func PerDay(key func(Keys, int64) string) Lifetime { return Lifetime{perDay: key
 var Expires = Lifetime{expires: true}
 
 // KeyTable is every key of a catalog: the one list that names them, says
-// who writes each and how it goes. Delete deletes what it lists, and the
-// table in this package's documentation is rendered from it (a test keeps
-// them the same, and one more that every Keys method is listed).
+// who writes each and how it goes. A catalog's deletion deletes what it
+// lists (DeletedKeys), and the table in this package's documentation is
+// rendered from it (a test keeps them the same, and one more that every
+// Keys method is listed).
 var KeyTable = []KeySpec{
 	{"version", "string", "operator", "current version number", Deleted(Keys.Version)},
 	{"head", "string", "operator", "current version's head (Head JSON)", Deleted(Keys.Head)},
@@ -77,9 +78,9 @@ var KeyTable = []KeySpec{
 	{"gateway:cancel", "channel", "gateway", "the gateway's own: cancellations between replicas", Expires},
 }
 
-// deletedKeys are the keys the deletion of a catalog at version deletes
+// DeletedKeys are the keys the deletion of a catalog at version deletes
 // on day now: every key of the table but those that expire.
-func deletedKeys(k Keys, version int64, now time.Time) []string {
+func DeletedKeys(k Keys, version int64, now time.Time) []string {
 	var keys []string
 	today := UsageDayOf(now)
 	for _, s := range KeyTable {
@@ -87,7 +88,7 @@ func deletedKeys(k Keys, version int64, now time.Time) []string {
 		case l.fixed != nil:
 			keys = append(keys, l.fixed(k))
 		case l.perVersion != nil:
-			keys = append(keys, versionKeys(func(n int64) string { return l.perVersion(k, n) }, version, MaxRetainVersions+1)...)
+			keys = append(keys, VersionKeys(func(n int64) string { return l.perVersion(k, n) }, version, MaxRetainVersions+1)...)
 		case l.perDay != nil:
 			for day := today - UsageWindow; day <= today+1; day++ {
 				keys = append(keys, l.perDay(k, day))

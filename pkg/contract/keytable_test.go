@@ -82,7 +82,7 @@ func TestDeletedKeysFollowTheTable(t *testing.T) {
 	k := Keys{Prefix: "P"}
 	now := time.Unix(0, 0) // day 0 of the epoch
 	keys := map[string]bool{}
-	for _, key := range deletedKeys(k, 3, now) {
+	for _, key := range DeletedKeys(k, 3, now) {
 		keys[key] = true
 	}
 	for _, want := range []string{"P:version", "P:head", "P:quality", "P:requests:by", "P:changes:v3", "P:changes:v1", "P:catalog:v2", "P:usage:d0", "P:usage:by:d1", "P:usage:users:d-28"} {

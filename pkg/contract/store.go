@@ -1,7 +1,7 @@
 package contract
 
-// Reading and writing catalogs: one round trip to read a catalog's state,
-// one MULTI/EXEC to publish a version, PUBLISH after EXEC.
+// Reading catalogs: one round trip to read a catalog's state. The
+// operator writes them with internal/published/store.
 
 import (
 	"context"
@@ -10,10 +10,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
-	"sort"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -249,263 +246,11 @@ func bytesValues(m map[string]string) map[string][]byte {
 	return out
 }
 
-// Update is one version to publish.
-type Update struct {
-	// ExpectVersion is the version the pass read; the write is refused
-	// (ErrConflict) when P:version holds another.
-	ExpectVersion int64
-	// Document is the new version, sealed, with its Version set.
-	Document *Document
-	// Previous is the document of ExpectVersion as read. Only the tools
-	// whose entry differs from it are written.
-	Previous *Document
-	// Rewrite replaces P:tools whole and deletes contract-1 keys: for a
-	// first version, and when Previous was not read from P:head and
-	// P:tools (a contract-1 catalog, or an unreadable one).
-	Rewrite bool
-	// Vectors and Metadata are set per tool; Remove deletes tools from
-	// both hashes.
-	Vectors  map[string][]byte
-	Metadata map[string][]byte
-	Remove   []string
-	// Retain is how many versions, the new one included, keep their
-	// change record.
-	Retain int
-}
-
-// legacyTombstone is what P:catalog holds under contract 2: a contract-1
-// reader fails to decode "tools", and a person reading the key learns why.
-var legacyTombstone = []byte(`{"contract":2,"version":0,"tools":"moved: this catalog is published with version 2 of the Redis contract (P:head, P:tools); upgrade this reader, see docs/redis-contract.md"}`)
-
 func isTombstone(raw []byte) bool {
 	var probe struct {
 		Contract int `json:"contract"`
 	}
 	return json.Unmarshal(raw, &probe) == nil && probe.Contract >= 2
-}
-
-// Write publishes an update in one MULTI/EXEC guarded by WATCH on P:version:
-// either every key changes or none does. It writes the head, the entries
-// that changed, the vectors and metadata given, and the version's change
-// record.
-func Write(ctx context.Context, c redis.UniversalClient, k Keys, u Update) error {
-	d := u.Document
-	if d == nil || d.Version <= u.ExpectVersion || u.Retain < 1 {
-		return fmt.Errorf("invalid update: no document, a version not after %d, or retain %d", u.ExpectVersion, u.Retain)
-	}
-	head, err := json.Marshal(d.Head())
-	if err != nil {
-		return fmt.Errorf("encoding the head: %w", err)
-	}
-	set, removed, change, err := diff(u)
-	if err != nil {
-		return err
-	}
-	changeRaw, err := json.Marshal(change)
-	if err != nil {
-		return fmt.Errorf("encoding the change record: %w", err)
-	}
-	err = guarded(ctx, c, k, u.ExpectVersion, func(p redis.Pipeliner) {
-		p.Set(ctx, k.Version(), d.Version, 0)
-		p.Set(ctx, k.Head(), head, 0)
-		p.Set(ctx, k.Catalog(), legacyTombstone, 0)
-		if u.Rewrite {
-			p.Del(ctx, k.Tools())
-			if old := versionKeys(k.CatalogVersion, u.ExpectVersion, MaxRetainVersions+1); len(old) > 0 {
-				p.Del(ctx, old...)
-			}
-		}
-		if len(set) > 0 {
-			p.HSet(ctx, k.Tools(), flatten(set)...)
-		}
-		if len(removed) > 0 {
-			p.HDel(ctx, k.Tools(), removed...)
-		}
-		if len(u.Vectors) > 0 {
-			p.HSet(ctx, k.Embeddings(), flatten(u.Vectors)...)
-		}
-		if len(u.Metadata) > 0 {
-			p.HSet(ctx, k.Metadata(), flatten(u.Metadata)...)
-		}
-		if len(u.Remove) > 0 {
-			p.HDel(ctx, k.Embeddings(), u.Remove...)
-			p.HDel(ctx, k.Metadata(), u.Remove...)
-		}
-		// Whatever was staged is published with this version or belongs
-		// to tools that are gone.
-		p.Del(ctx, k.StagedEmbeddings(), k.StagedMetadata())
-		p.Set(ctx, k.Changes(d.Version), changeRaw, 0)
-		if old := versionKeys(k.Changes, d.Version-int64(u.Retain), MaxRetainVersions+1); len(old) > 0 {
-			p.Del(ctx, old...)
-		}
-	})
-	if err != nil && !errors.Is(err, ErrConflict) {
-		return fmt.Errorf("writing catalog %s version %d: %w", k.Prefix, d.Version, err)
-	}
-	return err
-}
-
-// diff finds the entries to set and remove and the change record of an
-// update.
-func diff(u Update) (set map[string][]byte, removed []string, change Change, err error) {
-	change = Change{Version: u.Document.Version, Updated: []string{}, Removed: []string{}, Before: map[string]Entry{}}
-	var prevTools []Tool
-	if u.Previous != nil {
-		prevTools = u.Previous.Tools
-		h := u.Previous.Head()
-		change.HeadBefore = &h
-	}
-	// Both documents are walked in name order, side by side: at 50,000
-	// tools, a map of either's names costs more than the rest of a
-	// publish. A sealed document is in name order already.
-	doc, prev := inNameOrder(u.Document.Tools), inNameOrder(prevTools)
-	docName := func(i int) string { return u.Document.Tools[doc[i]].Name }
-	prevName := func(j int) string { return prevTools[prev[j]].Name }
-	// Of a name the previous document lists twice (it was read from
-	// Redis), the last entry counts.
-	kept := prev[:0]
-	for k, p := range prev {
-		if k+1 < len(prev) && prevTools[prev[k+1]].Name == prevTools[p].Name {
-			continue
-		}
-		kept = append(kept, p)
-	}
-	prev = kept
-	set = map[string][]byte{}
-	updated := map[string]bool{}
-	for i, j := 0, 0; i < len(doc) || j < len(prev); {
-		if i == len(doc) || j < len(prev) && prevName(j) < docName(i) {
-			removed = append(removed, prevName(j))
-			j++
-			continue
-		}
-		e := u.Document.Entry(doc[i])
-		if i > 0 && docName(i-1) == e.Name {
-			// P:tools holds one entry a name: the head's count would lie.
-			return nil, nil, change, fmt.Errorf("the document lists tool %s twice", e.Name)
-		}
-		i++
-		if j < len(prev) && prevName(j) == e.Name {
-			j++
-			if u.Previous.Entry(prev[j-1]).Equal(e) && !u.Rewrite {
-				continue
-			}
-		}
-		if set[e.Name], err = json.Marshal(e); err != nil {
-			return nil, nil, change, fmt.Errorf("encoding the entry of %s: %w", e.Name, err)
-		}
-		updated[e.Name] = true
-	}
-	find := func(tools []Tool, order []int, name string) (int, bool) {
-		k, ok := slices.BinarySearchFunc(order, name, func(i int, name string) int { return strings.Compare(tools[i].Name, name) })
-		if !ok {
-			return 0, false
-		}
-		return order[k], true
-	}
-	for name := range u.Vectors {
-		if _, ok := find(prevTools, prev, name); ok || set[name] != nil {
-			updated[name] = true
-		}
-	}
-	for name := range updated {
-		if _, ok := find(u.Document.Tools, doc, name); ok {
-			change.Updated = append(change.Updated, name)
-		}
-	}
-	sort.Strings(change.Updated)
-	change.Removed = append(change.Removed, removed...)
-	for _, name := range append(slices.Clone(change.Updated), removed...) {
-		if j, ok := find(prevTools, prev, name); ok {
-			change.Before[name] = u.Previous.Entry(j)
-		}
-	}
-	return set, removed, change, nil
-}
-
-// inNameOrder returns the positions of tools in name order, those of
-// equal names in the order they come: 0, 1, … when the tools are in name
-// order already, as a sealed document's are.
-func inNameOrder(tools []Tool) []int {
-	order := make([]int, len(tools))
-	for i := range order {
-		order[i] = i
-	}
-	if !slices.IsSortedFunc(tools, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) }) {
-		slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(tools[a].Name, tools[b].Name) })
-	}
-	return order
-}
-
-// guarded runs the commands of fn in one MULTI/EXEC, only when P:version
-// holds expect (ErrConflict otherwise, or when it changes before EXEC).
-func guarded(ctx context.Context, c redis.UniversalClient, k Keys, expect int64, fn func(redis.Pipeliner)) error {
-	err := c.Watch(ctx, func(tx *redis.Tx) error {
-		current, err := tx.Get(ctx, k.Version()).Int64()
-		if errors.Is(err, redis.Nil) {
-			current, err = 0, nil
-		}
-		if err != nil {
-			return fmt.Errorf("checking %s: %w", k.Version(), err)
-		}
-		if current != expect {
-			return ErrConflict
-		}
-		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			fn(p)
-			return nil
-		})
-		return err
-	}, k.Version())
-	if errors.Is(err, redis.TxFailedErr) {
-		return ErrConflict
-	}
-	return err
-}
-
-// Stage keeps re-embedded tools that cannot be published yet in the staged
-// hashes, guarded like Write by WATCH on P:version: nothing is staged when
-// another writer published since the pass read.
-func Stage(ctx context.Context, c redis.UniversalClient, k Keys, expectVersion int64, vectors, metadata map[string][]byte) error {
-	if len(vectors) == 0 {
-		return nil
-	}
-	err := guarded(ctx, c, k, expectVersion, func(p redis.Pipeliner) {
-		p.HSet(ctx, k.StagedEmbeddings(), flatten(vectors)...)
-		p.HSet(ctx, k.StagedMetadata(), flatten(metadata)...)
-	})
-	if err != nil && !errors.Is(err, ErrConflict) {
-		return fmt.Errorf("staging embeddings of catalog %s: %w", k.Prefix, err)
-	}
-	return err
-}
-
-// versionKeys lists the keys of versions from, from-1, ... (at most n, not
-// below 1): what falls out of retention with a new version. Earlier
-// publishes deleted everything older, so n = MaxRetainVersions+1 suffices.
-func versionKeys(key func(int64) string, from int64, n int) []string {
-	var keys []string
-	for v := from; v >= 1 && v > from-int64(n); v-- {
-		keys = append(keys, key(v))
-	}
-	return keys
-}
-
-func flatten(m map[string][]byte) []any {
-	out := make([]any, 0, 2*len(m))
-	for k, v := range m {
-		out = append(out, k, v)
-	}
-	return out
-}
-
-// Notify announces a version on the channel. It runs after EXEC: a
-// consumer that misses it finds the new version when it re-checks P:version.
-func Notify(ctx context.Context, c redis.UniversalClient, channel string, notice []byte) error {
-	if err := c.Publish(ctx, channel, notice).Err(); err != nil {
-		return fmt.Errorf("publishing on %s: %w", channel, err)
-	}
-	return nil
 }
 
 // HeadOwner returns the catalog UID in the head under k; empty when there
@@ -525,22 +270,10 @@ func HeadOwner(ctx context.Context, c redis.UniversalClient, k Keys) (string, er
 	return h.CatalogUID, nil
 }
 
-// Delete removes every key of a catalog; deleting an absent catalog is not
-// an error.
-func Delete(ctx context.Context, c redis.UniversalClient, k Keys) error {
-	version, err := c.Get(ctx, k.Version()).Int64()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("reading %s: %w", k.Version(), err)
-	}
-	if err := c.Del(ctx, deletedKeys(k, version, time.Now())...).Err(); err != nil {
-		return fmt.Errorf("deleting catalog %s: %w", k.Prefix, err)
-	}
-	return nil
-}
-
-// Stamp identifies a stored version cheaply, for a writer that keeps what
-// it wrote: P:version, P:head and the sizes of the hashes. A version
-// published by another writer, or keys deleted by hand, change it.
+// Stamp identifies a stored version cheaply, for a reader (the operator
+// among them) that keeps what it read or wrote: P:version, P:head and the
+// sizes of the hashes. A version published by another writer, or keys
+// deleted by hand, change it.
 type Stamp struct {
 	Version                  int64
 	Head                     string
@@ -613,4 +346,15 @@ func eachField(ctx context.Context, c redis.UniversalClient, key string, names [
 		}
 	}
 	return nil
+}
+
+// VersionKeys lists the keys of versions from, from-1, ... (at most n, not
+// below 1): what falls out of retention with a new version. Earlier
+// publishes deleted everything older, so n = MaxRetainVersions+1 suffices.
+func VersionKeys(key func(int64) string, from int64, n int) []string {
+	var keys []string
+	for v := from; v >= 1 && v > from-int64(n); v-- {
+		keys = append(keys, key(v))
+	}
+	return keys
 }

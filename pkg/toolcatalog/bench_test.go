@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolcatalog/tool-catalog-operator/internal/published/store"
+
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/gradehook"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
@@ -169,7 +171,7 @@ func BenchmarkLoadFromRedis(b *testing.B) {
 			meta[t.Name], _ = m.Marshal()
 		}
 		c.Del(ctx, k.Head(), k.Tools(), k.Version())
-		if err := contract.Write(ctx, c, k, contract.Update{Document: &doc, Rewrite: true, Vectors: vectors, Metadata: meta, Retain: 1}); err != nil {
+		if err := store.Write(ctx, c, k, store.Update{Document: &doc, Rewrite: true, Vectors: vectors, Metadata: meta, Retain: 1}); err != nil {
 			b.Fatal(err)
 		}
 		runtime.GC()

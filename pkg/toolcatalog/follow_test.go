@@ -13,6 +13,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/toolcatalog/tool-catalog-operator/internal/published/store"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
@@ -70,12 +72,12 @@ func publishWith(t *testing.T, c redis.UniversalClient, k contract.Keys, channel
 		m, _ := (&contract.Metadata{SpecHash: tool.SpecHash, Description: tool.Description, Model: doc.Embedding.Model, Dimensions: len(v), SyntheticQueries: []string{"q"}}).Marshal()
 		meta[tool.Name] = m
 	}
-	if err := contract.Write(ctx, c, k, contract.Update{ExpectVersion: version - 1, Document: &doc, Previous: prev, Rewrite: prev == nil, Vectors: vectors, Metadata: meta, Retain: 5}); err != nil {
+	if err := store.Write(ctx, c, k, store.Update{ExpectVersion: version - 1, Document: &doc, Previous: prev, Rewrite: prev == nil, Vectors: vectors, Metadata: meta, Retain: 5}); err != nil {
 		t.Fatalf("writing version %d: %v", version, err)
 	}
 	if notify {
 		notice, _ := json.Marshal(contract.NoticeOf(&doc))
-		if err := contract.Notify(ctx, c, channel, notice); err != nil {
+		if err := store.Notify(ctx, c, channel, notice); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -244,7 +246,7 @@ func TestFollowTakesARecreatedCatalog(t *testing.T) {
 			publish(t, c, k, channel, 3, true)
 			eventually(t, "version 3", func() bool { return f.Current().Version() == 3 })
 
-			if err := contract.Delete(ctx, c, k); err != nil {
+			if err := store.Delete(ctx, c, k); err != nil {
 				t.Fatal(err)
 			}
 			recreated := publishAs(t, c, k, channel, "uid-2", 1, notify)
@@ -312,7 +314,7 @@ func TestLoadAndFollowOnRedisCluster(t *testing.T) {
 	// A prefix without a hash tag spreads keys over slots, and the
 	// transaction is refused rather than half-applied.
 	bad := contract.Keys{Prefix: "notag"}
-	err = contract.Write(ctx, c, bad, contract.Update{Document: &contract.Document{Version: 1}, Rewrite: true, Retain: 1, Vectors: map[string][]byte{"a": {0, 0, 0, 0}}})
+	err = store.Write(ctx, c, bad, store.Update{Document: &contract.Document{Version: 1}, Rewrite: true, Retain: 1, Vectors: map[string][]byte{"a": {0, 0, 0, 0}}})
 	if err == nil {
 		t.Fatal("a cross-slot catalog write succeeded on a cluster")
 	}
