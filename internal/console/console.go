@@ -60,8 +60,8 @@ type Published struct {
 	// Embedder embeds queries with the catalog's model; nil when its
 	// provider cannot be built (search falls back to BM25 and says so).
 	Embedder toolcatalog.QueryEmbedder
-	// Popular are the catalog's most used tools, when it includes them.
-	Popular []string
+	// MostUsed are the catalog's most used tools, when it includes them.
+	MostUsed []string
 }
 
 // Handler routes the console's pages.

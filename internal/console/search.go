@@ -59,7 +59,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		data.Error = perr.msg
 	case data.Query != "":
 		data.Version = pub.Catalog.Version()
-		opts := toolcatalog.Options{Method: toolcatalog.Method(data.Method), TopK: min(max(data.TopK, 0), 50), Popular: pub.Popular}
+		opts := toolcatalog.Options{Method: toolcatalog.Method(data.Method), TopK: min(max(data.TopK, 0), 50), MostUsed: pub.MostUsed}
 		if pub.Embedder != nil {
 			opts.Embedder = pub.Embedder
 		}

@@ -461,7 +461,7 @@ func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error
 		Catalog: s.id, CatalogUID: string(tc.UID),
 		OnUpdate: s.resync,
 		// The most used tools are sent directly: views list them anew.
-		OnPopular: s.resync,
+		OnMostUsed: s.resync,
 		OnError: func(err error) {
 			if errors.Is(err, toolcatalog.ErrForeignCatalog) {
 				g.opts.Metrics.RefusedVersions.WithLabelValues(s.id, "foreign_catalog").Inc()

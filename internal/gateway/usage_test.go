@@ -55,7 +55,7 @@ func TestMostUsedToolsAreListedDirectly(t *testing.T) {
 	rc := redisSrv.Client()
 	defer rc.Close()
 	keys := contract.Keys{Prefix: contract.DefaultPrefix(ns, "used")}
-	if top, err := contract.TopUsed(context.Background(), rc, keys, 5, time.Now()); err != nil || len(top) != 0 {
+	if top, err := contract.MostUsed(context.Background(), rc, keys, 5, time.Now()); err != nil || len(top) != 0 {
 		t.Fatalf("uses after a failed call: %+v %v", top, err)
 	}
 
@@ -76,12 +76,12 @@ func TestMostUsedToolsAreListedDirectly(t *testing.T) {
 	if uses := rc.ZScore(context.Background(), keys.UsageDay(day), "get_weather").Val(); uses != 2 {
 		t.Fatalf("%v uses counted after 25 anonymous calls, alice's and fin's; want 2", uses)
 	}
-	if top, err := contract.TopUsed(context.Background(), rc, keys, 5, time.Now()); err != nil || len(top) != 0 {
+	if top, err := contract.MostUsed(context.Background(), rc, keys, 5, time.Now()); err != nil || len(top) != 0 {
 		t.Fatalf("the most used after two principals' calls: %+v %v", top, err)
 	}
 	planner := serviceAccountToken(t, ns, "planner", DefaultTokenAudience).Status.Token
 	weather(connectWith(t, gatewayURL, ns, "used", planner, "", nil, ""))
-	if top, err := contract.TopUsed(context.Background(), rc, keys, 5, time.Now()); err != nil || len(top) != 1 || top[0].Tool != "get_weather" || top[0].Score != 3 {
+	if top, err := contract.MostUsed(context.Background(), rc, keys, 5, time.Now()); err != nil || len(top) != 1 || top[0].Tool != "get_weather" || top[0].Score != 3 {
 		t.Fatalf("uses after three principals' calls: %+v %v", top, err)
 	}
 	select {

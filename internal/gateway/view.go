@@ -127,7 +127,7 @@ func (v *view) metrics() *Metrics   { return v.s.g.opts.Metrics }
 // out (served.resync reports it), and a panic in planning is an error,
 // not a crash.
 func (v *view) sync(cat *toolcatalog.Catalog) (err error) {
-	popular := v.s.follower.Popular()
+	popular := v.s.follower.MostUsed()
 	v.mu.Lock()
 	current := v.synced == cat && slices.Equal(v.popular, popular)
 	v.mu.Unlock()
@@ -149,7 +149,7 @@ func (v *view) sync(cat *toolcatalog.Catalog) (err error) {
 	defer v.mu.Unlock()
 	v.plan, v.synced, v.popular = plan, cat, popular
 	v.bridge.TopK, v.bridge.MaxTopK, v.bridge.DescriptionLength = policy.SearchTopK, policy.SearchMaxTopK, policy.DescriptionLength
-	v.bridge.Search = toolcatalog.Options{Popular: popular}
+	v.bridge.Search = toolcatalog.Options{MostUsed: popular}
 	if v.queries != nil {
 		v.bridge.Search.Embedder = v.queries
 	}

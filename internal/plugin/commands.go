@@ -46,7 +46,7 @@ func (o *Options) searchCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts.Popular = popular
+			opts.MostUsed = popular
 			resp, err := cat.Search(ctx, args[1], opts)
 			if err != nil {
 				return err

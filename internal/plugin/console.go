@@ -105,7 +105,7 @@ func (o *Options) consoleServer(ctx context.Context, all bool) (*console.Server,
 			if s.embedder != nil {
 				pub.Embedder = s.embedder
 			}
-			if pub.Popular, err = toolcatalog.MostUsed(ctx, s.redis, s.config.Keys, cat); err != nil {
+			if pub.MostUsed, err = toolcatalog.MostUsed(ctx, s.redis, s.config.Keys, cat); err != nil {
 				return nil, err
 			}
 			return pub, nil

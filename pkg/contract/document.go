@@ -63,7 +63,7 @@ type SearchDefaults struct {
 	SemanticWeight     *float64 `json:"semantic_weight,omitempty"`
 	MinLexicalEvidence *float64 `json:"min_lexical_evidence,omitempty"`
 	// AlwaysIncludeTopNUsed asks consumers to include the n most used
-	// tools (TopUsed) in every search, after the always-included ones, and
+	// tools (MostUsed) in every search, after the always-included ones, and
 	// to send them directly under progressive disclosure.
 	AlwaysIncludeTopNUsed int `json:"always_include_top_n_used,omitempty"`
 	// Intents is "off" when consumers search a request as one intent;

@@ -67,7 +67,7 @@ func (k Keys) Usage() string { return k.Prefix + ":usage" }
 
 // UsageDay is P:usage:d<day>, a sorted set of tool name → the uses
 // recorded on that day (days since the Unix epoch, UTC), which consumers
-// write (RecordUse) and read (TopUsed); it expires when it leaves the
+// write (RecordUse) and read (MostUsed); it expires when it leaves the
 // usage window.
 func (k Keys) UsageDay(day int64) string { return fmt.Sprintf("%s:usage:d%d", k.Prefix, day) }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Usage is counted in day buckets; TopUsed weighs each day by its age.
+// Usage is counted in day buckets; MostUsed weighs each day by its age.
 const (
 	// UsageWindow is how many days of use count: older buckets expire.
 	UsageWindow = 28
@@ -74,11 +74,11 @@ type Used struct {
 	Score float64
 }
 
-// TopUsed returns the n most used tools at now, most used first (ties by
+// MostUsed returns the n most used tools at now, most used first (ties by
 // name): each day's uses of the last UsageWindow days weighted by
 // 2^(-age/UsageHalfLife), of the tools MinUsePrincipals distinct
 // principals used on one day of the window.
-func TopUsed(ctx context.Context, c redis.UniversalClient, k Keys, n int, now time.Time) ([]Used, error) {
+func MostUsed(ctx context.Context, c redis.UniversalClient, k Keys, n int, now time.Time) ([]Used, error) {
 	if n <= 0 {
 		return nil, nil
 	}

@@ -10,7 +10,7 @@ import (
 
 // Uses decay: a day's uses count 2^(-age/half-life), and uses older than
 // the window count for nothing.
-func TestTopUsedDecays(t *testing.T) {
+func TestMostUsedDecays(t *testing.T) {
 	ctx := context.Background()
 	c, k := newClient(t)
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
@@ -28,7 +28,7 @@ func TestTopUsedDecays(t *testing.T) {
 	use("this_week", 5, 0)    // 5
 	use("yesterday", 4, 1)    // 4 · 2^(-1/7) ≈ 3.63
 	use("forgotten", 100, UsageWindow)
-	top, err := TopUsed(ctx, c, k, 10, now)
+	top, err := MostUsed(ctx, c, k, 10, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestTopUsedDecays(t *testing.T) {
 	if math.Abs(top[1].Score-3.75) > 1e-9 {
 		t.Errorf("30 uses 21 days ago score %v, want 3.75", top[1].Score)
 	}
-	if top, _ := TopUsed(ctx, c, k, 1, now); len(top) != 1 || top[0].Tool != "this_week" {
+	if top, _ := MostUsed(ctx, c, k, 1, now); len(top) != 1 || top[0].Tool != "this_week" {
 		t.Errorf("top 1: %+v", top)
 	}
 	if ttl := c.TTL(ctx, k.UsageDay(UsageDayOf(now))).Val(); ttl <= 0 || ttl > (UsageWindow+1)*24*time.Hour {
@@ -76,13 +76,13 @@ func TestRecordUseCapsOnePrincipal(t *testing.T) {
 	}
 	// Two principals make no tool the most used, however many uses they
 	// add; a third does.
-	if top, err := TopUsed(ctx, c, k, 1, now); err != nil || len(top) != 0 {
+	if top, err := MostUsed(ctx, c, k, 1, now); err != nil || len(top) != 0 {
 		t.Fatalf("top after two principals' uses %+v, %v; want none", top, err)
 	}
 	if ok, _ := RecordUse(ctx, c, k, "user:cy", "loop", now); !ok {
 		t.Error("a third principal's use was not counted")
 	}
-	top, _ := TopUsed(ctx, c, k, 1, now)
+	top, _ := MostUsed(ctx, c, k, 1, now)
 	if len(top) != 1 || top[0].Score != MaxUsesPerPrincipal+2 {
 		t.Fatalf("top %+v, want %d uses", top, MaxUsesPerPrincipal+2)
 	}

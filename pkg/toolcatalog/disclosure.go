@@ -89,14 +89,14 @@ func (c *Catalog) DisclosurePolicy() contract.Disclosure {
 
 // PlanPublished plans disclosure with the catalog's published policy, for
 // a principal and its groups; contextWindow, when positive, is the
-// client's own window and replaces the policy's. popular are the most
-// used tools (Follower.Popular), sent directly like the core ones.
-func (c *Catalog) PlanPublished(principal string, groups []string, contextWindow int, popular []string) (Disclosure, error) {
+// client's own window and replaces the policy's. mostUsed are the most
+// used tools (Follower.MostUsed), sent directly like the core ones.
+func (c *Catalog) PlanPublished(principal string, groups []string, contextWindow int, mostUsed []string) (Disclosure, error) {
 	p := c.DisclosurePolicy()
 	if contextWindow > 0 {
 		p.ContextWindow = contextWindow
 	}
-	return c.PlanDisclosure(DisclosureConfig{Mode: DisclosureMode(p.Mode), Threshold: p.Threshold, ContextWindow: p.ContextWindow, Principal: principal, Groups: groups, Popular: popular})
+	return c.PlanDisclosure(DisclosureConfig{Mode: DisclosureMode(p.Mode), Threshold: p.Threshold, ContextWindow: p.ContextWindow, Principal: principal, Groups: groups, MostUsed: mostUsed})
 }
 
 // DisclosureConfig configures PlanDisclosure.
@@ -112,9 +112,9 @@ type DisclosureConfig struct {
 	// use.
 	Principal string
 	Groups    []string
-	// Popular names most used tools, never deferred (see
-	// Follower.Popular).
-	Popular []string
+	// MostUsed names most used tools, never deferred (see
+	// Follower.MostUsed).
+	MostUsed []string
 }
 
 // Disclosure is which tools to send to the model directly.
@@ -141,7 +141,7 @@ func EstimateTokens(t contract.Tool) int {
 }
 
 // PlanDisclosure decides which tools go to the model directly. Core
-// (alwaysInclude) tools and the most used ones (Popular) are never
+// (alwaysInclude) tools and the most used ones (MostUsed) are never
 // deferred, and with nothing to defer
 // disclosure changes nothing: no bridge tools are added. auto defers when
 // the deferrable tools' schemas take at least Threshold of the context
@@ -155,7 +155,7 @@ func (c *Catalog) PlanDisclosure(cfg DisclosureConfig) (Disclosure, error) {
 	if window <= 0 {
 		window = DefaultContextWindow
 	}
-	core := c.coreTools(cfg.Popular)
+	core := c.coreTools(cfg.MostUsed)
 	allowed := c.visibleTo(cfg.Principal, cfg.Groups)
 	var d Disclosure
 	var visible []contract.Tool
@@ -196,13 +196,13 @@ func (c *Catalog) PlanDisclosure(cfg DisclosureConfig) (Disclosure, error) {
 }
 
 // coreTools are the tools never deferred: the always-included ones and
-// the popular ones.
-func (c *Catalog) coreTools(popular []string) map[string]bool {
-	core := make(map[string]bool, len(c.always)+len(popular))
+// the most used ones.
+func (c *Catalog) coreTools(mostUsed []string) map[string]bool {
+	core := make(map[string]bool, len(c.always)+len(mostUsed))
 	for _, n := range c.always {
 		core[n] = true
 	}
-	for _, n := range popular {
+	for _, n := range mostUsed {
 		core[n] = true
 	}
 	return core
@@ -268,7 +268,7 @@ type Bridge struct {
 	Principal string
 	Groups    []string
 	// Search are the options of tool_search (TopK is overridden by top_k).
-	// Search.Popular are sent directly (PlanPublished), so tool_search
+	// Search.MostUsed are sent directly (PlanPublished), so tool_search
 	// leaves them out as it does the core tools.
 	Search Options
 	// TopK and MaxTopK are tool_search's default and largest top_k, and
@@ -410,7 +410,7 @@ func callArguments(raw json.RawMessage) (json.RawMessage, error) {
 // search runs tool_search over the deferred tools: the catalog's tools the
 // principal may use, less the core ones, which the model already has.
 func (b *Bridge) search(ctx context.Context, c *Catalog, query string, topK int) (json.RawMessage, []string, error) {
-	core := c.coreTools(b.Search.Popular)
+	core := c.coreTools(b.Search.MostUsed)
 	allowed := c.visibleTo(b.Principal, b.Groups)
 	total := 0
 	for _, t := range c.Document.Tools {

@@ -69,7 +69,7 @@ func TestPlanDisclosure(t *testing.T) {
 
 	// A principal's view excludes what it may not use.
 	// The most used tools are sent directly, never deferred.
-	popular, _ := c.PlanDisclosure(DisclosureConfig{Mode: DisclosureOn, Popular: []string{"send_email"}})
+	popular, _ := c.PlanDisclosure(DisclosureConfig{Mode: DisclosureOn, MostUsed: []string{"send_email"}})
 	if slices.Contains(popular.Deferred, "send_email") || !slices.ContainsFunc(popular.Direct, func(t contract.Tool) bool { return t.Name == "send_email" }) ||
 		len(popular.Deferred) != len(on.Deferred)-1 {
 		t.Errorf("a popular tool deferred: direct %d, deferred %v", len(popular.Direct), popular.Deferred)
@@ -154,12 +154,12 @@ func TestBridgeDispatch(t *testing.T) {
 		t.Errorf("tool_search of two intents: %s", out)
 	}
 	// The most used tools are sent directly: tool_search leaves them out.
-	b.Search.Popular = []string{"send_email"}
+	b.Search.MostUsed = []string{"send_email"}
 	out, _, err = b.Handle(ctx, ToolSearch, `{"query":"send an email to the team or translate this paragraph","top_k":2}`)
 	if err != nil || json.Unmarshal(out, &found) != nil || len(found.Tools) == 0 || found.TotalAvailable != 3 || slices.ContainsFunc(found.Tools, func(h struct{ Name, Toolset, Description string }) bool { return h.Name == "send_email" }) {
 		t.Fatalf("tool_search found a popular tool: %s %v", out, err)
 	}
-	b.Search.Popular = nil
+	b.Search.MostUsed = nil
 	// top_k is clamped to its range rather than refused.
 	for _, topK := range []string{"0", "99", "2.7"} {
 		out, _, err = b.Handle(ctx, ToolSearch, `{"query":"send an email","top_k":`+topK+`}`)

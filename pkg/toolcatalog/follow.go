@@ -41,10 +41,10 @@ type FollowOptions struct {
 	// a catalog that includes them (search always_include_top_n_used);
 	// DefaultUsageInterval when zero.
 	UsageInterval time.Duration
-	// OnPopular, when set, is called with the current version when its
-	// most used tools (Popular) change between versions; a new version is
-	// told by OnUpdate, with Popular already read for it.
-	OnPopular func(*Catalog)
+	// OnMostUsed, when set, is called with the current version when its
+	// most used tools (Follower.MostUsed) change between versions; a new
+	// version is told by OnUpdate, with them already read for it.
+	OnMostUsed func(*Catalog)
 	// WaitForPublish lets Follow start before the catalog is first
 	// published: instead of failing with ErrNotPublished it returns a
 	// Follower whose Current is nil until the first version appears (Wait
@@ -67,13 +67,13 @@ var ErrForeignCatalog = errors.New("the version belongs to another catalog")
 // again under the same name (another CatalogUID) is loaded whatever its
 // version.
 type Follower struct {
-	client  redis.UniversalClient
-	keys    contract.Keys
-	opts    FollowOptions
-	current atomic.Pointer[Catalog]
-	popular atomic.Pointer[[]string]
-	mu      sync.Mutex // serialises reloads and usage reads
-	reloads atomic.Int64
+	client   redis.UniversalClient
+	keys     contract.Keys
+	opts     FollowOptions
+	current  atomic.Pointer[Catalog]
+	mostUsed atomic.Pointer[[]string]
+	mu       sync.Mutex // serialises reloads and usage reads
+	reloads  atomic.Int64
 	// loaded is closed when the first version is loaded.
 	loaded     chan struct{}
 	loadedOnce sync.Once
@@ -117,68 +117,41 @@ func Follow(ctx context.Context, c redis.UniversalClient, keys contract.Keys, op
 // with WaitForPublish has not seen the first one.
 func (f *Follower) Current() *Catalog { return f.current.Load() }
 
-// Popular returns the current version's most used tools, most used
+// MostUsed returns the current version's most used tools, most used
 // first: as many as it asks for (search always_include_top_n_used), of
-// those it holds; nil when it asks for none. Pass it as Options.Popular
+// those it holds; nil when it asks for none. Pass it as Options.MostUsed
 // and to PlanPublished.
-func (f *Follower) Popular() []string {
-	if p := f.popular.Load(); p != nil {
+func (f *Follower) MostUsed() []string {
+	if p := f.mostUsed.Load(); p != nil {
 		return *p
 	}
 	return nil
 }
 
-// readPopular reads the most used tools of the current version again and
+// readMostUsed reads the most used tools of the current version again and
 // reports whether they changed. f.mu must be held. A failed read keeps
 // the last list.
-func (f *Follower) readPopular(ctx context.Context) bool {
+func (f *Follower) readMostUsed(ctx context.Context) bool {
 	top, err := MostUsed(ctx, f.client, f.keys, f.Current())
 	if err != nil {
 		f.report(err)
 		return false
 	}
-	if slices.Equal(top, f.Popular()) {
+	if slices.Equal(top, f.MostUsed()) {
 		return false
 	}
-	f.popular.Store(&top)
+	f.mostUsed.Store(&top)
 	return true
 }
 
-// MostUsed returns the most used tools of cat, most used first: as many
-// as it asks for (search always_include_top_n_used) of those it holds;
-// none for a nil catalog or one that asks for none.
-func MostUsed(ctx context.Context, c redis.UniversalClient, keys contract.Keys, cat *Catalog) ([]string, error) {
-	if cat == nil || cat.Document.Search.AlwaysIncludeTopNUsed <= 0 {
-		return nil, nil
-	}
-	n := cat.Document.Search.AlwaysIncludeTopNUsed
-	// Tools since removed keep their uses for a while: read a few more
-	// than wanted.
-	used, err := TopUsed(ctx, c, keys, n+popularSlack)
-	if err != nil {
-		return nil, err
-	}
-	var top []string
-	for _, name := range used {
-		if _, ok := cat.Tool(name); ok && len(top) < n {
-			top = append(top, name)
-		}
-	}
-	return top, nil
-}
-
-// popularSlack is how many more used tools than wanted are read, in case
-// some left the catalog.
-const popularSlack = 10
-
-// refreshPopular reads the most used tools again and tells OnPopular when
+// refreshMostUsed reads the most used tools again and tells OnMostUsed when
 // they changed.
-func (f *Follower) refreshPopular(ctx context.Context) {
+func (f *Follower) refreshMostUsed(ctx context.Context) {
 	f.mu.Lock()
-	changed := f.readPopular(ctx)
+	changed := f.readMostUsed(ctx)
 	f.mu.Unlock()
-	if changed && f.opts.OnPopular != nil {
-		f.opts.OnPopular(f.Current())
+	if changed && f.opts.OnMostUsed != nil {
+		f.opts.OnMostUsed(f.Current())
 	}
 }
 
@@ -236,7 +209,7 @@ func (f *Follower) reload(ctx context.Context, need func(cur *Catalog) bool) err
 		return nil
 	}
 	f.current.Store(c)
-	f.readPopular(ctx)
+	f.readMostUsed(ctx)
 	f.loadedOnce.Do(func() { close(f.loaded) })
 	f.reloads.Add(1)
 	if f.opts.OnUpdate != nil {
@@ -292,7 +265,7 @@ func (f *Follower) run(ctx context.Context, ps *redis.PubSub) {
 				f.report(err)
 			}
 		case <-usage.C:
-			f.refreshPopular(ctx)
+			f.refreshMostUsed(ctx)
 		case m, ok := <-msgs:
 			if !ok {
 				return
@@ -344,56 +317,4 @@ func (f *Follower) report(err error) {
 	if f.opts.OnError != nil {
 		f.opts.OnError(err)
 	}
-}
-
-// RecordUsage counts a call of a tool of cat by principal that succeeded,
-// in the catalog's usage (the P:usage:d<day> buckets), which TopUsed
-// reads. A tool cat does not hold counts for nothing, and one principal
-// counts at most contract.MaxUsesPerPrincipal times a tool a day
-// (anonymous callers, principal "", are one principal). Record only calls
-// that succeeded.
-func RecordUsage(ctx context.Context, c redis.UniversalClient, keys contract.Keys, cat *Catalog, principal, tool string) error {
-	if cat == nil {
-		return nil
-	}
-	if _, ok := cat.Tool(tool); !ok {
-		return nil
-	}
-	_, err := contract.RecordUse(ctx, c, keys, principal, tool, time.Now())
-	return err
-}
-
-// RecordRequest records that principal's request led to a call of a tool
-// of cat that succeeded, in the catalog's capped request log
-// (P:requests), when the catalog learns from requests (spec.learning);
-// for any other catalog, a tool it does not hold, or a call without a
-// principal, it records nothing. Record only calls whose arguments were
-// valid and that succeeded, and only for authenticated principals: a
-// catalog learns a request when enough distinct principals made it. The
-// request text is stored, the principal only as a hash: see
-// docs/learning.md for retention, privacy and purging. Call.Request is
-// the request behind a bridge tool_call.
-func RecordRequest(ctx context.Context, c redis.UniversalClient, keys contract.Keys, cat *Catalog, principal, request, tool string) error {
-	if cat == nil || !cat.Document.Search.LearnFromRequests {
-		return nil
-	}
-	if _, ok := cat.Tool(tool); !ok {
-		return nil
-	}
-	return contract.RecordRequest(ctx, c, keys, principal, request, tool, time.Now())
-}
-
-// TopUsed returns the n most used tools, most used first: the uses of
-// the last contract.UsageWindow days, each day's counting half as much
-// every contract.UsageHalfLife days.
-func TopUsed(ctx context.Context, c redis.UniversalClient, keys contract.Keys, n int) ([]string, error) {
-	used, err := contract.TopUsed(ctx, c, keys, n, time.Now())
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, len(used))
-	for i, u := range used {
-		out[i] = u.Tool
-	}
-	return out, nil
 }

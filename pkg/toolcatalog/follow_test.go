@@ -336,9 +336,10 @@ func TestUsageCounts(t *testing.T) {
 			}
 		}
 	}
-	top, err := TopUsed(ctx, c, k, 3)
+	cat.Document.Search.AlwaysIncludeTopNUsed = 3
+	top, err := MostUsed(ctx, c, k, cat)
 	if err != nil || !slices.Equal(top, []string{"send_email", "run_sql", "get_weather"}) {
-		t.Fatalf("TopUsed = %v, %v; want [send_email run_sql get_weather], and no tool the catalog does not hold", top, err)
+		t.Fatalf("MostUsed = %v, %v; want [send_email run_sql get_weather], and no tool the catalog does not hold", top, err)
 	}
 }
 
@@ -438,27 +439,27 @@ func TestFollowerReadsTheMostUsedTools(t *testing.T) {
 	use("get_weather", 1)
 	publishWith(t, c, k, ch, "uid-1", 1, false, contract.SearchDefaults{Method: "hybrid", TopK: 3, AlwaysIncludeTopNUsed: 2})
 	changed := make(chan *Catalog, 8)
-	f, err := Follow(ctx, c, k, FollowOptions{Channel: ch, UsageInterval: 20 * time.Millisecond, OnPopular: func(c *Catalog) { changed <- c }})
+	f, err := Follow(ctx, c, k, FollowOptions{Channel: ch, UsageInterval: 20 * time.Millisecond, OnMostUsed: func(c *Catalog) { changed <- c }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.Popular(); !slices.Equal(got, []string{"run_sql", "send_email"}) {
+	if got := f.MostUsed(); !slices.Equal(got, []string{"run_sql", "send_email"}) {
 		t.Fatalf("popular at load %v, want [run_sql send_email]", got)
 	}
 	use("get_weather", 8)
 	select {
 	case cat := <-changed:
-		if got := f.Popular(); cat == nil || !slices.Equal(got, []string{"get_weather", "run_sql"}) {
+		if got := f.MostUsed(); cat == nil || !slices.Equal(got, []string{"get_weather", "run_sql"}) {
 			t.Fatalf("popular after get_weather's uses %v", got)
 		}
 	case <-ctx.Done():
-		t.Fatal("OnPopular was not called after the uses moved")
+		t.Fatal("OnMostUsed was not called after the uses moved")
 	}
 	publishWith(t, c, k, ch, "uid-1", 2, false, contract.SearchDefaults{Method: "hybrid", TopK: 3})
 	if _, err := f.Check(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.Popular(); got != nil || f.Current().Version() != 2 {
+	if got := f.MostUsed(); got != nil || f.Current().Version() != 2 {
 		t.Fatalf("a version that includes no used tools: popular %v (version %d)", got, f.Current().Version())
 	}
 }

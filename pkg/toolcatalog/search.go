@@ -51,9 +51,9 @@ type Options struct {
 	Threshold *float64
 	// AlwaysInclude adds tool names to the catalog's always-included ones.
 	AlwaysInclude []string
-	// Popular names most-used tools to include after the always-included
-	// ones (see TopUsed).
-	Popular []string
+	// MostUsed names most used tools to include after the always-included
+	// ones (see Follower.MostUsed); their results' Why is "popular".
+	MostUsed []string
 	// Principal and Groups, when set, hide tools the principal may not
 	// use (see IsAllowed).
 	Principal string
@@ -257,7 +257,7 @@ func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Resp
 	for _, n := range opts.AlwaysInclude {
 		add(n, WhyAlwaysInclude, 0)
 	}
-	for _, n := range opts.Popular {
+	for _, n := range opts.MostUsed {
 		if len(resp.Results) >= opts.TopK {
 			break
 		}

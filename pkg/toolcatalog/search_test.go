@@ -542,7 +542,7 @@ func TestSearchRejectsUnknownMethod(t *testing.T) {
 
 func TestSearchPopularTools(t *testing.T) {
 	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "bm25", TopK: 3})
-	r := search(t, c, "send an email", Options{Popular: []string{"run_sql", "create_issue"}, Principal: "group:sales"})
+	r := search(t, c, "send an email", Options{MostUsed: []string{"run_sql", "create_issue"}, Principal: "group:sales"})
 	// run_sql is popular but not allowed; create_issue is.
 	got := names(r.Results)
 	if len(got) != 3 || got[0] != "web_search" || got[1] != "create_issue" || got[2] != "send_email" {

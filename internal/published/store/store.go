@@ -273,4 +273,3 @@ func Delete(ctx context.Context, c redis.UniversalClient, k contract.Keys) error
 	}
 	return nil
 }
-
