@@ -44,6 +44,7 @@ func main() {
 	flag.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", envflag.Duration("SHUTDOWN_DELAY", 5*time.Second), "On SIGTERM, how long to keep serving, unready, before ending open streams and waiting for the calls under way, so that Services stop sending new requests first.")
 	flag.DurationVar(&cfg.IdleViews, "idle-views", envflag.Duration("IDLE_VIEWS", gateway.DefaultIdleViews), "How long a principal's view of a catalog is kept without a session.")
 	flag.DurationVar(&cfg.UsageInterval, "usage-interval", envflag.Duration("USAGE_INTERVAL", toolcatalog.DefaultUsageInterval), "How often the most used tools of a catalog that includes them (spec.search.alwaysIncludeTopNUsed) are read again.")
+	flag.DurationVar(&cfg.ListTTL, "list-ttl", envflag.Duration("LIST_TTL", gateway.DefaultListTTL), "How long a client (MCP 2026-07-28) may keep a tools list before asking again (ttlMs), unless notifications/tools/list_changed tells it sooner; 0: ask every time.")
 	flag.StringVar(&egressAllow, "egress-allow", envflag.String("EGRESS_ALLOW", ""), egress.FlagHelp)
 	d := gateway.DefaultLimits
 	flag.Int64Var(&cfg.Limits.RequestBytes, "max-request-bytes", d.RequestBytes, "Largest HTTP request body; larger ones get 413.")
@@ -65,6 +66,9 @@ func main() {
 	// nears it instead of being killed.
 	memtune.Set(ctrl.Log.WithName("memlimit"), 0)
 	cfg.TokenAudiences = envflag.List(audiences)
+	if cfg.ListTTL == 0 {
+		cfg.ListTTL = -1 // Options read zero as the default
+	}
 	cfg.Namespaces = envflag.List(namespaces)
 	cfg.EgressAllow = envflag.List(egressAllow)
 	cfg.Log = ctrl.Log.WithName("gateway")

@@ -51,6 +51,10 @@ import (
 const (
 	DefaultCallTimeout = 30 * time.Second
 	DefaultIdleViews   = 10 * time.Minute
+	// DefaultListTTL is as long as a follower goes without checking its
+	// catalog's version when a notice is lost (toolcatalog's recheck): a
+	// list kept that long is no staler than the gateway's own.
+	DefaultListTTL = 30 * time.Second
 )
 
 // Options configure a Gateway.
@@ -75,6 +79,11 @@ type Options struct {
 	// UsageInterval is how often a catalog's most used tools are read
 	// again (toolcatalog.DefaultUsageInterval when zero).
 	UsageInterval time.Duration
+	// ListTTL is how long a client may keep a list it was sent before
+	// asking again (MCP 2026-07-28's ttlMs), unless
+	// notifications/tools/list_changed tells it sooner; DefaultListTTL
+	// when zero, and 0 (ask every time) when negative.
+	ListTTL time.Duration
 	// Limits bound what a client can make the gateway do; DefaultLimits
 	// for the fields left zero.
 	Limits Limits
@@ -117,6 +126,12 @@ func New(ctx context.Context, opts Options) *Gateway {
 	}
 	if opts.IdleViews <= 0 {
 		opts.IdleViews = DefaultIdleViews
+	}
+	switch {
+	case opts.ListTTL == 0:
+		opts.ListTTL = DefaultListTTL
+	case opts.ListTTL < 0:
+		opts.ListTTL = 0
 	}
 	if opts.Version == "" {
 		opts.Version = "dev"

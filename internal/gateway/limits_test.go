@@ -35,7 +35,7 @@ func ownGateway(t testing.TB, limits Limits, edits ...func(*Options)) (*Gateway,
 		t.Fatal(err)
 	}
 	opts := Options{Kube: kube, Secrets: kube, Auth: &Authenticator{Verifiers: []Verifier{&StaticTokens{Path: staticTokens}}},
-		Metrics: NewMetrics(prometheus.NewRegistry()), Egress: policy, Limits: limits, CallTimeout: 5 * time.Second, Log: logr.Discard()}
+		Metrics: NewMetrics(prometheus.NewRegistry()), Egress: policy, Limits: limits, CallTimeout: 5 * time.Second, ListTTL: -1, Log: logr.Discard()}
 	for _, edit := range edits {
 		edit(&opts)
 	}

@@ -79,8 +79,9 @@ type Config struct {
 	// EgressAllow lists the URL prefixes and address ranges upstream MCP
 	// servers may be at (egress.New); the API server is always denied.
 	EgressAllow []string
-	// CallTimeout, IdleViews, UsageInterval and Limits: see Options.
-	CallTimeout, IdleViews, UsageInterval time.Duration
+	// CallTimeout, IdleViews, UsageInterval, ListTTL and Limits: see
+	// Options.
+	CallTimeout, IdleViews, UsageInterval, ListTTL time.Duration
 	Limits                                Limits
 	// Version is announced to clients.
 	Version string
@@ -176,7 +177,7 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	g := New(gctx, Options{Kube: kube, Secrets: direct, Auth: auth, Metrics: NewMetrics(reg), Egress: policy,
-		CallTimeout: cfg.CallTimeout, IdleViews: cfg.IdleViews, UsageInterval: cfg.UsageInterval, Limits: cfg.Limits, Version: cfg.Version, PublicURL: cfg.PublicURL, Log: cfg.Log})
+		CallTimeout: cfg.CallTimeout, IdleViews: cfg.IdleViews, UsageInterval: cfg.UsageInterval, ListTTL: cfg.ListTTL, Limits: cfg.Limits, Version: cfg.Version, PublicURL: cfg.PublicURL, Log: cfg.Log})
 	if cfg.Audit {
 		g.opts.Audit = cfg.Log.WithName("audit")
 	}

@@ -113,6 +113,10 @@ func startSuite(onStop func(func() error)) error {
 		stopped <- Run(ctx, cfg, Config{Listener: l, MetricsListener: ml, StaticTokens: staticTokens, EgressAllow: egressAllow, CallTimeout: 5 * time.Second,
 			// TestMostUsedToolsAreListedDirectly waits for usage to move.
 			UsageInterval: 100 * time.Millisecond,
+			// Tests that wait for a list to change ask again without
+			// listening for list_changed: clients may not keep lists.
+			// TestListsSayHowTheyMayBeKept checks the default.
+			ListTTL: -1,
 			// The load test sends hundreds of calls a second as alice;
 			// TestLimits checks the rates on a gateway of its own.
 			Limits: Limits{SearchesPerSecond: 1e6, CallsPerSecond: 1e6}, Version: "test", Log: logr.Discard()})

@@ -82,6 +82,7 @@ func (s *served) newView(c caller) *view {
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 			Instructions: "The tools of catalog " + s.id + ". When tool_search is listed, the catalog holds more tools than are listed: " +
 				"find them with tool_search, read their parameters with tool_describe and call them with tool_call.",
+			SetCacheable: s.g.cacheable,
 		})
 	v.server.AddReceivingMiddleware(v.countLists)
 	v.bridge = &toolcatalog.Bridge{Catalog: s.follower.Current, Principal: c.principal.User, Groups: c.principal.Groups,
@@ -431,3 +432,16 @@ func (v *view) learn(ctx context.Context, p Principal, call *toolcatalog.Call) {
 func toolError(msg string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: msg}}, IsError: true}
 }
+
+// cacheable says how a client may keep what a view answers (MCP
+// 2026-07-28: server/discover and the lists): only for its own principal,
+// since the principal's permissions and context window choose the tools,
+// and for ListTTL unless notifications/tools/list_changed comes first.
+func (g *Gateway) cacheable(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
+	c.CacheScope = cacheScopePrivate
+	c.TTLMs = int(g.opts.ListTTL.Milliseconds())
+}
+
+// cacheScopePrivate is MCP's cacheScope for an answer only its requester
+// may keep.
+const cacheScopePrivate = "private"
