@@ -50,6 +50,11 @@ func (r *ToolCatalogReconciler) runPass(ctx context.Context, tc *v1alpha1.ToolCa
 		return res
 	}
 	st := r.catalogs().Open(catalogID(tc), string(tc.UID), cfg)
+	// What a catalog of the namespace already paid for is not asked
+	// again, unless someone asked for a refresh.
+	qs := st.QueryStore()
+	qs.Renew = res.request.Token != ""
+	providers.Generator, providers.Embedder = qs.Generator(providers.Generator), qs.Embedder(providers.Embedder)
 	res.outcome, res.err = r.refresh(ctx, tc, cfg, providers, st, res.request, res.at)
 	if res.err == nil {
 		res.grade = func() { r.grades().Submit(tc, providers.Embedder, st, res.outcome) }

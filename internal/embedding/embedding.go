@@ -10,6 +10,8 @@ package embedding
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 )
 
@@ -51,4 +53,26 @@ type QueryGenerator interface {
 	// distinct from each other and from req.Existing, or an error; never a
 	// partial set.
 	GenerateQueries(ctx context.Context, req QueryRequest) ([]string, error)
+}
+
+// Identified is a provider client that can name what decides its output
+// (see OpenAIQueryGenerator.Identity and OpenAIEmbedder.Identity): what
+// it produced can be kept and reused for the same request. The builtin
+// providers cost nothing to ask again and name nothing.
+type Identified interface {
+	Identity() string
+}
+
+// IdentityOf is v's Identity, or "" when it has none.
+func IdentityOf(v any) string {
+	if id, ok := v.(Identified); ok {
+		return id.Identity()
+	}
+	return ""
+}
+
+// shortDigest is the first 16 hex digits of s's SHA-256.
+func shortDigest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:8])
 }

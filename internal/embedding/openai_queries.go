@@ -134,7 +134,7 @@ func (r chatRoute) generate(ctx context.Context, req QueryRequest) ([]string, er
 			return &Error{Kind: KindMalformed, Provider: r.provider(), Model: r.model, Err: errors.New("answer has no choices")}
 		}
 		var err error
-		if queries, err = parseQueries(resp.Choices[0].Message.Content, req.Count, req.Existing); err != nil {
+		if queries, err = ParseQueries(resp.Choices[0].Message.Content, req.Count, req.Existing); err != nil {
 			return &Error{Kind: KindMalformed, Provider: r.provider(), Model: r.model, Err: err}
 		}
 		return nil
@@ -185,4 +185,16 @@ func queryUserPrompt(req QueryRequest) string {
 		}
 	}
 	return b.String()
+}
+
+// Identity names what decides the queries the generator writes: each
+// endpoint and model it tries, in order, and the prompt. Two generators of
+// one identity write queries alike for one request; API keys play no
+// part.
+func (g *OpenAIQueryGenerator) Identity() string {
+	parts := []string{"openai-chat", shortDigest(querySystemPrompt)}
+	for _, r := range g.routes {
+		parts = append(parts, r.cfg.baseURL()+" "+r.model)
+	}
+	return strings.Join(parts, "\n")
 }

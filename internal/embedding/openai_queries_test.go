@@ -88,7 +88,7 @@ func TestParseQueries(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseQueries(tt.content, tt.want, tt.existing)
+			got, err := ParseQueries(tt.content, tt.want, tt.existing)
 			if tt.errPart == "" {
 				mustf(t, err, "parseQueries")
 				if !slices.Equal(got, tt.ok) {

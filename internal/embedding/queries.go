@@ -48,12 +48,12 @@ func normalizeQuery(q string) string {
 	return strings.ToLower(strings.Join(strings.Fields(q), " "))
 }
 
-// parseQueries reads a model's answer strictly: a JSON object
+// ParseQueries reads a model's answer strictly: a JSON object
 // {"queries": [...]} or a JSON array, optionally in a Markdown code fence,
 // holding exactly want non-empty strings that are distinct from each other
 // and from existing. Anything else is an error; nothing is returned
 // half-parsed.
-func parseQueries(content string, want int, existing []string) ([]string, error) {
+func ParseQueries(content string, want int, existing []string) ([]string, error) {
 	body := strings.TrimSpace(content)
 	if strings.HasPrefix(body, "```") {
 		body = strings.TrimPrefix(body, "```")

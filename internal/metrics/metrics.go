@@ -67,10 +67,17 @@ var (
 		Name: "toolcatalog_redis_errors_total",
 		Help: "Failed Redis operations, by catalog and operation (read, write, notify, delete).",
 	}, []string{"catalog", "operation"})
+
+	// QueryStore counts what the query store found for a namespace's
+	// catalogs (internal/querystore).
+	QueryStore = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolcatalog_query_store_total",
+		Help: "Lookups in the query store, by namespace, kind (queries, vectors) and outcome (hit: a provider request saved; miss; error).",
+	}, []string{"namespace", "kind", "outcome"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ProviderRequests, ProviderLatency, ToolsEmbedded, Tools, PublishDuration, Version, RedisErrors, SelfRecall, Quality)
+	crmetrics.Registry.MustRegister(ProviderRequests, ProviderLatency, ToolsEmbedded, Tools, PublishDuration, Version, RedisErrors, SelfRecall, Quality, QueryStore)
 }
 
 // ObserveProviderRequest records one provider request.

@@ -15,10 +15,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/published/store"
+	"github.com/toolcatalog/tool-catalog-operator/internal/querystore"
 
 	"github.com/redis/go-redis/v9"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -37,6 +39,10 @@ type Catalogs struct {
 	Pool *redisconn.Pool
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+
+	// flights are the provider requests the passes and gradings are
+	// making, which the query stores share (querystore.Flights).
+	flights querystore.Flights
 
 	mu   sync.Mutex
 	byID map[string]*memory
@@ -114,6 +120,19 @@ type Catalog struct {
 	id, uid string
 	cfg     *catalogconfig.Config
 	rc      redis.UniversalClient
+}
+
+// QueryStore is the query store of the catalog's namespace in the
+// catalog's Redis (internal/querystore): the provider clients it wraps
+// look there before they ask, so catalogs over the same tools pay once.
+func (c *Catalog) QueryStore() *querystore.Store {
+	ns, _, _ := strings.Cut(c.id, "/")
+	s := querystore.New(c.rc, ns, 0)
+	s.Flights = &c.cs.flights
+	s.Observe = func(kind, outcome string, n int) {
+		metrics.QueryStore.WithLabelValues(ns, kind, outcome).Add(float64(n))
+	}
+	return s
 }
 
 // Selector is the catalog's selector, kept across passes.
