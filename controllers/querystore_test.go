@@ -72,6 +72,12 @@ func TestCatalogsOverTheSameToolsPayOnce(t *testing.T) {
 	t.Logf("provider requests: first catalog %d chat, %d texts; second and third together %d chat, %d texts", first.chat, first.texts, more.chat, more.texts)
 	g.Expect(more.chat*20).To(BeNumerically("<=", first.chat), "the second and third catalogs' chat requests")
 	g.Expect(more.texts*20).To(BeNumerically("<=", first.texts), "the second and third catalogs' embedded texts")
+	// The event of the version says what the store saved.
+	g.Eventually(func(g Gomega) {
+		e := hasEvent(eventsFor(g, ns, "second"), "Normal", v1alpha1.ReasonVersionPublished)
+		g.Expect(e).NotTo(BeNil())
+		g.Expect(e.Note).To(ContainSubstring("found 8 query sets and 24 vectors in the query store instead of asking the provider"))
+	}).Should(Succeed())
 
 	all := []string{"first", "second", "third"}
 	describe := func(text string) {

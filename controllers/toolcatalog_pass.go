@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -54,8 +55,26 @@ func (r *ToolCatalogReconciler) runPass(ctx context.Context, tc *v1alpha1.ToolCa
 	// again, unless someone asked for a refresh.
 	qs := st.QueryStore()
 	qs.Renew = res.request.Token != ""
+	var reusedSets, reusedVectors atomic.Int64
+	observe := qs.Observe
+	qs.Observe = func(kind, outcome string, n int) {
+		if observe != nil {
+			observe(kind, outcome, n)
+		}
+		switch {
+		case outcome != "hit":
+		case kind == "queries":
+			reusedSets.Add(int64(n))
+		default:
+			reusedVectors.Add(int64(n))
+		}
+	}
 	providers.Generator, providers.Embedder = qs.Generator(providers.Generator), qs.Embedder(providers.Embedder)
 	res.outcome, res.err = r.refresh(ctx, tc, cfg, providers, st, res.request, res.at)
+	if res.outcome != nil {
+		// The grading, later, finds its vectors there too; it is not counted.
+		res.outcome.Reused = catalog.Reused{QuerySets: int(reusedSets.Load()), Vectors: int(reusedVectors.Load())}
+	}
 	if res.err == nil {
 		res.grade = func() { r.grades().Submit(tc, providers.Embedder, st, res.outcome) }
 	}

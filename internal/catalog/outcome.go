@@ -30,6 +30,14 @@ type Outcome struct {
 	// pass wrote it.
 	Version   int64
 	Published bool
+	// Reused counts what the pass found in the query store instead of
+	// asking a provider: query sets, and texts' vectors.
+	Reused Reused
+}
+
+// Reused counts provider requests a pass saved.
+type Reused struct {
+	QuerySets, Vectors int
 }
 
 // Failures lists the rejected ToolDefinitions, then the failed refreshes.
@@ -206,6 +214,9 @@ func (o *Outcome) Summary() string {
 	}
 	if len(o.Build.Removed) > 0 {
 		parts = append(parts, fmt.Sprintf("removed %d (%s)", len(o.Build.Removed), ListNames(o.Build.Removed)))
+	}
+	if r := o.Reused; r.QuerySets+r.Vectors > 0 {
+		parts = append(parts, fmt.Sprintf("found %d query sets and %d vectors in the query store instead of asking the provider", r.QuerySets, r.Vectors))
 	}
 	return strings.Join(parts, ", ")
 }
