@@ -329,6 +329,7 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 	tab.set("bulk apply: versions, worst notice → status lag", col, bulkNotices.worstLag(shown))
 
 	tab.set("stored catalog: tools / change records or version documents", col, storedSize(t, keys))
+	tab.set("query store of the namespace: entries / bytes", col, storeSize(t, ns))
 
 	// The consumer's load and searches are measured with the manager
 	// idle, its grading of the version done: at 50,000 tools that grading
@@ -1024,6 +1025,30 @@ func storedSize(t *testing.T, k contract.Keys) string {
 		}
 	}
 	return fmt.Sprintf("%s / %s", mib(tools), mib(versions))
+}
+
+// storeSize says how many entries the namespace's query store holds
+// (internal/querystore) and how large their values are.
+func storeSize(t *testing.T, ns string) string {
+	ctx := t.Context()
+	rc := redisSrv.Client()
+	var keys []string
+	iter := rc.Scan(ctx, 0, "toolcatalog:store:"+ns+":*", 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	cmds := make([]*redis.IntCmd, len(keys))
+	_, _ = rc.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.StrLen(ctx, k)
+		}
+		return nil
+	})
+	var size int64
+	for _, c := range cmds {
+		size += c.Val()
+	}
+	return fmt.Sprintf("%d / %s", len(keys), mib(size))
 }
 
 // ---- notices ----
