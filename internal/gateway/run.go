@@ -82,7 +82,7 @@ type Config struct {
 	// CallTimeout, IdleViews, UsageInterval, ListTTL and Limits: see
 	// Options.
 	CallTimeout, IdleViews, UsageInterval, ListTTL time.Duration
-	Limits                                Limits
+	Limits                                         Limits
 	// Version is announced to clients.
 	Version string
 	// ShutdownDelay is how long the gateway keeps serving, unready, once
