@@ -85,12 +85,14 @@ type Observer func(kind, outcome string, n int)
 
 // generation is what decides a generated query set.
 type generation struct {
-	Generator   string          `json:"generator"`
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Parameters  json.RawMessage `json:"parameters"`
-	Count       int             `json:"count"`
-	Existing    []string        `json:"existing"`
+	Generator   string `json:"generator"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// Parameters is the schema's text as sent: a string, so that text
+	// that is not JSON still keys its own entry.
+	Parameters string   `json:"parameters"`
+	Count      int      `json:"count"`
+	Existing   []string `json:"existing"`
 }
 
 // vector is what decides a text's vector.
@@ -100,7 +102,7 @@ type vector struct {
 }
 
 func (s *Store) key(kind string, v any) string {
-	// Marshalling strings, numbers and raw JSON cannot fail.
+	// Marshalling structs of strings and numbers cannot fail.
 	raw, _ := json.Marshal(v)
 	sum := sha256.Sum256(append([]byte(kind+"\n"), raw...))
 	return s.prefix + kind + ":" + hex.EncodeToString(sum[:])
@@ -131,7 +133,7 @@ func (g *storedGenerator) Identity() string { return g.id }
 // generator and keeps its answer.
 func (g *storedGenerator) GenerateQueries(ctx context.Context, req embedding.QueryRequest) ([]string, error) {
 	key := g.s.key("queries", generation{Generator: g.id, Name: req.Tool.Name, Description: req.Tool.Description,
-		Parameters: req.Tool.Parameters, Count: req.Count, Existing: req.Existing})
+		Parameters: string(req.Tool.Parameters), Count: req.Count, Existing: req.Existing})
 	raws, readErr := g.s.get(ctx, []string{key})
 	switch {
 	case readErr != nil:

@@ -21,13 +21,6 @@ var server = redistest.NewShared()
 
 func TestMain(m *testing.M) { os.Exit(server.Main(m)) }
 
-func client(t *testing.T) redis.UniversalClient {
-	t.Helper()
-	c := server.Get(t).Client()
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 // namespace is a namespace of its own for each run of a test: the
 // server's keys outlive a run.
 func namespace(t *testing.T, name string) string {
@@ -83,7 +76,7 @@ var weather = embedding.QueryRequest{Tool: embedding.ToolSpec{Name: "get_weather
 func TestGeneratorAsksOnceForTheSameRequest(t *testing.T) {
 	teama, teamb := namespace(t, "team-a"), namespace(t, "team-b")
 	ctx := context.Background()
-	rc := client(t)
+	rc := server.Client(t)
 	p := &counting{}
 	first := New(rc, teama, time.Hour).Generator(p)
 	want, err := first.GenerateQueries(ctx, weather)
@@ -128,7 +121,7 @@ func TestEmbedderEmbedsOnlyWhatItLacks(t *testing.T) {
 	teama := namespace(t, "team-a")
 	ctx := context.Background()
 	p := &counting{dims: 2}
-	e := New(client(t), teama, time.Hour).Embedder(p)
+	e := New(server.Client(t), teama, time.Hour).Embedder(p)
 	if _, err := e.Embed(ctx, []string{"a", "bb"}); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +138,7 @@ func TestEmbedderEmbedsOnlyWhatItLacks(t *testing.T) {
 		t.Fatalf("vectors %v; want %v", got, want)
 	}
 	// A requested refresh reads nothing: it asks again and keeps that.
-	renewing := New(client(t), teama, time.Hour)
+	renewing := New(server.Client(t), teama, time.Hour)
 	renewing.Renew = true
 	if _, err := renewing.Embedder(p).Embed(ctx, []string{"a", "bb"}); err != nil {
 		t.Fatal(err)
@@ -161,7 +154,7 @@ func TestEmbedderEmbedsOnlyWhatItLacks(t *testing.T) {
 func TestHostileEntriesAreAskedAgain(t *testing.T) {
 	teama := namespace(t, "team-a")
 	ctx := context.Background()
-	rc := client(t)
+	rc := server.Client(t)
 	p := &counting{dims: 2}
 	s := New(rc, teama, time.Hour)
 	key := s.key("queries", generation{Generator: "counting", Name: weather.Tool.Name, Description: weather.Tool.Description, Count: weather.Count, Existing: weather.Existing})
@@ -191,7 +184,7 @@ func TestHostileEntriesAreAskedAgain(t *testing.T) {
 // provider answers.
 func TestUnnamedProvidersAndAnUnreachableStore(t *testing.T) {
 	teama := namespace(t, "team-a")
-	s := New(client(t), teama, time.Hour)
+	s := New(server.Client(t), teama, time.Hour)
 	if g := s.Generator(embedding.TemplateQueryGenerator{}); g != (embedding.TemplateQueryGenerator{}) {
 		t.Fatalf("the builtin generator was wrapped: %T", g)
 	}
@@ -248,7 +241,7 @@ func (g *gated) GenerateQueries(ctx context.Context, req embedding.QueryRequest)
 func TestPassesAskingAtOnceAskOnce(t *testing.T) {
 	teama := namespace(t, "team-a")
 	ctx := context.Background()
-	rc := client(t)
+	rc := server.Client(t)
 	p := &gated{counting: counting{dims: 2}, generating: make(chan struct{}), embedding: make(chan struct{}), entered: make(chan struct{}, 10)}
 	var flights Flights
 	looked := make(chan string, 100)

@@ -23,9 +23,7 @@ func TestMain(m *testing.M) { os.Exit(server.Main(m)) }
 
 func newClient(t *testing.T) (redis.UniversalClient, Keys) {
 	t.Helper()
-	c := server.Get(t).Client()
-	t.Cleanup(func() { _ = c.Close() })
-	return c, Keys{Prefix: DefaultPrefix("ns-"+t.Name(), "cat")}
+	return server.Client(t), Keys{Prefix: DefaultPrefix("ns-"+t.Name(), "cat")}
 }
 
 func TestReadEmptyCatalog(t *testing.T) {

@@ -154,8 +154,7 @@ func newFollowCase(t *testing.T) *followCase {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	fc := &followCase{ctx: ctx, c: server.Get(t).Client(), k: Keys("ns", t.Name()), channel: "updates:" + t.Name()}
-	t.Cleanup(func() { _ = fc.c.Close() })
+	fc := &followCase{ctx: ctx, c: server.Client(t), k: Keys("ns", t.Name()), channel: "updates:" + t.Name()}
 	publish(t, fc.c, fc.k, fc.channel, 1, false)
 	return fc
 }

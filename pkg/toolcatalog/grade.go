@@ -16,13 +16,6 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
-// grade evaluates the catalog with its own queries, searching every one
-// (see package selfgrade).
-func (c *Catalog) grade(ctx context.Context, sets map[string]gradehook.QuerySet) (*gradehook.Grading, error) {
-	g, _, err := (&grader{maxSearches: -1}).grade(ctx, c, sets)
-	return g, err
-}
-
 // grader grades the successive versions of one catalog, each from the
 // grading before (see package selfgrade). The zero value is ready to use.
 type grader struct {

@@ -27,9 +27,7 @@ func TestMain(m *testing.M) { os.Exit(server.Main(m)) }
 
 func newClient(t *testing.T) (redis.UniversalClient, contract.Keys) {
 	t.Helper()
-	c := server.Get(t).Client()
-	t.Cleanup(func() { _ = c.Close() })
-	return c, contract.Keys{Prefix: contract.DefaultPrefix("ns-"+t.Name(), "cat")}
+	return server.Client(t), contract.Keys{Prefix: contract.DefaultPrefix("ns-"+t.Name(), "cat")}
 }
 
 // testDoc is a sealed document of version v with the named tools; a tool

@@ -106,6 +106,15 @@ func (s *Shared) Get(t testing.TB) *Server {
 	return s.srv
 }
 
+// Client returns a new client of the package's server, closed when t
+// ends.
+func (s *Shared) Client(t testing.TB) *redis.Client {
+	t.Helper()
+	c := s.Get(t).Client()
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 // Main runs the tests and stops the server if one was started.
 func (s *Shared) Main(m *testing.M) int { return s.suite.Main(m) }
 
