@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -128,8 +129,18 @@ func ReadTools(ctx context.Context, c redis.UniversalClient, k Keys, version int
 
 // ReadVersion rebuilds the document of a retained version: the current
 // document with the change records since applied backwards. A contract-1
-// catalog's version is read from P:catalog:v<N>.
+// catalog's version is read from P:catalog:v<N>. The pinned version is
+// read from its copy (Keys.Pinned), retained or not.
 func ReadVersion(ctx context.Context, c redis.UniversalClient, k Keys, n int64) (*Document, error) {
+	if p := k.Pinned(); c.Get(ctx, p.Version()).Val() == strconv.FormatInt(n, 10) {
+		s, err := Read(ctx, c, p)
+		if err != nil {
+			return nil, err
+		}
+		if d, err := s.Document(); err != nil || d != nil && d.Version == n {
+			return d, err
+		}
+	}
 	docs, err := history(ctx, c, k, n)
 	if err != nil {
 		return nil, err
@@ -177,9 +188,9 @@ func history(ctx context.Context, c redis.UniversalClient, k Keys, oldest int64)
 			if readErr != nil {
 				return docs, fmt.Errorf("reading %s: %w", k.CatalogVersion(v), readErr)
 			}
-			d, bytesErr := ParseDocument(raw)
-			if readErr != nil {
-				return docs, bytesErr
+			d, parseErr := ParseDocument(raw)
+			if parseErr != nil {
+				return docs, parseErr
 			}
 			docs = append(docs, d)
 		}

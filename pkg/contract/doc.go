@@ -14,6 +14,12 @@
 //	P:embeddings             hash    operator  tool name → float32 little-endian vector
 //	P:metadata               hash    operator  tool name → Metadata JSON
 //	P:changes:v<N>           string  operator  what version N changed (Change JSON), the last retainVersions kept
+//	P:changes:v<N>:before    hash    operator  vectors and metadata the tools version N changed had before it
+//	P:pinned:version         string  operator  while pinned: the version served
+//	P:pinned:head            string  operator  while pinned: the head of the version served
+//	P:pinned:tools           hash    operator  while pinned: its entries
+//	P:pinned:embeddings      hash    operator  while pinned: its vectors
+//	P:pinned:metadata        hash    operator  while pinned: its metadata
 //	P:catalog                string  operator  a document contract-1 readers refuse
 //	P:catalog:v<N>           string  operator  contract 1's retained documents, deleted by the first contract-2 version
 //	P:staged:embeddings      hash    operator  the operator's own: vectors of a change of model under way

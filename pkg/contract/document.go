@@ -484,6 +484,10 @@ type Change struct {
 	Before map[string]Entry `json:"before"`
 	// HeadBefore is version N-1's head; absent for a first version.
 	HeadBefore *Head `json:"head_before,omitempty"`
+	// BeforeKept says that P:changes:v<N>:before holds the vectors and
+	// metadata the updated and removed tools had in version N-1 (a tool
+	// without one there had none), so that version N-1 can be pinned.
+	BeforeKept bool `json:"before_kept,omitempty"`
 }
 
 // Notice is the pub/sub message announcing a version.
@@ -493,6 +497,11 @@ type Notice struct {
 	CatalogUID string `json:"catalog_uid,omitempty"`
 	Version    int64  `json:"version"`
 	SchemaHash string `json:"schema_hash"`
+	// Pinned is the version served while the catalog is pinned
+	// (spec.publish.pinVersion), absent when it is not: a notice with
+	// Pinned set or cleared is sent when a pin is, and readers then serve
+	// another version than Version.
+	Pinned int64 `json:"pinned,omitempty"`
 }
 
 // NoticeOf is the notice announcing a document.

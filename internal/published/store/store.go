@@ -65,6 +65,10 @@ func Write(ctx context.Context, c redis.UniversalClient, k contract.Keys, u Upda
 	if err != nil {
 		return err
 	}
+	before, err := keepBefore(ctx, c, k, u, &change)
+	if err != nil {
+		return err
+	}
 	changeRaw, err := json.Marshal(change)
 	if err != nil {
 		return fmt.Errorf("encoding the change record: %w", err)
@@ -99,14 +103,60 @@ func Write(ctx context.Context, c redis.UniversalClient, k contract.Keys, u Upda
 		// to tools that are gone.
 		p.Del(ctx, k.StagedEmbeddings(), k.StagedMetadata())
 		p.Set(ctx, k.Changes(d.Version), changeRaw, 0)
+		p.Del(ctx, k.ChangesBefore(d.Version))
+		if len(before) > 0 {
+			p.HSet(ctx, k.ChangesBefore(d.Version), before...)
+		}
 		if old := contract.VersionKeys(k.Changes, d.Version-int64(u.Retain), contract.MaxRetainVersions+1); len(old) > 0 {
 			p.Del(ctx, old...)
+			p.Del(ctx, contract.VersionKeys(k.ChangesBefore, d.Version-int64(u.Retain), contract.MaxRetainVersions+1)...)
 		}
 	})
 	if err != nil && !errors.Is(err, contract.ErrConflict) {
 		return fmt.Errorf("writing catalog %s version %d: %w", k.Prefix, d.Version, err)
 	}
 	return err
+}
+
+// keepBefore reads the vectors and metadata that the tools the change
+// record names had in the previous version, as fields of
+// P:changes:v<N>:before, and marks the record as keeping them: what
+// rebuilding that version for a pin needs (contract.Keys.ChangesBefore).
+// A change of embedding model keeps none. It reads before the write's
+// WATCH: a version published in between fails the write anyway.
+func keepBefore(ctx context.Context, c redis.UniversalClient, k contract.Keys, u Update, change *contract.Change) ([]any, error) {
+	if u.Previous == nil || u.Rewrite || u.Previous.Embedding != u.Document.Embedding {
+		return nil, nil
+	}
+	change.BeforeKept = true
+	names := make([]string, 0, len(change.Before))
+	for name := range change.Before {
+		names = append(names, name)
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	sort.Strings(names)
+	var fields []any
+	for chunk := range slices.Chunk(names, 1000) {
+		var vecs, meta *redis.SliceCmd
+		if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			vecs = p.HMGet(ctx, k.Embeddings(), chunk...)
+			meta = p.HMGet(ctx, k.Metadata(), chunk...)
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("reading the vectors version %d replaces: %w", u.Document.Version, err)
+		}
+		for i, name := range chunk {
+			if v, ok := vecs.Val()[i].(string); ok {
+				fields = append(fields, contract.BeforeVectorField(name), v)
+			}
+			if m, ok := meta.Val()[i].(string); ok {
+				fields = append(fields, contract.BeforeMetadataField(name), m)
+			}
+		}
+	}
+	return fields, nil
 }
 
 // diff finds the entries to set and remove and the change record of an
