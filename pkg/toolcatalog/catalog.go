@@ -33,6 +33,10 @@ type Catalog struct {
 	Vectors map[string][]float32
 	// Metadata is each tool's embedding metadata by tool name.
 	Metadata map[string]*contract.Metadata
+	// Pinned says the catalog is pinned at this version
+	// (spec.publish.pinVersion): newer versions may be published, and are
+	// served once the pin is cleared.
+	Pinned bool
 
 	tools map[string]int // name → index in Document.Tools
 	// nameKeys says the tools are in name order, as Document.Seal leaves
@@ -70,10 +74,13 @@ func Keys(namespace, name string) contract.Keys {
 	return contract.Keys{Prefix: contract.DefaultPrefix(namespace, name)}
 }
 
-// Load reads a catalog's document, vectors and metadata from Redis in one
-// round trip. c may be a standalone, Sentinel or Cluster client.
+// Load reads the version of a catalog that is served — the pinned one
+// while the catalog is pinned, else the current one — its document,
+// vectors and metadata, in one round trip after the one that finds which
+// (contract.ReadServed). c may be a standalone, Sentinel or Cluster
+// client.
 func Load(ctx context.Context, c redis.UniversalClient, keys contract.Keys) (*Catalog, error) {
-	snap, err := contract.Read(ctx, c, keys)
+	snap, pinned, err := contract.ReadServed(ctx, c, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -89,6 +96,7 @@ func Load(ctx context.Context, c redis.UniversalClient, keys contract.Keys) (*Ca
 		return nil, fmt.Errorf("%w (%s)", ErrNotPublished, keys.Head())
 	}
 	cat := build(doc, snap.Vectors, nil, nil, nil)
+	cat.Pinned = pinned
 	cat.Metadata = <-parsed
 	for name, m := range cat.Metadata {
 		i, ok := cat.tools[name]
@@ -599,11 +607,12 @@ func norm(v []float32) float64 {
 // what changed.
 const maxIncremental = contract.MaxRetainVersions
 
-// Update returns the current version of the catalog cur holds, reading
+// Update returns the served version of the catalog cur holds, reading
 // from Redis only the tools changed since cur's version (from the change
 // records of contract 2) and sharing the rest with cur. It returns cur
-// itself when it is current, and falls back to a full Load when cur is
-// nil, the catalog was recreated, or a change record is gone.
+// itself when it is the one served, and falls back to a full Load when
+// cur is nil, the catalog was recreated, a change record is gone, or a
+// pin was set, changed or cleared.
 func Update(ctx context.Context, c redis.UniversalClient, keys contract.Keys, cur *Catalog) (*Catalog, error) {
 	if cur == nil {
 		return Load(ctx, c, keys)
@@ -621,15 +630,19 @@ func Update(ctx context.Context, c redis.UniversalClient, keys contract.Keys, cu
 var errFullLoad = errors.New("a full load is needed")
 
 func update(ctx context.Context, c redis.UniversalClient, keys contract.Keys, cur *Catalog) (*Catalog, error) {
-	v, err := c.Get(ctx, keys.Version()).Int64()
-	if errors.Is(err, redis.Nil) {
+	served, v, err := contract.Served(ctx, c, keys)
+	if err != nil {
+		return nil, err
+	}
+	if v == 0 {
 		return nil, fmt.Errorf("%w (%s)", ErrNotPublished, keys.Version())
 	}
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", keys.Version(), err)
-	}
-	if v == cur.Version() {
+	pinned := served != keys
+	if v == cur.Version() && pinned == cur.Pinned {
 		return cur, nil
+	}
+	if pinned || cur.Pinned {
+		return Load(ctx, c, keys)
 	}
 	next, err := incremental(ctx, c, keys, cur, v)
 	if errors.Is(err, errFullLoad) || errors.Is(err, contract.ErrNotRetained) {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -173,21 +172,15 @@ func (f *Follower) Reloads() int64 { return f.reloads.Load() }
 // catalog was deleted and created again (or Redis was restored). It reports
 // whether it reloaded.
 func (f *Follower) Check(ctx context.Context) (bool, error) {
-	v, err := f.client.Get(ctx, f.keys.Version()).Result()
-	if errors.Is(err, redis.Nil) {
+	served, n, err := contract.Served(ctx, f.client, f.keys)
+	if err != nil || n == 0 {
+		return false, err
+	}
+	pinned := served != f.keys
+	if cur := f.Current(); cur != nil && n == cur.Version() && pinned == cur.Pinned {
 		return false, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("reading %s: %w", f.keys.Version(), err)
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return false, fmt.Errorf("%s holds %q, not a version", f.keys.Version(), v)
-	}
-	if cur := f.Current(); cur != nil && n == cur.Version() {
-		return false, nil
-	}
-	return true, f.reload(ctx, func(cur *Catalog) bool { return cur.Version() != n })
+	return true, f.reload(ctx, func(cur *Catalog) bool { return cur.Version() != n || pinned != cur.Pinned })
 }
 
 // reload loads the catalog, unless need says the one held will do, and
@@ -205,7 +198,7 @@ func (f *Follower) reload(ctx context.Context, need func(cur *Catalog) bool) err
 	if err := f.expected(c.Document); err != nil {
 		return err
 	}
-	if cur := f.Current(); cur != nil && c.Version() == cur.Version() && c.SchemaHash() == cur.SchemaHash() {
+	if cur := f.Current(); cur != nil && c.Version() == cur.Version() && c.SchemaHash() == cur.SchemaHash() && c.Pinned == cur.Pinned {
 		return nil
 	}
 	f.current.Store(c)
@@ -301,11 +294,15 @@ func (f *Follower) handle(ctx context.Context, m any) {
 			return
 		}
 		recreated := n.CatalogUID != "" && n.CatalogUID != cur.Document.CatalogUID
-		if n.Catalog != cur.Document.Catalog || (!recreated && n.Version <= cur.Version()) {
+		// While a pin is set or held, the version served may go down:
+		// Update finds what is served.
+		pins := n.Pinned > 0 || cur.Pinned
+		if n.Catalog != cur.Document.Catalog || (!recreated && !pins && n.Version <= cur.Version()) ||
+			(!recreated && n.Pinned > 0 && n.Pinned == cur.Version() && cur.Pinned) {
 			return // another catalog's notice, or an old or duplicate one
 		}
 		err := f.reload(ctx, func(cur *Catalog) bool {
-			return cur.Document.CatalogUID != n.CatalogUID && n.CatalogUID != "" || cur.Version() < n.Version
+			return cur.Document.CatalogUID != n.CatalogUID && n.CatalogUID != "" || cur.Version() < n.Version || pins
 		})
 		if err != nil {
 			f.report(err)

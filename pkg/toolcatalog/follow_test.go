@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -460,5 +461,84 @@ func TestFollowerReadsTheMostUsedTools(t *testing.T) {
 	}
 	if got := f.MostUsed(); got != nil || f.Current().Version() != 2 {
 		t.Fatalf("a version that includes no used tools: popular %v (version %d)", got, f.Current().Version())
+	}
+}
+
+// A pinned catalog is served at its pinned version: a follower moves to
+// it when the pin is announced, stays there while newer versions are
+// published, and moves to the newest when the pin is cleared; a periodic
+// check finds a pin set at the current version and cleared again.
+func TestFollowServesThePinnedVersion(t *testing.T) {
+	fc := newFollowCase(t)
+	ctx, c, k, channel := fc.ctx, fc.c, fc.k, fc.channel
+	var mu sync.Mutex
+	var seen []string
+	f := fc.follow(t, func(cat *Catalog) {
+		mu.Lock()
+		seen = append(seen, fmt.Sprintf("%d%s", cat.Version(), map[bool]string{true: "p"}[cat.Pinned]))
+		mu.Unlock()
+	})
+	v1, err := LoadVersion(ctx, c, k, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := publish(t, c, k, channel, 2, true)
+	eventually(t, "version 2", func() bool { return f.Current().Version() == 2 })
+	announce := func(d *contract.Document, pinned int64) {
+		t.Helper()
+		n := contract.NoticeOf(d)
+		n.Pinned = pinned
+		raw, _ := json.Marshal(n)
+		if err := store.Notify(ctx, c, channel, raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := store.Pin(ctx, c, k, v2, 1); err != nil {
+		t.Fatal(err)
+	}
+	announce(v2, 1)
+	eventually(t, "the pinned version 1", func() bool { return f.Current().Version() == 1 && f.Current().Pinned })
+	if cur := f.Current(); cur.SchemaHash() != v1.SchemaHash || len(cur.Vectors) != len(fixture) {
+		t.Fatalf("pinned at 1: schema %s (want %s), %d vectors", cur.SchemaHash(), v1.SchemaHash, len(cur.Vectors))
+	}
+	if got := firstRanked(search(t, f.Current(), "will it rain tomorrow", Options{Method: Semantic, Embedder: lexicalEmbedder()})); got != "get_weather" {
+		t.Fatalf("search on the pinned version: top %s", got)
+	}
+
+	// Version 3 is published and announced, and not served; moving the
+	// pin to 2 afterwards proves its notice was handled first.
+	v3 := publish(t, c, k, channel, 3, true)
+	if _, err := store.Pin(ctx, c, k, v3, 2); err != nil {
+		t.Fatal(err)
+	}
+	announce(v3, 2)
+	eventually(t, "the pinned version 2", func() bool { return f.Current().Version() == 2 })
+	if _, err := store.Unpin(ctx, c, k); err != nil {
+		t.Fatal(err)
+	}
+	announce(v3, 0)
+	eventually(t, "version 3 once unpinned", func() bool { return f.Current().Version() == 3 && !f.Current().Pinned })
+
+	// Pinned at the current version and unpinned, with no notice: the
+	// periodic check follows both.
+	if _, err := store.Pin(ctx, c, k, v3, 3); err != nil {
+		t.Fatal(err)
+	}
+	if reloaded, err := f.Check(ctx); err != nil || !reloaded || !f.Current().Pinned {
+		t.Fatalf("check after pinning at the current version: reloaded %v, %v, pinned %v", reloaded, err, f.Current().Pinned)
+	}
+	if reloaded, err := f.Check(ctx); err != nil || reloaded {
+		t.Fatalf("second check: reloaded %v, %v", reloaded, err)
+	}
+	if _, err := store.Unpin(ctx, c, k); err != nil {
+		t.Fatal(err)
+	}
+	if reloaded, err := f.Check(ctx); err != nil || !reloaded || f.Current().Pinned {
+		t.Fatalf("check after unpinning: reloaded %v, %v, pinned %v", reloaded, err, f.Current().Pinned)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := strings.Join(seen, " "); got != "1 2 1p 2p 3 3p 3" {
+		t.Fatalf("versions served: %s, want 1 2 1p 2p 3 3p 3", got)
 	}
 }
