@@ -189,9 +189,10 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			return ctrl.Result{}, err
 		}
 	}
-	// During a burst of changes the passes are spaced (pacer).
+	// During a burst of changes the passes are spaced (pacer); a change
+	// of the catalog itself (a pin set or cleared among them) is not.
 	started := r.now()
-	if wait := r.pace.wait(req.NamespacedName, started); wait > 0 {
+	if wait := r.pace.wait(req.NamespacedName, started); wait > 0 && tc.Generation == tc.Status.ObservedGeneration {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	// One trace per pass: its steps are child spans (select, read, plan,

@@ -16,6 +16,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/grading"
+	"github.com/toolcatalog/tool-catalog-operator/internal/published"
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
@@ -34,6 +35,10 @@ type passResult struct {
 	grade func()
 	// at is when the pass started, on the reconciler's clock.
 	at time.Time
+	// hold is what the catalog serves after the pass saw its pin; held
+	// says the pass got that far.
+	hold published.Hold
+	held bool
 }
 
 // runPass resolves the catalog's configuration and runs one refresh.
@@ -77,8 +82,30 @@ func (r *ToolCatalogReconciler) runPass(ctx context.Context, tc *v1alpha1.ToolCa
 	}
 	if res.err == nil {
 		res.grade = func() { r.grades().Submit(tc, providers.Embedder, st, res.outcome) }
+		res.hold, res.err = r.hold(ctx, tc, st, res.outcome)
+		res.held = res.err == nil
 	}
 	return res
+}
+
+// hold serves the catalog at spec.publish.pinVersion, or at the newest
+// version when it is not set, after the pass left the newest published.
+func (r *ToolCatalogReconciler) hold(ctx context.Context, tc *v1alpha1.ToolCatalog, st publishedState, o *catalog.Outcome) (published.Hold, error) {
+	var pin int64
+	if p := tc.Spec.Publish.PinVersion; p != nil {
+		pin = *p
+	}
+	cur := o.Stored.Doc
+	if o.Published {
+		cur = o.Build.Document
+	}
+	hctx, span := step(ctx, "pin")
+	h, err := st.Hold(hctx, cur, pin)
+	endStep(span, err)
+	if err != nil {
+		return h, redisError(tc, err)
+	}
+	return h, nil
 }
 
 // configError classifies a failure to resolve the configuration.
@@ -102,6 +129,7 @@ type publishedState interface {
 	Learned(ctx context.Context, stored catalog.Stored, tools []*catalog.Tool) (map[string][]string, error)
 	Stage(ctx context.Context, stored catalog.Stored, b catalog.Build) error
 	Publish(ctx context.Context, stored catalog.Stored, b catalog.Build, floor int64) (int64, error)
+	Hold(ctx context.Context, cur *contract.Document, pin int64) (published.Hold, error)
 }
 
 // refresh runs the pipeline of internal/catalog: select, read, plan,

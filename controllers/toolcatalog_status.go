@@ -11,6 +11,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
+	"github.com/toolcatalog/tool-catalog-operator/internal/published"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -66,12 +67,45 @@ func applyStatus(tc *v1alpha1.ToolCatalog, res passResult) {
 	}
 	setCondition(tc, v1alpha1.ConditionPublished, pub.Status, pub.Reason, pub.Message)
 	setCondition(tc, v1alpha1.ConditionEmbeddingsSynced, synced.Status, synced.Reason, synced.Message)
+	if res.held {
+		applyPin(tc, res.hold, o.Version)
+	}
+	if st.Pin != nil {
+		serves = fmt.Sprintf("version %d serves %d tools, held by a pin at version %d", o.Version, len(o.Build.Document.Tools), st.Pin.Version)
+	}
 	summarize(tc, summary{
-		owned:    []string{v1alpha1.ConditionPublished, v1alpha1.ConditionEmbeddingsSynced},
+		err:      res.err,
+		owned:    []string{v1alpha1.ConditionPublished, v1alpha1.ConditionPinned, v1alpha1.ConditionEmbeddingsSynced},
 		ready:    condition(metav1.ConditionTrue, v1alpha1.ReasonSucceeded, serves),
 		reason:   v1alpha1.ReasonRefreshing,
 		progress: progress,
 	})
+}
+
+// applyPin reports what a pinned catalog serves: status.pin and the
+// Pinned condition, both absent when spec.publish.pinVersion is not set.
+func applyPin(tc *v1alpha1.ToolCatalog, h published.Hold, newest int64) {
+	st := &tc.Status
+	st.Pin = nil
+	if h.Version > 0 {
+		summary := fmt.Sprintf("pinned to %d, %d tools changed since", h.Version, h.Changed)
+		st.Pin = &v1alpha1.PinStatus{Version: h.Version, ToolsChangedSince: int32(h.Changed), Summary: summary}
+	}
+	p := tc.Spec.Publish.PinVersion
+	switch {
+	case p == nil:
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionPinned)
+	case h.Refused != nil:
+		serving := fmt.Sprintf("the newest, version %d", newest)
+		if h.Version > 0 {
+			serving = fmt.Sprintf("version %d, pinned before", h.Version)
+		}
+		setCondition(tc, v1alpha1.ConditionPinned, metav1.ConditionFalse, v1alpha1.ReasonPinUnavailable,
+			fmt.Sprintf("%v; serving %s. Set spec.publish.pinVersion to a retained version or clear it", h.Refused, serving))
+	default:
+		setCondition(tc, v1alpha1.ConditionPinned, metav1.ConditionTrue, v1alpha1.ReasonPinned,
+			fmt.Sprintf("consumers are served version %d; version %d is published and served once spec.publish.pinVersion is cleared (%d tools changed since)", h.Version, newest, h.Changed))
+	}
 }
 
 // summarizeFirstPass says, until a catalog's first pass comes to an
@@ -115,6 +149,12 @@ func (r *ToolCatalogReconciler) recordEvents(base, tc *v1alpha1.ToolCatalog, res
 	if o := res.outcome; o != nil {
 		if o.Published {
 			r.Recorder.Eventf(tc, nil, corev1.EventTypeNormal, v1alpha1.ReasonVersionPublished, "Publish", "published version %d: %s", o.Version, o.Summary())
+		}
+		switch h := res.hold; {
+		case h.Set:
+			r.Recorder.Eventf(tc, nil, corev1.EventTypeNormal, v1alpha1.ReasonPinned, "Pin", "serving version %d to consumers; version %d stays published, %d tools changed since", h.Version, o.Version, h.Changed)
+		case h.Cleared:
+			r.Recorder.Eventf(tc, nil, corev1.EventTypeNormal, v1alpha1.ReasonUnpinned, "Unpin", "serving the newest version, %d, to consumers again", o.Version)
 		}
 		if failures := o.Failures(); len(failures) > 0 && failuresChanged(base.Status.FailingTools, tc.Status.FailingTools) {
 			var parts []string

@@ -223,8 +223,23 @@ const (
 	ReasonNotSelected = "NotSelected"
 )
 
+// ConditionPinned is set on a ToolCatalog while spec.publish.pinVersion
+// is: True (ReasonPinned) when the version asked for is served, False
+// (ReasonPinUnavailable) when it cannot be, saying why and what is served
+// instead.
+const ConditionPinned = "Pinned"
+
 // Condition reasons of ToolCatalog.
 const (
+	// ReasonPinned (Pinned=True): consumers are served the pinned version.
+	ReasonPinned = "Pinned"
+	// ReasonUnpinned is the event of a pin cleared: the newest version is
+	// served again.
+	ReasonUnpinned = "Unpinned"
+	// ReasonPinUnavailable (Pinned=False): the version asked for cannot be
+	// pinned (not published, no longer retained, or embedded with another
+	// model); the message says what is served instead.
+	ReasonPinUnavailable = "PinUnavailable"
 	// ReasonSucceeded (Ready=True) means the catalog is published and
 	// every selected tool is embedded.
 	ReasonSucceeded = "Succeeded"

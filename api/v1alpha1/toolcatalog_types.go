@@ -547,6 +547,32 @@ type PublishSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
 	ResyncInterval *metav1.Duration `json:"resyncInterval,omitempty"`
+
+	// pinVersion holds the catalog at this version: consumers and the
+	// gateway serve it, while the operator goes on publishing the newest
+	// version, which is served as soon as the field is cleared. It must
+	// be a version still retained (retainVersions) and embedded with the
+	// catalog's current model; once pinned, it is kept however many
+	// versions follow. status.pin and the Pinned condition say what is
+	// served and how many tools changed since.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	PinVersion *int64 `json:"pinVersion,omitempty"`
+}
+
+// PinStatus is what a pinned catalog serves.
+type PinStatus struct {
+	// version is the version consumers and the gateway serve.
+	Version int64 `json:"version"`
+
+	// toolsChangedSince counts the tools the newest version added,
+	// removed or changed since the pinned one.
+	// +optional
+	ToolsChangedSince int32 `json:"toolsChangedSince,omitempty"`
+
+	// summary says it in words: "pinned to 3, 2 tools changed since".
+	// +optional
+	Summary string `json:"summary,omitempty"`
 }
 
 // ToolCatalogStatus is the observed state of a ToolCatalog.
@@ -594,8 +620,14 @@ type ToolCatalogStatus struct {
 	// +optional
 	Quality *CatalogQuality `json:"quality,omitempty"`
 
-	// conditions: Ready, Published and EmbeddingsSynced; Reconciling while
-	// a refresh is published over several passes.
+	// pin is set while spec.publish.pinVersion holds the catalog at a
+	// version: the version served, and how far the newest has moved.
+	// +optional
+	Pin *PinStatus `json:"pin,omitempty"`
+
+	// conditions: Ready, Published and EmbeddingsSynced; Pinned while
+	// spec.publish.pinVersion is set; Reconciling while a refresh is
+	// published over several passes.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -754,6 +786,7 @@ type ToolFailure struct {
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 // +kubebuilder:printcolumn:name="Version",type=integer,JSONPath=`.status.version`
 // +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.counts.tools`
+// +kubebuilder:printcolumn:name="Pinned",type=string,JSONPath=`.status.pin.summary`
 // +kubebuilder:printcolumn:name="Stale",type=integer,JSONPath=`.status.counts.stale`,priority=1
 // +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.counts.failed`,priority=1
 // +kubebuilder:printcolumn:name="Self-Recall@5",type=string,JSONPath=`.status.quality.selfRecallAt5`,priority=1

@@ -56,6 +56,8 @@ type memory struct {
 	selector  catalog.Selector
 	generated catalog.Generated
 	queries   QueryVectors
+	// pinned is the catalog's pinned copy as last read or written.
+	pinned *pinned
 }
 
 // snapshot is a stored state and the stamp Redis had when it was read.

@@ -87,13 +87,13 @@ func readBack(ctx context.Context, c redis.UniversalClient, k contract.Keys, cur
 		return nil, err
 	}
 	befores := make([]*redis.MapStringStringCmd, len(changes))
-	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	if _, pipeErr := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range changes {
 			befores[i] = p.HGetAll(ctx, k.ChangesBefore(n+1+int64(i)))
 		}
 		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("reading the change records of %s: %w", k.Prefix, err)
+	}); pipeErr != nil {
+		return nil, fmt.Errorf("reading the change records of %s: %w", k.Prefix, pipeErr)
 	}
 	entries := cur.Entries()
 	for i, ch := range slices.Backward(changes) {
