@@ -117,6 +117,10 @@ type catalogRow struct {
 	SelfRecall          string
 	Confusable, Pending int
 	LastRefresh         string
+	// Pinned says what a pinned catalog serves ("pinned to 3, 2 tools
+	// changed since"); empty when it is not pinned.
+	Pinned        string
+	PinnedVersion int64
 }
 
 // denial is a namespace the user may not read, with the API server's
@@ -156,6 +160,9 @@ func rowOf(tc *v1alpha1.ToolCatalog, sources []v1alpha1.ToolSource) catalogRow {
 	}
 	if q := tc.Status.Quality; q != nil {
 		row.SelfRecall, row.Confusable = q.SelfRecallAt5, len(q.ConfusablePairs)
+	}
+	if p := tc.Status.Pin; p != nil {
+		row.Pinned, row.PinnedVersion = p.Summary, p.Version
 	}
 	if lr := tc.Status.LastRefresh; lr != nil {
 		row.LastRefresh = string(lr.Result)

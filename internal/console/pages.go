@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolcatalog/tool-catalog-operator/internal/versiondiff"
 	g "maragu.dev/gomponents"
 	h "maragu.dev/gomponents/html"
 )
@@ -117,6 +118,9 @@ func (p catalogsPage) node() g.Node {
 				if r.Version != 0 {
 					version = strconv.FormatInt(r.Version, 10)
 				}
+				if r.Pinned != "" {
+					version += " (" + r.Pinned + ")"
+				}
 				return h.Tr(
 					h.Td(h.A(h.Href(path("catalogs", r.Namespace, r.Name)), g.Text(r.Namespace+"/"+r.Name))),
 					h.Td(h.Class("ready-"+r.Ready), h.Title(r.Reason+": "+r.Message), g.Text(ready)),
@@ -153,6 +157,10 @@ func (p catalogPage) published(at func(...string) string) g.Node {
 	return g.Group{
 		h.P(h.A(h.Href(at("search")), g.Text("Search playground")), g.Text(" · "), h.A(h.Href(at("versions")), g.Text("Compare versions"))),
 		h.P(text("Version %d · %d tools · self-recall@5 %s · %d confusable pairs", p.Version, p.Row.Tools, orText(p.Row.SelfRecall, "not graded"), p.Row.Confusable)),
+		g.Iff(p.Row.Pinned != "", func() g.Node {
+			return h.P(h.ID("pinned"), h.Role("status"), text("Consumers are served version %d (%s); version %d is the newest. ", p.Row.PinnedVersion, p.Row.Pinned, p.Row.Version),
+				h.A(h.Href(at("versions")+fmt.Sprintf("?from=%d&to=%d", p.Row.PinnedVersion, p.Row.Version)), g.Text("Compare them")))
+		}),
 		section("quality", "Self-recall across versions", p.gradings(at)),
 		g.Iff(p.Quality != nil && len(p.Quality.ConfusablePairs) > 0, func() g.Node {
 			return section("confusable", "Confusable pairs", h.Ul(g.Map(p.Quality.ConfusablePairs, func(c confusablePair) g.Node {
@@ -422,7 +430,7 @@ func (p versionsPage) comparison() g.Node {
 		section("summary", fmt.Sprintf("From %d to %d", p.From, p.To),
 			h.P(text("%d added · %d removed · %d changed · %d unchanged", len(p.Added), len(p.Removed), len(p.Changed), p.Same)),
 			names("Added", p.Added), names("Removed", p.Removed),
-			g.Map(p.Changed, func(c toolChange) g.Node {
+			g.Map(p.Changed, func(c versiondiff.Change) g.Node {
 				return h.Article(h.Class("change"), h.H3(g.Text(c.Name)),
 					g.If(c.ToDesc != "", g.Group{h.P(h.Class("del"), g.Text("− "+c.FromDescription)), h.P(h.Class("ins"), g.Text("+ "+c.ToDesc))}),
 					g.If(c.ParametersDiff != "", h.Pre(h.Class("diff"), g.Text(c.ParametersDiff))),

@@ -11,6 +11,7 @@ import (
 	g "maragu.dev/gomponents"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/versiondiff"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
@@ -28,9 +29,9 @@ func TestPagesEscapeWhatTheyShow(t *testing.T) {
 	tool := contract.Tool{Name: hostile, Description: hostile, Toolset: hostile, SpecHash: hostile,
 		Annotations: &contract.Annotations{Title: hostile}, Source: &contract.Source{ToolSource: hostile, Tool: hostile}}
 	for name, page := range map[string]renderer{
-		"catalogs": catalogsPage{Rows: []catalogRow{{Namespace: "ns", Name: hostile, Ready: hostile, Reason: hostile, Message: hostile, SelfRecall: hostile, LastRefresh: hostile}},
+		"catalogs": catalogsPage{Rows: []catalogRow{{Namespace: "ns", Name: hostile, Ready: hostile, Reason: hostile, Message: hostile, SelfRecall: hostile, LastRefresh: hostile, Pinned: hostile}},
 			Denied: []denial{{hostile, hostile}}, Checked: []string{hostile}},
-		"catalog": catalogPage{Namespace: "ns", Name: hostile, Row: catalogRow{Ready: hostile, Reason: hostile, Message: hostile}, Version: 2, Total: 1,
+		"catalog": catalogPage{Namespace: "ns", Name: hostile, Row: catalogRow{Ready: hostile, Reason: hostile, Message: hostile, Pinned: hostile, PinnedVersion: 1}, Version: 2, Total: 1,
 			Tools:    []toolRow{{Name: hostile, Description: hostile, Toolset: hostile, Source: hostile, Parameters: []string{hostile}}},
 			Toolsets: []string{hostile}, Sources: []string{hostile}, Query: hostile, Toolset: hostile, Src: hostile, Quality: quality,
 			Gradings: []gradingRow{{Version: 2, Graded: time.Now()}}},
@@ -42,7 +43,7 @@ func TestPagesEscapeWhatTheyShow(t *testing.T) {
 		"search": searchPage{Namespace: "ns", Name: hostile, Query: hostile, Method: hostile, Error: hostile, Methods: []toolcatalog.Method{toolcatalog.Method(hostile)},
 			Resp: &toolcatalog.Response{Fallback: hostile, Intents: []toolcatalog.Intent{{Text: hostile}}}, Hits: []hit{{Rank: 1, Name: hostile, Description: hostile, Why: hostile}}},
 		"versions": versionsPage{Namespace: "ns", Name: hostile, Versions: []versionDoc{{Version: 1}}, From: 1, To: 1, Added: []string{hostile}, Removed: []string{hostile},
-			Changed: []toolChange{{Name: hostile, FromDescription: hostile, ToDesc: hostile, ParametersDiff: hostile, Other: []string{hostile}}}},
+			Changed: []versiondiff.Change{{Name: hostile, FromDescription: hostile, ToDesc: hostile, ParametersDiff: hostile, Other: []string{hostile}}}},
 		"map":     chart{drawMap(hostileCatalog(t), [][2]string{{hostile, "b"}})},
 		"quality": chart{drawQuality([]gradingRow{{Version: 1}, {Version: 2, SelfRecallAt5: 0.5}})},
 		"approvals": approvalsPage{Sources: []pendingSource{{Namespace: "ns", Name: hostile, Changes: []pendingChange{{Tool: hostile, Change: hostile, SpecHash: hostile, Short: hostile, Summary: hostile, Diff: hostile}}}},

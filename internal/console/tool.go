@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/versiondiff"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -67,7 +68,7 @@ func (s *Server) tool(w http.ResponseWriter, r *http.Request) {
 			data.Error = fmt.Sprintf("Version %d of %s/%s holds no tool %s.", pub.Catalog.Version(), key.Namespace, key.Name, name)
 			break
 		}
-		data.Entry, data.Metadata, data.Parameters = &t, pub.Catalog.Metadata[name], indent(t.Parameters)
+		data.Entry, data.Metadata, data.Parameters = &t, pub.Catalog.Metadata[name], versiondiff.Indent(t.Parameters)
 		if m := data.Metadata; m != nil && len(m.LearnedQueries) > 0 {
 			var taught map[string]int
 			err := s.Redis(ctx, tc, func(c redis.UniversalClient, k contract.Keys) (err error) {

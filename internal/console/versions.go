@@ -1,20 +1,16 @@
 package console
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
-	"reflect"
-	"slices"
 	"strconv"
 	"time"
 
-	udiff "github.com/aymanbagabas/go-udiff"
 	"github.com/redis/go-redis/v9"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/versiondiff"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -24,22 +20,11 @@ type versionsPage struct {
 	Versions               []versionDoc
 	From, To               int64
 	Added, Removed         []string
-	Changed                []toolChange
+	Changed                []versiondiff.Change
 	Same                   int
 }
 
 type versionDoc = *contract.Document
-
-// toolChange is a tool that two versions hold differently.
-type toolChange struct {
-	Name                    string
-	FromDescription, ToDesc string
-	// ParametersDiff is a unified diff of the indented parameter schemas,
-	// empty when they are the same; Other names the other fields that
-	// changed.
-	ParametersDiff string
-	Other          []string
-}
 
 // versions compares two retained versions of a catalog: the tools one
 // added, removed or changed, with a description and schema diff.
@@ -71,74 +56,20 @@ func (s *Server) versions(w http.ResponseWriter, r *http.Request) {
 		for _, d := range docs {
 			byVersion[d.Version] = d
 		}
-		// Newest first: compare the one before the current with it.
+		// Newest first: compare the one before the current with it, or
+		// the pinned version, which consumers are served.
 		data.To, data.From = docs[0].Version, docs[min(1, len(docs)-1)].Version
+		if p := tc.Status.Pin; p != nil && byVersion[p.Version] != nil && p.Version != data.To {
+			data.From = p.Version
+		}
 		if v, err := strconv.ParseInt(r.URL.Query().Get("to"), 10, 64); err == nil && byVersion[v] != nil {
 			data.To = v
 		}
 		if v, err := strconv.ParseInt(r.URL.Query().Get("from"), 10, 64); err == nil && byVersion[v] != nil {
 			data.From = v
 		}
-		data.Added, data.Removed, data.Changed, data.Same = compare(byVersion[data.From], byVersion[data.To])
+		d := versiondiff.Compare(byVersion[data.From], byVersion[data.To])
+		data.Added, data.Removed, data.Changed, data.Same = d.Added, d.Removed, d.Changed, d.Same
 	}
 	render(w, data.node())
-}
-
-// compare lists what changed from one version's tools to another's.
-func compare(from, to *contract.Document) (added, removed []string, changed []toolChange, same int) {
-	old := map[string]contract.Tool{}
-	for _, t := range from.Tools {
-		old[t.Name] = t
-	}
-	seen := map[string]bool{}
-	for _, t := range to.Tools {
-		seen[t.Name] = true
-		o, ok := old[t.Name]
-		switch {
-		case !ok:
-			added = append(added, t.Name)
-		case reflect.DeepEqual(o, t):
-			same++
-		default:
-			changed = append(changed, changeOf(o, t))
-		}
-	}
-	for _, t := range from.Tools {
-		if !seen[t.Name] {
-			removed = append(removed, t.Name)
-		}
-	}
-	return added, removed, changed, same
-}
-
-func changeOf(a, b contract.Tool) toolChange {
-	c := toolChange{Name: b.Name}
-	if a.Description != b.Description {
-		c.FromDescription, c.ToDesc = a.Description, b.Description
-	}
-	if !bytes.Equal(a.Parameters, b.Parameters) {
-		c.ParametersDiff = udiff.Unified("parameters", "parameters", indent(a.Parameters), indent(b.Parameters))
-	}
-	for name, differs := range map[string]bool{
-		"toolset":        a.Toolset != b.Toolset,
-		"always include": a.AlwaysInclude != b.AlwaysInclude,
-		"annotations":    !reflect.DeepEqual(a.Annotations, b.Annotations),
-		"output schema":  !bytes.Equal(a.OutputSchema, b.OutputSchema),
-		"icons":          !reflect.DeepEqual(a.Icons, b.Icons),
-		"source":         !reflect.DeepEqual(a.Source, b.Source),
-	} {
-		if differs {
-			c.Other = append(c.Other, name)
-		}
-	}
-	slices.Sort(c.Other)
-	return c
-}
-
-func indent(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if json.Indent(&b, raw, "", "  ") != nil {
-		return string(raw) + "\n"
-	}
-	return b.String() + "\n"
 }

@@ -283,14 +283,24 @@ func (o *Options) versionsCommand() *cobra.Command {
 			if len(docs) == 0 {
 				return fmt.Errorf("catalog %s/%s has not been published to Redis yet", s.catalog.Namespace, s.catalog.Name)
 			}
+			_, served, err := contract.Served(ctx, s.redis, s.config.Keys)
+			if err != nil {
+				return err
+			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "VERSION\tCURRENT\tTOOLS\tSCHEMA HASH\tGENERATED")
+			fmt.Fprintln(tw, "VERSION\tCURRENT\tSERVED\tTOOLS\tSCHEMA HASH\tGENERATED")
 			for i, doc := range docs {
-				mark := ""
+				current, servedMark := "", ""
 				if i == 0 {
-					mark = "*"
+					current = "*"
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", doc.Version, mark, len(doc.Tools), doc.SchemaHash[:min(12, len(doc.SchemaHash))], doc.GeneratedAt.Format(time.RFC3339))
+				if doc.Version == served {
+					servedMark = "*"
+					if i > 0 {
+						servedMark = "* (pinned)"
+					}
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", doc.Version, current, servedMark, len(doc.Tools), doc.SchemaHash[:min(12, len(doc.SchemaHash))], doc.GeneratedAt.Format(time.RFC3339))
 			}
 			return tw.Flush()
 		},

@@ -383,6 +383,45 @@ func TestConsoleComparesVersions(t *testing.T) {
 	if page := text(t, bctx); !strings.Contains(page, "From 2 to 1") || !strings.Contains(page, "+ Get the current weather for a city.") {
 		t.Errorf("versions 2 to 1:\n%s", page)
 	}
+
+	// Pinned at version 1, the catalog's page says what consumers are
+	// served and links the comparison with the newest; the command line
+	// shows the same comparison and which version is served.
+	patch = client.MergeFrom(tc.DeepCopy())
+	one := int64(1)
+	tc.Spec.Publish.PinVersion = &one
+	if err := k8s.Patch(ctx, tc, patch); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, "the pin at version 1", 60*time.Second, func() bool {
+		got := &v1alpha1.ToolCatalog{}
+		return k8s.Get(ctx, client.ObjectKeyFromObject(tc), got) == nil && got.Status.Pin != nil && got.Status.Pin.Version == 1
+	})
+	do(t, bctx, chromedp.Navigate(base+"catalogs/"+ns+"/changing"), chromedp.WaitVisible(chromedp.CSS(`#pinned`)))
+	if page := text(t, bctx); !strings.Contains(page, "Consumers are served version 1 (pinned to 1, 1 tools changed since); version 2 is the newest.") {
+		t.Errorf("the page of the pinned catalog:\n%s", page)
+	}
+	do(t, bctx, chromedp.Click(chromedp.CSS(`#pinned a`)), chromedp.WaitVisible(chromedp.CSS(`#summary`)))
+	if page := text(t, bctx); !strings.Contains(page, "From 1 to 2") {
+		t.Errorf("the comparison of the pinned version with the newest:\n%s", page)
+	}
+	out := mustRun(t, "diff", "changing")
+	for _, want := range []string{"version 1 → version 2: 0 added, 0 removed, 1 changed, 1 unchanged", "~ get_weather",
+		"description: Get the current weather for a city.", `+  "required": [`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl toolcatalog diff changing lacks %q:\n%s", want, out)
+		}
+	}
+	if out := mustRun(t, "diff", "changing", "--from", "2", "--to", "1"); !strings.HasPrefix(out, "version 2 → version 1:") {
+		t.Errorf("diff --from 2 --to 1:\n%s", out)
+	}
+	if _, err := kubectlToolcatalog(t, "diff", "changing", "--from", "7"); err == nil || !strings.Contains(err.Error(), "version 7 of "+ns+"/changing is not published (the newest is 2)") {
+		t.Errorf("diff from a version never published: %v", err)
+	}
+	// The newest is current, the pinned one served.
+	if r := rows(mustRun(t, "versions", "changing")); len(r) != 3 || strings.Join(r[1][:3], " ") != "2 * 2" || strings.Join(r[2][:4], " ") != "1 * (pinned) 2" {
+		t.Errorf("versions of the pinned catalog: %v", r)
+	}
 }
 
 // A catalog's page charts self-recall@5 across its retained versions, from

@@ -54,7 +54,7 @@ func NewCommand(o *Options) *cobra.Command {
 	f.StringVarP(&o.Namespace, "namespace", "n", "", "namespace of the ToolCatalog (default: the context's)")
 	f.StringVar(&o.RedisAddr, "redis-addr", "", "connect to this Redis host:port instead of the catalog's addresses")
 	f.StringVar(&o.RedisPasswordEnv, "redis-password-env", "", "environment variable holding the Redis password, with --redis-addr")
-	root.AddCommand(o.searchCommand(), o.describeToolCommand(), o.refreshCommand(), o.versionsCommand(), o.purgeRequestsCommand(), o.importCommand(), o.approveCommand(), o.consoleCommand())
+	root.AddCommand(o.searchCommand(), o.describeToolCommand(), o.refreshCommand(), o.versionsCommand(), o.diffCommand(), o.purgeRequestsCommand(), o.importCommand(), o.approveCommand(), o.consoleCommand())
 	return root
 }
 

@@ -244,7 +244,7 @@ func TestVersionsAndRefresh(t *testing.T) {
 	shared.Use(t)
 	out := mustRun(t, "versions", "assistant")
 	r := rows(out)
-	if strings.Join(r[0], " ") != "VERSION CURRENT TOOLS SCHEMA HASH GENERATED" || r[1][0] != "1" || r[1][1] != "*" || r[1][2] != "4" {
+	if strings.Join(r[0], " ") != "VERSION CURRENT SERVED TOOLS SCHEMA HASH GENERATED" || r[1][0] != "1" || r[1][1] != "*" || r[1][2] != "*" || r[1][3] != "4" {
 		t.Fatalf("versions:\n%s", out)
 	}
 

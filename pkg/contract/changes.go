@@ -132,12 +132,8 @@ func ReadTools(ctx context.Context, c redis.UniversalClient, k Keys, version int
 // catalog's version is read from P:catalog:v<N>. The pinned version is
 // read from its copy (Keys.Pinned), retained or not.
 func ReadVersion(ctx context.Context, c redis.UniversalClient, k Keys, n int64) (*Document, error) {
-	if p := k.Pinned(); c.Get(ctx, p.Version()).Val() == strconv.FormatInt(n, 10) {
-		s, err := Read(ctx, c, p)
-		if err != nil {
-			return nil, err
-		}
-		if d, err := s.Document(); err != nil || d != nil && d.Version == n {
+	if c.Get(ctx, k.Pinned().Version()).Val() == strconv.FormatInt(n, 10) {
+		if d, err := ReadPinned(ctx, c, k); err != nil || d != nil && d.Version == n {
 			return d, err
 		}
 	}
@@ -152,13 +148,33 @@ func ReadVersion(ctx context.Context, c redis.UniversalClient, k Keys, n int64) 
 }
 
 // ReadHistory returns the current document and every older one that can
-// still be rebuilt, newest first; none when nothing is published.
+// still be rebuilt, newest first, and last the pinned version when it is
+// older than those; none when nothing is published.
 func ReadHistory(ctx context.Context, c redis.UniversalClient, k Keys) ([]*Document, error) {
 	docs, err := history(ctx, c, k, 0)
 	if errors.Is(err, ErrNotRetained) {
 		err = nil
 	}
-	return docs, err
+	if err != nil || len(docs) == 0 {
+		return docs, err
+	}
+	if pinned, err := ReadPinned(ctx, c, k); err != nil || pinned != nil && pinned.Version < docs[len(docs)-1].Version {
+		if pinned != nil {
+			docs = append(docs, pinned)
+		}
+		return docs, err
+	}
+	return docs, nil
+}
+
+// ReadPinned returns the document of the pinned version; nil when the
+// catalog is not pinned.
+func ReadPinned(ctx context.Context, c redis.UniversalClient, k Keys) (*Document, error) {
+	s, err := Read(ctx, c, k.Pinned())
+	if err != nil {
+		return nil, err
+	}
+	return s.Document()
 }
 
 // history rebuilds the documents from the current version down to version
