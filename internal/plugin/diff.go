@@ -44,7 +44,11 @@ else to the version before --to. Any retained version can be compared
 			}
 			if from == 0 {
 				from = max(to-1, 1)
-				if pinned, err := contract.ReadPinned(ctx, s.redis, k); err == nil && pinned != nil && pinned.Version != to {
+				pinned, pinErr := contract.ReadPinned(ctx, s.redis, k)
+				if pinErr != nil {
+					return pinErr
+				}
+				if pinned != nil && pinned.Version != to {
 					from = pinned.Version
 				}
 			}
