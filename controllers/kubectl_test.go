@@ -87,9 +87,9 @@ func TestKubectlGetUsesShortNamesCategoryAndColumns(t *testing.T) {
 	g.Expect(strings.Fields(firstLine(out))).To(Equal([]string{"NAME", "TOOL", "READY", "STATUS", "AGE"}))
 	g.Expect(out).To(MatchRegexp(`weather\s+get_weather\s+True\s+tool spec is valid`))
 
-	// Short name tc, and the columns Version and Tools.
+	// Short name tc, and the columns Version, Tools and Pinned.
 	out = runKubectl(t, "get", "tc", "-n", ns)
-	g.Expect(strings.Fields(firstLine(out))).To(Equal([]string{"NAME", "READY", "STATUS", "VERSION", "TOOLS", "AGE"}))
+	g.Expect(strings.Fields(firstLine(out))).To(Equal([]string{"NAME", "READY", "STATUS", "VERSION", "TOOLS", "PINNED", "AGE"}))
 
 	// The category lists both kinds.
 	out = runKubectl(t, "get", "toolcatalog", "-n", ns, "-o", "name")

@@ -64,6 +64,7 @@ func TestPinHoldsACatalogAtAVersion(t *testing.T) {
 		v, _ := served(g)
 		g.Expect(v).To(Equal(int64(1)))
 	}).Should(Succeed())
+	g.Expect(runKubectl(t, "get", "tc", "held", "-n", ns)).To(MatchRegexp(`held\s+False\s+.*\s+3\s+3\s+pinned to 1, 2 tools changed since\s+`))
 
 	// A version never published is refused: the pin in place stays, and
 	// Ready says what to fix.

@@ -379,6 +379,7 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 	stopProfile := mgr.profile(t, fmt.Sprintf("%s%d.pprof", *profileFlag, n))
 	var applyToVersion, statusLag, applyToStatus, editCPU []time.Duration
 	var chatPerEdit, embPerEdit, redisIn, redisOut, reload, tdReconciles []int64
+	var reverted, original string
 	for i := range *editsFlag {
 		waitAPIServerIdle(t, time.Minute)
 		version := getCatalog(t, ns, "scale").Status.Version
@@ -386,6 +387,13 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 		in0, out0 := netBytes(t)
 		followed.Store(0)
 		name := fmt.Sprintf("tool-%05d", (i*7919)%n)
+		if i == 0 {
+			td := &v1alpha1.ToolDefinition{}
+			if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, td); err != nil {
+				t.Fatal(err)
+			}
+			reverted, original = name, td.Spec.Description
+		}
 		cpu0, td0 := mgr.cpu(t), mgr.reconciles(t, "tooldefinition")
 		editStart := time.Now()
 		patch := fmt.Sprintf(`{"spec":{"description":"Tool %s, edited %d times: it does one specific thing better."}}`, name, i+1)
@@ -428,6 +436,31 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 	for i, c := range chatPerEdit {
 		if c != 1 || embPerEdit[i] != 1 {
 			t.Errorf("edit %d made %d chat and %d embeddings requests, want 1 and 1", i+1, c, embPerEdit[i])
+		}
+	}
+
+	// The first edit reverted (A → B → A): what A cost is in the query
+	// store, so the version comes without asking the provider.
+	{
+		waitAPIServerIdle(t, time.Minute)
+		version := getCatalog(t, ns, "scale").Status.Version
+		chat0, emb0 := len(p.ChatRequests()), len(p.EmbeddingRequests())
+		start := time.Now()
+		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"description": original}})
+		if err := kube.Patch(ctx, &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: reverted}}, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+			t.Fatal(err)
+		}
+		got := waitNotice(t, notices, version)
+		toNotice := time.Since(start)
+		waitFor(t, "the catalog status to show the reverted version", time.Minute, func() bool { return getCatalog(t, ns, "scale").Status.Version >= got })
+		tab.set("a reverted edit (A → B → A): provider requests (chat + embeddings)", col, fmt.Sprintf("%d + %d", len(p.ChatRequests())-chat0, len(p.EmbeddingRequests())-emb0))
+		tab.set("a reverted edit: apply → notice / → status", col, fmt.Sprintf("%v / %v", toNotice.Round(time.Millisecond), time.Since(start).Round(time.Millisecond)))
+		waitIdle(t, "the reverted version graded and the manager idle", time.Minute, func() bool {
+			q := getCatalog(t, ns, "scale").Status.Quality
+			return q != nil && q.Version >= got && mgr.idle(t)
+		})
+		if chat, emb := len(p.ChatRequests())-chat0, len(p.EmbeddingRequests())-emb0; chat != 0 || emb != 0 {
+			t.Errorf("reverting an edit made %d chat and %d embeddings requests, want none", chat, emb)
 		}
 	}
 
