@@ -74,6 +74,9 @@ type ToolCatalogReconciler struct {
 	// chunk follows the catalog's concurrency and the time is
 	// catalog.DefaultPassBudget when zero.
 	Budget catalog.Budget
+	// QueryStoreMaxEntries bounds each namespace's query store
+	// (querystore.DefaultMaxEntries when zero).
+	QueryStoreMaxEntries int
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// Ledger takes the ToolDefinitions' records of the passes and
@@ -114,7 +117,7 @@ func (r *ToolCatalogReconciler) providers() catalogconfig.ProviderFactory {
 // Redis work.
 func (r *ToolCatalogReconciler) catalogs() *published.Catalogs {
 	r.publishedOnce.Do(func() {
-		r.state = &published.Catalogs{Pool: r.Redis, Now: r.Now}
+		r.state = &published.Catalogs{Pool: r.Redis, Now: r.Now, StoreMaxEntries: r.QueryStoreMaxEntries}
 	})
 	return r.state
 }

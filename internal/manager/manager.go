@@ -33,6 +33,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 	_ "github.com/toolcatalog/tool-catalog-operator/internal/metrics" // registers the operator's metrics
 	"github.com/toolcatalog/tool-catalog-operator/internal/metricsauth"
+	"github.com/toolcatalog/tool-catalog-operator/internal/querystore"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
 )
@@ -58,6 +59,9 @@ type Config struct {
 	// PassBudget is how long one pass starts new chunks of provider work
 	// before it publishes what it did (catalog.DefaultPassBudget when 0).
 	PassBudget time.Duration
+	// QueryStoreMaxEntries bounds the query store of each namespace
+	// (querystore.DefaultMaxEntries when 0).
+	QueryStoreMaxEntries int
 	// SkipNameValidation allows several managers in one process (tests).
 	SkipNameValidation bool
 	// SourceMaxTools and SourceSyncTimeout bound one ToolSource sync.
@@ -104,6 +108,7 @@ func BindFlags(fs *flag.FlagSet) *Config {
 		return nil
 	})
 	fs.DurationVar(&c.PassBudget, "pass-budget", catalog.DefaultPassBudget, "How long one pass of a catalog starts new chunks of query generation and embedding before it publishes what it did; a large refresh is published this often.")
+	fs.IntVar(&c.QueryStoreMaxEntries, "query-store-max-entries", querystore.DefaultMaxEntries, "How many query sets and vectors the query store keeps per namespace and Redis; past it, the least recently used go.")
 	return c
 }
 
@@ -225,6 +230,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *redisconn.Pool, c Config
 		RetryPolicy: c.RetryPolicy,
 		Budget:      catalog.Budget{Time: c.PassBudget},
 		Ledger:      ledger,
+
+		QueryStoreMaxEntries: c.QueryStoreMaxEntries,
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the toolcatalog controller: %w", err)
 	}

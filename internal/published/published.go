@@ -39,6 +39,9 @@ type Catalogs struct {
 	Pool *redisconn.Pool
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// StoreMaxEntries bounds each namespace's query store
+	// (querystore.DefaultMaxEntries when zero).
+	StoreMaxEntries int
 
 	// flights are the provider requests the passes and gradings are
 	// making, which the query stores share (querystore.Flights).
@@ -130,7 +133,7 @@ type Catalog struct {
 func (c *Catalog) QueryStore() *querystore.Store {
 	ns, _, _ := strings.Cut(c.id, "/")
 	s := querystore.New(c.rc, ns, 0)
-	s.Flights = &c.cs.flights
+	s.Flights, s.MaxEntries, s.Now = &c.cs.flights, c.cs.StoreMaxEntries, c.cs.Now
 	s.Observe = func(kind, outcome string, n int) {
 		metrics.QueryStore.WithLabelValues(ns, kind, outcome).Add(float64(n))
 	}

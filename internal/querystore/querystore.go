@@ -26,8 +26,15 @@
 // Each entry is written whole in one SET and lives for the grace period
 // after it was last written or found; nothing else refers to it (a
 // catalog keeps its own copy of what it published), so an entry no pass
-// has needed for that long goes on its own. What is read is checked as
-// any answer from a provider is: a malformed entry is a miss.
+// has needed for that long goes on its own. A namespace holds at most
+// MaxEntries: its index, a sorted set of the entries by when each was
+// last written or found,
+//
+//	toolcatalog:store:<namespace>:index              zset    entry → last used (Unix ms)
+//
+// names the least recently used, which a write past the bound deletes.
+// What is read is checked as any answer from a provider is: a malformed
+// entry is a miss.
 package querystore
 
 import (
@@ -52,6 +59,16 @@ import (
 // DefaultGrace is how long an entry lives after it was last used.
 const DefaultGrace = 7 * 24 * time.Hour
 
+// maxQueriesBytes bounds a kept query set: queries are a sentence each,
+// and a set larger than this (a provider that answers with pages) is
+// used but not kept.
+const maxQueriesBytes = 16 << 10
+
+// DefaultMaxEntries bounds the entries of a namespace: a catalog of
+// 50,000 tools with 5 queries each needs about 350,000 (a query set and
+// the vectors of its texts per tool).
+const DefaultMaxEntries = 1_000_000
+
 // Store is the entries of one namespace in one Redis.
 type Store struct {
 	// Observe, when set, is told what lookups found (see Observer).
@@ -63,6 +80,12 @@ type Store struct {
 	// request that another pass is asking the provider for waits for that
 	// answer instead of asking again.
 	Flights *Flights
+
+	// MaxEntries bounds the namespace's entries (DefaultMaxEntries when
+	// zero): a write past it deletes the least recently used.
+	MaxEntries int
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
 
 	rc     redis.UniversalClient
 	prefix string
@@ -76,6 +99,23 @@ func New(rc redis.UniversalClient, namespace string, grace time.Duration) *Store
 		grace = DefaultGrace
 	}
 	return &Store{rc: rc, prefix: "toolcatalog:store:" + namespace + ":", grace: grace}
+}
+
+// index is the key of the namespace's index of entries by last use.
+func (s *Store) index() string { return s.prefix + "index" }
+
+func (s *Store) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Store) maxEntries() int64 {
+	if s.MaxEntries > 0 {
+		return int64(s.MaxEntries)
+	}
+	return DefaultMaxEntries
 }
 
 // Observer is told how many entries of a kind ("queries",
@@ -153,6 +193,9 @@ func (g *storedGenerator) GenerateQueries(ctx context.Context, req embedding.Que
 			return nil, err
 		}
 		raw, _ := json.Marshal(qs)
+		if len(raw) > maxQueriesBytes {
+			return qs, nil // used, not kept: an entry's size is bounded
+		}
 		if setErr := g.s.set(ctx, []string{key}, [][]byte{raw}); setErr != nil {
 			g.s.observe("queries", "error", 1)
 		}
@@ -378,9 +421,12 @@ func (s *Store) get(ctx context.Context, keys []string) ([]string, error) {
 		return make([]string, len(keys)), nil
 	}
 	cmds := make([]*redis.StringCmd, len(keys))
+	used := float64(s.now().UnixMilli())
 	_, err := s.rc.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range keys {
 			cmds[i] = p.GetEx(ctx, k, s.grace)
+			// Only an entry the index holds moves: a miss adds nothing.
+			p.ZAddXX(ctx, s.index(), redis.Z{Score: used, Member: k[len(s.prefix):]})
 		}
 		return nil
 	})
@@ -400,14 +446,47 @@ func (s *Store) set(ctx context.Context, keys []string, values [][]byte) error {
 	if len(keys) == 0 {
 		return nil
 	}
+	now := s.now()
+	var size *redis.IntCmd
 	_, err := s.rc.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range keys {
 			p.Set(ctx, k, values[i], s.grace)
+			p.ZAdd(ctx, s.index(), redis.Z{Score: float64(now.UnixMilli()), Member: k[len(s.prefix):]})
 		}
+		// Entries that expired leave the index; the index expires with
+		// the last of them.
+		p.ZRemRangeByScore(ctx, s.index(), "-inf", fmt.Sprint(now.Add(-s.grace).UnixMilli()))
+		p.Expire(ctx, s.index(), s.grace)
+		size = p.ZCard(ctx, s.index())
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("writing the query store: %w", err)
+	}
+	if over := size.Val() - s.maxEntries(); over > 0 {
+		return s.evict(ctx, over)
+	}
+	return nil
+}
+
+// evict deletes the n least recently used entries of the namespace.
+func (s *Store) evict(ctx context.Context, n int64) error {
+	oldest, err := s.rc.ZPopMin(ctx, s.index(), n).Result()
+	if err != nil {
+		return fmt.Errorf("trimming the query store: %w", err)
+	}
+	keys := make([]string, len(oldest))
+	for i, z := range oldest {
+		keys[i] = s.prefix + fmt.Sprint(z.Member)
+	}
+	_, err = s.rc.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range keys {
+			p.Del(ctx, k) // one key a command: the entries may live in several slots
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("trimming the query store: %w", err)
 	}
 	return nil
 }

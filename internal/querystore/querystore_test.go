@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -287,5 +288,98 @@ func TestPassesAskingAtOnceAskOnce(t *testing.T) {
 	}
 	if !slices.Equal(qs[0], qs[1]) || !slices.EqualFunc(vecs[0], vecs[1], slices.Equal) {
 		t.Fatalf("the stores answered differently: %v %v, %v %v", qs[0], qs[1], vecs[0], vecs[1])
+	}
+}
+
+// A namespace that churns entries (a ToolDefinition's description edited
+// in a loop) holds at most MaxEntries: each write past the bound deletes
+// the least recently used, an entry found recently stays, and another
+// namespace's entries are untouched.
+func TestANamespaceHoldsAtMostItsBound(t *testing.T) {
+	ctx := context.Background()
+	rc := server.Client(t)
+	churn, quiet := namespace(t, "churn"), namespace(t, "quiet")
+	p := &counting{dims: 2}
+	clock := time.Unix(1_800_000_000, 0)
+	store := func(ns string) *Store {
+		s := New(rc, ns, time.Hour)
+		s.MaxEntries, s.Now = 5, func() time.Time { return clock }
+		return s
+	}
+	if _, err := store(quiet).Embedder(p).Embed(ctx, []string{"kept elsewhere"}); err != nil {
+		t.Fatal(err)
+	}
+	e := store(churn).Embedder(p)
+	texts := []string{"text 0", "text 1", "text 2", "text 3", "text 4"}
+	for _, text := range texts {
+		clock = clock.Add(time.Second)
+		if _, err := e.Embed(ctx, []string{text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// text 0, the oldest written, is found again: the least recently used
+	// is now text 1.
+	clock = clock.Add(time.Second)
+	if _, err := e.Embed(ctx, []string{"text 0"}); err != nil {
+		t.Fatal(err)
+	}
+	p.take()
+	for i := range 20 {
+		clock = clock.Add(time.Second)
+		if _, err := e.Embed(ctx, []string{fmt.Sprintf("edit %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(rc.Keys(ctx, "toolcatalog:store:"+churn+":vector:*").Val()); n > 5 {
+			t.Fatalf("after %d more writes the namespace holds %d entries, more than its bound of 5", i+1, n)
+		}
+		if i == 0 {
+			if _, err := e.Embed(ctx, []string{"text 0", "text 1"}); err != nil {
+				t.Fatal(err)
+			}
+			if asked := p.take(); !slices.Equal(asked, []string{"edit 0", "text 1"}) {
+				t.Fatalf("after one write past the bound, asked %v; want text 1 (the least recently used) asked again, text 0 found", asked)
+			}
+		}
+	}
+	if n := rc.ZCard(ctx, "toolcatalog:store:"+churn+":index").Val(); n != 5 {
+		t.Fatalf("the index holds %d entries, want 5", n)
+	}
+	if _, err := store(quiet).Embedder(p).Embed(ctx, []string{"kept elsewhere"}); err != nil {
+		t.Fatal(err)
+	}
+	if asked := p.take(); len(asked) != 19 {
+		t.Fatalf("asked %d texts: the other namespace's entry must have been found (19 edits asked since the last count, nothing else)", len(asked))
+	}
+}
+
+// verbose answers with queries of a page each.
+type verbose struct{ counting }
+
+func (v *verbose) GenerateQueries(ctx context.Context, req embedding.QueryRequest) ([]string, error) {
+	qs, err := v.counting.GenerateQueries(ctx, req)
+	for i := range qs {
+		qs[i] += strings.Repeat(" and more", 1000)
+	}
+	return qs, err
+}
+
+// A provider that answers with pages is used, not kept: an entry's size
+// is bounded, so the next pass asks again.
+func TestAnOversizedAnswerIsNotKept(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "verbose")
+	rc := server.Client(t)
+	p := &verbose{}
+	for range 2 {
+		qs, err := New(rc, ns, time.Hour).Generator(p).GenerateQueries(ctx, weather)
+		if err != nil || len(qs) != weather.Count {
+			t.Fatalf("queries %d, %v", len(qs), err)
+		}
+	}
+	if asked := p.take(); len(asked) != 2 {
+		t.Fatalf("asked %d times; want twice, the answer not kept", len(asked))
+	}
+	if keys := rc.Keys(ctx, "toolcatalog:store:"+ns+":*").Val(); len(keys) != 0 {
+		t.Fatalf("kept %v", keys)
 	}
 }
