@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -94,4 +95,24 @@ func TestPinHoldsACatalogAtAVersion(t *testing.T) {
 		g.Expect(hasEvent(eventsFor(g, ns, "held"), "Normal", v1alpha1.ReasonUnpinned)).NotTo(BeNil())
 	}).Should(Succeed())
 	g.Expect(rc.Exists(context.Background(), k.Pinned().Tools(), k.Pinned().Embeddings(), k.Pinned().Head()).Val()).To(BeZero())
+
+	// A pinned copy the operator did not write (another object's UID),
+	// found while the catalog is not pinned, is deleted by the next pass:
+	// consumers serve the newest version.
+	forged := storedDoc(g, rc, k).Head()
+	forged.CatalogUID = "another-catalog"
+	raw, err := json.Marshal(forged)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rc.Set(context.Background(), k.Pinned().Head(), raw, 0).Err()).To(Succeed())
+	g.Expect(rc.Set(context.Background(), k.Pinned().Version(), forged.Version, 0).Err()).To(Succeed())
+	if v, pinned := served(g); !pinned || v != 3 {
+		t.Fatalf("the forged copy is not what readers find: version %d, pinned %v", v, pinned)
+	}
+	editTD(g, ns, "c", func(td *v1alpha1.ToolDefinition) { td.Spec.Description = "Does c, better." })
+	g.Eventually(func(g Gomega) {
+		g.Expect(getTC(g, ns, "held").Status.Version).To(Equal(int64(4)))
+		v, pinned := served(g)
+		g.Expect(pinned).To(BeFalse())
+		g.Expect(v).To(Equal(int64(4)))
+	}).Should(Succeed())
 }

@@ -55,12 +55,12 @@ func (c *Catalog) Hold(ctx context.Context, cur *contract.Document, pin int64) (
 
 func (c *Catalog) hold(ctx context.Context, cur *contract.Document, pin int64) (Hold, error) {
 	k := c.cfg.Keys
-	have, err := c.readPinned(ctx)
+	have, present, err := c.readPinned(ctx)
 	if err != nil {
 		return Hold{}, err
 	}
 	if pin == 0 {
-		if have == nil {
+		if !present {
 			return Hold{}, nil
 		}
 		if _, err := store.Unpin(ctx, c.rc, k); err != nil {
@@ -92,38 +92,37 @@ func (c *Catalog) hold(ctx context.Context, cur *contract.Document, pin int64) (
 }
 
 // readPinned returns the pinned copy in Redis, from what the manager
-// kept when that is the copy there; nil when there is none, or when it
-// belongs to another catalog object of the same name (it is then
-// replaced or deleted).
-func (c *Catalog) readPinned(ctx context.Context) (*pinned, error) {
+// kept when that is the copy there. present says any of it is there: a
+// copy that is not whole, does not parse, or belongs to another catalog
+// object of the same name is not returned, and is replaced or deleted.
+func (c *Catalog) readPinned(ctx context.Context) (have *pinned, present bool, err error) {
 	p := c.cfg.Keys.Pinned()
 	vals, err := c.rc.MGet(ctx, p.Version(), p.Head()).Result()
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", p.Version(), err)
+		return nil, false, fmt.Errorf("reading %s: %w", p.Version(), err)
 	}
 	v, _ := vals[0].(string)
 	rawHead, _ := vals[1].(string)
-	if v == "" || rawHead == "" {
-		return nil, nil
+	if v == "" && rawHead == "" {
+		return nil, false, nil
 	}
 	head, err := contract.ParseHead([]byte(rawHead))
 	if err != nil || fmt.Sprint(head.Version) != v || head.CatalogUID != c.uid {
-		// Not a copy this catalog could have written: written again.
-		return nil, nil //nolint:nilerr // an unreadable copy is replaced
+		return nil, true, nil //nolint:nilerr // not a copy this catalog wrote: replaced or deleted
 	}
 	c.cs.mu.Lock()
 	kept := c.mem.pinned
 	c.cs.mu.Unlock()
 	if kept != nil && kept.uid == c.uid && kept.version == head.Version && kept.schema == head.SchemaHash {
-		return kept, nil
+		return kept, true, nil
 	}
 	// Kept by another manager, or before a restart: the spec hashes are
 	// read once.
 	entries, err := c.rc.HGetAll(ctx, p.Tools()).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("reading %s: %w", p.Tools(), err)
+		return nil, true, fmt.Errorf("reading %s: %w", p.Tools(), err)
 	}
-	have := &pinned{uid: c.uid, version: head.Version, schema: head.SchemaHash, specs: make(map[string]string, len(entries))}
+	have = &pinned{uid: c.uid, version: head.Version, schema: head.SchemaHash, specs: make(map[string]string, len(entries))}
 	for name, raw := range entries {
 		var e struct {
 			SpecHash string `json:"spec_hash"`
@@ -133,7 +132,7 @@ func (c *Catalog) readPinned(ctx context.Context) (*pinned, error) {
 		}
 	}
 	c.setPinned(have)
-	return have, nil
+	return have, true, nil
 }
 
 func (c *Catalog) setPinned(p *pinned) {
