@@ -98,6 +98,18 @@ func (o *Options) searchCommand() *cobra.Command {
 // withCatalog runs a command on the loaded catalog named by its first
 // argument.
 func (o *Options) withCatalog(run func(ctx context.Context, cmd *cobra.Command, args []string, s *session, cat *toolcatalog.Catalog) error) func(*cobra.Command, []string) error {
+	return o.withRedis(func(ctx context.Context, cmd *cobra.Command, args []string, s *session) error {
+		cat, err := s.load(ctx)
+		if err != nil {
+			return err
+		}
+		return run(ctx, cmd, args, s, cat)
+	})
+}
+
+// withRedis runs a command on the catalog named by its first argument,
+// with a client of its Redis.
+func (o *Options) withRedis(run func(ctx context.Context, cmd *cobra.Command, args []string, s *session) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		ctx, cancel := withTimeout(cmd)
 		defer cancel()
@@ -106,11 +118,7 @@ func (o *Options) withCatalog(run func(ctx context.Context, cmd *cobra.Command, 
 			return err
 		}
 		defer s.Close()
-		cat, err := s.load(ctx)
-		if err != nil {
-			return err
-		}
-		return run(ctx, cmd, args, s, cat)
+		return run(ctx, cmd, args, s)
 	}
 }
 
@@ -268,14 +276,7 @@ func (o *Options) versionsCommand() *cobra.Command {
 		Use:   "versions CATALOG",
 		Short: "List the catalog versions kept in Redis",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := withTimeout(cmd)
-			defer cancel()
-			s, err := o.open(ctx, args[0], true)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
+		RunE: o.withRedis(func(ctx context.Context, cmd *cobra.Command, args []string, s *session) error {
 			docs, err := contract.ReadHistory(ctx, s.redis, s.config.Keys)
 			if err != nil {
 				return err
@@ -303,7 +304,7 @@ func (o *Options) versionsCommand() *cobra.Command {
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", doc.Version, current, servedMark, len(doc.Tools), doc.SchemaHash[:min(12, len(doc.SchemaHash))], doc.GeneratedAt.Format(time.RFC3339))
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 }
 
@@ -316,14 +317,7 @@ The operator then re-embeds the tools that had learned requests without them,
 in a new version. While spec.learning.enabled is true, consumers keep
 recording; turn it off to stop.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := withTimeout(cmd)
-			defer cancel()
-			s, err := o.open(ctx, args[0], true)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
+		RunE: o.withRedis(func(ctx context.Context, cmd *cobra.Command, args []string, s *session) error {
 			n, err := s.redis.ZCard(ctx, s.config.Keys.Requests()).Result()
 			if err != nil {
 				return fmt.Errorf("counting recorded requests: %w", err)
@@ -337,6 +331,6 @@ recording; turn it off to stop.`,
 				fmt.Fprintln(out, "learning is still enabled: consumers keep recording; set spec.learning.enabled to false to stop")
 			}
 			return nil
-		},
+		}),
 	}
 }

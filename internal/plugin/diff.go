@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -26,14 +27,7 @@ else to the version before --to. Any retained version can be compared
 		Example: `  kubectl toolcatalog diff assistant
   kubectl toolcatalog diff assistant --from 3 --to 5`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := withTimeout(cmd)
-			defer cancel()
-			s, err := o.open(ctx, args[0], true)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
+		RunE: o.withRedis(func(ctx context.Context, cmd *cobra.Command, args []string, s *session) error {
 			k := s.config.Keys
 			newest, err := s.redis.Get(ctx, k.Version()).Int64()
 			if err != nil {
@@ -63,7 +57,7 @@ else to the version before --to. Any retained version can be compared
 			}
 			printDiff(cmd.OutOrStdout(), docs[0], docs[1], versiondiff.Compare(docs[0], docs[1]))
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().Int64Var(&from, "from", 0, "the version to compare from (default: the pinned version, else the one before --to)")
 	cmd.Flags().Int64Var(&to, "to", 0, "the version to compare to (default: the newest)")
