@@ -55,8 +55,10 @@ func TestPinnedCatalogIsServedAtItsVersion(t *testing.T) {
 		if err := kube.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "held"}, tc); err != nil {
 			t.Fatal(err)
 		}
+		// A merge patch: the operator writes the status meanwhile.
+		patch := client.MergeFrom(tc.DeepCopy())
 		tc.Spec.Publish.PinVersion = pin
-		if err := kube.Update(context.Background(), tc); err != nil {
+		if err := kube.Patch(context.Background(), tc, patch); err != nil {
 			t.Fatal(err)
 		}
 		return time.Now()
