@@ -102,6 +102,11 @@ RETRIEVAL_ARGS ?=
 bench-retrieval: ## Measure retrieval quality and latency on DATA (tools.json + queries.json), e.g. DATA=../shared/bench/seal-tools; RETRIEVAL_ARGS=-replay=5 measures learning from use.
 	go run ./cmd/bench-retrieval -data $(DATA) $(RETRIEVAL_ARGS)
 
+BENCH_SETS ?= ../shared/bench
+.PHONY: bench-retrieval-cross
+bench-retrieval-cross: ## Report each set under BENCH_SETS with the hybrid constants chosen on the other sets (leave one set out), beside the defaults.
+	go run ./cmd/bench-retrieval -cross $(BENCH_SETS) $(RETRIEVAL_ARGS)
+
 ##@ Build
 
 # Release builds drop the symbol table and DWARF (-s -w; stack traces and

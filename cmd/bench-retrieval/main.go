@@ -7,6 +7,12 @@
 // hybrid, rrf).
 //
 //	bench-retrieval -data ../shared/bench/seal-tools
+//
+// With -cross, it reads every set under a directory and reports each one
+// with the hybrid method's constants chosen on the others (leave one set
+// out), beside the shipped defaults:
+//
+//	bench-retrieval -cross ../shared/bench
 package main
 
 import (
@@ -14,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
@@ -30,7 +37,8 @@ func main() {
 
 func run() error {
 	var (
-		data                           = flag.String("data", "", "dataset directory with tools.json and queries.json (required)")
+		data                           = flag.String("data", "", "dataset directory with tools.json and queries.json (this or -cross is required)")
+		cross                          = flag.String("cross", "", "directory of datasets: report each with the hybrid constants chosen on the others")
 		perTool                        = flag.Int("queries-per-tool", 5, "synthetic queries generated per tool")
 		concurrency                    = flag.Int("concurrency", 3, "query generation requests in flight")
 		embURL, embModel, embKeyEnv    = flag.String("embedding-base-url", "", "OpenAI-compatible embeddings base URL; empty uses the builtin model"), flag.String("embedding-model", "", "embedding model"), flag.String("embedding-api-key-env", "OPENAI_API_KEY", "environment variable holding the embeddings API key")
@@ -41,15 +49,12 @@ func run() error {
 		chatURL, chatModel, chatKeyEnv = flag.String("chat-base-url", "", "OpenAI-compatible chat base URL for query generation; empty uses the builtin generator"), flag.String("chat-model", "", "chat model"), flag.String("chat-api-key-env", "OPENAI_API_KEY", "environment variable holding the chat API key")
 	)
 	flag.Parse()
-	if *data == "" {
+	if *data == "" && *cross == "" {
 		flag.Usage()
-		return fmt.Errorf("-data is required")
-	}
-	ds, err := retrieval.LoadDataset(*data)
-	if err != nil {
-		return err
+		return fmt.Errorf("-data or -cross is required")
 	}
 
+	var err error
 	var emb embedding.Embedder = embedding.SentenceEmbedder{}
 	if *builtin == "lexical" {
 		emb = embedding.LexicalEmbedder{}
@@ -73,6 +78,13 @@ func run() error {
 	}
 
 	ctx := context.Background()
+	if *cross != "" {
+		return runCross(ctx, *cross, retrieval.BuildOptions{Embedder: emb, Generator: gen, QueriesPerTool: *perTool, Concurrency: *concurrency})
+	}
+	ds, err := retrieval.LoadDataset(*data)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	cat, err := retrieval.Build(ctx, ds.Tools, retrieval.BuildOptions{Embedder: emb, Generator: gen, QueriesPerTool: *perTool, Concurrency: *concurrency})
 	if err != nil {
@@ -109,4 +121,40 @@ func report(ctx context.Context, cat *toolcatalog.Catalog, queries []retrieval.Q
 		results = append(results, r)
 	}
 	return retrieval.WriteReport(os.Stdout, results)
+}
+
+// runCross prepares every set under dir and reports the cross-set run.
+func runCross(ctx context.Context, dir string, o retrieval.BuildOptions) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var sets []*retrieval.Prepared
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		if _, err := os.Stat(filepath.Join(path, "tools.json")); !e.IsDir() || err != nil {
+			continue
+		}
+		ds, err := retrieval.LoadDataset(path)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		start := time.Now()
+		p, err := retrieval.Prepare(ctx, e.Name(), ds, o)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s: %d tools, %d queries, prepared in %s\n", e.Name(), len(ds.Tools), len(ds.Queries), time.Since(start).Round(time.Second))
+		sets = append(sets, p)
+	}
+	if len(sets) < 2 {
+		return fmt.Errorf("%s holds %d datasets; leaving one out needs at least 2", dir, len(sets))
+	}
+	start := time.Now()
+	c, err := retrieval.RunCross(ctx, sets, retrieval.Grid())
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d settings searched on %d sets in %s\n\n", len(c.Settings), len(sets), time.Since(start).Round(time.Second))
+	return c.Write(os.Stdout)
 }

@@ -2,12 +2,10 @@ package retrieval
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
 // The quality gate: on the shipped sets, with the builtin sentence model
@@ -43,7 +41,7 @@ func TestRetrievalQualityGate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			queries, err := embedQueries(ctx, emb, ds.Queries)
+			queries, err := Precompute(ctx, emb, ds.Queries)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,42 +75,4 @@ func TestRetrievalQualityGate(t *testing.T) {
 			}
 		})
 	}
-}
-
-// precomputed answers a known set of queries and their intents with
-// vectors embedded in one batch, so an evaluation pays for each once.
-type precomputed struct {
-	model   string
-	vectors map[string][]float32
-}
-
-func embedQueries(ctx context.Context, emb embedding.Embedder, queries []Query) (precomputed, error) {
-	var texts []string
-	for _, q := range queries {
-		texts = append(texts, q.Query)
-		texts = append(texts, text.Intents(q.Query)...)
-	}
-	vecs, err := emb.Embed(ctx, texts)
-	if err != nil {
-		return precomputed{}, err
-	}
-	p := precomputed{model: emb.Model(), vectors: make(map[string][]float32, len(texts))}
-	for i, t := range texts {
-		p.vectors[t] = vecs[i]
-	}
-	return p, nil
-}
-
-func (p precomputed) Model() string { return p.model }
-
-func (p precomputed) Embed(_ context.Context, texts []string) ([][]float32, error) {
-	out := make([][]float32, len(texts))
-	for i, t := range texts {
-		v, ok := p.vectors[t]
-		if !ok {
-			return nil, fmt.Errorf("query %q was not embedded beforehand", t)
-		}
-		out[i] = v
-	}
-	return out, nil
 }
