@@ -132,17 +132,17 @@ func runCross(ctx context.Context, dir string, o retrieval.BuildOptions) error {
 	var sets []*retrieval.Prepared
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
-		if _, err := os.Stat(filepath.Join(path, "tools.json")); !e.IsDir() || err != nil {
+		if _, statErr := os.Stat(filepath.Join(path, "tools.json")); !e.IsDir() || statErr != nil {
 			continue
 		}
-		ds, err := retrieval.LoadDataset(path)
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+		ds, loadErr := retrieval.LoadDataset(path)
+		if loadErr != nil {
+			return fmt.Errorf("%s: %w", path, loadErr)
 		}
 		start := time.Now()
-		p, err := retrieval.Prepare(ctx, e.Name(), ds, o)
-		if err != nil {
-			return err
+		p, prepErr := retrieval.Prepare(ctx, e.Name(), ds, o)
+		if prepErr != nil {
+			return prepErr
 		}
 		fmt.Printf("%s: %d tools, %d queries, prepared in %s\n", e.Name(), len(ds.Tools), len(ds.Queries), time.Since(start).Round(time.Second))
 		sets = append(sets, p)

@@ -97,7 +97,7 @@ type Cross struct {
 	Sets     []string
 	Settings []Setting
 	// Recall is recall@5 by setting, then set; BM25 and Semantic the
-	// arms' by set.
+	// arms' by set, with the default's intents.
 	Recall         [][]float64
 	BM25, Semantic []float64
 	// Chosen is, by set, the index of the setting with the best mean
@@ -120,7 +120,7 @@ func RunCross(ctx context.Context, sets []*Prepared, grid []Setting) (*Cross, er
 			method toolcatalog.Method
 			out    *[]float64
 		}{{toolcatalog.BM25, &c.BM25}, {toolcatalog.Semantic, &c.Semantic}} {
-			r, err := p.Recall5(ctx, toolcatalog.Options{Method: arm.method, Embedder: p.Embedder, Intents: toolcatalog.IntentsOff})
+			r, err := p.Recall5(ctx, toolcatalog.Options{Method: arm.method, Embedder: p.Embedder, Intents: DefaultSetting.Intents})
 			if err != nil {
 				return nil, err
 			}

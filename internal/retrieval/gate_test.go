@@ -2,6 +2,8 @@ package retrieval
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
@@ -69,6 +71,65 @@ func TestRetrievalQualityGate(t *testing.T) {
 			}
 			if c5 := got[def].Complete[5]; c5 < set.complete {
 				t.Errorf("default %s complete@5 %.3f is below the recorded floor %.2f", def, c5, set.complete)
+			}
+			if s5 := got[toolcatalog.Semantic].Recall[5]; s5 < set.semantic {
+				t.Errorf("semantic recall@5 %.3f is below the recorded floor %.2f", s5, set.semantic)
+			}
+		})
+	}
+}
+
+// heldOut is where the sets no default was chosen on are: ../shared/bench
+// beside the checkout (docs/search.md, "How a constant is chosen").
+const heldOut = "../../../shared/bench"
+
+// The gate holds on sets no constant was chosen on too: APIBench's
+// Hugging Face part and ToolAlpaca (the defaults were chosen on
+// Seal-Tools and MetaTool). Their floors are a few points under what the
+// defaults reach there; the default does not yet beat BM25 on APIBench,
+// which the log shows.
+func TestRetrievalHoldsWhereNotTuned(t *testing.T) {
+	sets := []struct {
+		name                      string
+		floor, complete, semantic float64
+	}{
+		{"apibench-hf", 0.27, 0.27, 0.15}, // reached 0.294, 0.294, 0.177
+		{"toolalpaca", 0.89, 0.87, 0.86},  // reached 0.923, 0.899, 0.899
+	}
+	for _, set := range sets {
+		t.Run(set.name, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(heldOut, set.name)
+			if _, err := os.Stat(filepath.Join(dir, "tools.json")); err != nil {
+				t.Fatalf("the held-out set %s is not there (%v): check out the shared benchmark sets beside the repository, as ../shared/bench", set.name, err)
+			}
+			ds, err := LoadDataset(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			emb := embedding.SentenceEmbedder{}
+			cat, err := Build(ctx, ds.Tools, BuildOptions{Embedder: emb, Generator: embedding.TemplateQueryGenerator{}, QueriesPerTool: 5, Concurrency: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			queries, err := Precompute(ctx, emb, ds.Queries)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[toolcatalog.Method]*Metrics{}
+			for _, m := range []toolcatalog.Method{toolcatalog.BM25, toolcatalog.Semantic, toolcatalog.Hybrid} {
+				if got[m], err = Evaluate(ctx, cat, ds.Queries, toolcatalog.Options{Method: m, Embedder: queries}); err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%-8s recall@5 %.3f complete@5 %.3f", m, got[m].Recall[5], got[m].Complete[5])
+			}
+			def := got[toolcatalog.Hybrid]
+			if def.Recall[5] < set.floor {
+				t.Errorf("default recall@5 %.3f is below the recorded floor %.2f", def.Recall[5], set.floor)
+			}
+			if def.Complete[5] < set.complete {
+				t.Errorf("default complete@5 %.3f is below the recorded floor %.2f", def.Complete[5], set.complete)
 			}
 			if s5 := got[toolcatalog.Semantic].Recall[5]; s5 < set.semantic {
 				t.Errorf("semantic recall@5 %.3f is below the recorded floor %.2f", s5, set.semantic)
