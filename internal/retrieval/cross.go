@@ -176,10 +176,17 @@ func (c *Cross) best(use func(set int) bool) int {
 func (c *Cross) Write(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "recall@5, builtin model; default hybrid: %s; chosen: best mean over the other sets of %d settings\n", DefaultSetting, len(c.Settings))
-	fmt.Fprintln(tw, "set\tbm25\tsemantic\tdefault\tchosen on the others\tits recall@5 here\ttuned here (not a result)\t")
+	whole := DefaultSetting
+	whole.Intents = toolcatalog.IntentsOff
+	off := slices.Index(c.Settings, whole)
+	fmt.Fprintln(tw, "set\tbm25\tsemantic\tdefault\tdefault, intents off\tchosen on the others\tits recall@5 here\ttuned here (not a result)\t")
 	for set, name := range c.Sets {
 		chosen, tuned := c.Chosen[set], c.Tuned[set]
-		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%s\t%.3f\t%.3f (%s)\t\n", name, c.BM25[set], c.Semantic[set], c.Recall[c.Default][set],
+		intentsOff := "-"
+		if off >= 0 {
+			intentsOff = fmt.Sprintf("%.3f", c.Recall[off][set])
+		}
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%s\t%s\t%.3f\t%.3f (%s)\t\n", name, c.BM25[set], c.Semantic[set], c.Recall[c.Default][set], intentsOff,
 			c.Settings[chosen], c.Recall[chosen][set], c.Recall[tuned][set], c.Settings[tuned])
 	}
 	return tw.Flush()
