@@ -20,20 +20,30 @@ import (
 type Setting struct {
 	SemanticWeight, MinLexicalEvidence float64
 	Intents                            string
+	// MinIntentEvidence is toolcatalog.Options.MinIntentEvidence.
+	MinIntentEvidence float64
 }
 
 // DefaultSetting is what a catalog gets without spec.search settings.
-var DefaultSetting = Setting{toolcatalog.DefaultSemanticWeight, toolcatalog.DefaultMinLexicalEvidence, toolcatalog.IntentsOn}
+var DefaultSetting = Setting{SemanticWeight: toolcatalog.DefaultSemanticWeight, MinLexicalEvidence: toolcatalog.DefaultMinLexicalEvidence, Intents: toolcatalog.IntentsOn}
 
 func (s Setting) String() string {
-	return fmt.Sprintf("w=%.2f e=%.1f intents %s", s.SemanticWeight, s.MinLexicalEvidence, s.Intents)
+	out := fmt.Sprintf("w=%.2f e=%.1f intents %s", s.SemanticWeight, s.MinLexicalEvidence, s.Intents)
+	if s.MinIntentEvidence > 0 && s.Intents == toolcatalog.IntentsOn {
+		out += fmt.Sprintf(" ≥%.1f", s.MinIntentEvidence)
+	}
+	return out
 }
 
 // Options are the search options of the setting, with the hybrid method.
 func (s Setting) Options(emb toolcatalog.QueryEmbedder) toolcatalog.Options {
 	w, e := s.SemanticWeight, s.MinLexicalEvidence
-	return toolcatalog.Options{Method: toolcatalog.Hybrid, Embedder: emb, SemanticWeight: &w, MinLexicalEvidence: &e, Intents: s.Intents}
+	return toolcatalog.Options{Method: toolcatalog.Hybrid, Embedder: emb, SemanticWeight: &w, MinLexicalEvidence: &e, Intents: s.Intents, MinIntentEvidence: s.MinIntentEvidence}
 }
+
+// IntentThresholds are the values of MinIntentEvidence the grid tries
+// with the default blend.
+var IntentThresholds = []float64{1, 1.5, 2, 2.5, 3}
 
 // Grid is the settings a cross-set run chooses among; DefaultSetting is
 // one of them.
@@ -42,9 +52,14 @@ func Grid() []Setting {
 	for _, intents := range []string{toolcatalog.IntentsOn, toolcatalog.IntentsOff} {
 		for _, e := range []float64{0.5, 1, 1.5, 2, 3} {
 			for _, w := range []float64{0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9} {
-				grid = append(grid, Setting{w, e, intents})
+				grid = append(grid, Setting{SemanticWeight: w, MinLexicalEvidence: e, Intents: intents})
 			}
 		}
+	}
+	for _, th := range IntentThresholds {
+		s := DefaultSetting
+		s.MinIntentEvidence = th
+		grid = append(grid, s)
 	}
 	return grid
 }
@@ -179,15 +194,41 @@ func (c *Cross) Write(w io.Writer) error {
 	whole := DefaultSetting
 	whole.Intents = toolcatalog.IntentsOff
 	off := slices.Index(c.Settings, whole)
+	intentsOff := func(set int) string {
+		if off < 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.3f", c.Recall[off][set])
+	}
 	fmt.Fprintln(tw, "set\tbm25\tsemantic\tdefault\tdefault, intents off\tchosen on the others\tits recall@5 here\ttuned here (not a result)\t")
 	for set, name := range c.Sets {
 		chosen, tuned := c.Chosen[set], c.Tuned[set]
-		intentsOff := "-"
-		if off >= 0 {
-			intentsOff = fmt.Sprintf("%.3f", c.Recall[off][set])
-		}
-		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%s\t%s\t%.3f\t%.3f (%s)\t\n", name, c.BM25[set], c.Semantic[set], c.Recall[c.Default][set], intentsOff,
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%s\t%s\t%.3f\t%.3f (%s)\t\n", name, c.BM25[set], c.Semantic[set], c.Recall[c.Default][set], intentsOff(set),
 			c.Settings[chosen], c.Recall[chosen][set], c.Recall[tuned][set], c.Settings[tuned])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Intents used only when at least two each name tool words.
+	fmt.Fprintf(w, "\nthe default blend, intents used only when two each reach a lexical evidence of:\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "set\tintents off\talways (default)")
+	for _, th := range IntentThresholds {
+		fmt.Fprintf(tw, "\t≥%.1f", th)
+	}
+	fmt.Fprintln(tw, "\t")
+	for set, name := range c.Sets {
+		fmt.Fprintf(tw, "%s\t%s\t%.3f", name, intentsOff(set), c.Recall[c.Default][set])
+		for _, th := range IntentThresholds {
+			s := DefaultSetting
+			s.MinIntentEvidence = th
+			if i := slices.Index(c.Settings, s); i >= 0 {
+				fmt.Fprintf(tw, "\t%.3f", c.Recall[i][set])
+			} else {
+				fmt.Fprint(tw, "\t-")
+			}
+		}
+		fmt.Fprintln(tw, "\t")
 	}
 	return tw.Flush()
 }

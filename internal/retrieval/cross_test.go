@@ -42,7 +42,7 @@ func TestRunCrossOverTwoSets(t *testing.T) {
 		}
 		sets = append(sets, p)
 	}
-	grid := []Setting{{0.2, 1, "off"}, DefaultSetting}
+	grid := []Setting{{SemanticWeight: 0.2, MinLexicalEvidence: 1, Intents: "off"}, DefaultSetting}
 	c, err := RunCross(ctx, sets, grid)
 	if err != nil {
 		t.Fatal(err)

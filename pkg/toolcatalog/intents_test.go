@@ -206,3 +206,29 @@ func TestIntentsLeanOnTheRequestByTheirEvidence(t *testing.T) {
 		t.Errorf("5 places for 2 intents: %v, want %v", got, want)
 	}
 }
+
+// With MinIntentEvidence, a request is searched by intent only when two
+// of its intents each name tool words: a request of two sentences that
+// do not is ranked whole, exactly as with intents off.
+func TestSearchIntentsNeedEvidence(t *testing.T) {
+	c := buildFixture(t, fixture, contract.SearchDefaults{})
+	emb := lexicalEmbedder()
+	req := "Email my manager about the outage. Then say hello in Spanish."
+	split := search(t, c, req, Options{Method: Hybrid, TopK: 3, Embedder: emb})
+	if len(split.Intents) != 2 {
+		t.Fatalf("by default the request is split: %+v", split.Intents)
+	}
+	low := search(t, c, req, Options{Method: Hybrid, TopK: 3, Embedder: emb, MinIntentEvidence: min(split.Intents[0].LexicalEvidence, split.Intents[1].LexicalEvidence)})
+	if len(low.Intents) != 2 || !slices.Equal(names(low.Results), names(split.Results)) {
+		t.Fatalf("both intents reach the evidence asked for, yet: intents %+v, results %v, want %v", low.Intents, names(low.Results), names(split.Results))
+	}
+	high := search(t, c, req, Options{Method: Hybrid, TopK: 3, Embedder: emb, MinIntentEvidence: 50})
+	whole := search(t, c, req, Options{Method: Hybrid, TopK: 3, Embedder: emb, Intents: IntentsOff})
+	byIntent := func(r Result) bool { return r.Intent != "" }
+	if high.Intents != nil || slices.ContainsFunc(high.Results, byIntent) || !slices.Equal(names(high.Results), names(whole.Results)) {
+		t.Fatalf("no intent reaches the evidence asked for: intents %+v, results %+v, want the whole request's %v", high.Intents, high.Results, names(whole.Results))
+	}
+	if !slices.ContainsFunc(split.Results, byIntent) {
+		t.Fatalf("no result of the split request was placed by an intent (%+v): the test proves nothing", split.Results)
+	}
+}

@@ -81,6 +81,12 @@ type Options struct {
 	// for several things (see text.Intents) or IntentsOff to search the
 	// request as one; empty takes the catalog's setting, on by default.
 	Intents string
+	// MinIntentEvidence, when above 0, is the lexical evidence at least
+	// two intents of a request must each have for their rankings to
+	// place tools: a request whose sentences do not each name tool words
+	// asks for one thing in several sentences, and is ranked whole. 0
+	// (the default) uses every request's intents.
+	MinIntentEvidence float64
 }
 
 // Intents settings.
@@ -263,6 +269,10 @@ func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Resp
 		}
 		add(n, WhyPopular, 0)
 	}
+	if len(rankings) > 1 && opts.MinIntentEvidence > 0 && !confidentIntents(rankings[1:], opts.MinIntentEvidence) {
+		// One thing asked in several sentences: ranked whole.
+		rankings, resp.Intents = rankings[:1], nil
+	}
 	if len(rankings) > 1 {
 		free := opts.TopK - len(resp.Results)
 		for _, p := range intentPicks(rankings, free, func(n string) bool { return !seen[n] && allowed(n) }) {
@@ -276,6 +286,18 @@ func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Resp
 		add(r.name, WhyRanked, 0)
 	}
 	return resp, nil
+}
+
+// confidentIntents reports whether at least two intents each name tool
+// words, a lexical evidence of at least min.
+func confidentIntents(intents []searched, min float64) bool {
+	n := 0
+	for _, r := range intents {
+		if r.evidence >= min {
+			n++
+		}
+	}
+	return n >= 2
 }
 
 // intentPick is a tool an intent placed: by is its ranking's index.
