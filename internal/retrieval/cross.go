@@ -20,16 +20,18 @@ import (
 type Setting struct {
 	SemanticWeight, MinLexicalEvidence float64
 	Intents                            string
-	// MinIntentEvidence is toolcatalog.Options.MinIntentEvidence.
+	// MinIntentEvidence is toolcatalog.Options.MinIntentEvidence: 0
+	// uses every request's intents.
 	MinIntentEvidence float64
 }
 
 // DefaultSetting is what a catalog gets without spec.search settings.
-var DefaultSetting = Setting{SemanticWeight: toolcatalog.DefaultSemanticWeight, MinLexicalEvidence: toolcatalog.DefaultMinLexicalEvidence, Intents: toolcatalog.IntentsOn}
+var DefaultSetting = Setting{SemanticWeight: toolcatalog.DefaultSemanticWeight, MinLexicalEvidence: toolcatalog.DefaultMinLexicalEvidence, Intents: toolcatalog.IntentsOn,
+	MinIntentEvidence: toolcatalog.DefaultMinIntentEvidence}
 
 func (s Setting) String() string {
 	out := fmt.Sprintf("w=%.2f e=%.1f intents %s", s.SemanticWeight, s.MinLexicalEvidence, s.Intents)
-	if s.MinIntentEvidence > 0 && s.Intents == toolcatalog.IntentsOn {
+	if s.Intents == toolcatalog.IntentsOn {
 		out += fmt.Sprintf(" ≥%.1f", s.MinIntentEvidence)
 	}
 	return out
@@ -37,13 +39,13 @@ func (s Setting) String() string {
 
 // Options are the search options of the setting, with the hybrid method.
 func (s Setting) Options(emb toolcatalog.QueryEmbedder) toolcatalog.Options {
-	w, e := s.SemanticWeight, s.MinLexicalEvidence
-	return toolcatalog.Options{Method: toolcatalog.Hybrid, Embedder: emb, SemanticWeight: &w, MinLexicalEvidence: &e, Intents: s.Intents, MinIntentEvidence: s.MinIntentEvidence}
+	w, e, ie := s.SemanticWeight, s.MinLexicalEvidence, s.MinIntentEvidence
+	return toolcatalog.Options{Method: toolcatalog.Hybrid, Embedder: emb, SemanticWeight: &w, MinLexicalEvidence: &e, Intents: s.Intents, MinIntentEvidence: &ie}
 }
 
 // IntentThresholds are the values of MinIntentEvidence the grid tries
 // with the default blend.
-var IntentThresholds = []float64{1, 1.5, 2, 2.5, 3}
+var IntentThresholds = []float64{0, 1, 1.5, 2.5, 3}
 
 // Grid is the settings a cross-set run chooses among; DefaultSetting is
 // one of them.
@@ -52,7 +54,7 @@ func Grid() []Setting {
 	for _, intents := range []string{toolcatalog.IntentsOn, toolcatalog.IntentsOff} {
 		for _, e := range []float64{0.5, 1, 1.5, 2, 3} {
 			for _, w := range []float64{0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9} {
-				grid = append(grid, Setting{SemanticWeight: w, MinLexicalEvidence: e, Intents: intents})
+				grid = append(grid, Setting{SemanticWeight: w, MinLexicalEvidence: e, Intents: intents, MinIntentEvidence: DefaultSetting.MinIntentEvidence})
 			}
 		}
 	}
@@ -210,9 +212,9 @@ func (c *Cross) Write(w io.Writer) error {
 		return err
 	}
 	// Intents used only when at least two each name tool words.
-	fmt.Fprintf(w, "\nthe default blend, intents used only when two each reach a lexical evidence of:\n")
+	fmt.Fprintf(w, "\nthe default blend, intents used only when two each reach a lexical evidence of (0: always):\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "set\tintents off\talways (default)")
+	fmt.Fprintf(tw, "set\tintents off\t≥%.1f (default)", DefaultSetting.MinIntentEvidence)
 	for _, th := range IntentThresholds {
 		fmt.Fprintf(tw, "\t≥%.1f", th)
 	}

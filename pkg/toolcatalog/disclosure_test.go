@@ -141,7 +141,10 @@ func TestBridgeDispatch(t *testing.T) {
 		}
 	}
 	// A request for two things: each hit says the intent it answers, and
-	// the core tool takes no intent's place.
+	// the core tool takes no intent's place. (The fixture's few tools give
+	// its intents little lexical evidence: every request's intents are
+	// used here.)
+	b.Search.MinIntentEvidence = ptr(0.0)
 	out, _, err = b.Handle(ctx, ToolSearch, `{"query":"Send an email to the team. Then search the web for recent news and translate this paragraph to German.","top_k":2}`)
 	var intents struct {
 		Tools []struct{ Name, Intent string }

@@ -97,7 +97,7 @@ func TestSearchIntentsSetting(t *testing.T) {
 	if r := search(t, c, req, Options{Method: BM25}); r.Intents != nil {
 		t.Errorf("the catalog turns intents off, yet the search split the request: %+v", r.Intents)
 	}
-	if r := search(t, c, req, Options{Method: BM25, Intents: IntentsOn}); len(r.Intents) != 2 {
+	if r := search(t, c, req, Options{Method: BM25, Intents: IntentsOn, MinIntentEvidence: ptr(0.0)}); len(r.Intents) != 2 {
 		t.Errorf("intents on for one search: %+v", r.Intents)
 	}
 	if _, err := c.Search(context.Background(), req, Options{Intents: "sometimes"}); err == nil {
@@ -214,15 +214,15 @@ func TestSearchIntentsNeedEvidence(t *testing.T) {
 	c := buildFixture(t, fixture, contract.SearchDefaults{})
 	emb := lexicalEmbedder()
 	req := "Email my manager about the outage. Then say hello in Spanish."
-	split := search(t, c, req, Options{Method: Hybrid, TopK: 3, Embedder: emb})
+	split := search(t, c, req, Options{Method: Hybrid, TopK: 3, Embedder: emb, MinIntentEvidence: ptr(0.0)})
 	if len(split.Intents) != 2 {
-		t.Fatalf("by default the request is split: %+v", split.Intents)
+		t.Fatalf("with no evidence asked for, the request is split: %+v", split.Intents)
 	}
-	low := search(t, c, req, Options{Method: Hybrid, TopK: 3, Embedder: emb, MinIntentEvidence: min(split.Intents[0].LexicalEvidence, split.Intents[1].LexicalEvidence)})
+	low := search(t, c, req, Options{Method: Hybrid, TopK: 3, Embedder: emb, MinIntentEvidence: ptr(min(split.Intents[0].LexicalEvidence, split.Intents[1].LexicalEvidence))})
 	if len(low.Intents) != 2 || !slices.Equal(names(low.Results), names(split.Results)) {
 		t.Fatalf("both intents reach the evidence asked for, yet: intents %+v, results %v, want %v", low.Intents, names(low.Results), names(split.Results))
 	}
-	high := search(t, c, req, Options{Method: Hybrid, TopK: 3, Embedder: emb, MinIntentEvidence: 50})
+	high := search(t, c, req, Options{Method: Hybrid, TopK: 3, Embedder: emb, MinIntentEvidence: ptr(50.0)})
 	whole := search(t, c, req, Options{Method: Hybrid, TopK: 3, Embedder: emb, Intents: IntentsOff})
 	byIntent := func(r Result) bool { return r.Intent != "" }
 	if high.Intents != nil || slices.ContainsFunc(high.Results, byIntent) || !slices.Equal(names(high.Results), names(whole.Results)) {

@@ -81,13 +81,18 @@ type Options struct {
 	// for several things (see text.Intents) or IntentsOff to search the
 	// request as one; empty takes the catalog's setting, on by default.
 	Intents string
-	// MinIntentEvidence, when above 0, is the lexical evidence at least
-	// two intents of a request must each have for their rankings to
-	// place tools: a request whose sentences do not each name tool words
-	// asks for one thing in several sentences, and is ranked whole. 0
-	// (the default) uses every request's intents.
-	MinIntentEvidence float64
+	// MinIntentEvidence is the lexical evidence at least two intents of
+	// a request must each have for their rankings to place tools: a
+	// request whose sentences do not each name tool words asks for one
+	// thing in several sentences, and is ranked whole. 0 uses every
+	// request's intents; nil is DefaultMinIntentEvidence.
+	MinIntentEvidence *float64
 }
+
+// DefaultMinIntentEvidence is Options.MinIntentEvidence's default, chosen
+// across sets, each reported with the value chosen on the others
+// (docs/search.md, "How a constant is chosen").
+const DefaultMinIntentEvidence = 2.0
 
 // Intents settings.
 const (
@@ -269,7 +274,7 @@ func (c *Catalog) Search(ctx context.Context, query string, opts Options) (*Resp
 		}
 		add(n, WhyPopular, 0)
 	}
-	if len(rankings) > 1 && opts.MinIntentEvidence > 0 && !confidentIntents(rankings[1:], opts.MinIntentEvidence) {
+	if len(rankings) > 1 && *opts.MinIntentEvidence > 0 && !confidentIntents(rankings[1:], *opts.MinIntentEvidence) {
 		// One thing asked in several sentences: ranked whole.
 		rankings, resp.Intents = rankings[:1], nil
 	}
@@ -429,6 +434,9 @@ func (c *Catalog) withDefaults(o Options) Options {
 		if o.Intents == "" {
 			o.Intents = IntentsOn
 		}
+	}
+	if o.MinIntentEvidence == nil {
+		o.MinIntentEvidence = ptr(DefaultMinIntentEvidence)
 	}
 	return o
 }
