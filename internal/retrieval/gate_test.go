@@ -33,28 +33,7 @@ func TestRetrievalQualityGate(t *testing.T) {
 	for _, set := range sets {
 		t.Run(set.dir, func(t *testing.T) {
 			t.Parallel()
-			ds, err := LoadDataset(set.dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := context.Background()
-			emb := embedding.SentenceEmbedder{}
-			cat, err := Build(ctx, ds.Tools, BuildOptions{Embedder: emb, Generator: embedding.TemplateQueryGenerator{}, QueriesPerTool: 5, Concurrency: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
-			queries, err := Precompute(ctx, emb, ds.Queries)
-			if err != nil {
-				t.Fatal(err)
-			}
-			def := toolcatalog.Method(cat.Document.Search.Method)
-			got := map[toolcatalog.Method]*Metrics{}
-			for _, m := range []toolcatalog.Method{toolcatalog.BM25, toolcatalog.Semantic, def} {
-				if got[m], err = Evaluate(ctx, cat, ds.Queries, toolcatalog.Options{Method: m, Embedder: queries}); err != nil {
-					t.Fatal(err)
-				}
-				t.Logf("%-8s recall@1 %.3f recall@5 %.3f hit@1 %.3f MRR %.3f complete@5 %.3f", m, got[m].Recall[1], got[m].Recall[5], got[m].Hit[1], got[m].MRR, got[m].Complete[5])
-			}
+			def, got := evaluateDefaults(t, set.dir)
 			r5 := got[def].Recall[5]
 			for _, arm := range []toolcatalog.Method{toolcatalog.BM25, toolcatalog.Semantic} {
 				if r5 < got[arm].Recall[5] {
@@ -103,28 +82,8 @@ func TestRetrievalHoldsWhereNotTuned(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(dir, "tools.json")); err != nil {
 				t.Fatalf("the held-out set %s is not there (%v): check out the shared benchmark sets beside the repository, as ../shared/bench", set.name, err)
 			}
-			ds, err := LoadDataset(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := context.Background()
-			emb := embedding.SentenceEmbedder{}
-			cat, err := Build(ctx, ds.Tools, BuildOptions{Embedder: emb, Generator: embedding.TemplateQueryGenerator{}, QueriesPerTool: 5, Concurrency: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
-			queries, err := Precompute(ctx, emb, ds.Queries)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := map[toolcatalog.Method]*Metrics{}
-			for _, m := range []toolcatalog.Method{toolcatalog.BM25, toolcatalog.Semantic, toolcatalog.Hybrid} {
-				if got[m], err = Evaluate(ctx, cat, ds.Queries, toolcatalog.Options{Method: m, Embedder: queries}); err != nil {
-					t.Fatal(err)
-				}
-				t.Logf("%-8s recall@5 %.3f complete@5 %.3f", m, got[m].Recall[5], got[m].Complete[5])
-			}
-			def := got[toolcatalog.Hybrid]
+			method, got := evaluateDefaults(t, dir)
+			def := got[method]
 			if def.Recall[5] < set.floor {
 				t.Errorf("default recall@5 %.3f is below the recorded floor %.2f", def.Recall[5], set.floor)
 			}
@@ -136,4 +95,34 @@ func TestRetrievalHoldsWhereNotTuned(t *testing.T) {
 			}
 		})
 	}
+}
+
+// evaluateDefaults builds the set in dir with the builtin model and
+// query generator as a catalog does by default, and evaluates its
+// default method and both arms; it returns the default method too.
+func evaluateDefaults(t *testing.T, dir string) (toolcatalog.Method, map[toolcatalog.Method]*Metrics) {
+	t.Helper()
+	ds, err := LoadDataset(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	emb := embedding.SentenceEmbedder{}
+	cat, err := Build(ctx, ds.Tools, BuildOptions{Embedder: emb, Generator: embedding.TemplateQueryGenerator{}, QueriesPerTool: 5, Concurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries, err := Precompute(ctx, emb, ds.Queries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := toolcatalog.Method(cat.Document.Search.Method)
+	got := map[toolcatalog.Method]*Metrics{}
+	for _, m := range []toolcatalog.Method{toolcatalog.BM25, toolcatalog.Semantic, def} {
+		if got[m], err = Evaluate(ctx, cat, ds.Queries, toolcatalog.Options{Method: m, Embedder: queries}); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%-8s recall@1 %.3f recall@5 %.3f hit@1 %.3f MRR %.3f complete@5 %.3f", m, got[m].Recall[1], got[m].Recall[5], got[m].Hit[1], got[m].MRR, got[m].Complete[5])
+	}
+	return def, got
 }
