@@ -38,12 +38,12 @@ else to the version before --to. Any retained version can be compared
 			}
 			if from == 0 {
 				from = max(to-1, 1)
-				pinned, pinErr := contract.ReadPinned(ctx, s.redis, k)
-				if pinErr != nil {
-					return pinErr
+				served, v, servedErr := contract.Served(ctx, s.redis, k)
+				if servedErr != nil {
+					return servedErr
 				}
-				if pinned != nil && pinned.Version != to {
-					from = pinned.Version
+				if served != k && v != to {
+					from = v // the pinned version
 				}
 			}
 			var docs [2]*contract.Document

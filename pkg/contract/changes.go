@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -132,9 +131,13 @@ func ReadTools(ctx context.Context, c redis.UniversalClient, k Keys, version int
 // catalog's version is read from P:catalog:v<N>. The pinned version is
 // read from its copy (Keys.Pinned), retained or not.
 func ReadVersion(ctx context.Context, c redis.UniversalClient, k Keys, n int64) (*Document, error) {
-	if c.Get(ctx, k.Pinned().Version()).Val() == strconv.FormatInt(n, 10) {
-		if d, err := ReadPinned(ctx, c, k); err != nil || d != nil && d.Version == n {
-			return d, err
+	served, v, err := Served(ctx, c, k)
+	if err != nil {
+		return nil, err
+	}
+	if served != k && v == n {
+		if d, pinErr := ReadPinned(ctx, c, k); pinErr != nil || d != nil && d.Version == n {
+			return d, pinErr
 		}
 	}
 	docs, err := history(ctx, c, k, n)
@@ -158,13 +161,16 @@ func ReadHistory(ctx context.Context, c redis.UniversalClient, k Keys) ([]*Docum
 	if err != nil || len(docs) == 0 {
 		return docs, err
 	}
-	if pinned, err := ReadPinned(ctx, c, k); err != nil || pinned != nil && pinned.Version < docs[len(docs)-1].Version {
-		if pinned != nil {
-			docs = append(docs, pinned)
-		}
+	// The pinned copy is read only when history did not rebuild it.
+	served, v, err := Served(ctx, c, k)
+	if err != nil || served == k || v >= docs[len(docs)-1].Version {
 		return docs, err
 	}
-	return docs, nil
+	pinned, err := ReadPinned(ctx, c, k)
+	if pinned != nil {
+		docs = append(docs, pinned)
+	}
+	return docs, err
 }
 
 // ReadPinned returns the document of the pinned version; nil when the

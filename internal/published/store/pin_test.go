@@ -111,10 +111,27 @@ func TestPinServesARetainedVersionExactly(t *testing.T) {
 	if got, pinned := readServed(t, c, k); !pinned || got.head.Version != 2 {
 		t.Fatalf("pinned at 2 after version 5: served version %d (pinned=%v)", got.head.Version, pinned)
 	}
+	// Past retention, the pinned version is still read back, and listed
+	// last in the history.
+	for v := int64(6); v <= 9; v++ {
+		d := testDoc(t, v, "a", "b", "c", "d", "e")
+		write(t, c, k, prev, d, map[string][]byte{"e": vec(float32(v))})
+		prev = d
+	}
+	if _, err := contract.ReadChanges(ctx, c, k, 2, 9); !errors.Is(err, contract.ErrNotRetained) {
+		t.Fatalf("version 2's records are still retained (%v): the check proves nothing", err)
+	}
+	docs, err := contract.ReadHistory(ctx, c, k)
+	if err != nil || len(docs) < 2 || docs[len(docs)-1].Version != 2 || docs[len(docs)-2].Version == 2 {
+		t.Fatalf("history past retention: %d documents, %v", len(docs), err)
+	}
+	if d, err := contract.ReadVersion(ctx, c, k, 2); err != nil || d.SchemaHash != history[1].head.SchemaHash {
+		t.Fatalf("the pinned version 2 read back: %v, %v", d, err)
+	}
 	if unpinned, err := Unpin(ctx, c, k); err != nil || !unpinned {
 		t.Fatalf("unpin: %v %v", unpinned, err)
 	}
-	if got, pinned := readServed(t, c, k); pinned || got.head.Version != 5 {
+	if got, pinned := readServed(t, c, k); pinned || got.head.Version != 9 {
 		t.Fatalf("unpinned: served version %d (pinned=%v)", got.head.Version, pinned)
 	}
 	if n := c.Exists(ctx, k.Pinned().Version(), k.Pinned().Head(), k.Pinned().Tools(), k.Pinned().Embeddings(), k.Pinned().Metadata()).Val(); n != 0 {
