@@ -178,7 +178,7 @@ func (c *Catalog) Read(ctx context.Context, fresh bool) (catalog.Stored, error) 
 
 func (c *Catalog) read(ctx context.Context, fresh bool) (catalog.Stored, error) {
 	if kept := c.kept(); kept != nil && !fresh && kept.uid == c.uid && kept.where == c.where() && c.cs.now().Sub(kept.readAt) < c.cfg.Resync {
-		stamp, staged, err := contract.ReadStamp(ctx, c.rc, c.cfg.Keys)
+		stamp, staged, err := store.ReadStamp(ctx, c.rc, c.cfg.Keys)
 		if err != nil {
 			return catalog.Stored{}, err
 		}
@@ -292,7 +292,7 @@ func (c *Catalog) keepPublished(ctx context.Context, stored catalog.Stored, b ca
 		c.keep(nil)
 		return
 	}
-	stamp, _, err := contract.ReadStamp(ctx, c.rc, c.cfg.Keys)
+	stamp, _, err := store.ReadStamp(ctx, c.rc, c.cfg.Keys)
 	if err != nil || stamp.Version != version {
 		c.keep(nil)
 		return
@@ -318,7 +318,7 @@ func (c *Catalog) Vectors(ctx context.Context, names []string) (map[string][]byt
 // RecordQuality keeps a version's self-grading with the retained
 // versions, for consumers that chart it.
 func (c *Catalog) RecordQuality(ctx context.Context, q contract.Quality) error {
-	err := contract.RecordQuality(ctx, c.rc, c.cfg.Keys, q, c.cfg.Retain)
+	err := store.RecordQuality(ctx, c.rc, c.cfg.Keys, q, c.cfg.Retain)
 	if err != nil {
 		metrics.RedisErrors.WithLabelValues(c.id, "write").Inc()
 	}

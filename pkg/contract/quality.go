@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,30 +26,8 @@ type Quality struct {
 	Graded     time.Time `json:"graded"`
 }
 
-// RecordQuality keeps the grading of q.Version, replacing an earlier one
-// of that version, and drops those of versions older than the last retain
-// (at least 1, at most MaxRetainVersions).
-func RecordQuality(ctx context.Context, c redis.UniversalClient, k Keys, q Quality, retain int) error {
-	b, err := json.Marshal(q)
-	if err != nil {
-		return err
-	}
-	retain = min(max(retain, 1), MaxRetainVersions)
-	v := strconv.FormatInt(q.Version, 10)
-	_, err = c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.ZRemRangeByScore(ctx, k.Quality(), v, v)
-		p.ZAdd(ctx, k.Quality(), redis.Z{Score: float64(q.Version), Member: string(b)})
-		p.ZRemRangeByScore(ctx, k.Quality(), "-inf", "("+strconv.FormatInt(q.Version-int64(retain)+1, 10))
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("recording the grading of version %d: %w", q.Version, err)
-	}
-	return nil
-}
-
 // ReadQuality reads the gradings kept, oldest first: at most
-// MaxRetainVersions, and none that RecordQuality could not have written.
+// MaxRetainVersions, and none that the operator could not have written.
 func ReadQuality(ctx context.Context, c redis.UniversalClient, k Keys) ([]Quality, error) {
 	zs, err := c.ZRangeWithScores(ctx, k.Quality(), -MaxRetainVersions, -1).Result()
 	if err != nil {

@@ -290,33 +290,6 @@ func (s *Snapshot) Stamp() Stamp {
 	return Stamp{Version: s.Version, Head: string(s.Head), Tools: int64(tools), Vectors: int64(vectors), Metadata: int64(metadata)}
 }
 
-// ReadStamp reads a catalog's stamp and its staged entries in one
-// MULTI/EXEC: a few small replies, whatever the catalog's size, plus
-// whatever is staged.
-func ReadStamp(ctx context.Context, c redis.UniversalClient, k Keys) (Stamp, *Snapshot, error) {
-	var version, head *redis.StringCmd
-	var tools, vecs, meta *redis.IntCmd
-	var stagedMeta, stagedVecs *redis.MapStringStringCmd
-	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		version = p.Get(ctx, k.Version())
-		head = p.Get(ctx, k.Head())
-		tools = p.HLen(ctx, k.Tools())
-		vecs = p.HLen(ctx, k.Embeddings())
-		meta = p.HLen(ctx, k.Metadata())
-		stagedMeta = p.HGetAll(ctx, k.StagedMetadata())
-		stagedVecs = p.HGetAll(ctx, k.StagedEmbeddings())
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return Stamp{}, nil, fmt.Errorf("reading catalog %s: %w", k.Prefix, err)
-	}
-	st := Stamp{Head: head.Val(), Tools: tools.Val(), Vectors: vecs.Val(), Metadata: meta.Val()}
-	if v, err := version.Result(); err == nil {
-		st.Version, _ = strconv.ParseInt(v, 10, 64)
-	}
-	return st, &Snapshot{StagedMetadata: stagedMeta.Val(), StagedVectors: bytesValues(stagedVecs.Val())}, nil
-}
-
 // maxFieldsPerRead bounds the names asked for in one HMGET.
 const maxFieldsPerRead = 1000
 
