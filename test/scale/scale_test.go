@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -35,6 +36,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -60,6 +62,7 @@ import (
 
 var (
 	sizesFlag   = flag.String("scale.sizes", "100", "catalog sizes to measure, comma-separated")
+	shapesFlag  = flag.String("scale.shapes", "distinct,alike", "how each size's tools look, comma-separated: distinct (each its own words and vector) or alike (families from templates, near one another in words and vectors)")
 	editsFlag   = flag.Int("scale.edits", 3, "description edits measured per size; the median is reported")
 	slowFlag    = flag.Int("scale.slow-tools", 40, "tools applied before their catalog for the slow first build (0 skips it)")
 	latencyFlag = flag.Duration("scale.chat-latency", 200*time.Millisecond, "latency of every chat request in the slow first build")
@@ -165,7 +168,13 @@ func TestScale(t *testing.T) {
 		if err != nil || n < 2 {
 			t.Fatalf("-scale.sizes: %q is not a size", s)
 		}
-		t.Run(fmt.Sprintf("%d-tools", n), func(t *testing.T) { measureSize(t, bin, n, tab) })
+		for _, sh := range strings.Split(*shapesFlag, ",") {
+			sh := shape(strings.TrimSpace(sh))
+			if sh != distinct && sh != alike {
+				t.Fatalf("-scale.shapes: %q is neither distinct nor alike", sh)
+			}
+			t.Run(fmt.Sprintf("%d-%s-tools", n, sh), func(t *testing.T) { measureSize(t, bin, n, sh, tab) })
+		}
 	}
 	t.Logf("\n%s", tab)
 	fmt.Printf("\n%s\n", tab)
@@ -182,9 +191,9 @@ func slowFirstBuild(t *testing.T, bin string, tab *table) {
 	n := *slowFlag
 	col := fmt.Sprintf("%d tools, chat %v", n, *latencyFlag)
 	ns := namespace(t, "slow")
-	p := newProvider(t, *latencyFlag)
+	p := newProvider(t, *latencyFlag, distinct)
 	mgr := startManager(t, bin)
-	applyTools(t, ns, "slow", n)
+	applyTools(t, ns, "slow", n, distinct)
 	waitHashed(t, ns, n)
 
 	sub := redisSrv.Client().Subscribe(ctx, channel(ns))
@@ -266,11 +275,11 @@ func slowFirstBuild(t *testing.T, bin string, tab *table) {
 
 // ---- one size ----
 
-func measureSize(t *testing.T, bin string, n int, tab *table) {
+func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 	ctx := t.Context()
-	col := fmt.Sprintf("%d tools", n)
-	ns := namespace(t, fmt.Sprintf("n%d", n))
-	p := newProvider(t, 0)
+	col := fmt.Sprintf("%d %s tools", n, sh)
+	ns := namespace(t, fmt.Sprintf("n%d%s", n, sh))
+	p := newProvider(t, 0, sh)
 	mgr := startManager(t, bin)
 	mgr.watchPeak(t, fmt.Sprintf("%s%d.peak.heap.pprof", *heapFlag, n))
 	rc := redisSrv.Client()
@@ -309,7 +318,8 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 		}
 	}()
 	start := time.Now()
-	applyTools(t, ns, "scale", n)
+	bulk0 := mgr.troubles(t)
+	applyTools(t, ns, "scale", n, sh)
 	waitFor(t, "every tool published", 30*time.Minute, func() bool {
 		tc := getCatalog(t, ns, "scale")
 		return tc.Status.Counts != nil && tc.Status.Counts.Embedded == int32(n) && docTools(t, ns, "scale") == n
@@ -327,6 +337,7 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 		t.Errorf("%.2f ToolDefinition status writes per tool during a bulk apply; want one per change (2)", perTool)
 	}
 	tab.set("bulk apply: versions, worst notice → status lag", col, bulkNotices.worstLag(shown))
+	tab.set("bulk apply: API conflicts (409) / error-level log lines", col, mgr.troubles(t).since(bulk0).String())
 
 	tab.set("stored catalog: tools / change records or version documents", col, storedSize(t, keys))
 	tab.set("query store of the namespace: entries / bytes", col, storeSize(t, ns))
@@ -338,6 +349,8 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 		tc := getCatalog(t, ns, "scale")
 		return tc.Status.Quality != nil && tc.Status.Quality.Version >= tc.Status.Version && mgr.idle(t)
 	})
+	q := getCatalog(t, ns, "scale").Status.Quality
+	tab.set("graded: self recall@5 / outranked tools / confusable pairs listed", col, fmt.Sprintf("%s / %d / %d", q.SelfRecallAt5, q.OutrankedCount, len(q.ConfusablePairs)))
 	waitAPIServerIdle(t, 10*time.Minute)
 	mgr.heapProfile(t, fmt.Sprintf("%s%d.heap.pprof", *heapFlag, n))
 
@@ -378,7 +391,7 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 	// Edits: one description each.
 	stopProfile := mgr.profile(t, fmt.Sprintf("%s%d.pprof", *profileFlag, n))
 	var applyToVersion, statusLag, applyToStatus, editCPU []time.Duration
-	var chatPerEdit, embPerEdit, redisIn, redisOut, reload, tdReconciles []int64
+	var chatPerEdit, embPerEdit, redisIn, redisOut, reload, tdReconciles, conflicts, errorLines []int64
 	var reverted, original string
 	for i := range *editsFlag {
 		waitAPIServerIdle(t, time.Minute)
@@ -394,10 +407,10 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 			}
 			reverted, original = name, td.Spec.Description
 		}
-		cpu0, td0 := mgr.cpu(t), mgr.reconciles(t, "tooldefinition")
+		cpu0, td0, troubles0 := mgr.cpu(t), mgr.reconciles(t, "tooldefinition"), mgr.troubles(t)
 		editStart := time.Now()
-		patch := fmt.Sprintf(`{"spec":{"description":"Tool %s, edited %d times: it does one specific thing better."}}`, name, i+1)
-		if err := kube.Patch(ctx, &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"description": sh.edited(name, (i*7919)%n, i+1)}})
+		if err := kube.Patch(ctx, &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, client.RawPatch("application/merge-patch+json", patch)); err != nil {
 			t.Fatal(err)
 		}
 		got := waitNotice(t, notices, version)
@@ -414,6 +427,8 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 			return q != nil && q.Version >= got && mgr.idle(t)
 		})
 		editCPU = append(editCPU, mgr.cpu(t)-cpu0)
+		tr := mgr.troubles(t).since(troubles0)
+		conflicts, errorLines = append(conflicts, tr.conflicts), append(errorLines, tr.errorLines)
 		tdReconciles = append(tdReconciles, int64(mgr.reconciles(t, "tooldefinition")-td0))
 		in1, out1 := netBytes(t)
 		chatPerEdit = append(chatPerEdit, int64(len(p.ChatRequests())-chat0))
@@ -431,6 +446,7 @@ func measureSize(t *testing.T, bin string, n int, tab *table) {
 	tab.set("one edit: apply → status shows the version", col, medianDuration(applyToStatus).Round(time.Millisecond).String())
 	tab.set("one edit: manager CPU, grading included", col, medianDuration(editCPU).Round(10*time.Millisecond).String())
 	tab.set("one edit: ToolDefinition reconciles", col, strconv.FormatInt(median(tdReconciles), 10))
+	tab.set("one edit: API conflicts (409) / error-level log lines", col, troubles{conflicts: slices.Max(conflicts), errorLines: slices.Max(errorLines)}.String()+" (most of one edit)")
 	tab.set("one edit: Redis bytes the manager writes / reads", col, fmt.Sprintf("%s / %s", mib(median(redisIn)), mib(median(redisOut))))
 	tab.set("one edit: follower reload reads", col, mib(median(reload)))
 	for i, c := range chatPerEdit {
@@ -500,6 +516,8 @@ type managerProcess struct {
 	done      chan struct{}
 	// highRSS is the highest resident set sampled (sampleRSS).
 	highRSS atomic.Int64
+	// errorLines counts the error-level lines the manager has logged.
+	errorLines *errorLineCounter
 }
 
 func buildManager(t *testing.T) string { return testenv.Build(t, "../../cmd/manager") }
@@ -524,7 +542,8 @@ func startManager(t *testing.T, bin string) *managerProcess {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kc)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	lines := &errorLineCounter{}
+	cmd.Stdout, cmd.Stderr = os.Stderr, io.MultiWriter(os.Stderr, lines)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if startErr := cmd.Start(); startErr != nil {
 		t.Fatal(startErr)
@@ -535,7 +554,7 @@ func startManager(t *testing.T, bin string) *managerProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &managerProcess{cmd: cmd, metricsAddr: addr, metricsToken: token, pprofAddr: pprofAddr, done: make(chan struct{})}
+	m := &managerProcess{cmd: cmd, metricsAddr: addr, metricsToken: token, pprofAddr: pprofAddr, done: make(chan struct{}), errorLines: lines}
 	go func() { _ = cmd.Wait(); close(m.done) }()
 	go m.sampleRSS()
 	t.Cleanup(func() {
@@ -805,7 +824,7 @@ func (m *managerProcess) metrics() (map[string]float64, error) {
 		for _, m := range fam.GetMetric() {
 			key := name
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" || l.GetName() == "name" {
+				if l.GetName() == "controller" || l.GetName() == "name" || l.GetName() == "code" {
 					key += "/" + l.GetValue()
 				}
 			}
@@ -818,6 +837,53 @@ func (m *managerProcess) metrics() (map[string]float64, error) {
 		}
 	}
 	return out, nil
+}
+
+// troubles are what a user of the manager would call trouble: requests
+// the API server refused as conflicts (an optimistic-lock failure of one
+// writer against another) and lines logged at error level.
+type troubles struct{ conflicts, errorLines int64 }
+
+func (tr troubles) since(before troubles) troubles {
+	return troubles{conflicts: tr.conflicts - before.conflicts, errorLines: tr.errorLines - before.errorLines}
+}
+
+func (tr troubles) String() string { return fmt.Sprintf("%d / %d", tr.conflicts, tr.errorLines) }
+
+// troubles are the manager's so far: its client's 409 answers
+// (client-go's rest_client_requests_total) and its error-level lines.
+func (m *managerProcess) troubles(t *testing.T) troubles {
+	v, err := m.metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return troubles{conflicts: int64(v["rest_client_requests_total/409"]), errorLines: m.errorLines.count.Load()}
+}
+
+// errorLineCounter counts the lines written to it that the manager's
+// logger (zap, JSON) wrote at error level or above.
+type errorLineCounter struct {
+	mu      sync.Mutex
+	partial []byte
+	count   atomic.Int64
+}
+
+var errorLevel = regexp.MustCompile(`"level":"(error|dpanic|panic|fatal)"`)
+
+func (c *errorLineCounter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.partial = append(c.partial, p...)
+	for {
+		i := slices.Index(c.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		if errorLevel.Match(c.partial[:i]) {
+			c.count.Add(1)
+		}
+		c.partial = c.partial[i+1:]
+	}
 }
 
 // reconciles is how many reconciles a controller has run.
@@ -865,8 +931,12 @@ func (m *managerProcess) quiet(v map[string]float64) bool {
 var countLine = regexp.MustCompile(`Write (\d+) distinct user requests`)
 
 // newProvider answers chat requests after latency with queries that depend
-// on the prompt only, and embeddings at once.
-func newProvider(t *testing.T, latency time.Duration) *openaitest.Server {
+// on the prompt only, and embeddings at once. For distinct tools a tool's
+// queries share no words with another's and every text has a vector of
+// its own; for alike tools the queries say the tool's description in other
+// words and a text's vector is the sum of its words', so tools of one
+// family retrieve one another as they would with a real model.
+func newProvider(t *testing.T, latency time.Duration, sh shape) *openaitest.Server {
 	p := openaitest.New(t)
 	p.OnChat = func(w http.ResponseWriter, r *http.Request, _ int, req openaitest.ChatRequest) {
 		select {
@@ -881,6 +951,10 @@ func newProvider(t *testing.T, latency time.Duration) *openaitest.Server {
 			return
 		}
 		count, _ := strconv.Atoi(m[1])
+		if sh == alike {
+			openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON(alikeQueries(prompt, count)...))
+			return
+		}
 		// Each tool's own queries: a hash of its whole prompt, not of
 		// something tools share (its length), which gave every tool of a
 		// large catalog one of a few query sets.
@@ -893,9 +967,99 @@ func newProvider(t *testing.T, latency time.Duration) *openaitest.Server {
 		openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON(qs...))
 	}
 	p.OnEmbeddings = func(w http.ResponseWriter, _ *http.Request, _ int, req openaitest.EmbeddingsRequest) {
+		if sh == alike {
+			openaitest.WriteEmbeddingsWith(w, req, wordsVector, nil)
+			return
+		}
 		openaitest.WriteEmbeddings(w, req, *dimsFlag, nil)
 	}
 	return p
+}
+
+var (
+	descriptionLine = regexp.MustCompile(`(?m)^Description: (.*)$`)
+	serviceWords    = regexp.MustCompile(` in service \d+.*`)
+)
+
+// alikeQueries are count requests for the tool the prompt describes, in
+// the words of its description but for the service, which users do not
+// name: each fits the same tool of every service as well as its own.
+func alikeQueries(prompt string, count int) []string {
+	desc := "the tool"
+	if m := descriptionLine.FindStringSubmatch(prompt); m != nil {
+		desc = strings.ToLower(serviceWords.ReplaceAllString(m[1], ""))
+	}
+	asks := []string{"can you %s", "I need to %s", "please %s for me", "how do I %s", "%s right now", "help me %s"}
+	qs := make([]string, count)
+	for i := range qs {
+		qs[i] = fmt.Sprintf(asks[i%len(asks)], desc)
+	}
+	return qs
+}
+
+// wordsVector is the normalised sum of the text's words' vectors.
+func wordsVector(text string) []float64 {
+	sum := make([]float64, *dimsFlag)
+	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		for i, x := range openaitest.Vector(w, *dimsFlag) {
+			sum[i] += x
+		}
+	}
+	var norm float64
+	for _, x := range sum {
+		norm += x * x
+	}
+	if norm == 0 {
+		return openaitest.Vector(text, *dimsFlag)
+	}
+	for i := range sum {
+		sum[i] /= math.Sqrt(norm)
+	}
+	return sum
+}
+
+// shape is how a catalog's tools look.
+type shape string
+
+const (
+	// distinct tools have words and vectors of their own.
+	distinct shape = "distinct"
+	// alike tools come from templates in families, as generated tool
+	// families do: most of their words are another tool's too.
+	alike shape = "alike"
+)
+
+var (
+	alikeVerbs    = []string{"Get", "Update", "List", "Delete", "Export"}
+	alikeFields   = []string{"status", "owner", "address", "history", "notes", "tags", "balance", "due date", "priority", "region"}
+	alikeEntities = []string{"customer", "invoice", "order", "ticket", "shipment", "account", "payment", "product", "subscription", "user",
+		"contract", "lead", "campaign", "asset", "device", "incident", "project", "task", "vendor", "warehouse"}
+)
+
+// description is tool i's description.
+func (sh shape) description(name string, i int) string {
+	if sh == alike {
+		return alikeDescription(i, "")
+	}
+	return fmt.Sprintf("Tool %s does one specific thing, number %d, for the users who ask for it.", name, i)
+}
+
+// alikeDescription is alike tool i's description, with more words about
+// the record when there are any.
+func alikeDescription(i int, more string) string {
+	e, f := i%len(alikeEntities), i/len(alikeEntities)%len(alikeFields)
+	v := i / (len(alikeEntities) * len(alikeFields)) % len(alikeVerbs)
+	service := i / (len(alikeEntities) * len(alikeFields) * len(alikeVerbs))
+	return fmt.Sprintf("%s the %s of a %s record%s in service %d.", alikeVerbs[v], alikeFields[f], alikeEntities[e], more, service)
+}
+
+// edited is tool i's description after its edit-th edit: for alike tools,
+// one the requests for it name.
+func (sh shape) edited(name string, i, edit int) string {
+	if sh == alike {
+		return alikeDescription(i, fmt.Sprintf(" and its revision %d", edit))
+	}
+	return fmt.Sprintf("Tool %s, edited %d times: it does one specific thing better.", name, edit)
 }
 
 // ---- objects ----
@@ -926,7 +1090,7 @@ func catalogObject(ns, name string, p *openaitest.Server) *v1alpha1.ToolCatalog 
 
 // applyTools creates n ToolDefinitions at once, as kubectl apply of a
 // directory or a GitOps sync does.
-func applyTools(t *testing.T, ns, catalog string, n int) {
+func applyTools(t *testing.T, ns, catalog string, n int, sh shape) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for w := range 16 {
@@ -939,7 +1103,7 @@ func applyTools(t *testing.T, ns, catalog string, n int) {
 					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{label: catalog}},
 					Spec: v1alpha1.ToolDefinitionSpec{
 						Name:        strings.ReplaceAll(name, "-", "_"),
-						Description: fmt.Sprintf("Tool %s does one specific thing, number %d, for the users who ask for it.", name, i),
+						Description: sh.description(name, i),
 						Parameters: &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","properties":{"query":{"type":"string","description":"what to look for"},` +
 							`"limit":{"type":"integer","description":"how many results"}},"required":["query"]}`)},
 					},
