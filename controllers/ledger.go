@@ -47,8 +47,12 @@ func NewLedger() *Ledger {
 }
 
 // put keeps a pass's records for a catalog, with the confusable tools of
-// the grading its status shows (q), unless a later grading is kept.
-func (l *Ledger) put(key client.ObjectKey, recs *catalog.Records, q *v1alpha1.CatalogQuality) {
+// the grading its status shows (q), unless a later grading is kept. It
+// returns the ToolDefinitions whose record may have changed: all of them
+// when the ledger held no records of the catalog (its first pass since
+// the manager started), else those whose record differs from the last
+// pass's or whose confusable tool changed.
+func (l *Ledger) put(key client.ObjectKey, recs *catalog.Records, q *v1alpha1.CatalogQuality) (objects []string, all bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.catalogs[key]
@@ -56,25 +60,47 @@ func (l *Ledger) put(key client.ObjectKey, recs *catalog.Records, q *v1alpha1.Ca
 		e = &ledgerEntry{}
 		l.catalogs[key] = e
 	}
+	objects, all = recs.Changed(e.records)
 	e.records = recs
 	if q != nil && (e.confusable == nil || q.Version >= e.graded) {
-		e.confusable, e.graded = confusableTools(q), q.Version
+		objects = append(objects, e.keepConfusable(q)...)
 	}
+	return objects, all
 }
 
-// graded keeps the confusable tools of a catalog's grading; it reports
-// whether the catalog has records for them to go with.
-func (l *Ledger) graded(key client.ObjectKey, q *v1alpha1.CatalogQuality) bool {
+// graded keeps the confusable tools of a catalog's grading; it returns the
+// ToolDefinitions whose confusable tool changed, when the catalog has
+// records for them to go with.
+func (l *Ledger) graded(key client.ObjectKey, q *v1alpha1.CatalogQuality) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.catalogs[key]
-	if e == nil || q == nil {
-		return false
+	if e == nil || q == nil || q.Version < e.graded {
+		return nil
 	}
-	if q.Version >= e.graded {
-		e.confusable, e.graded = confusableTools(q), q.Version
+	return e.keepConfusable(q)
+}
+
+// keepConfusable keeps the confusable tools of grading q and returns the
+// ToolDefinitions, of the records kept, whose confusable tool changed.
+func (e *ledgerEntry) keepConfusable(q *v1alpha1.CatalogQuality) []string {
+	now := confusableTools(q)
+	changed := map[string]bool{}
+	for tool, with := range now {
+		if was := e.confusable[tool]; was == nil || *was != *with {
+			changed[tool] = true
+		}
 	}
-	return e.records != nil
+	for tool := range e.confusable {
+		if now[tool] == nil {
+			changed[tool] = true
+		}
+	}
+	e.confusable, e.graded = now, q.Version
+	if len(changed) == 0 || e.records == nil {
+		return nil
+	}
+	return e.records.Objects(changed)
 }
 
 // forget drops a catalog that is being deleted or gone.

@@ -62,12 +62,27 @@ func TestRecordsFollowThePass(t *testing.T) {
 	}
 	g.Expect(told()).To(ConsistOf("weather", "email"))
 
-	// Once the weather tool has its record, only the email tool is told.
+	// The next edit's pass changes the email tool's record alone, and only
+	// it is looked at: the weather tool, whose status still lacks its
+	// record (nothing wrote it here), is its own reconciler's to write.
+	editTD(g, ns, "email", func(td *v1alpha1.ToolDefinition) {
+		td.Spec.Description = "Send an email message with attachments and a signature to one or more recipients."
+	})
+	// The pacer may hold the version for a moment.
+	g.Eventually(func() int64 {
+		_, err := d.reconcile()
+		g.Expect(err).NotTo(HaveOccurred())
+		return d.get().Status.Version
+	}).Should(BeEquivalentTo(3))
+	g.Expect(told()).To(ConsistOf("email"))
+
+	// Every tool is looked at when asked (after a restart), and one whose
+	// record stands is not told.
 	weather := getTD(g, ns, "weather")
 	rec, _ = d.r.Ledger.recordFor("direct", weather, nil)
 	weather.Status.Catalogs = []v1alpha1.CatalogEmbeddingStatus{*rec}
 	g.Expect(k8sClient.Status().Update(t.Context(), weather)).To(Succeed())
-	d.r.records().check(key)
+	d.r.records().check(key, nil, true)
 	g.Expect(told()).To(ConsistOf("email"))
 }
 

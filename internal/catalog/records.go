@@ -32,7 +32,8 @@ type Records struct {
 
 // record is one ToolDefinition's record before the one it has is known.
 type record struct {
-	object string
+	// object is the ToolDefinition's name, tool its tool's.
+	object, tool string
 	// selected is false for a rejected or conflicting ToolDefinition:
 	// what is stored under its tool name may be another's, so its record
 	// keeps what it had, with the failure.
@@ -64,7 +65,7 @@ func (o *Outcome) Records() *Records {
 			selected[pl.Name] = pl.Tool.Object
 		}
 		for _, f := range failures {
-			r := record{object: f.Object}
+			r := record{object: f.Object, tool: f.Tool}
 			if selected[f.Tool] == f.Object {
 				r = o.record(f.Object, f.Tool, o.Stored.Tools[f.Tool])
 			}
@@ -79,7 +80,7 @@ func (o *Outcome) Records() *Records {
 // or, failing that, the one published before (st, the tool's stored
 // state).
 func (o *Outcome) record(object, tool string, st StoredTool) record {
-	r := record{object: object, selected: true}
+	r := record{object: object, tool: tool, selected: true}
 	m := st.Metadata
 	if st.Staged && o.Build.Blocked != "" {
 		m = st.Published
@@ -96,17 +97,64 @@ func (o *Outcome) record(object, tool string, st StoredTool) record {
 	return r
 }
 
-// For is the record a ToolDefinition should have, given the one it has
-// (nil for none); selected is false when the outcome has none for it and
-// its record is to be removed.
-func (rs *Records) For(object string, have *v1alpha1.CatalogEmbeddingStatus) (rec v1alpha1.CatalogEmbeddingStatus, selected bool) {
+// index finds each object's record, once.
+func (rs *Records) index() map[string]int {
 	rs.atOnce.Do(func() {
 		rs.at = make(map[string]int, len(rs.list))
 		for i, r := range rs.list {
 			rs.at[r.object] = i // the later stands
 		}
 	})
-	i, ok := rs.at[object]
+	return rs.at
+}
+
+// Changed lists the objects whose record differs from the one prev, an
+// earlier pass's records of the catalog, had for them, and those prev had
+// a record for and rs has not; all is true when there is no prev to
+// compare with, and every object is to be checked. A record whose
+// embedding is new in this version is always changed: its version moves.
+func (rs *Records) Changed(prev *Records) (objects []string, all bool) {
+	if prev == nil {
+		return nil, true
+	}
+	at, before := rs.index(), prev.index()
+	for object, i := range at {
+		j, ok := before[object]
+		if !ok || !rs.list[i].same(prev.list[j]) {
+			objects = append(objects, object)
+		}
+	}
+	for object := range before {
+		if _, ok := at[object]; !ok {
+			objects = append(objects, object)
+		}
+	}
+	return objects, false
+}
+
+// same reports whether r and o give a ToolDefinition the same record.
+func (r record) same(o record) bool {
+	return !r.newVersion && r.object == o.object && r.selected == o.selected && r.embedded == o.embedded &&
+		r.specHash == o.specHash && r.model == o.model && r.queries == o.queries && r.embeddedAt.Equal(o.embeddedAt) &&
+		r.reason == o.reason && r.message == o.message
+}
+
+// Objects lists the objects whose records name one of the tools.
+func (rs *Records) Objects(tools map[string]bool) []string {
+	var out []string
+	for _, r := range rs.list {
+		if tools[r.tool] {
+			out = append(out, r.object)
+		}
+	}
+	return out
+}
+
+// For is the record a ToolDefinition should have, given the one it has
+// (nil for none); selected is false when the outcome has none for it and
+// its record is to be removed.
+func (rs *Records) For(object string, have *v1alpha1.CatalogEmbeddingStatus) (rec v1alpha1.CatalogEmbeddingStatus, selected bool) {
+	i, ok := rs.index()[object]
 	if !ok {
 		return v1alpha1.CatalogEmbeddingStatus{}, false
 	}

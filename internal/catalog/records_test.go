@@ -55,6 +55,24 @@ func TestRecordsKeepTheVersionOfTheirEmbedding(t *testing.T) {
 			t.Errorf("%q has a record", object)
 		}
 	}
+
+	// What changed from the first records to the second is the edited
+	// tool's record; from none, everything.
+	if objects, all := recs.Changed(first.Records()); all || len(objects) != 1 || objects[0] != edited {
+		t.Errorf("changed from the first pass: %v, all %v; want %s alone", objects, all, edited)
+	}
+	if _, all := recs.Changed(nil); !all {
+		t.Error("with no records before, not everything changed")
+	}
+	// A tool no longer selected has its record changed (removed).
+	third := pass(t, f, tools[1:], publishedState(t, second, 2), Request{})
+	third.Version, third.Published = 3, true
+	if objects, _ := third.Records().Changed(recs); len(objects) != 1 || objects[0] != tools[0].Name {
+		t.Errorf("changed when %s left: %v", tools[0].Name, objects)
+	}
+	if objects := recs.Objects(map[string]bool{tools[7].Spec.Name: true, "nobody": true}); len(objects) != 1 || objects[0] != tools[7].Name {
+		t.Errorf("objects of tool %s: %v", tools[7].Spec.Name, objects)
+	}
 }
 
 // Records are found by object whatever order the objects' names run in
