@@ -42,7 +42,7 @@ func main() {
 	flag.StringVar(&namespaces, "watch-namespaces", envflag.String("WATCH_NAMESPACES", ""), "Comma-separated namespaces whose catalogs the gateway serves (default: all); a namespaced install grants it Roles in just these.")
 	flag.DurationVar(&cfg.CallTimeout, "call-timeout", envflag.Duration("CALL_TIMEOUT", gateway.DefaultCallTimeout), "Timeout of each call to an upstream MCP server.")
 	flag.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", envflag.Duration("SHUTDOWN_DELAY", 5*time.Second), "On SIGTERM, how long to keep serving, unready, before ending open streams and waiting for the calls under way, so that Services stop sending new requests first.")
-	flag.DurationVar(&cfg.IdleViews, "idle-views", envflag.Duration("IDLE_VIEWS", gateway.DefaultIdleViews), "How long a principal's view of a catalog is kept without a session.")
+	flag.DurationVar(&cfg.IdleViews, "idle-views", envflag.Duration("IDLE_VIEWS", gateway.DefaultIdleViews), "How long a principal's view of a catalog is kept without a session, and a catalog without views or requests followed (its tools held in memory).")
 	flag.DurationVar(&cfg.UsageInterval, "usage-interval", envflag.Duration("USAGE_INTERVAL", toolcatalog.DefaultUsageInterval), "How often the most used tools of a catalog that includes them (spec.search.alwaysIncludeTopNUsed) are read again.")
 	flag.DurationVar(&cfg.ListTTL, "list-ttl", envflag.Duration("LIST_TTL", gateway.DefaultListTTL), "How long a client (MCP 2026-07-28) may keep a tools list before asking again (ttlMs), unless notifications/tools/list_changed tells it sooner; 0: ask every time.")
 	flag.StringVar(&egressAllow, "egress-allow", envflag.String("EGRESS_ALLOW", ""), egress.FlagHelp)

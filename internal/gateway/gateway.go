@@ -23,7 +23,9 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -74,7 +76,8 @@ type Options struct {
 	// CallTimeout bounds each upstream call; DefaultCallTimeout when zero.
 	CallTimeout time.Duration
 	// IdleViews is how long a principal's view of a catalog is kept with
-	// no session; DefaultIdleViews when zero.
+	// no session, and a catalog with no view left and no request followed;
+	// DefaultIdleViews when zero.
 	IdleViews time.Duration
 	// UsageInterval is how often a catalog's most used tools are read
 	// again (toolcatalog.DefaultUsageInterval when zero).
@@ -152,6 +155,7 @@ func New(ctx context.Context, opts Options) *Gateway {
 			s.stop()
 			delete(g.catalogs, key)
 		}
+		g.followed()
 		g.mu.Unlock()
 		g.up.close()
 	})
@@ -272,6 +276,9 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s, err := g.served(tc)
+	if s != nil {
+		defer s.release()
+	}
 	if err != nil {
 		g.opts.Log.Error(err, "Serving a catalog", "catalog", key.String())
 		w.Header().Set("Retry-After", "5")
@@ -397,10 +404,31 @@ type served struct {
 
 	mu    sync.Mutex
 	views map[string]*view
+
+	// inUse counts the requests under way (streams included); usedAt is
+	// when the last began or ended, in Unix nanoseconds. A catalog no
+	// request used for IdleViews, with no view left, is no longer
+	// followed: its memory goes, and the next request follows it again.
+	inUse  atomic.Int64
+	usedAt atomic.Int64
+}
+
+// acquire counts a request in; under the gateway's lock, so a catalog is
+// never dropped with a request that has it.
+func (s *served) acquire() {
+	s.inUse.Add(1)
+	s.usedAt.Store(time.Now().UnixNano())
+}
+
+// release counts a request out.
+func (s *served) release() {
+	s.usedAt.Store(time.Now().UnixNano())
+	s.inUse.Add(-1)
 }
 
 // served returns the catalog's follower, started or rebuilt when the
-// ToolCatalog is new or where it is published changed. Building one
+// ToolCatalog is new, where it is published changed or it was dropped
+// idle, and counts the request in (the caller releases it). Building one
 // reaches Redis, so it happens outside the gateway's lock, once per
 // catalog however many requests wait for it.
 func (g *Gateway) served(tc *v1alpha1.ToolCatalog) (*served, error) {
@@ -415,12 +443,26 @@ func (g *Gateway) served(tc *v1alpha1.ToolCatalog) (*served, error) {
 		}
 		return nil
 	}
-	g.mu.Lock()
-	s := current()
-	g.mu.Unlock()
-	if s != nil {
-		return s, nil
+	for {
+		g.mu.Lock()
+		s := current()
+		if s != nil {
+			s.acquire()
+		}
+		g.mu.Unlock()
+		if s != nil {
+			return s, nil
+		}
+		// Built (or found built), it is taken from the map like any
+		// other: one dropped meanwhile is built again.
+		if _, err := g.build(tc, key, where, current); err != nil {
+			return nil, err
+		}
 	}
+}
+
+// build starts following a catalog and puts it in the gateway's map.
+func (g *Gateway) build(tc *v1alpha1.ToolCatalog, key client.ObjectKey, where string, current func() *served) (*served, error) {
 	v, err, _ := g.building.Do(key.String()+"\x00"+string(tc.UID)+"\x00"+where, func() (any, error) {
 		g.mu.Lock()
 		s := current()
@@ -435,6 +477,7 @@ func (g *Gateway) served(tc *v1alpha1.ToolCatalog) (*served, error) {
 		g.mu.Lock()
 		old := g.catalogs[key]
 		g.catalogs[key] = s
+		g.followed()
 		g.mu.Unlock()
 		if old != nil {
 			old.stop()
@@ -459,6 +502,7 @@ func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error
 	}
 	s := &served{g: g, key: key, id: key.String(), uid: tc.UID, where: where, redis: redisconn.NewClient(cfg.Redis), keys: cfg.Keys,
 		views: map[string]*view{}, streams: &streams{m: map[string]chan struct{}{}}}
+	s.usedAt.Store(time.Now().UnixNano())
 	s.sessions = &sessionStore{rc: s.redis, keys: cfg.Keys, idle: g.opts.Limits.SessionIdle, lifetime: g.opts.Limits.SessionLifetime, max: g.opts.Limits.SessionsPerPrincipal}
 	s.cancels = &cancels{s: s, m: map[string]context.CancelFunc{}}
 	if p, buildProvidersErr := catalogconfig.BuildProviders(cfg.Providers); buildProvidersErr == nil {
@@ -516,6 +560,7 @@ func (g *Gateway) forget(key client.ObjectKey) {
 	g.mu.Lock()
 	s := g.catalogs[key]
 	delete(g.catalogs, key)
+	g.followed()
 	g.mu.Unlock()
 	if s != nil {
 		s.stop()
@@ -586,9 +631,44 @@ func (g *Gateway) dropIdleViews(ctx context.Context) {
 		for _, s := range all {
 			s.dropIdle(g.opts.IdleViews)
 		}
+		g.dropIdleCatalogs(g.opts.IdleViews)
 		g.rates.forget(g.opts.IdleViews)
 		g.up.sweep(g.opts.IdleViews)
 	}
+}
+
+// dropIdleCatalogs stops following the catalogs that have no view left
+// and that no request used for idle.
+func (g *Gateway) dropIdleCatalogs(idle time.Duration) {
+	var dropped []*served
+	g.mu.Lock()
+	for key, s := range g.catalogs {
+		if s.inUse.Load() == 0 && time.Since(time.Unix(0, s.usedAt.Load())) > idle && s.viewCount() == 0 {
+			delete(g.catalogs, key)
+			dropped = append(dropped, s)
+		}
+	}
+	g.followed()
+	g.mu.Unlock()
+	for _, s := range dropped {
+		s.stop()
+	}
+}
+
+// followed counts the catalogs followed; g.mu is held.
+func (g *Gateway) followed() { g.opts.Metrics.CatalogsFollowed.Set(float64(len(g.catalogs))) }
+
+func (s *served) viewCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.views)
+}
+
+// Followed returns the catalogs the gateway follows now.
+func (g *Gateway) Followed() []client.ObjectKey {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.SortedFunc(maps.Keys(g.catalogs), func(a, b client.ObjectKey) int { return strings.Compare(a.String(), b.String()) })
 }
 
 func (s *served) dropIdle(idle time.Duration) {

@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -303,6 +304,71 @@ func TestIdleViewsAreDropped(t *testing.T) {
 	}
 	if names := listed(t, alice); len(names) != 4 {
 		t.Fatalf("alice's session after the sweep: %v", names)
+	}
+}
+
+// A catalog no request used for IdleViews, with no view left, is let go
+// (its tools and index leave memory) and followed again by the next
+// request; one whose session keeps a stream open stays.
+func TestIdleCatalogsAreLetGo(t *testing.T) {
+	ns := newNamespace(t)
+	standardCatalog(t, ns, "kept", v1alpha1.DisclosureOff)
+	standardCatalog(t, ns, "idle", v1alpha1.DisclosureOff)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reg := prometheus.NewRegistry()
+	g := New(ctx, Options{Kube: kube, Secrets: kube, Auth: &Authenticator{Verifiers: []Verifier{&StaticTokens{Path: staticTokens}}},
+		Metrics: NewMetrics(reg), IdleViews: 200 * time.Millisecond, Log: logr.Discard()})
+	srv := httptest.NewServer(g.Handler())
+	defer srv.Close()
+	open := func(name, protocol string) *mcp.ClientSession {
+		c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, nil)
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp/" + ns + "/" + name, HTTPClient: &http.Client{Transport: bearer{aliceToken, http.DefaultTransport}}},
+			&mcp.ClientSessionOptions{ProtocolVersion: protocol})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	kept, idle := client.ObjectKey{Namespace: ns, Name: "kept"}, client.ObjectKey{Namespace: ns, Name: "idle"}
+	followed := func() float64 {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return testutil.ToFloat64(g.opts.Metrics.CatalogsFollowed)
+	}
+	session := open("kept", sessionProtocol)
+	defer session.Close()
+	waitFor(t, "the kept catalog's session stream", func() bool {
+		g.mu.Lock()
+		s := g.catalogs[kept]
+		g.mu.Unlock()
+		return s != nil && s.inUse.Load() > 0
+	})
+	stateless := open("idle", "")
+	if names := listed(t, stateless); len(names) != 4 {
+		t.Fatalf("the idle catalog's tools: %v", names)
+	}
+	_ = stateless.Close()
+	if got := g.Followed(); !slices.Equal(got, []client.ObjectKey{idle, kept}) || followed() != 2 {
+		t.Fatalf("followed %v (gauge %v), want both", got, followed())
+	}
+	// The idle catalog goes: proof that the sweep ran past IdleViews. The
+	// kept one, as old, stays while its session's stream is open.
+	waitFor(t, "the idle catalog let go", func() bool { return slices.Equal(g.Followed(), []client.ObjectKey{kept}) })
+	if followed() != 1 {
+		t.Fatalf("gauge %v, want 1", followed())
+	}
+	if names := listed(t, session); len(names) != 4 {
+		t.Fatalf("the kept catalog's session after the sweep: %v", names)
+	}
+	// The next request follows it again.
+	again := open("idle", "")
+	defer again.Close()
+	if names := listed(t, again); len(names) != 4 {
+		t.Fatalf("the idle catalog's tools, followed again: %v", names)
+	}
+	if got := g.Followed(); !slices.Contains(got, idle) {
+		t.Fatalf("followed %v after a request to the idle catalog", got)
 	}
 }
 

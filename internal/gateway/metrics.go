@@ -18,6 +18,8 @@ type Metrics struct {
 	Rejected        *prometheus.CounterVec
 	// RefusedVersions counts what was read from Redis and not served.
 	RefusedVersions *prometheus.CounterVec
+	// CatalogsFollowed is how many catalogs the gateway holds in memory.
+	CatalogsFollowed prometheus.Gauge
 }
 
 // Call outcomes.
@@ -54,6 +56,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.RefusedVersions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolcatalog_gateway_refused_versions_total",
 		Help: "What was read from Redis and not served, by reason: foreign_catalog, a version whose head names another catalog or UID (the last good version is served meanwhile); malformed_entry, a tool entry left out of a version (an invalid name, or parameters that are not an object schema)."},
 		[]string{"catalog", "reason"})
-	reg.MustRegister(m.ToolLists, m.Searches, m.QueryEmbeddings, m.Calls, m.Upstream, m.TokensSaved, m.Rejected, m.RefusedVersions)
+	m.CatalogsFollowed = prometheus.NewGauge(prometheus.GaugeOpts{Name: "toolcatalog_gateway_catalogs_followed",
+		Help: "Catalogs the gateway follows: loaded, indexed and subscribed to, from their first request until --idle-views without one."})
+	reg.MustRegister(m.ToolLists, m.Searches, m.QueryEmbeddings, m.Calls, m.Upstream, m.TokensSaved, m.Rejected, m.RefusedVersions, m.CatalogsFollowed)
 	return m
 }
