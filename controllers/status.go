@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 )
@@ -71,6 +72,20 @@ func requeueFor(err error, resync, wait time.Duration) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: resync}, nil
+}
+
+// quietOnShutdown is r, except that an error a reconcile meets because
+// the manager is stopping (its context canceled) is not returned: it is
+// no fault, the work is not lost (the next leader reconciles every object
+// when it starts), and controller-runtime would log it at error level.
+func quietOnShutdown(r reconcile.Reconciler) reconcile.Reconciler {
+	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		res, err := r.Reconcile(ctx, req)
+		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return reconcile.Result{}, nil
+		}
+		return res, err
+	})
 }
 
 // now reads clock, time.Now when nil: reconcilers take their clock as a

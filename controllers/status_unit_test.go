@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
@@ -273,5 +275,32 @@ func TestSummarize(t *testing.T) {
 				t.Errorf("kstatus = %s (%s); want %s", res.Status, res.Message, tt.kstatus)
 			}
 		})
+	}
+}
+
+// A reconcile that fails because the manager is stopping returns no error
+// (controller-runtime would log it at error level); the same error while
+// the manager runs, and other errors while it stops, are returned.
+func TestQuietOnShutdown(t *testing.T) {
+	var fail error
+	r := quietOnShutdown(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, fail }))
+	running := context.Background()
+	stopping, stop := context.WithCancel(context.Background())
+	stop()
+	canceled := fmt.Errorf("removing finalizer: %w", context.Canceled)
+	for _, c := range []struct {
+		ctx     context.Context
+		err     error
+		wantErr bool
+	}{
+		{stopping, canceled, false},
+		{running, canceled, true},
+		{stopping, errors.New("the object has been modified"), true},
+		{stopping, nil, false},
+	} {
+		fail = c.err
+		if _, err := r.Reconcile(c.ctx, reconcile.Request{}); (err != nil) != c.wantErr {
+			t.Errorf("error %v while the context is %v: got %v", c.err, c.ctx.Err(), err)
+		}
 	}
 }

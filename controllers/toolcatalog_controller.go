@@ -365,7 +365,7 @@ func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		Watches(&v1alpha1.ToolSource{}, handler.EnqueueRequestsFromMapFunc(r.catalogsForSource), builder.WithPredicates(importsChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		Named("toolcatalog").
-		Complete(r)
+		Complete(quietOnShutdown(r))
 }
 
 // validityChanged reports whether a ToolDefinition's reconciler changed

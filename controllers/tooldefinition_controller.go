@@ -282,7 +282,7 @@ func (r *ToolDefinitionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// overlapping.
 		WithOptions(controller.Options{MaxConcurrentReconciles: toolDefinitionWorkers}).
 		Named("tooldefinition").
-		Complete(r)
+		Complete(quietOnShutdown(r))
 }
 
 // conflictRetry is how soon a ToolDefinition whose status write met a

@@ -349,5 +349,5 @@ func (r *ToolSourceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.sourcesForSecret)).
 		WatchesRawSource(source.Channel(r.changed, &handler.EnqueueRequestForObject{})).
 		Named("toolsource").
-		Complete(r)
+		Complete(quietOnShutdown(r))
 }
