@@ -4,11 +4,13 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
@@ -161,4 +163,51 @@ func TestGradingFollowsThePass(t *testing.T) {
 		g.Expect(q.Version).To(BeEquivalentTo(1))
 		g.Expect(q.GradedTools).To(BeEquivalentTo(2))
 	}).Should(Succeed())
+}
+
+// A catalog's grading state leaves memory after Idle without a grading,
+// and its next version is graded from scratch as the kept state would
+// have graded it.
+func TestIdleGradingStateIsDropped(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	createAll(g,
+		testTool(ns, "weather", "get_weather", "Get the current weather conditions and the forecast for a city.", "direct"),
+		testTool(ns, "email", "send_email", "Send an email message to a recipient.", "direct"),
+		testTool(ns, "calendar", "create_event", "Create an event in the user's calendar.", "direct"),
+	)
+	d := newDirectCatalog(t, g, builtinCatalog(ns, "direct"))
+	gs := d.r.grades()
+	gs.Idle = time.Second
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- gs.Start(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	key := client.ObjectKeyFromObject(d.tc)
+	graded := func(version int64) *v1alpha1.CatalogQuality {
+		var q *v1alpha1.CatalogQuality
+		g.Eventually(func(g Gomega) {
+			q = d.get().Status.Quality
+			g.Expect(q).NotTo(BeNil())
+			g.Expect(q.Version).To(BeEquivalentTo(version))
+		}).Should(Succeed())
+		return q
+	}
+	_, err := d.reconcile()
+	g.Expect(err).NotTo(HaveOccurred())
+	first := graded(1)
+	g.Expect(gs.Holds(key)).To(BeTrue(), "no state kept after a grading")
+	g.Eventually(func() bool { return gs.Holds(key) }).Should(BeFalse(), "the idle catalog's grading state is kept")
+
+	editTD(g, ns, "email", func(td *v1alpha1.ToolDefinition) {
+		td.Spec.Description = "Send an email message with attachments to a recipient."
+	})
+	g.Eventually(func() int64 {
+		_, err := d.reconcile()
+		g.Expect(err).NotTo(HaveOccurred())
+		return d.get().Status.Version
+	}).Should(BeEquivalentTo(2))
+	second := graded(2)
+	g.Expect(second.GradedTools).To(Equal(first.GradedTools))
+	g.Expect(second.GradedQueries).To(Equal(first.GradedQueries))
 }

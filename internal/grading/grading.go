@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -65,9 +66,18 @@ type Grades struct {
 	now      func() time.Time
 	graded   func(tc *v1alpha1.ToolCatalog)
 
+	// Idle is how long a catalog's grading state (its index, kept query
+	// sets and outcomes) is kept without a grading, DefaultIdle when 0:
+	// then it leaves memory, and the catalog's next version is graded
+	// from scratch, its query vectors read from the query store.
+	Idle time.Duration
+
 	mu    sync.Mutex
 	state map[client.ObjectKey]*gradeState
 }
+
+// DefaultIdle is how long a catalog's grading state is kept unused.
+const DefaultIdle = 10 * time.Minute
 
 // Published is what the grading reads of a catalog's published state in
 // Redis and writes there (published.Catalog).
@@ -104,6 +114,8 @@ type gradeJob struct {
 type gradeState struct {
 	grader selfgrade.Grader
 	sets   map[string]selfgrade.QuerySet
+	// used is when a grading last used the state, in Unix nanoseconds.
+	used atomic.Int64
 }
 
 // New returns the grading of a manager's catalogs: it writes their
@@ -149,6 +161,50 @@ func (gs *Grades) Submit(tc *v1alpha1.ToolCatalog, emb embedding.Embedder, st Pu
 	})
 }
 
+// Start runs the gradings, and drops the state of catalogs no grading
+// used for Idle, until ctx ends.
+func (gs *Grades) Start(ctx context.Context) error {
+	idle := gs.idle()
+	go func() {
+		tick := time.NewTicker(max(idle/4, 10*time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				gs.dropIdle(idle)
+			}
+		}
+	}()
+	return gs.Queue.Start(ctx)
+}
+
+func (gs *Grades) idle() time.Duration {
+	if gs.Idle > 0 {
+		return gs.Idle
+	}
+	return DefaultIdle
+}
+
+// dropIdle drops the states no grading used for idle.
+func (gs *Grades) dropIdle(idle time.Duration) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	for key, st := range gs.state {
+		if time.Since(time.Unix(0, st.used.Load())) > idle {
+			delete(gs.state, key)
+		}
+	}
+}
+
+// Holds reports whether a catalog's grading state is in memory.
+func (gs *Grades) Holds(key client.ObjectKey) bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	return gs.state[key] != nil
+}
+
 // Forget drops what is kept for a catalog that is gone.
 func (gs *Grades) Forget(key client.ObjectKey) {
 	gs.Take(key)
@@ -171,7 +227,9 @@ func (gs *Grades) run(ctx context.Context, key client.ObjectKey) {
 		st = &gradeState{grader: selfgrade.New(0, 0)}
 		gs.state[key] = st
 	}
+	st.used.Store(time.Now().UnixNano())
 	gs.mu.Unlock()
+	defer func() { st.used.Store(time.Now().UnixNano()) }()
 	log := ctrl.Log.WithName("toolcatalog-grade").WithValues("ToolCatalog", key, "version", job.version)
 	ctx = ctrl.LoggerInto(ctx, log)
 	tc := &v1alpha1.ToolCatalog{}

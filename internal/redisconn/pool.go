@@ -52,47 +52,80 @@ func (o Options) universal() *redis.UniversalOptions {
 	}
 }
 
-// Pool keeps one client per catalog, replaced when its options change, so
-// passes reuse connections.
+// Pool keeps the catalogs' clients: one per set of options, shared by
+// every catalog that uses the same Redis with the same credentials and
+// TLS settings, so a manager of many catalogs holds one connection pool
+// (and its buffers) per Redis, not per catalog. A catalog whose options
+// change moves to the client of its new options; a client no catalog uses
+// is closed.
 type Pool struct {
-	mu      sync.Mutex
-	clients map[string]pooled
+	mu sync.Mutex
+	// clients holds the clients by their options' fingerprint, and of
+	// maps each catalog to the fingerprint of the client it uses.
+	clients map[string]*shared
+	of      map[string]string
 }
 
-type pooled struct {
-	fingerprint string
-	client      redis.UniversalClient
+type shared struct {
+	client redis.UniversalClient
+	users  int
 }
 
 // NewPool returns an empty pool.
-func NewPool() *Pool { return &Pool{clients: map[string]pooled{}} }
+func NewPool() *Pool { return &Pool{clients: map[string]*shared{}, of: map[string]string{}} }
 
 // Get returns the client of a catalog for these options.
 func (p *Pool) Get(id string, o Options) redis.UniversalClient {
 	fp := o.fingerprint()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c, ok := p.clients[id]; ok {
-		if c.fingerprint == fp {
-			return c.client
-		}
-		_ = c.client.Close()
+	if had, ok := p.of[id]; ok && had != fp {
+		p.release(had)
+		delete(p.of, id)
 	}
-	c := NewClient(o)
-	p.clients[id] = pooled{fingerprint: fp, client: c}
-	return c
+	c := p.clients[fp]
+	if c == nil {
+		c = &shared{client: NewClient(o)}
+		p.clients[fp] = c
+	}
+	if _, ok := p.of[id]; !ok {
+		p.of[id] = fp
+		c.users++
+	}
+	return c.client
+}
+
+// release drops a catalog's use of a client, closing it when none is
+// left; p.mu is held.
+func (p *Pool) release(fp string) {
+	c := p.clients[fp]
+	if c == nil {
+		return
+	}
+	if c.users--; c.users <= 0 {
+		_ = c.client.Close()
+		delete(p.clients, fp)
+	}
+}
+
+// Len is how many clients the pool holds.
+func (p *Pool) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.clients)
 }
 
 // NewClient returns a client for the options, outside any pool.
 func NewClient(o Options) redis.UniversalClient { return redis.NewUniversalClient(o.universal()) }
 
-// Forget closes and drops a catalog's client.
+// Forget drops a catalog's use of its client, which is closed when no
+// other catalog uses it.
 func (p *Pool) Forget(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c, ok := p.clients[id]; ok {
-		_ = c.client.Close()
-		delete(p.clients, id)
+	if fp, ok := p.of[id]; ok {
+		p.release(fp)
+		delete(p.of, id)
 	}
 }
 
@@ -100,8 +133,9 @@ func (p *Pool) Forget(id string) {
 func (p *Pool) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for id, c := range p.clients {
+	for fp, c := range p.clients {
 		_ = c.client.Close()
-		delete(p.clients, id)
+		delete(p.clients, fp)
 	}
+	clear(p.of)
 }

@@ -121,6 +121,7 @@ func TestScaleManyCatalogs(t *testing.T) {
 	tab.set("bulk apply: → every catalog graded, manager idle", col, time.Since(start).Round(time.Second).String())
 	tab.set("bulk apply: API conflicts (409) / error-level log lines", col, mgr.troubles(t).since(troubles0).String())
 	waitAPIServerIdle(t, 10*time.Minute)
+	mgr.heapProfile(t, fmt.Sprintf("%scatalogs.heap.pprof", *heapFlag))
 
 	// The idle manager: nothing changes, and the resyncs come as they do.
 	cpu0, at := mgr.cpu(t), time.Now()
