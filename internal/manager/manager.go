@@ -92,6 +92,7 @@ func BindFlags(fs *flag.FlagSet) *Config {
 	fs.StringVar(&c.ProbeAddr, "health-probe-bind-address", envflag.String("HEALTH_PROBE_BIND_ADDRESS", ":8081"), "Address of the /healthz and /readyz probes; 0 disables them.")
 	fs.StringVar(&c.PprofAddr, "pprof-bind-address", envflag.String("PPROF_BIND_ADDRESS", "0"), "Address of Go's /debug/pprof profiles; 0 disables them. Keep it off, or on localhost only: profiles show the process's memory.")
 	fs.BoolVar(&c.LeaderElection, "leader-elect", envflag.String("LEADER_ELECT", "false") == "true", "Elect a leader, so that of several replicas only one reconciles.")
+	fs.StringVar(&c.LeaderElectionID, "leader-election-id", envflag.String("LEADER_ELECTION_ID", c.LeaderElectionID), "Name of the leader election Lease: managers sharing it elect one leader; give each shard (a manager with its own --watch-namespaces) its own.")
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", envflag.String("LEADER_ELECTION_NAMESPACE", ""), "Namespace of the leader election Lease (default: the manager's own).")
 	fs.Float64Var(&c.QPS, "kube-api-qps", envflag.Float("KUBE_API_QPS", 50), "Queries per second to the Kubernetes API; status writes for many tools need more than client-go's default of 5.")
 	fs.IntVar(&c.Burst, "kube-api-burst", int(envflag.Float("KUBE_API_BURST", 100)), "Burst of queries to the Kubernetes API.")

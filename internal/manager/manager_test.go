@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -75,6 +76,82 @@ type countingReconciler struct{ n atomic.Int64 }
 func (c *countingReconciler) Reconcile(context.Context, reconcile.Request) (reconcile.Result, error) {
 	c.n.Add(1)
 	return reconcile.Result{}, nil
+}
+
+// namespaceRecorder records the namespaces of the requests it reconciles.
+type namespaceRecorder struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (r *namespaceRecorder) Reconcile(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen[req.Namespace]++
+	return reconcile.Result{}, nil
+}
+
+func (r *namespaceRecorder) count(ns string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seen[ns]
+}
+
+// Shards: two managers, each with its own namespaces and its own Lease,
+// both lead at once, and each reconciles only its own namespaces.
+func TestShardsLeadTheirOwnNamespaces(t *testing.T) {
+	shared.Use(t)
+	leases := testenv.Namespace(t, kube, "shards-")
+	nsA, nsB := testenv.Namespace(t, kube, "shard-a-"), testenv.Namespace(t, kube, "shard-b-")
+	start := func(id, ns string) (*namespaceRecorder, <-chan struct{}) {
+		mgr, err := New(cfg, Config{MetricsAddr: "0", ProbeAddr: "0", LeaderElection: true, LeaderElectionID: id, LeaderElectionNamespace: leases,
+			LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond, SkipNameValidation: true,
+			WatchNamespaces: []string{ns}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &namespaceRecorder{seen: map[string]int{}}
+		if err := ctrl.NewControllerManagedBy(mgr).Named("shard-" + id).For(&corev1.ConfigMap{}).Complete(rec); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = mgr.Start(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return rec, mgr.Elected()
+	}
+	a, electedA := start("shard-a", nsA)
+	b, electedB := start("shard-b", nsB)
+	waitFor(t, "both shards elected", 20*time.Second, func() bool {
+		select {
+		case <-electedA:
+		default:
+			return false
+		}
+		select {
+		case <-electedB:
+			return true
+		default:
+			return false
+		}
+	})
+	for _, ns := range []string{nsA, nsB} {
+		for i := range 3 {
+			if err := kube.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("cm-%d", i)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitFor(t, "each shard to reconcile its namespace", 10*time.Second, func() bool { return a.count(nsA) >= 3 && b.count(nsB) >= 3 })
+	if a.count(nsB) != 0 || b.count(nsA) != 0 {
+		t.Fatalf("shard a reconciled %d requests of shard b's namespace, shard b %d of shard a's", a.count(nsB), b.count(nsA))
+	}
+	for _, id := range []string{"shard-a", "shard-b"} {
+		lease := &coordinationv1.Lease{}
+		if err := kube.Get(context.Background(), client.ObjectKey{Namespace: leases, Name: id}, lease); err != nil || lease.Spec.HolderIdentity == nil {
+			t.Fatalf("lease %s: %v %+v", id, err, lease.Spec)
+		}
+	}
 }
 
 func TestLeaderElectionLetsExactlyOneManagerReconcile(t *testing.T) {

@@ -786,3 +786,23 @@ func TestBM25ReadsNamePartsAndEnumValues(t *testing.T) {
 		}
 	}
 }
+
+// A query vector of unit length is used as it is, not copied (a grading
+// holds every tool's query vectors); another is scaled into a copy, its
+// own slice left as it was.
+func TestUnitQueryCopiesOnlyWhatItScales(t *testing.T) {
+	c := &Catalog{dims: 2}
+	unit := []float32{0.6, 0.8}
+	got, reason := c.unitQuery(unit)
+	if reason != "" || &got[0] != &unit[0] {
+		t.Fatalf("a unit vector was copied (%q)", reason)
+	}
+	long := []float32{3, 4}
+	got, reason = c.unitQuery(long)
+	if reason != "" || &got[0] == &long[0] || long[0] != 3 || math.Abs(float64(got[0])-0.6) > 1e-6 || math.Abs(float64(got[1])-0.8) > 1e-6 {
+		t.Fatalf("scaled %v from %v (%q)", got, long, reason)
+	}
+	if _, reason := c.unitQuery([]float32{0, 0}); reason == "" {
+		t.Fatal("a zero vector has a unit")
+	}
+}
