@@ -84,7 +84,12 @@ SCALE_ARGS ?= -scale.sizes=1000,10000 -scale.slow-tools=1000 -scale.chat-latency
 .PHONY: bench-scale
 bench-scale: prereqs ## Measure large catalogs (manager process, API server, Redis, provider with 2 s chat latency) and print the table; make test runs it small.
 	assets="$${KUBEBUILDER_ASSETS:-$$(bash hack/build-controlplane.sh)}"; \
-	KUBEBUILDER_ASSETS="$$assets" go test ./test/scale -run TestScale -count=1 -v -timeout 90m -args $(SCALE_ARGS)
+	KUBEBUILDER_ASSETS="$$assets" go test ./test/scale -run 'TestScale$$' -count=1 -v -timeout 90m -args $(SCALE_ARGS)
+
+.PHONY: bench-scale-catalogs
+bench-scale-catalogs: prereqs ## An organisation's shape: 500 catalogs of 200 tools over 100 namespaces, 100,000 ToolDefinitions, half selected by two catalogs.
+	assets="$${KUBEBUILDER_ASSETS:-$$(bash hack/build-controlplane.sh)}"; \
+	KUBEBUILDER_ASSETS="$$assets" go test ./test/scale -run TestScaleManyCatalogs -count=1 -v -timeout 150m -args -scale.catalogs=500 -scale.catalog-tools=200 -scale.namespaces=100 -scale.edits=3
 
 .PHONY: bench-scale-50k
 bench-scale-50k: ## bench-scale at 50,000 tools (bulk apply, records, one edit, consumer load and search); about 45 minutes.

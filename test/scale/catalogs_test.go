@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,6 +31,7 @@ var (
 	catalogToolsArg = flag.Int("scale.catalog-tools", 20, "tools each catalog of the many-catalogs shape selects (even)")
 	namespacesFlag  = flag.Int("scale.namespaces", 2, "namespaces the many-catalogs shape spreads its catalogs over")
 	idleWindow      = flag.Duration("scale.idle-window", 10*time.Second, "how long the idle manager's CPU is measured")
+	shardsFlag      = flag.Int("scale.shards", 1, "managers the many-catalogs shape's namespaces are split over, each with its own --watch-namespaces (docs/deploy.md, shards by namespace); 1 is one manager watching every namespace")
 )
 
 const blockLabel = "scale.toolcatalog.dev/block"
@@ -84,14 +86,16 @@ func TestScaleManyCatalogs(t *testing.T) {
 	ctx := t.Context()
 	tab := &table{}
 	col := fmt.Sprintf("%d catalogs × %d tools, %d namespaces", l.catalogs, l.tools, l.namespaces)
+	if *shardsFlag > 1 {
+		col += fmt.Sprintf(", %d shards", *shardsFlag)
+	}
 	p := newProvider(t, 0, distinct)
-	mgr := startManager(t, buildManager(t))
-	mgr.watchPeak(t, fmt.Sprintf("%scatalogs.peak.heap.pprof", *heapFlag))
 
 	namespaces := make([]string, l.namespaces)
 	for i := range namespaces {
 		namespaces[i] = namespace(t, fmt.Sprintf("c%d", i))
 	}
+	mgr := startFleet(t, namespaces, *shardsFlag)
 	for _, ns := range namespaces {
 		for c := range l.perNamespace() {
 			tc := catalogObject(ns, catalogName(c), p)
@@ -121,7 +125,7 @@ func TestScaleManyCatalogs(t *testing.T) {
 	tab.set("bulk apply: → every catalog graded, manager idle", col, time.Since(start).Round(time.Second).String())
 	tab.set("bulk apply: API conflicts (409) / error-level log lines", col, mgr.troubles(t).since(troubles0).String())
 	waitAPIServerIdle(t, 10*time.Minute)
-	mgr.heapProfile(t, fmt.Sprintf("%scatalogs.heap.pprof", *heapFlag))
+	mgr.heapProfile(t)
 
 	// The idle manager: nothing changes, and the resyncs come as they do.
 	cpu0, at := mgr.cpu(t), time.Now()
@@ -258,4 +262,88 @@ func countCatalogs(t *testing.T, namespaces []string, ok func(*v1alpha1.ToolCata
 		}
 	}
 	return n
+}
+
+// fleet is the managers of the many-catalogs shape: one, or one per shard
+// of its namespaces.
+type fleet []*managerProcess
+
+// startFleet starts one manager watching every namespace, or shards
+// managers each watching every shards-th namespace.
+func startFleet(t *testing.T, namespaces []string, shards int) fleet {
+	bin := buildManager(t)
+	if shards <= 1 {
+		m := startManager(t, bin)
+		m.watchPeak(t, fmt.Sprintf("%scatalogs.peak.heap.pprof", *heapFlag))
+		return fleet{m}
+	}
+	f := make(fleet, shards)
+	for i := range f {
+		var mine []string
+		for j := i; j < len(namespaces); j += shards {
+			mine = append(mine, namespaces[j])
+		}
+		f[i] = startManager(t, bin, "--watch-namespaces="+strings.Join(mine, ","), fmt.Sprintf("--leader-election-id=shard-%d", i))
+		f[i].watchPeak(t, fmt.Sprintf("%scatalogs-shard%d.peak.heap.pprof", *heapFlag, i))
+	}
+	return f
+}
+
+// cpu is the managers' CPU time so far, together.
+func (f fleet) cpu(t *testing.T) time.Duration {
+	var sum time.Duration
+	for _, m := range f {
+		sum += m.cpu(t)
+	}
+	return sum
+}
+
+// troubles are the managers', together.
+func (f fleet) troubles(t *testing.T) troubles {
+	var sum troubles
+	for _, m := range f {
+		tr := m.troubles(t)
+		sum.conflicts, sum.errorLines = sum.conflicts+tr.conflicts, sum.errorLines+tr.errorLines
+	}
+	return sum
+}
+
+// idle reports whether every manager is idle; each is asked, so each
+// keeps its own count of how long it has looked idle.
+func (f fleet) idle(t *testing.T) bool {
+	all := true
+	for _, m := range f {
+		all = m.idle(t) && all
+	}
+	return all
+}
+
+// watchingCost is what watching the managers costs them, together.
+func (f fleet) watchingCost(t *testing.T) float64 {
+	var sum float64
+	for _, m := range f {
+		sum += m.watchingCost(t)
+	}
+	return sum
+}
+
+func (f fleet) heapProfile(t *testing.T) {
+	for i, m := range f {
+		m.heapProfile(t, fmt.Sprintf("%scatalogs-%d.heap.pprof", *heapFlag, i))
+	}
+}
+
+// setMemory reports the one manager's memory, or the largest shard's and
+// all shards' together.
+func (f fleet) setMemory(t *testing.T, tab *table, col string) {
+	if len(f) == 1 {
+		f[0].setMemory(t, tab, col)
+		return
+	}
+	var most, sum int64
+	for _, m := range f {
+		peak, _, _ := m.memory(t)
+		most, sum = max(most, peak), sum+peak
+	}
+	tab.set("manager peak RSS", col, fmt.Sprintf("%s (largest shard; %s all shards)", mib(most), mib(sum)))
 }

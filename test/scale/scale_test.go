@@ -526,7 +526,7 @@ type managerProcess struct {
 
 func buildManager(t *testing.T) string { return testenv.Build(t, "../../cmd/manager") }
 
-func startManager(t *testing.T, bin string) *managerProcess {
+func startManager(t *testing.T, bin string, extra ...string) *managerProcess {
 	dir := t.TempDir()
 	kc := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kc, kubeconfig, 0o600); err != nil {
@@ -539,6 +539,7 @@ func startManager(t *testing.T, bin string) *managerProcess {
 	addr := l.Addr().String()
 	l.Close()
 	args := []string{"--metrics-bind-address=" + addr, "--health-probe-bind-address=0", "--zap-log-level=error", "--pass-budget=" + budgetFlag.String()}
+	args = append(args, extra...)
 	var pprofAddr string
 	if *profileFlag != "" || *heapFlag != "" {
 		pprofAddr = testenv.FreeAddr(t)
