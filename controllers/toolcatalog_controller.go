@@ -77,6 +77,9 @@ type ToolCatalogReconciler struct {
 	// QueryStoreMaxEntries bounds each namespace's query store
 	// (querystore.DefaultMaxEntries when zero).
 	QueryStoreMaxEntries int
+	// GradingMaxBytes bounds the catalogs' grading states together
+	// (grading.DefaultMaxBytes when zero).
+	GradingMaxBytes int64
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// Ledger takes the ToolDefinitions' records of the passes and
@@ -127,6 +130,7 @@ func (r *ToolCatalogReconciler) catalogs() *published.Catalogs {
 func (r *ToolCatalogReconciler) grades() *grading.Grades {
 	r.gradesOnce.Do(func() {
 		r.grading = grading.New(r.Client, r.Recorder, r.Now, func(tc *v1alpha1.ToolCatalog) { r.records().graded(tc) })
+		r.grading.MaxBytes = r.GradingMaxBytes
 	})
 	return r.grading
 }

@@ -71,13 +71,23 @@ type Grades struct {
 	// then it leaves memory, and the catalog's next version is graded
 	// from scratch, its query vectors read from the query store.
 	Idle time.Duration
+	// MaxBytes bounds the grading states of all catalogs together, as
+	// estimated from their vectors, DefaultMaxBytes when 0: past it the
+	// states graded least recently leave memory (never the one just
+	// graded), and those catalogs' next versions are graded from scratch.
+	MaxBytes int64
 
 	mu    sync.Mutex
 	state map[client.ObjectKey]*gradeState
+	// held is the estimated size of the states kept.
+	held int64
 }
 
-// DefaultIdle is how long a catalog's grading state is kept unused.
-const DefaultIdle = 10 * time.Minute
+// Defaults of Idle and MaxBytes.
+const (
+	DefaultIdle     = 10 * time.Minute
+	DefaultMaxBytes = 256 << 20
+)
 
 // Published is what the grading reads of a catalog's published state in
 // Redis and writes there (published.Catalog).
@@ -116,6 +126,24 @@ type gradeState struct {
 	sets   map[string]selfgrade.QuerySet
 	// used is when a grading last used the state, in Unix nanoseconds.
 	used atomic.Int64
+	// bytes is the state's estimated size, as last charged.
+	bytes int64
+}
+
+// size estimates the memory a state holds: the catalog's vectors in the
+// grading index (read and indexed) and, per graded tool, its query
+// vectors, their sum and outcomes.
+func (st *gradeState) size(tools, dims int) int64 {
+	const perTool, perQuery = 512, 256
+	n := int64(tools) * (int64(dims)*4*2 + perTool)
+	for _, set := range st.sets {
+		vectors := len(set.Vectors)
+		for _, in := range set.IntentVectors {
+			vectors += len(in)
+		}
+		n += int64(vectors)*int64(dims)*4 + int64(dims)*8 + int64(len(set.Queries))*perQuery
+	}
+	return n
 }
 
 // New returns the grading of a manager's catalogs: it writes their
@@ -193,9 +221,58 @@ func (gs *Grades) dropIdle(idle time.Duration) {
 	defer gs.mu.Unlock()
 	for key, st := range gs.state {
 		if time.Since(time.Unix(0, st.used.Load())) > idle {
-			delete(gs.state, key)
+			gs.drop(key)
 		}
 	}
+}
+
+// charge records the size of a catalog's state after a grading and, past
+// MaxBytes, drops the states graded least recently but this one.
+func (gs *Grades) charge(key client.ObjectKey, st *gradeState, bytes int64) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if gs.state[key] != st {
+		return // dropped while it graded
+	}
+	gs.held += bytes - st.bytes
+	st.bytes = bytes
+	limit := gs.MaxBytes
+	if limit <= 0 {
+		limit = DefaultMaxBytes
+	}
+	if gs.held <= limit {
+		return
+	}
+	others := make([]client.ObjectKey, 0, len(gs.state))
+	for k := range gs.state {
+		if k != key {
+			others = append(others, k)
+		}
+	}
+	slices.SortFunc(others, func(a, b client.ObjectKey) int {
+		return cmp.Compare(gs.state[a].used.Load(), gs.state[b].used.Load())
+	})
+	for _, k := range others {
+		if gs.held <= limit {
+			break
+		}
+		gs.drop(k)
+	}
+}
+
+// drop forgets a catalog's state; gs.mu is held.
+func (gs *Grades) drop(key client.ObjectKey) {
+	if st := gs.state[key]; st != nil {
+		gs.held -= st.bytes
+		delete(gs.state, key)
+	}
+}
+
+// Held is the estimated size of the grading states kept.
+func (gs *Grades) Held() int64 {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	return gs.held
 }
 
 // Holds reports whether a catalog's grading state is in memory.
@@ -210,7 +287,7 @@ func (gs *Grades) Forget(key client.ObjectKey) {
 	gs.Take(key)
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	delete(gs.state, key)
+	gs.drop(key)
 }
 
 // run grades the latest job of one catalog and writes its status.quality.
@@ -249,6 +326,7 @@ func (gs *Grades) run(ctx context.Context, key client.ObjectKey) {
 		log.Error(err, "Cannot grade the catalog; grading the next version")
 		return
 	}
+	gs.charge(key, st, st.size(len(job.stored.Doc.Tools), job.stored.Doc.Embedding.Dimensions))
 	log.V(1).Info("Graded", "searched", g.Searched, "graded", g.Queries, "left", left, "took", time.Since(start).Round(time.Millisecond))
 	base := tc.DeepCopy()
 	tc.Status.Quality = qualityOf(g, job.version)
@@ -325,7 +403,7 @@ func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*selfgrade.Grad
 		}
 	}
 	model := job.emb.Model()
-	found, missing := job.queries.Lookup(model, texts)
+	found, missing := job.queries.Take(model, texts)
 	if len(missing) > 0 {
 		vecs, embedErr := job.emb.Embed(ctx, missing)
 		if embedErr != nil {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/selfgrade"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // The sample of tools a version grades, as a plain test: no API server,
@@ -56,4 +58,53 @@ func intersect(a, b []string) []string {
 		}
 	}
 	return out
+}
+
+// The grading states of all catalogs together stay within MaxBytes: past
+// it the states graded least recently go, never the one just graded, and
+// what is held is counted down as states go.
+func TestGradingStatesAreBounded(t *testing.T) {
+	gs := New(nil, nil, nil, nil)
+	gs.MaxBytes = 100
+	keys := []client.ObjectKey{{Namespace: "n", Name: "a"}, {Namespace: "n", Name: "b"}, {Namespace: "n", Name: "c"}}
+	states := map[client.ObjectKey]*gradeState{}
+	for i, k := range keys {
+		st := &gradeState{}
+		st.used.Store(int64(i + 1)) // a graded first, c last
+		states[k] = st
+		gs.state[k] = st
+	}
+	a, b, c := keys[0], keys[1], keys[2]
+	gs.charge(a, states[a], 40)
+	gs.charge(b, states[b], 40)
+	if gs.Held() != 80 || !gs.Holds(a) || !gs.Holds(b) {
+		t.Fatalf("held %d within the bound, a %v, b %v", gs.Held(), gs.Holds(a), gs.Holds(b))
+	}
+	gs.charge(c, states[c], 40)
+	if gs.Held() != 80 || gs.Holds(a) || !gs.Holds(b) || !gs.Holds(c) {
+		t.Fatalf("past the bound: held %d, a %v (graded least recently), b %v, c %v", gs.Held(), gs.Holds(a), gs.Holds(b), gs.Holds(c))
+	}
+	// One state past the bound alone is kept; every other goes.
+	gs.charge(c, states[c], 200)
+	if gs.Held() != 200 || gs.Holds(b) || !gs.Holds(c) {
+		t.Fatalf("one large state: held %d, b %v, c %v", gs.Held(), gs.Holds(b), gs.Holds(c))
+	}
+	// A state dropped while it graded is not charged.
+	gs.charge(a, states[a], 40)
+	gs.Forget(c)
+	if gs.Held() != 0 || gs.Holds(a) {
+		t.Fatalf("held %d after every state went", gs.Held())
+	}
+}
+
+// A state's size follows its vectors: the index's and every query's.
+func TestGradingStateSize(t *testing.T) {
+	st := &gradeState{sets: map[string]selfgrade.QuerySet{
+		"a": {Queries: []string{"q1", "q2"}, Vectors: [][]float32{{1, 0}, {0, 1}}, IntentVectors: map[int][][]float32{1: {{1, 0}, {0, 1}}}},
+	}}
+	// 3 tools indexed at 2 dimensions; one set of 4 vectors.
+	want := int64(3*(2*4*2+512) + 4*2*4 + 2*8 + 2*256)
+	if got := st.size(3, 2); got != want {
+		t.Fatalf("size %d, want %d", got, want)
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -62,6 +63,8 @@ type Config struct {
 	// QueryStoreMaxEntries bounds the query store of each namespace
 	// (querystore.DefaultMaxEntries when 0).
 	QueryStoreMaxEntries int
+	// GradingMaxBytes bounds the catalogs' grading states together.
+	GradingMaxBytes int64
 	// SkipNameValidation allows several managers in one process (tests).
 	SkipNameValidation bool
 	// SourceMaxTools and SourceSyncTimeout bound one ToolSource sync.
@@ -109,6 +112,14 @@ func BindFlags(fs *flag.FlagSet) *Config {
 		return nil
 	})
 	fs.DurationVar(&c.PassBudget, "pass-budget", catalog.DefaultPassBudget, "How long one pass of a catalog starts new chunks of query generation and embedding before it publishes what it did; a large refresh is published this often.")
+	fs.Func("grading-max-memory", "Memory the catalogs' grading states may hold together, a quantity such as 256Mi (the default): past it the states graded least recently go, and those catalogs' next versions are graded from scratch.", func(v string) error {
+		q, err := resource.ParseQuantity(v)
+		if err != nil || q.Sign() <= 0 {
+			return fmt.Errorf("want a positive quantity such as 256Mi, got %q", v)
+		}
+		c.GradingMaxBytes = q.Value()
+		return nil
+	})
 	fs.IntVar(&c.QueryStoreMaxEntries, "query-store-max-entries", querystore.DefaultMaxEntries, "How many query sets and vectors the query store keeps per namespace and Redis; past it, the least recently used go.")
 	return c
 }
@@ -233,6 +244,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *redisconn.Pool, c Config
 		Ledger:      ledger,
 
 		QueryStoreMaxEntries: c.QueryStoreMaxEntries,
+		GradingMaxBytes:      c.GradingMaxBytes,
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the toolcatalog controller: %w", err)
 	}

@@ -3,7 +3,6 @@ package published_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"testing"
 	"time"
 
@@ -189,19 +188,26 @@ func TestQueryVectorsAreBoundedAndPerModel(t *testing.T) {
 		vecs[i] = []float32{float32(i)}
 	}
 	q.Add("m1", texts, vecs)
-	found, missing := q.Lookup("m1", texts)
-	if len(found) != published.MaxKeptQueryVectors || len(missing) != 10 {
-		t.Fatalf("kept %d, missing %d; want %d kept", len(found), len(missing), published.MaxKeptQueryVectors)
+	if q.Len() != published.MaxKeptQueryVectors {
+		t.Fatalf("kept %d, want %d", q.Len(), published.MaxKeptQueryVectors)
 	}
-	// The oldest made room: the latest are kept.
-	if !slices.Equal(missing, texts[:10]) {
-		t.Fatalf("missing %v; want the 10 added first", missing)
-	}
-	if found, _ := q.Lookup("m2", texts[:3]); len(found) != 0 {
+	if found, _ := q.Take("m2", texts[:3]); len(found) != 0 {
 		t.Fatal("vectors of one model were returned for another")
 	}
 	q.Add("m1", texts[:1], vecs[:1])
-	if found, missing := q.Lookup("m1", texts[:12]); len(found) != 2 || len(missing) != 10 {
-		t.Fatalf("after one more: found %d, missing %d; want the new one and texts[11] (texts[10], the oldest, made room)", len(found), len(missing))
+	// The oldest made room: texts[10] for the one added again.
+	if found, missing := q.Take("m1", texts[:12]); len(found) != 2 || len(missing) != 10 || found[texts[11]][0] != 11 {
+		t.Fatalf("found %d, missing %d; want texts[0], added again, and texts[11] (texts[1..10], the oldest, made room)", len(found), len(missing))
+	}
+	// What was taken is no longer kept; the rest is.
+	if q.Len() != published.MaxKeptQueryVectors-2 {
+		t.Fatalf("kept %d after taking two", q.Len())
+	}
+	if found, missing := q.Take("m1", texts[:12]); len(found) != 0 || len(missing) != 12 {
+		t.Fatalf("taken again: found %d, missing %d", len(found), len(missing))
+	}
+	found, missing := q.Take("m1", append(texts[12:], texts[12]))
+	if len(found) != len(texts)-12 || len(missing) != 0 || q.Len() != 0 {
+		t.Fatalf("the rest: found %d, missing %v, %d left", len(found), missing, q.Len())
 	}
 }

@@ -48,9 +48,11 @@ func (q *QueryVectors) Add(model string, texts []string, vecs [][]float32) {
 	}
 }
 
-// Lookup returns the kept vectors of model for texts, and the texts it
-// lacks (each once).
-func (q *QueryVectors) Lookup(model string, texts []string) (map[string][]float32, []string) {
+// Take returns the kept vectors of model for texts, no longer keeping
+// them, and the texts it lacks (each once). The grading that takes them
+// keeps them with its query sets for as long as it needs them, so they are
+// not held twice, nor held once the grading has let them go.
+func (q *QueryVectors) Take(model string, texts []string) (map[string][]float32, []string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	found := map[string][]float32{}
@@ -59,12 +61,23 @@ func (q *QueryVectors) Lookup(model string, texts []string) (map[string][]float3
 	for _, t := range texts {
 		if v, ok := q.byText[t]; ok && q.model == model {
 			found[t] = v
-		} else if !asked[t] {
+			delete(q.byText, t)
+		} else if _, ok := found[t]; !ok && !asked[t] {
 			asked[t] = true
 			missing = append(missing, t)
 		}
 	}
+	if len(found) > 0 {
+		q.order = slices.DeleteFunc(q.order, func(t string) bool { _, ok := found[t]; return ok })
+	}
 	return found, missing
+}
+
+// Len is how many vectors are kept.
+func (q *QueryVectors) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.byText)
 }
 
 // Recording returns emb keeping the query vectors it computes in q, so
