@@ -202,11 +202,7 @@ func TestIdleGradingStateIsDropped(t *testing.T) {
 	editTD(g, ns, "email", func(td *v1alpha1.ToolDefinition) {
 		td.Spec.Description = "Send an email message with attachments to a recipient."
 	})
-	g.Eventually(func() int64 {
-		_, err := d.reconcile()
-		g.Expect(err).NotTo(HaveOccurred())
-		return d.get().Status.Version
-	}).Should(BeEquivalentTo(2))
+	d.reconcileUntil(2)
 	second := graded(2)
 	g.Expect(second.GradedTools).To(Equal(first.GradedTools))
 	g.Expect(second.GradedQueries).To(Equal(first.GradedQueries))

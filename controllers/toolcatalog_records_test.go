@@ -68,12 +68,7 @@ func TestRecordsFollowThePass(t *testing.T) {
 	editTD(g, ns, "email", func(td *v1alpha1.ToolDefinition) {
 		td.Spec.Description = "Send an email message with attachments and a signature to one or more recipients."
 	})
-	// The pacer may hold the version for a moment.
-	g.Eventually(func() int64 {
-		_, err := d.reconcile()
-		g.Expect(err).NotTo(HaveOccurred())
-		return d.get().Status.Version
-	}).Should(BeEquivalentTo(3))
+	d.reconcileUntil(3)
 	g.Expect(told()).To(ConsistOf("email"))
 
 	// Every tool is looked at when asked (after a restart), and one whose

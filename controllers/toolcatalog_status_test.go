@@ -65,6 +65,16 @@ type directCatalog struct {
 
 var errInjected = errors.New("etcdserver: request timed out")
 
+// reconcileUntil reconciles until the status shows version (the pacer
+// may hold a version for a moment).
+func (d *directCatalog) reconcileUntil(version int64) {
+	d.g.Eventually(func() int64 {
+		_, err := d.reconcile()
+		d.g.Expect(err).NotTo(HaveOccurred())
+		return d.get().Status.Version
+	}).Should(BeEquivalentTo(version))
+}
+
 func newDirectCatalog(t *testing.T, g *WithT, tc *v1alpha1.ToolCatalog) *directCatalog {
 	t.Helper()
 	d := &directCatalog{g: g, tc: tc}

@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -193,18 +194,7 @@ func (gs *Grades) Submit(tc *v1alpha1.ToolCatalog, emb embedding.Embedder, st Pu
 // used for Idle, until ctx ends.
 func (gs *Grades) Start(ctx context.Context) error {
 	idle := gs.idle()
-	go func() {
-		tick := time.NewTicker(max(idle/4, 10*time.Millisecond))
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				gs.dropIdle(idle)
-			}
-		}
-	}()
+	go wait.UntilWithContext(ctx, func(context.Context) { gs.dropIdle(idle) }, max(idle/4, 10*time.Millisecond))
 	return gs.Queue.Start(ctx)
 }
 
