@@ -15,6 +15,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
+	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/grading"
 	"github.com/toolcatalog/tool-catalog-operator/internal/published"
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
@@ -172,8 +173,13 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 	// refreshed before a timeout are still published.
 	workCtx, span := step(ctx, "generate and embed")
 	workCtx, cancel := context.WithTimeout(workCtx, r.passTimeout())
-	// The query vectors embedded are kept to grade the version.
-	emb := st.QueryVectors().Recording(prov.Embedder)
+	// The grading of the version reads the query vectors a provider was
+	// paid for from the query store; those of a model the store does not
+	// keep (the builtin one, whose vectors cost time) are handed to it.
+	emb := prov.Embedder
+	if embedding.IdentityOf(emb) == "" {
+		emb = st.QueryVectors().Recording(emb)
+	}
 	refreshed := catalog.Refresh(workCtx, catalog.Providers{Generator: prov.Generator, Embedder: emb, Concurrency: cfg.Concurrency, Generated: st.Generated()}, plans, now, r.budget())
 	cancel()
 	span.SetAttributes(attribute.Int("toolcatalog.refreshed", len(refreshed.Results)), attribute.Int("toolcatalog.failed", len(refreshed.Failures)))
