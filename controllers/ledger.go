@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -147,6 +148,32 @@ func (l *Ledger) differs(catalogName string, td *v1alpha1.ToolDefinition) bool {
 		return want != have
 	default:
 		return !catalog.SameRecord(*have, *want)
+	}
+}
+
+// behind passes the updates of a ToolDefinition whose records are not the
+// ledger's. The records writer looks at a ToolDefinition when its record
+// changes, in the cache as it is then; should the cache not yet hold the
+// reconciler's last write, the two agree on what is about to be
+// overwritten and nothing is written. The write's own update, once
+// cached, brings the ToolDefinition back here.
+func (l *Ledger) behind() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			td, ok := e.ObjectNew.(*v1alpha1.ToolDefinition)
+			if !ok {
+				return false
+			}
+			for _, rec := range td.Status.Catalogs {
+				if l.differs(rec.Catalog, td) {
+					return true
+				}
+			}
+			return false
+		},
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 )
@@ -79,6 +80,17 @@ func TestRecordsFollowThePass(t *testing.T) {
 	g.Expect(k8sClient.Status().Update(t.Context(), weather)).To(Succeed())
 	d.r.records().check(key, nil, true)
 	g.Expect(told()).To(ConsistOf("email"))
+
+	// A ToolDefinition's update that shows a record the ledger no longer
+	// holds (the records writer looked while the cache lacked the
+	// reconciler's last write) brings it back to its reconciler; one that
+	// shows the ledger's record does not.
+	behind := d.r.Ledger.behind()
+	weather = getTD(g, ns, "weather")
+	g.Expect(behind.Update(event.UpdateEvent{ObjectOld: weather, ObjectNew: weather})).To(BeFalse())
+	stale := weather.DeepCopy()
+	stale.Status.Catalogs[0].ConfusableWith = &v1alpha1.ConfusableTool{Name: "send_email", Similarity: "0.9"}
+	g.Expect(behind.Update(event.UpdateEvent{ObjectOld: weather, ObjectNew: stale})).To(BeTrue())
 }
 
 // A ToolDefinition's status has one writer, whatever number of catalogs
