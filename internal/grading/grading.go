@@ -258,8 +258,8 @@ func (gs *Grades) drop(key client.ObjectKey) {
 	}
 }
 
-// Held is the estimated size of the grading states kept.
-func (gs *Grades) Held() int64 {
+// heldBytes is the estimated size of the grading states kept.
+func (gs *Grades) heldBytes() int64 {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	return gs.held

@@ -77,23 +77,23 @@ func TestGradingStatesAreBounded(t *testing.T) {
 	a, b, c := keys[0], keys[1], keys[2]
 	gs.charge(a, states[a], 40)
 	gs.charge(b, states[b], 40)
-	if gs.Held() != 80 || !gs.Holds(a) || !gs.Holds(b) {
-		t.Fatalf("held %d within the bound, a %v, b %v", gs.Held(), gs.Holds(a), gs.Holds(b))
+	if gs.heldBytes() != 80 || !gs.Holds(a) || !gs.Holds(b) {
+		t.Fatalf("held %d within the bound, a %v, b %v", gs.heldBytes(), gs.Holds(a), gs.Holds(b))
 	}
 	gs.charge(c, states[c], 40)
-	if gs.Held() != 80 || gs.Holds(a) || !gs.Holds(b) || !gs.Holds(c) {
-		t.Fatalf("past the bound: held %d, a %v (graded least recently), b %v, c %v", gs.Held(), gs.Holds(a), gs.Holds(b), gs.Holds(c))
+	if gs.heldBytes() != 80 || gs.Holds(a) || !gs.Holds(b) || !gs.Holds(c) {
+		t.Fatalf("past the bound: held %d, a %v (graded least recently), b %v, c %v", gs.heldBytes(), gs.Holds(a), gs.Holds(b), gs.Holds(c))
 	}
 	// One state past the bound alone is kept; every other goes.
 	gs.charge(c, states[c], 200)
-	if gs.Held() != 200 || gs.Holds(b) || !gs.Holds(c) {
-		t.Fatalf("one large state: held %d, b %v, c %v", gs.Held(), gs.Holds(b), gs.Holds(c))
+	if gs.heldBytes() != 200 || gs.Holds(b) || !gs.Holds(c) {
+		t.Fatalf("one large state: held %d, b %v, c %v", gs.heldBytes(), gs.Holds(b), gs.Holds(c))
 	}
 	// A state dropped while it graded is not charged.
 	gs.charge(a, states[a], 40)
 	gs.Forget(c)
-	if gs.Held() != 0 || gs.Holds(a) {
-		t.Fatalf("held %d after every state went", gs.Held())
+	if gs.heldBytes() != 0 || gs.Holds(a) {
+		t.Fatalf("held %d after every state went", gs.heldBytes())
 	}
 }
 

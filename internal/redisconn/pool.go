@@ -108,8 +108,8 @@ func (p *Pool) release(fp string) {
 	}
 }
 
-// Len is how many clients the pool holds.
-func (p *Pool) Len() int {
+// size is how many clients the pool holds.
+func (p *Pool) size() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.clients)

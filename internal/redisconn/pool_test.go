@@ -19,15 +19,15 @@ func TestPoolSharesAClientPerOptions(t *testing.T) {
 	teamB.Password = "b-secret"
 
 	a, b := p.Get("ns/a", teamA), p.Get("ns/b", teamA)
-	if a != b || p.Len() != 1 {
-		t.Fatalf("two catalogs of the same options: clients %p and %p, %d in the pool", a, b, p.Len())
+	if a != b || p.size() != 1 {
+		t.Fatalf("two catalogs of the same options: clients %p and %p, %d in the pool", a, b, p.size())
 	}
-	if p.Get("ns/a", teamA) != a || p.Len() != 1 {
+	if p.Get("ns/a", teamA) != a || p.size() != 1 {
 		t.Fatal("asking again gave another client")
 	}
 	other := p.Get("other/c", teamB)
-	if other == a || p.Len() != 2 {
-		t.Fatalf("a catalog with other credentials shares a client (%d in the pool)", p.Len())
+	if other == a || p.size() != 2 {
+		t.Fatalf("a catalog with other credentials shares a client (%d in the pool)", p.size())
 	}
 
 	closed := func(c redis.UniversalClient) bool {
@@ -38,8 +38,8 @@ func TestPoolSharesAClientPerOptions(t *testing.T) {
 		t.Fatal("a catalog that moved did not get the client of its new options, or the old one closed under ns/b")
 	}
 	p.Forget("ns/b")
-	if !closed(a) || p.Len() != 1 {
-		t.Fatalf("the client no catalog uses is not closed (%d in the pool)", p.Len())
+	if !closed(a) || p.size() != 1 {
+		t.Fatalf("the client no catalog uses is not closed (%d in the pool)", p.size())
 	}
 	p.Forget("ns/a")
 	if closed(other) {
@@ -47,7 +47,7 @@ func TestPoolSharesAClientPerOptions(t *testing.T) {
 	}
 	p.Forget("other/c")
 	p.Forget("never/seen")
-	if !closed(other) || p.Len() != 0 {
-		t.Fatalf("%d clients left", p.Len())
+	if !closed(other) || p.size() != 0 {
+		t.Fatalf("%d clients left", p.size())
 	}
 }
