@@ -101,6 +101,12 @@ bench-gateway: prereqs ## Load the MCP gateway (API server, Redis, manager, upst
 	assets="$${KUBEBUILDER_ASSETS:-$$(bash hack/build-controlplane.sh)}"; \
 	KUBEBUILDER_ASSETS="$$assets" go test ./internal/gateway -run '^TestLoad$$' -count=1 -v -timeout 30m -args $(GATEWAY_ARGS) | grep -E 'load_test|^(ok|FAIL|---)'
 
+.PHONY: bench-gateway-catalogs
+bench-gateway-catalogs: prereqs ## One gateway process serving 200 catalogs to 64 clients (own principals, sessions on several catalogs each): throughput, latency, the gateway's CPU and peak RSS, a new version → list_changed.
+	assets="$${KUBEBUILDER_ASSETS:-$$(bash hack/build-controlplane.sh)}"; \
+	KUBEBUILDER_ASSETS="$$assets" go test ./test/scale -run TestGatewayManyCatalogs -count=1 -v -timeout 60m -args \
+	  -scale.gateway-catalogs=200 -scale.gateway-tools=50 -scale.gateway-namespaces=20 -scale.gateway-clients=64 -scale.gateway-duration=30s -scale.edits=5
+
 DATA ?= internal/retrieval/testdata/mini
 RETRIEVAL_ARGS ?=
 .PHONY: bench-retrieval

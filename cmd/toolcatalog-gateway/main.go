@@ -27,6 +27,7 @@ func main() {
 	var audiences, namespaces, egressAllow string
 	flag.StringVar(&cfg.Addr, "bind-address", envflag.String("BIND_ADDRESS", ":8080"), "Address of MCP (/mcp/<namespace>/<catalog>), /healthz and /readyz.")
 	flag.StringVar(&cfg.MetricsAddr, "metrics-bind-address", envflag.String("METRICS_BIND_ADDRESS", ":9090"), "Address of /metrics, apart from MCP so the Service clients reach does not expose it; 0 disables it.")
+	flag.StringVar(&cfg.PprofAddr, "pprof-bind-address", envflag.String("PPROF_BIND_ADDRESS", "0"), "Address of Go's /debug/pprof profiles; 0 disables them. Keep it off, or on localhost only: profiles show the process's memory.")
 	flag.BoolVar(&cfg.MetricsWithoutAuth, "metrics-without-auth", false, "Serve /metrics to anyone who reaches it. By default a client needs a token of an identity that may get /metrics (the metrics-reader ClusterRole).")
 	flag.BoolVar(&cfg.Audit, "audit", envflag.String("AUDIT", "true") == "true", "Log one line per tool call (logger gateway.audit): principal, catalog, tool, upstream, SHA-256 of the arguments, outcome, latency.")
 	flag.StringVar(&cfg.StaticTokens, "static-tokens", envflag.String("STATIC_TOKENS", ""), "Path of a token file (token,user,uid,\"group1,group2\" per line), usually a mounted Secret; read again when it changes; optional.")

@@ -116,6 +116,12 @@ type Gateway struct {
 	draining context.Context
 	drain    context.CancelFunc
 
+	// redis holds one client per Redis and credentials, shared by the
+	// catalogs followed there (redisconn.Pool), each follower one user of
+	// it by its own ID (followers counts them).
+	redis     *redisconn.Pool
+	followers atomic.Uint64
+
 	mu       sync.Mutex
 	catalogs map[client.ObjectKey]*served
 	// building starts each catalog's follower once at a time.
@@ -143,7 +149,7 @@ func New(ctx context.Context, opts Options) *Gateway {
 		opts.Egress = egress.Default()
 	}
 	opts.Limits = opts.Limits.withDefaults()
-	g := &Gateway{opts: opts, ctx: ctx, catalogs: map[client.ObjectKey]*served{}, rates: newRates(opts.Limits), listens: newListens(opts.Limits),
+	g := &Gateway{opts: opts, ctx: ctx, catalogs: map[client.ObjectKey]*served{}, rates: newRates(opts.Limits), listens: newListens(opts.Limits), redis: redisconn.NewPool(),
 		up: newUpstreams(opts.Kube, opts.Secrets, opts.Egress, opts.CallTimeout, opts.Limits, opts.Log)}
 	g.draining, g.drain = context.WithCancel(ctx)
 	go g.dropIdleViews(ctx)
@@ -385,15 +391,18 @@ func DefaultAllowedPrincipals(namespace string) string {
 
 // served is one catalog the gateway follows.
 type served struct {
-	g        *Gateway
-	key      client.ObjectKey
-	id       string
-	uid      types.UID
-	where    string
-	redis    redis.UniversalClient
-	keys     contract.Keys
-	follower *toolcatalog.Follower
-	embedder toolcatalog.QueryEmbedder
+	g     *Gateway
+	key   client.ObjectKey
+	id    string
+	uid   types.UID
+	where string
+	// redis is the client of the catalog's Redis, shared with the other
+	// catalogs there; redisUser is this follower's use of it.
+	redis     redis.UniversalClient
+	redisUser string
+	keys      contract.Keys
+	follower  *toolcatalog.Follower
+	embedder  toolcatalog.QueryEmbedder
 	// ctx ends when the catalog is no longer followed.
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -500,7 +509,8 @@ func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error
 	if err != nil {
 		return nil, fmt.Errorf("catalog %s cannot be served: %v", key, err)
 	}
-	s := &served{g: g, key: key, id: key.String(), uid: tc.UID, where: where, redis: redisconn.NewClient(cfg.Redis), keys: cfg.Keys,
+	user := fmt.Sprintf("%s#%d", key, g.followers.Add(1))
+	s := &served{g: g, key: key, id: key.String(), uid: tc.UID, where: where, redis: g.redis.Get(user, cfg.Redis), redisUser: user, keys: cfg.Keys,
 		views: map[string]*view{}, streams: &streams{m: map[string]chan struct{}{}}}
 	s.usedAt.Store(time.Now().UnixNano())
 	s.sessions = &sessionStore{rc: s.redis, keys: cfg.Keys, idle: g.opts.Limits.SessionIdle, lifetime: g.opts.Limits.SessionLifetime, max: g.opts.Limits.SessionsPerPrincipal}
@@ -530,7 +540,7 @@ func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error
 	})
 	if err != nil {
 		fcancel()
-		_ = s.redis.Close()
+		g.redis.Forget(user)
 		return nil, fmt.Errorf("catalog %s cannot be read from Redis: %v", key, err)
 	}
 	s.handler = mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{
@@ -581,7 +591,7 @@ func (s *served) stop() {
 		for _, ss := range open {
 			_ = ss.Close()
 		}
-		_ = s.redis.Close()
+		s.g.redis.Forget(s.redisUser)
 	}()
 }
 

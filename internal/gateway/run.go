@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"slices"
 	"strings"
@@ -45,6 +46,10 @@ type Config struct {
 	// Listener and MetricsListener, when set, are used instead of
 	// listening on Addr and MetricsAddr (tests).
 	Listener, MetricsListener net.Listener
+	// PprofAddr serves Go's /debug/pprof profiles, apart from MCP and
+	// metrics; disabled when empty or "0". Profiles show the process's
+	// memory: keep it off, or on localhost only.
+	PprofAddr string
 	// MetricsWithoutAuth serves /metrics to anyone who reaches it. By
 	// default a client must send a token the API server accepts
 	// (TokenReview) of an identity that may get the non-resource URL
@@ -215,7 +220,23 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	metricsMux.Handle("/metrics", metrics)
 	metricsSrv := &http.Server{Handler: metricsMux, ReadHeaderTimeout: 10 * time.Second}
 
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
+	if cfg.PprofAddr != "" && cfg.PprofAddr != "0" {
+		pl, lerr := net.Listen("tcp", cfg.PprofAddr)
+		if lerr != nil {
+			return lerr
+		}
+		pprofMux := http.NewServeMux()
+		pprofMux.HandleFunc("/debug/pprof/", pprof.Index)
+		pprofMux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		pprofMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		pprofMux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		pprofMux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		pprofSrv := &http.Server{Handler: pprofMux, ReadHeaderTimeout: 10 * time.Second}
+		defer func() { _ = pprofSrv.Close() }()
+		go func() { errs <- pprofSrv.Serve(pl) }()
+		cfg.Log.Info("Serving profiles", "address", pl.Addr().String())
+	}
 	go func() { errs <- watch.Start(gctx) }()
 	go func() {
 		if watch.WaitForCacheSync(gctx) {

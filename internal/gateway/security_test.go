@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
@@ -607,5 +609,99 @@ func TestClientAddress(t *testing.T) {
 		if got := clientAddress(&http.Request{RemoteAddr: remote}); got != want {
 			t.Errorf("%s: %s, want %s", remote, got, want)
 		}
+	}
+}
+
+// Profiles show the process's memory: the gateway serves them only when
+// asked, on their own listener, never at the MCP or metrics address
+// (net/http/pprof registers itself on http.DefaultServeMux, which neither
+// serves).
+func TestProfilesOnlyWhereAsked(t *testing.T) {
+	shared.Use(t)
+	get := func(url, token string) int {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, base := range []string{gatewayURL, metricsURL} {
+		if got := get(base+"/debug/pprof/heap", metricsToken); got != http.StatusNotFound {
+			t.Errorf("%s/debug/pprof/heap: %d, want 404", base, got)
+		}
+	}
+
+	pprofAddr := testenv.FreeAddr(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- Run(ctx, restConfig, Config{Listener: l, MetricsAddr: "0", PprofAddr: pprofAddr, StaticTokens: staticTokens, EgressAllow: egressAllow, Log: logr.Discard()})
+	}()
+	t.Cleanup(func() { stop(); <-stopped })
+	waitFor(t, "the gateway's profiles", func() bool {
+		resp, getErr := http.Get("http://" + pprofAddr + "/debug/pprof/heap")
+		if getErr != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if got := get("http://"+l.Addr().String()+"/debug/pprof/heap", ""); got != http.StatusNotFound {
+		t.Errorf("the MCP address of a gateway with profiles on serves them: %d, want 404", got)
+	}
+}
+
+// Catalogs on one Redis share the gateway's client of it only when they
+// reach it as the same user with the same password: a catalog whose
+// credentials Redis refuses does not borrow the client another catalog
+// authenticated, and its published version stays unserved.
+func TestRedisClientsAreSharedOnlyWithTheirCredentials(t *testing.T) {
+	ns := newNamespace(t)
+	standardCatalog(t, ns, "open", v1alpha1.DisclosureOff)
+	standardCatalog(t, ns, "locked", v1alpha1.DisclosureOff)
+	// The gateway follows "open": it holds a client of the suite's
+	// Redis, unauthenticated.
+	if got := listed(t, connect(t, ns, "open", aliceToken, "", nil)); len(got) != 4 {
+		t.Fatalf("alice lists %v on the open catalog, want 4 tools", got)
+	}
+	// "locked" is published there too, and now names a user Redis does
+	// not know.
+	create(t, testSecret(ns, "redis-password", "password", "not-the-password"))
+	tc := &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "locked"}}
+	patch := []byte(`{"spec":{"redis":{"username":"nobody","passwordSecretRef":{"name":"redis-password","key":"password"}}}}`)
+	if err := kube.Patch(t.Context(), tc, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	tools := func() ([]*mcp.Tool, error) {
+		c := mcp.NewClient(&mcp.Implementation{Name: "probe", Version: "1"}, nil)
+		cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: gatewayURL + "/mcp/" + ns + "/locked",
+			HTTPClient: &http.Client{Transport: bearer{aliceToken, http.DefaultTransport}}, MaxRetries: -1}, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer cs.Close()
+		res, err := cs.ListTools(t.Context(), nil)
+		if err != nil {
+			return nil, err
+		}
+		return res.Tools, nil
+	}
+	// Sharing by address alone, it would be listed for ever.
+	waitFor(t, "the locked catalog to be refused once its credentials change", func() bool {
+		_, err := tools()
+		return err != nil
+	})
+	// What a borrowed client would have served is there.
+	if doc := published(t, ns, "locked", 5); doc.Catalog != ns+"/locked" {
+		t.Fatalf("the locked catalog's version in Redis is %q's", doc.Catalog)
 	}
 }

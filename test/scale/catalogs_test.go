@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -191,45 +190,18 @@ func sharedToolName(i int) string { return fmt.Sprintf("tool-%06d", i) }
 
 // applyShared creates every namespace's tools at once, 16 at a time.
 func applyShared(t *testing.T, l layout, namespaces []string) {
-	type job struct {
-		ns string
-		i  int
-	}
-	jobs := make(chan job)
-	var wg sync.WaitGroup
-	var failed sync.Once
-	var firstErr error
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				name := sharedToolName(j.i)
-				td := &v1alpha1.ToolDefinition{
-					ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: name, Labels: map[string]string{blockLabel: l.blockOf(j.i)}},
-					Spec: v1alpha1.ToolDefinitionSpec{
-						Name:        "tool_" + strconv.Itoa(j.i),
-						Description: fmt.Sprintf("Tool %s of %s does one specific thing, number %d, for the users who ask for it.", name, j.ns, j.i),
-						Parameters: &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","properties":{"query":{"type":"string","description":"what to look for"},` +
-							`"limit":{"type":"integer","description":"how many results"}},"required":["query"]}`)},
-					},
-				}
-				if err := kube.Create(t.Context(), td); err != nil {
-					failed.Do(func() { firstErr = err })
-				}
-			}
-		}()
-	}
-	for i := range l.toolsPerNamespace() {
-		for _, ns := range namespaces {
-			jobs <- job{ns, i}
+	createAll(t, l.toolsPerNamespace()*len(namespaces), func(k int) client.Object {
+		ns, i := namespaces[k%len(namespaces)], k/len(namespaces)
+		name := sharedToolName(i)
+		return &v1alpha1.ToolDefinition{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{blockLabel: l.blockOf(i)}},
+			Spec: v1alpha1.ToolDefinitionSpec{
+				Name:        "tool_" + strconv.Itoa(i),
+				Description: fmt.Sprintf("Tool %s of %s does one specific thing, number %d, for the users who ask for it.", name, ns, i),
+				Parameters:  &apiextensionsv1.JSON{Raw: []byte(toolParameters)},
+			},
 		}
-	}
-	close(jobs)
-	wg.Wait()
-	if firstErr != nil {
-		t.Fatal(firstErr)
-	}
+	})
 }
 
 // publishedCatalogs counts the catalogs whose published version holds

@@ -13,17 +13,14 @@ package scale
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -33,7 +30,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 	"unicode"
@@ -508,18 +504,12 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 // ---- the manager process ----
 
 type managerProcess struct {
-	cmd         *exec.Cmd
+	*process
 	metricsAddr string
 	// metricsToken may get /metrics.
 	metricsToken string
-	// pprofAddr serves the manager's profiles, with -scale.cpuprofile or
-	// -scale.heapprofile.
-	pprofAddr string
 	// idleSince is when idle first saw no work, zero while there is.
 	idleSince time.Time
-	done      chan struct{}
-	// highRSS is the highest resident set sampled (sampleRSS).
-	highRSS atomic.Int64
 	// errorLines counts the error-level lines the manager has logged.
 	errorLines *errorLineCounter
 }
@@ -527,11 +517,7 @@ type managerProcess struct {
 func buildManager(t *testing.T) string { return testenv.Build(t, "../../cmd/manager") }
 
 func startManager(t *testing.T, bin string, extra ...string) *managerProcess {
-	dir := t.TempDir()
-	kc := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kc, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kc := kubeconfigFile(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -540,154 +526,20 @@ func startManager(t *testing.T, bin string, extra ...string) *managerProcess {
 	l.Close()
 	args := []string{"--metrics-bind-address=" + addr, "--health-probe-bind-address=0", "--zap-log-level=error", "--pass-budget=" + budgetFlag.String()}
 	args = append(args, extra...)
-	var pprofAddr string
-	if *profileFlag != "" || *heapFlag != "" {
-		pprofAddr = testenv.FreeAddr(t)
-		args = append(args, "--pprof-bind-address="+pprofAddr)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kc)
 	lines := &errorLineCounter{}
-	cmd.Stdout, cmd.Stderr = os.Stderr, io.MultiWriter(os.Stderr, lines)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if startErr := cmd.Start(); startErr != nil {
-		t.Fatal(startErr)
-	}
+	proc := startProcess(t, bin, args, []string{"KUBECONFIG=" + kc}, lines)
 	// The harness scrapes as Prometheus would: with a token that may get
 	// /metrics.
 	token, err := testenv.MetricsReaderToken(t.Context(), restCfg, "scale-metrics-reader", true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &managerProcess{cmd: cmd, metricsAddr: addr, metricsToken: token, pprofAddr: pprofAddr, done: make(chan struct{}), errorLines: lines}
-	go func() { _ = cmd.Wait(); close(m.done) }()
-	go m.sampleRSS()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-m.done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-m.done
-		}
-	})
+	m := &managerProcess{process: proc, metricsAddr: addr, metricsToken: token, errorLines: lines}
 	waitFor(t, "the manager's metrics endpoint", time.Minute, func() bool {
 		_, err := m.metrics()
 		return err == nil
 	})
 	return m
-}
-
-// profile records profileDuration of the manager's CPU profile into path,
-// and of its allocations beside it; the returned function waits for both. Nothing without -scale.cpuprofile.
-func (m *managerProcess) profile(t *testing.T, path string) func() {
-	if *profileFlag == "" {
-		return func() {}
-	}
-	start := time.Now()
-	seconds := strconv.Itoa(int(profileDuration.Seconds()))
-	allocs := strings.TrimSuffix(path, ".pprof") + ".allocs.pprof"
-	cpuDone, allocsDone := make(chan error, 1), make(chan error, 1)
-	go func() { cpuDone <- m.pprof("profile?seconds="+seconds, path) }()
-	go func() { allocsDone <- m.pprof("allocs?seconds="+seconds, allocs) }()
-	return func() {
-		if err := errors.Join(<-cpuDone, <-allocsDone); err != nil {
-			t.Errorf("CPU or allocation profile: %v", err)
-			return
-		}
-		t.Logf("CPU and allocation profiles of %v (the edits took %v): %s, %s", profileDuration, time.Since(start).Round(time.Second), path, allocs)
-	}
-}
-
-// heapProfile writes the manager's heap profile, after a collection, into
-// path. Nothing without -scale.heapprofile.
-func (m *managerProcess) heapProfile(t *testing.T, path string) {
-	if *heapFlag == "" {
-		return
-	}
-	if err := m.pprof("heap?gc=1", path); err != nil {
-		t.Errorf("heap profile: %v", err)
-		return
-	}
-	t.Logf("heap profile: %s", path)
-}
-
-// watchPeak writes the manager's heap profile into path each time its
-// resident set grows by peakStep past the highest seen, until the test
-// ends, so the profile is of the peak. Nothing without -scale.heapprofile.
-func (m *managerProcess) watchPeak(t *testing.T, path string) {
-	if *heapFlag == "" {
-		return
-	}
-	stop := make(chan struct{})
-	stopped := make(chan struct{})
-	t.Cleanup(func() { close(stop); <-stopped })
-	go func() {
-		defer close(stopped)
-		var high int64
-		start := time.Now()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-m.done:
-				return
-			case <-time.After(2 * time.Second):
-			}
-			rss, err := m.rss()
-			if err != nil || rss < high+peakStep {
-				continue
-			}
-			high = rss
-			if err := m.pprof("heap", path); err != nil {
-				t.Logf("heap profile at the peak: %v", err)
-				continue
-			}
-			t.Logf("heap profile at %s resident, %v in: %s", mib(rss), time.Since(start).Round(time.Second), path)
-		}
-	}()
-}
-
-// peakStep is how far the resident set must grow past the highest seen
-// for watchPeak to profile again.
-const peakStep = 16 << 20
-
-// pprof copies one of the manager's /debug/pprof/ endpoints into path.
-func (m *managerProcess) pprof(endpoint, path string) error {
-	resp, err := http.Get("http://" + m.pprofAddr + "/debug/pprof/" + endpoint)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", endpoint, resp.Status)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(f, resp.Body)
-	return errors.Join(err, f.Close())
-}
-
-// profileDuration is how long a CPU profile records.
-const profileDuration = 20 * time.Second
-
-// cpu is the manager's user and system CPU time so far.
-func (m *managerProcess) cpu(t *testing.T) time.Duration { return processCPU(t, m.cmd.Process.Pid) }
-
-// processCPU is the CPU time process pid has used.
-func processCPU(t *testing.T, pid int) time.Duration {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Fields after the command name in parentheses; utime and stime are
-	// the 14th and 15th fields, in clock ticks (100 per second on Linux).
-	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // apiServerPID finds envtest's kube-apiserver: the process of that name
@@ -738,64 +590,6 @@ func waitAPIServerIdle(t *testing.T, timeout time.Duration) {
 		lastCPU, lastAt = cpu, now
 		return idle
 	})
-}
-
-// sampleRSS keeps the highest resident set read every rssEvery until the
-// manager exits: VmHWM alone can miss a peak, since Linux updates it
-// lazily from counters kept per CPU.
-func (m *managerProcess) sampleRSS() {
-	for {
-		select {
-		case <-m.done:
-			return
-		case <-time.After(rssEvery):
-		}
-		if rss, err := m.rss(); err == nil && rss > m.highRSS.Load() {
-			m.highRSS.Store(rss)
-		}
-	}
-}
-
-const rssEvery = 250 * time.Millisecond
-
-// rss reads the manager's resident set now.
-func (m *managerProcess) rss() (int64, error) {
-	fields, err := m.status()
-	return fields["VmRSS"], err
-}
-
-// memory reads the manager's resident set from /proc/pid/status: the
-// peak (the higher of VmHWM and the highest sampled) and, now, what is anonymous (heap, stacks) and what is
-// file-backed (the binary's pages).
-func (m *managerProcess) memory(t *testing.T) (peak, anon, file int64) {
-	fields, err := m.status()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := fields["VmHWM"]; !ok {
-		t.Fatal("no VmHWM in /proc/pid/status")
-	}
-	return max(fields["VmHWM"], m.highRSS.Load()), fields["RssAnon"], fields["RssFile"]
-}
-
-// status reads the sizes in /proc/pid/status, in bytes.
-func (m *managerProcess) status() (map[string]int64, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
-	if err != nil {
-		return nil, err
-	}
-	fields := map[string]int64{}
-	for _, line := range strings.Split(string(raw), "\n") {
-		name, rest, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		if err == nil {
-			fields[name] = kb * 1024
-		}
-	}
-	return fields, nil
 }
 
 // setMemory reports the manager's peak RSS and what it holds now.
@@ -1108,37 +902,46 @@ func catalogObject(ns, name string, p *openaitest.Server) *v1alpha1.ToolCatalog 
 // applyTools creates n ToolDefinitions at once, as kubectl apply of a
 // directory or a GitOps sync does.
 func applyTools(t *testing.T, ns, catalog string, n int, sh shape) {
+	createAll(t, n, func(i int) client.Object {
+		name := fmt.Sprintf("tool-%05d", i)
+		return &v1alpha1.ToolDefinition{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{label: catalog}},
+			Spec: v1alpha1.ToolDefinitionSpec{
+				Name:        strings.ReplaceAll(name, "-", "_"),
+				Description: sh.description(name, i),
+				Parameters:  &apiextensionsv1.JSON{Raw: []byte(toolParameters)},
+			},
+		}
+	})
+}
+
+// toolParameters is the parameters schema of the measured tools.
+const toolParameters = `{"type":"object","properties":{"query":{"type":"string","description":"what to look for"},` +
+	`"limit":{"type":"integer","description":"how many results"}},"required":["query"]}`
+
+// createAll creates the n objects object(i) returns, 16 at a time, in
+// order of i as far as the workers keep it.
+func createAll(t *testing.T, n int, object func(i int) client.Object) {
+	next := make(chan int)
 	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for w := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += 16 {
-				name := fmt.Sprintf("tool-%05d", i)
-				td := &v1alpha1.ToolDefinition{
-					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{label: catalog}},
-					Spec: v1alpha1.ToolDefinitionSpec{
-						Name:        strings.ReplaceAll(name, "-", "_"),
-						Description: sh.description(name, i),
-						Parameters: &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","properties":{"query":{"type":"string","description":"what to look for"},` +
-							`"limit":{"type":"integer","description":"how many results"}},"required":["query"]}`)},
-					},
-				}
-				if err := kube.Create(t.Context(), td); err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-					return
+	var failed sync.Once
+	var firstErr error
+	for range 16 {
+		wg.Go(func() {
+			for i := range next {
+				if err := kube.Create(t.Context(), object(i)); err != nil {
+					failed.Do(func() { firstErr = err })
 				}
 			}
-		}()
+		})
 	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
 	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		t.Fatal(err)
+	if firstErr != nil {
+		t.Fatal(firstErr)
 	}
 }
 

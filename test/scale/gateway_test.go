@@ -1,0 +1,323 @@
+package scale
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcptest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
+)
+
+// The gateway shape: one gateway process serving many catalogs, each
+// with its own tools (one of them, get_weather, proxied to an upstream MCP
+// server), to clients spread over them. Each client is its own principal
+// and holds a session (protocol 2025-11-25, so list_changed reaches it) on
+// each of its catalogs, and goes round them doing tool_search then
+// tool_call.
+var (
+	gwCatalogsFlag   = flag.Int("scale.gateway-catalogs", 4, "catalogs one gateway serves in the gateway shape")
+	gwToolsFlag      = flag.Int("scale.gateway-tools", 10, "tools of each catalog of the gateway shape")
+	gwNamespacesFlag = flag.Int("scale.gateway-namespaces", 2, "namespaces the gateway shape spreads its catalogs over")
+	gwClientsFlag    = flag.Int("scale.gateway-clients", 4, "concurrent MCP clients of the gateway shape, spread over its catalogs")
+	gwDurationFlag   = flag.Duration("scale.gateway-duration", 3*time.Second, "how long the gateway shape's clients search and call")
+)
+
+// TestGatewayManyCatalogs measures the gateway shape: throughput and
+// latency of search+call, the gateway's CPU and peak resident set, and how
+// soon a new version of one catalog reaches its sessions
+// (notifications/tools/list_changed) while the others are under load.
+func TestGatewayManyCatalogs(t *testing.T) {
+	catalogs, tools, clients := *gwCatalogsFlag, *gwToolsFlag, *gwClientsFlag
+	if catalogs < 1 || tools < 2 || clients < 1 || *gwNamespacesFlag < 1 {
+		t.Fatalf("-scale.gateway-catalogs=%d -scale.gateway-tools=%d -scale.gateway-clients=%d -scale.gateway-namespaces=%d: want at least one catalog, two tools, one client and one namespace",
+			catalogs, tools, clients, *gwNamespacesFlag)
+	}
+	tab := &table{}
+	col := fmt.Sprintf("%d catalogs × %d tools, %d clients", catalogs, tools, clients)
+	upstream := mcptest.New(t, mcptest.Options{Name: "weather"})
+	upstream.Tool("get_weather", "Get the current weather and the forecast for a city.", map[string]any{
+		"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []string{"city"}}, nil)
+
+	namespaces := make([]string, *gwNamespacesFlag)
+	for i := range namespaces {
+		namespaces[i] = namespace(t, fmt.Sprintf("g%d", i))
+	}
+	mgr := startManager(t, buildManager(t))
+	keys := make([]client.ObjectKey, catalogs)
+	for c := range keys {
+		keys[c] = client.ObjectKey{Namespace: namespaces[c%len(namespaces)], Name: catalogName(c)}
+		if err := kube.Create(t.Context(), gatewayCatalog(keys[c])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	createAll(t, catalogs*tools, func(k int) client.Object {
+		key, i := keys[k%catalogs], k/catalogs
+		if i == 0 {
+			return gatewayTool(key, "get_weather", "Get the current weather and the forecast for a city.", weatherParameters, upstream.URL)
+		}
+		name := fmt.Sprintf("tool-%05d", i)
+		return gatewayTool(key, strings.ReplaceAll(name, "-", "_"), distinct.description(key.Name+"-"+name, k), toolParameters, "")
+	})
+	testenv.WaitEvery(t, "every catalog published with all its tools", 30*time.Minute, time.Second, func() bool {
+		return countCatalogs(t, namespaces, func(tc *v1alpha1.ToolCatalog) bool {
+			return tc.Status.Version > 0 && tc.Status.Counts != nil && tc.Status.Counts.Embedded == int32(tools)
+		}) == catalogs
+	})
+	publishedIn := time.Since(start)
+	t.Logf("%d catalogs published in %v", catalogs, publishedIn.Round(time.Second))
+	// The gateway's figures are its own: the manager, which shares the
+	// cores, has graded every catalog and is idle.
+	testenv.WaitEvery(t, "every catalog graded and the manager idle", 30*time.Minute, time.Second, func() bool {
+		return countCatalogs(t, namespaces, func(tc *v1alpha1.ToolCatalog) bool {
+			return tc.Status.Quality != nil && tc.Status.Quality.Version >= tc.Status.Version
+		}) == catalogs && mgr.idle(t)
+	})
+
+	gw := startGateway(t, clients)
+	idleRSS, _ := gw.rss()
+	gw.watchPeak(t, fmt.Sprintf("%sgateway-%d.peak.heap.pprof", *heapFlag, catalogs))
+
+	// Each client's sessions: catalog c belongs to client c mod clients,
+	// and a client with no catalog of its own shares one.
+	sessions := make([][]*mcp.ClientSession, clients)
+	for c := range max(catalogs, clients) {
+		i := c % clients
+		sessions[i] = append(sessions[i], gw.connect(t, i, keys[c%catalogs], nil))
+	}
+	tab.set("sessions open / catalogs each client goes round", col, fmt.Sprintf("%d / %d–%d", max(catalogs, clients), len(sessions[clients-1]), len(sessions[0])))
+	// The watchers of catalog 0: two principals' sessions, told when
+	// its tools change.
+	type notice struct {
+		watcher int
+		at      time.Time
+	}
+	notices := make(chan notice, 64)
+	watchers := min(2, clients)
+	for w := range watchers {
+		gw.connect(t, w, keys[0], func(context.Context, *mcp.ToolListChangedRequest) {
+			notices <- notice{w, time.Now()}
+		})
+	}
+
+	type sample struct{ search, call, both time.Duration }
+	var (
+		mu      sync.Mutex
+		samples []sample
+		errs    []string
+	)
+	ctx, cancel := context.WithTimeout(t.Context(), *gwDurationFlag)
+	defer cancel()
+	cpu0, began := gw.cpu(t), time.Now()
+	stopProfile := gw.profile(t, fmt.Sprintf("%sgateway-%d.pprof", *profileFlag, catalogs))
+	var wg sync.WaitGroup
+	for i, own := range sessions {
+		wg.Go(func() {
+			for n := 0; ctx.Err() == nil; n++ {
+				cs := own[n%len(own)]
+				begin := time.Now()
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "tool_search", Arguments: map[string]any{"query": "weather forecast for a city"}})
+				searched := time.Now()
+				if err == nil && !res.IsError {
+					res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "tool_call", Arguments: map[string]any{"name": "get_weather", "arguments": map[string]any{"city": fmt.Sprintf("city-%d", i)}}})
+				}
+				done := time.Now()
+				mu.Lock()
+				switch {
+				case err != nil:
+					errs = append(errs, err.Error())
+				case res.IsError:
+					errs = append(errs, fmt.Sprint(res.Content))
+				default:
+					samples = append(samples, sample{searched.Sub(begin), done.Sub(searched), done.Sub(begin)})
+				}
+				mu.Unlock()
+			}
+		})
+	}
+
+	// While the clients work, edits of catalog 0's get_weather: each a
+	// new version, which every watcher must be told of.
+	var reach []time.Duration
+	key := client.ObjectKey{Namespace: keys[0].Namespace, Name: gatewayToolName(keys[0], "get_weather")}
+	for e := range *editsFlag {
+		for len(notices) > 0 {
+			<-notices
+		}
+		td := &v1alpha1.ToolDefinition{}
+		if err := kube.Get(t.Context(), key, td); err != nil {
+			t.Fatal(err)
+		}
+		td.Spec.Description = fmt.Sprintf("Get the current weather and the forecast for a city (revision %d).", e+1)
+		edited := time.Now()
+		if err := kube.Update(t.Context(), td); err != nil {
+			t.Fatal(err)
+		}
+		told := map[int]bool{}
+		timeout := time.After(time.Minute)
+		for len(told) < watchers {
+			select {
+			case n := <-notices:
+				told[n.watcher] = true
+				if len(told) == watchers {
+					reach = append(reach, n.at.Sub(edited))
+				}
+			case <-timeout:
+				t.Fatalf("edit %d: %d of %d watchers of %s were told of the new version within a minute", e+1, len(told), watchers, keys[0])
+			}
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(began)
+	cpu := gw.cpu(t) - cpu0
+	stopProfile()
+	gw.heapProfile(t, fmt.Sprintf("%sgateway-%d.heap.pprof", *heapFlag, catalogs))
+	if len(samples) == 0 {
+		t.Fatalf("no search+call completed; errors: %v", errs)
+	}
+	pct := func(pick func(sample) time.Duration, p float64) time.Duration {
+		d := make([]time.Duration, len(samples))
+		for i, s := range samples {
+			d[i] = pick(s)
+		}
+		slices.Sort(d)
+		return d[min(len(d)-1, int(p*float64(len(d))))]
+	}
+	tab.set("ToolDefinitions / bulk apply → every catalog published", col, fmt.Sprintf("%d / %v", catalogs*tools, publishedIn.Round(time.Second)))
+	tab.set("search+call: done / per second / errors", col, fmt.Sprintf("%d / %.0f / %d", len(samples), float64(len(samples))/elapsed.Seconds(), len(errs)))
+	for _, step := range []struct {
+		name string
+		pick func(sample) time.Duration
+	}{{"tool_search", func(s sample) time.Duration { return s.search }}, {"tool_call", func(s sample) time.Duration { return s.call }}, {"search+call", func(s sample) time.Duration { return s.both }}} {
+		p50, p99 := pct(step.pick, 0.5), pct(step.pick, 0.99)
+		tab.set(step.name+": p50 / p90 / p99 (p99 ÷ p50)", col, fmt.Sprintf("%v / %v / %v (%.1f)",
+			p50.Round(10*time.Microsecond), pct(step.pick, 0.9).Round(10*time.Microsecond), p99.Round(10*time.Microsecond), float64(p99)/float64(p50)))
+	}
+	tab.set("gateway CPU: share of a core / per search+call", col, fmt.Sprintf("%.0f%% / %v", 100*float64(cpu)/float64(elapsed), (cpu/time.Duration(len(samples))).Round(time.Microsecond)))
+	peak, anon, _ := gw.memory(t)
+	tab.set("gateway RSS: before the clients / peak / anonymous now", col, fmt.Sprintf("%s / %s / %s", mib(idleRSS), mib(peak), mib(anon)))
+	tab.set("one catalog's new version → list_changed at its sessions (median / worst)", col, fmt.Sprintf("%v / %v",
+		medianDuration(reach).Round(time.Millisecond), slices.Max(reach).Round(time.Millisecond)))
+	t.Logf("\n%s", tab)
+	fmt.Printf("\n%s\n", tab)
+	if len(errs) > 0 {
+		t.Fatalf("%d errors, first: %s", len(errs), errs[0])
+	}
+	if upstream.Calls() != len(samples) {
+		t.Fatalf("the upstream answered %d calls, the clients saw %d", upstream.Calls(), len(samples))
+	}
+}
+
+// weatherParameters is get_weather's parameters schema.
+const weatherParameters = `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`
+
+// gatewayCatalog is a catalog of the gateway shape: builtin models,
+// disclosure on with get_weather listed whole (so a new version of it
+// changes the list), open to the group of the clients.
+func gatewayCatalog(key client.ObjectKey) *v1alpha1.ToolCatalog {
+	return &v1alpha1.ToolCatalog{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+		Spec: v1alpha1.ToolCatalogSpec{
+			Selector:   metav1.LabelSelector{MatchLabels: map[string]string{label: key.Name}},
+			Redis:      v1alpha1.RedisSpec{Addresses: []string{redisSrv.Addr}},
+			Search:     v1alpha1.SearchSpec{AlwaysInclude: []string{"get_weather"}},
+			Disclosure: v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOn},
+			Gateway:    v1alpha1.GatewaySpec{AllowedPrincipals: []string{"group:agents"}},
+		},
+	}
+}
+
+func gatewayToolName(key client.ObjectKey, tool string) string {
+	return key.Name + "-" + strings.ReplaceAll(tool, "_", "-")
+}
+
+// gatewayTool is a tool of a gateway-shape catalog, proxied to upstream
+// when it is not empty.
+func gatewayTool(key client.ObjectKey, name, description, parameters, upstream string) *v1alpha1.ToolDefinition {
+	td := &v1alpha1.ToolDefinition{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: gatewayToolName(key, name), Labels: map[string]string{label: key.Name}},
+		Spec:       v1alpha1.ToolDefinitionSpec{Name: name, Description: description, Parameters: &apiextensionsv1.JSON{Raw: []byte(parameters)}},
+	}
+	if upstream != "" {
+		td.Spec.Source = &v1alpha1.ToolSourceReference{MCPURL: upstream, Tool: name}
+	}
+	return td
+}
+
+// gatewayProcess is the gateway binary serving on loopback.
+type gatewayProcess struct {
+	*process
+	url string
+}
+
+// startGateway runs the gateway with a static token per client (principal
+// agent-i, in the group agents), rates no client reaches, and the loopback
+// upstream allowed, and waits until it is ready.
+func startGateway(t *testing.T, clients int) *gatewayProcess {
+	dir := t.TempDir()
+	var tokens strings.Builder
+	for i := range clients {
+		fmt.Fprintf(&tokens, "%s,agent-%d,%d,\"agents\"\n", agentToken(i), i, 1000+i)
+	}
+	tokensFile := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokensFile, []byte(tokens.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := testenv.FreeAddr(t)
+	args := []string{"--bind-address=" + addr, "--metrics-bind-address=0", "--static-tokens=" + tokensFile, "--egress-allow=127.0.0.1/32",
+		"--searches-per-second=1000000", "--calls-per-second=1000000", "--shutdown-delay=0s", "--zap-log-level=error"}
+	bin := testenv.Build(t, "../../cmd/toolcatalog-gateway")
+	gw := &gatewayProcess{process: startProcess(t, bin, args, []string{"KUBECONFIG=" + kubeconfigFile(t)}, nil), url: "http://" + addr}
+	waitFor(t, "the gateway to be ready", time.Minute, func() bool {
+		resp, err := http.Get(gw.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return gw
+}
+
+func agentToken(i int) string { return fmt.Sprintf("agent-token-%04d", i) }
+
+// connect opens a session (protocol 2025-11-25) of client i with a
+// catalog, told of list changes through changed when it is not nil.
+func (gw *gatewayProcess) connect(t *testing.T, i int, key client.ObjectKey, changed func(context.Context, *mcp.ToolListChangedRequest)) *mcp.ClientSession {
+	endpoint := fmt.Sprintf("%s/mcp/%s/%s", gw.url, key.Namespace, key.Name)
+	c := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("agent-%d", i), Version: "1"}, &mcp.ClientOptions{ToolListChangedHandler: changed})
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearerToken{agentToken(i), http.DefaultTransport}}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", endpoint, err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// bearerToken adds a bearer token to each request.
+type bearerToken struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearerToken) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
