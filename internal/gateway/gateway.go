@@ -121,6 +121,9 @@ type Gateway struct {
 	// it by its own ID (followers counts them).
 	redis     *redisconn.Pool
 	followers atomic.Uint64
+	// notices holds one subscription per channel and client, shared by
+	// the followers of that client's catalogs.
+	notices sharedNotices
 
 	mu       sync.Mutex
 	catalogs map[client.ObjectKey]*served
@@ -149,7 +152,7 @@ func New(ctx context.Context, opts Options) *Gateway {
 		opts.Egress = egress.Default()
 	}
 	opts.Limits = opts.Limits.withDefaults()
-	g := &Gateway{opts: opts, ctx: ctx, catalogs: map[client.ObjectKey]*served{}, rates: newRates(opts.Limits), listens: newListens(opts.Limits), redis: redisconn.NewPool(),
+	g := &Gateway{opts: opts, ctx: ctx, catalogs: map[client.ObjectKey]*served{}, rates: newRates(opts.Limits), listens: newListens(opts.Limits), redis: redisconn.NewPool(), notices: sharedNotices{m: map[redis.UniversalClient]*noticesUse{}, log: opts.Log},
 		up: newUpstreams(opts.Kube, opts.Secrets, opts.Egress, opts.CallTimeout, opts.Limits, opts.Log)}
 	g.draining, g.drain = context.WithCancel(ctx)
 	go g.dropIdleViews(ctx)
@@ -527,7 +530,7 @@ func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error
 	// served.
 	s.follower, err = toolcatalog.Follow(fctx, s.redis, cfg.Keys, toolcatalog.FollowOptions{
 		Channel: cfg.Channel, WaitForPublish: true, UsageInterval: g.opts.UsageInterval,
-		Catalog: s.id, CatalogUID: string(tc.UID),
+		Catalog: s.id, CatalogUID: string(tc.UID), Notices: g.notices.acquire(s.redis),
 		OnUpdate: s.resync,
 		// The most used tools are sent directly: views list them anew.
 		OnMostUsed: s.resync,
@@ -540,6 +543,7 @@ func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error
 	})
 	if err != nil {
 		fcancel()
+		g.notices.release(s.redis)
 		g.redis.Forget(user)
 		return nil, fmt.Errorf("catalog %s cannot be read from Redis: %v", key, err)
 	}
@@ -591,6 +595,7 @@ func (s *served) stop() {
 		for _, ss := range open {
 			_ = ss.Close()
 		}
+		s.g.notices.release(s.redis)
 		s.g.redis.Forget(s.redisUser)
 	}()
 }
@@ -720,4 +725,44 @@ func (g *Gateway) Views(key client.ObjectKey) []string {
 	}
 	slices.Sort(users)
 	return users
+}
+
+// sharedNotices are the notice subscriptions of each Redis client the
+// followers use (toolcatalog.Notices), shared as the client is: a gateway
+// following hundreds of catalogs on one Redis holds one subscription per
+// channel, and each notice is handed to its catalog's follower only.
+type sharedNotices struct {
+	log logr.Logger
+	mu  sync.Mutex
+	m   map[redis.UniversalClient]*noticesUse
+}
+
+type noticesUse struct {
+	n     *toolcatalog.Notices
+	users int
+}
+
+// acquire returns the client's subscriptions, counting a follower in.
+func (sn *sharedNotices) acquire(c redis.UniversalClient) *toolcatalog.Notices {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	u := sn.m[c]
+	if u == nil {
+		u = &noticesUse{n: toolcatalog.NewNotices(c, func(err error) { sn.log.Error(err, "Following the catalogs' notices") })}
+		sn.m[c] = u
+	}
+	u.users++
+	return u.n
+}
+
+// release counts a follower out; the subscriptions themselves end with
+// their last follower.
+func (sn *sharedNotices) release(c redis.UniversalClient) {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	if u := sn.m[c]; u != nil {
+		if u.users--; u.users <= 0 {
+			delete(sn.m, c)
+		}
+	}
 }

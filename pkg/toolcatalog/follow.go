@@ -44,6 +44,11 @@ type FollowOptions struct {
 	// most used tools (Follower.MostUsed) change between versions; a new
 	// version is told by OnUpdate, with them already read for it.
 	OnMostUsed func(*Catalog)
+	// Notices, when set, is the shared subscription to follow the
+	// channel with (NewNotices, of the same Redis): the follower then
+	// holds no connection of its own, and is handed only the notices of
+	// Catalog (all when Catalog is empty).
+	Notices *Notices
 	// WaitForPublish lets Follow start before the catalog is first
 	// published: instead of failing with ErrNotPublished it returns a
 	// Follower whose Current is nil until the first version appears (Wait
@@ -93,14 +98,13 @@ func Follow(ctx context.Context, c redis.UniversalClient, keys contract.Keys, op
 	f := &Follower{client: c, keys: keys, opts: opts, loaded: make(chan struct{})}
 	// Subscribe before the first load, so no version published in between
 	// is missed.
-	ps := c.Subscribe(ctx, opts.Channel)
-	if _, err := ps.Receive(ctx); err != nil {
-		_ = ps.Close()
-		return nil, fmt.Errorf("subscribing to %s: %w", opts.Channel, err)
+	w, stop, err := f.subscribe(ctx)
+	if err != nil {
+		return nil, err
 	}
 	if err := f.reload(ctx, func(*Catalog) bool { return true }); err != nil {
 		if !opts.WaitForPublish || !(errors.Is(err, ErrNotPublished) || errors.Is(err, ErrForeignCatalog)) {
-			_ = ps.Close()
+			stop()
 			return nil, err
 		}
 		// Nothing of this catalog is published yet: wait for it.
@@ -108,8 +112,45 @@ func Follow(ctx context.Context, c redis.UniversalClient, keys contract.Keys, op
 			f.report(err)
 		}
 	}
-	go f.run(ctx, ps)
+	go f.run(ctx, w, stop)
 	return f, nil
+}
+
+// subscribe watches the channel through the shared Notices, or through a
+// subscription of the follower's own whose messages a goroutine hands
+// over until stop.
+func (f *Follower) subscribe(ctx context.Context) (*noticeWatch, func(), error) {
+	if f.opts.Notices != nil {
+		return f.opts.Notices.watch(ctx, f.opts.Channel, f.opts.Catalog)
+	}
+	ps := f.client.Subscribe(ctx, f.opts.Channel)
+	if _, err := ps.Receive(ctx); err != nil {
+		_ = ps.Close()
+		return nil, nil, fmt.Errorf("subscribing to %s: %w", f.opts.Channel, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &noticeWatch{msgs: make(chan any)}
+	go func() {
+		defer close(w.msgs)
+		for {
+			m, err := ps.Receive(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				// go-redis reconnects and resubscribes by itself.
+				f.report(fmt.Errorf("receiving notices: %w", err))
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			select {
+			case w.msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return w, func() { cancel(); _ = ps.Close() }, nil
 }
 
 // Current returns the newest loaded version; nil while a follower started
@@ -222,33 +263,12 @@ func (f *Follower) expected(d *contract.Document) error {
 	return nil
 }
 
-func (f *Follower) run(ctx context.Context, ps *redis.PubSub) {
-	defer func() { _ = ps.Close() }()
+func (f *Follower) run(ctx context.Context, w *noticeWatch, stop func()) {
+	defer stop()
 	ticker := time.NewTicker(f.opts.RecheckInterval)
 	defer ticker.Stop()
 	usage := time.NewTicker(f.opts.UsageInterval)
 	defer usage.Stop()
-	msgs := make(chan any)
-	go func() {
-		defer close(msgs)
-		for {
-			m, err := ps.Receive(ctx)
-			if ctx.Err() != nil {
-				return
-			}
-			if err != nil {
-				// go-redis reconnects and resubscribes by itself.
-				f.report(fmt.Errorf("receiving notices: %w", err))
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
-			select {
-			case msgs <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -259,7 +279,12 @@ func (f *Follower) run(ctx context.Context, ps *redis.PubSub) {
 			}
 		case <-usage.C:
 			f.refreshMostUsed(ctx)
-		case m, ok := <-msgs:
+		case <-w.missed:
+			// Notices were dropped while this follower fell behind.
+			if _, err := f.Check(ctx); err != nil {
+				f.report(err)
+			}
+		case m, ok := <-w.msgs:
 			if !ok {
 				return
 			}

@@ -44,6 +44,12 @@ func publishAs(t *testing.T, c redis.UniversalClient, k contract.Keys, channel, 
 // publishWith publishes a version with these search settings.
 func publishWith(t *testing.T, c redis.UniversalClient, k contract.Keys, channel, uid string, version int64, notify bool, search contract.SearchDefaults) *contract.Document {
 	t.Helper()
+	return publishCatalog(t, c, k, channel, "ns/follow", uid, version, notify, search)
+}
+
+// publishCatalog publishes a version of the catalog of that name.
+func publishCatalog(t *testing.T, c redis.UniversalClient, k contract.Keys, channel, catalog, uid string, version int64, notify bool, search contract.SearchDefaults) *contract.Document {
+	t.Helper()
 	ctx := context.Background()
 	cat := buildFixture(t, fixture, search)
 	doc := *cat.Document
@@ -52,7 +58,7 @@ func publishWith(t *testing.T, c redis.UniversalClient, k contract.Keys, channel
 	for i := range doc.Tools {
 		doc.Tools[i].SpecHash = fmt.Sprintf("%s-%d", doc.Tools[i].Name, len(doc.Tools[i].Description))
 	}
-	doc.Catalog = "ns/follow"
+	doc.Catalog = catalog
 	doc.CatalogUID = uid
 	if err := doc.Seal(); err != nil {
 		t.Fatal(err)
@@ -541,4 +547,69 @@ func TestFollowServesThePinnedVersion(t *testing.T) {
 	if got := strings.Join(seen, " "); got != "1 2 1p 2p 3 3p 3" {
 		t.Fatalf("versions served: %s, want 1 2 1p 2p 3 3p 3", got)
 	}
+}
+
+// Followers of catalogs on one channel share one subscription: each is
+// handed its catalog's notices, all of them recheck after a reconnect,
+// and the subscription ends with the last follower.
+func TestFollowersShareNotices(t *testing.T) {
+	c := server.Client(t)
+	channel := "updates:" + t.Name()
+	var errs atomic.Int64
+	notices := NewNotices(c, func(error) { errs.Add(1) })
+	numsub := func() int64 {
+		n, err := c.PubSubNumSub(t.Context(), channel).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n[channel]
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	search := contract.SearchDefaults{Method: "hybrid", TopK: 3}
+	names := []string{"ns/a", "ns/b", "ns/c"}
+	keys := map[string]contract.Keys{}
+	followers := map[string]*Follower{}
+	for _, name := range names {
+		keys[name] = Keys("ns", t.Name()+"-"+name[3:])
+		publishCatalog(t, c, keys[name], channel, name, "uid-1", 1, false, search)
+		f, err := Follow(ctx, c, keys[name], FollowOptions{Channel: channel, Catalog: name, CatalogUID: "uid-1", RecheckInterval: time.Hour, Notices: notices})
+		if err != nil {
+			t.Fatal(err)
+		}
+		followers[name] = f
+	}
+	if got := numsub(); got != 1 {
+		t.Fatalf("%d subscriptions to %s for %d followers, want 1", got, channel, len(names))
+	}
+
+	// Each version reaches its own follower.
+	publishCatalog(t, c, keys["ns/b"], channel, "ns/b", "uid-1", 2, true, search)
+	eventually(t, "ns/b at version 2", func() bool { return followers["ns/b"].Current().Version() == 2 })
+	if err := c.Publish(t.Context(), channel, "not json").Err(); err != nil {
+		t.Fatal(err)
+	}
+	publishCatalog(t, c, keys["ns/a"], channel, "ns/a", "uid-1", 2, true, search)
+	eventually(t, "ns/a at version 2", func() bool { return followers["ns/a"].Current().Version() == 2 })
+	if followers["ns/c"].Current().Version() != 1 || followers["ns/b"].Reloads() != 2 {
+		t.Fatalf("ns/c at version %d, ns/b reloaded %d times: another catalog's notice moved them", followers["ns/c"].Current().Version(), followers["ns/b"].Reloads())
+	}
+	if errs.Load() != 1 {
+		t.Fatalf("%d errors reported, want 1 (the malformed notice)", errs.Load())
+	}
+
+	// Versions published while the shared connection is gone, with no
+	// notice anyone could receive, are found when it comes back.
+	if err := c.Do(t.Context(), "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		publishCatalog(t, c, keys[name], channel, name, "uid-1", followers[name].Current().Version()+1, false, search)
+	}
+	eventually(t, "every follower to recheck after the reconnect", func() bool {
+		return followers["ns/a"].Current().Version() == 3 && followers["ns/b"].Current().Version() == 3 && followers["ns/c"].Current().Version() == 2
+	})
+
+	cancel()
+	eventually(t, "the subscription to end with the last follower", func() bool { return notices.Channels() == 0 && numsub() == 0 })
 }
