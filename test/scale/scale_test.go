@@ -1077,9 +1077,13 @@ type noticeLog struct {
 
 // noticeTimes records when each version of the namespace's catalog is
 // announced.
-func noticeTimes(t *testing.T, ns string) *noticeLog {
+func noticeTimes(t *testing.T, ns string) *noticeLog { return noticeTimesOn(t, channel(ns), "") }
+
+// noticeTimesOn records when each version of catalog ("namespace/name",
+// any when empty) is announced on a channel.
+func noticeTimesOn(t *testing.T, channel, catalog string) *noticeLog {
 	l := &noticeLog{at: map[int64]time.Time{}}
-	sub := redisSrv.Client().Subscribe(t.Context(), channel(ns))
+	sub := redisSrv.Client().Subscribe(t.Context(), channel)
 	if _, err := sub.Receive(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -1087,7 +1091,7 @@ func noticeTimes(t *testing.T, ns string) *noticeLog {
 	go func() {
 		for msg := range sub.Channel() {
 			var n contract.Notice
-			if json.Unmarshal([]byte(msg.Payload), &n) == nil {
+			if json.Unmarshal([]byte(msg.Payload), &n) == nil && (catalog == "" || n.Catalog == catalog) {
 				l.mu.Lock()
 				l.at[n.Version] = time.Now()
 				l.mu.Unlock()
@@ -1095,6 +1099,19 @@ func noticeTimes(t *testing.T, ns string) *noticeLog {
 		}
 	}()
 	return l
+}
+
+// firstSince is when the first version announced at or after t0 was.
+func (l *noticeLog) firstSince(t0 time.Time) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var first time.Time
+	for _, at := range l.at {
+		if !at.Before(t0) && (first.IsZero() || at.Before(first)) {
+			first = at
+		}
+	}
+	return first, !first.IsZero()
 }
 
 // worstLag says how many versions were announced and the longest time
