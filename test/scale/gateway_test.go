@@ -1,6 +1,7 @@
 package scale
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -28,17 +29,23 @@ import (
 
 // The gateway shape: one gateway process serving many catalogs, each
 // with its own tools (one of them, get_weather, proxied to an upstream MCP
-// server), to clients spread over them. Each client is its own principal
-// and holds a session (protocol 2025-11-25, so list_changed reaches it) on
-// each of its catalogs, and goes round them doing tool_search then
-// tool_call.
+// server), to clients spread over them. Each client is its own principal,
+// connects to each of its catalogs (with the protocol of
+// -scale.gateway-protocol) and goes round them doing tool_search then
+// tool_call. Two more clients hold sessions (protocol 2025-11-25, so
+// list_changed reaches them) on the catalog whose tool is edited.
 var (
 	gwCatalogsFlag   = flag.Int("scale.gateway-catalogs", 4, "catalogs one gateway serves in the gateway shape")
 	gwToolsFlag      = flag.Int("scale.gateway-tools", 10, "tools of each catalog of the gateway shape")
 	gwNamespacesFlag = flag.Int("scale.gateway-namespaces", 2, "namespaces the gateway shape spreads its catalogs over")
 	gwClientsFlag    = flag.Int("scale.gateway-clients", 4, "concurrent MCP clients of the gateway shape, spread over its catalogs")
 	gwDurationFlag   = flag.Duration("scale.gateway-duration", 3*time.Second, "how long the gateway shape's clients search and call")
+	gwProtocolFlag   = flag.String("scale.gateway-protocol", sessionProtocol, "MCP protocol of the gateway shape's clients: 2025-11-25 for a session per client and catalog, or empty for the SDK's latest (2026-07-28, no session)")
 )
+
+// sessionProtocol is the latest protocol with sessions, which carry
+// notifications/tools/list_changed to the client that holds one.
+const sessionProtocol = "2025-11-25"
 
 // TestGatewayManyCatalogs measures the gateway shape: throughput and
 // latency of search+call, the gateway's CPU and peak resident set, and how
@@ -101,9 +108,10 @@ func TestGatewayManyCatalogs(t *testing.T) {
 	sessions := make([][]*mcp.ClientSession, clients)
 	for c := range max(catalogs, clients) {
 		i := c % clients
-		sessions[i] = append(sessions[i], gw.connect(t, i, keys[c%catalogs], nil))
+		sessions[i] = append(sessions[i], gw.connect(t, i, keys[c%catalogs], *gwProtocolFlag, nil))
 	}
-	tab.set("sessions open / catalogs each client goes round", col, fmt.Sprintf("%d / %d–%d", max(catalogs, clients), len(sessions[clients-1]), len(sessions[0])))
+	tab.set("clients' protocol / connections / catalogs each client goes round", col, fmt.Sprintf("%s / %d / %d–%d",
+		cmp.Or(*gwProtocolFlag, "latest"), max(catalogs, clients), len(sessions[clients-1]), len(sessions[0])))
 	// The watchers of catalog 0: two principals' sessions, told when
 	// its tools change.
 	type notice struct {
@@ -113,7 +121,7 @@ func TestGatewayManyCatalogs(t *testing.T) {
 	notices := make(chan notice, 64)
 	watchers := min(2, clients)
 	for w := range watchers {
-		gw.connect(t, w, keys[0], func(context.Context, *mcp.ToolListChangedRequest) {
+		gw.connect(t, w, keys[0], sessionProtocol, func(context.Context, *mcp.ToolListChangedRequest) {
 			notices <- notice{w, time.Now()}
 		})
 	}
@@ -305,13 +313,14 @@ func startGateway(t *testing.T, clients int) *gatewayProcess {
 
 func agentToken(i int) string { return fmt.Sprintf("agent-token-%04d", i) }
 
-// connect opens a session (protocol 2025-11-25) of client i with a
-// catalog, told of list changes through changed when it is not nil.
-func (gw *gatewayProcess) connect(t *testing.T, i int, key client.ObjectKey, changed func(context.Context, *mcp.ToolListChangedRequest)) *mcp.ClientSession {
+// connect connects client i to a catalog with a protocol (the SDK's
+// latest when empty), told of list changes through changed when it is not
+// nil.
+func (gw *gatewayProcess) connect(t *testing.T, i int, key client.ObjectKey, protocol string, changed func(context.Context, *mcp.ToolListChangedRequest)) *mcp.ClientSession {
 	endpoint := fmt.Sprintf("%s/mcp/%s/%s", gw.url, key.Namespace, key.Name)
 	c := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("agent-%d", i), Version: "1"}, &mcp.ClientOptions{ToolListChangedHandler: changed})
 	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearerToken{agentToken(i), http.DefaultTransport}}},
-		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		&mcp.ClientSessionOptions{ProtocolVersion: protocol})
 	if err != nil {
 		t.Fatalf("connecting to %s: %v", endpoint, err)
 	}
