@@ -613,3 +613,48 @@ func TestFollowersShareNotices(t *testing.T) {
 	cancel()
 	eventually(t, "the subscription to end with the last follower", func() bool { return notices.Channels() == 0 && numsub() == 0 })
 }
+
+// A follower that stops reading (a slow OnUpdate, a flood of notices for
+// its catalog) does not hold up the shared subscription: the other
+// catalogs' notices still reach their followers, and the slow one catches
+// up when it reads again.
+func TestSharedNoticesDoNotWaitForASlowFollower(t *testing.T) {
+	c := server.Client(t)
+	channel := "updates:" + t.Name()
+	notices := NewNotices(c, nil)
+	search := contract.SearchDefaults{Method: "hybrid", TopK: 3}
+	slowKeys, fastKeys := Keys("ns", t.Name()+"-slow"), Keys("ns", t.Name()+"-fast")
+	publishCatalog(t, c, slowKeys, channel, "ns/slow", "uid-1", 1, false, search)
+	publishCatalog(t, c, fastKeys, channel, "ns/fast", "uid-1", 1, false, search)
+	block, blocked := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	follow := func(keys contract.Keys, name string, onUpdate func(*Catalog)) *Follower {
+		f, err := Follow(t.Context(), c, keys, FollowOptions{Channel: channel, Catalog: name, CatalogUID: "uid-1", RecheckInterval: time.Hour, Notices: notices, OnUpdate: onUpdate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	slow := follow(slowKeys, "ns/slow", func(cat *Catalog) {
+		if cat.Version() >= 2 {
+			once.Do(func() { close(blocked) })
+			<-block
+		}
+	})
+	fast := follow(fastKeys, "ns/fast", nil)
+
+	publishCatalog(t, c, slowKeys, channel, "ns/slow", "uid-1", 2, true, search)
+	<-blocked
+	for i := range 4 * noticeBacklog {
+		raw, _ := json.Marshal(contract.Notice{Catalog: "ns/slow", CatalogUID: "uid-1", Version: int64(100 + i)})
+		if err := c.Publish(t.Context(), channel, raw).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publishCatalog(t, c, fastKeys, channel, "ns/fast", "uid-1", 2, true, search)
+	eventually(t, "ns/fast at version 2 while ns/slow's follower is stuck", func() bool { return fast.Current().Version() == 2 })
+
+	publishCatalog(t, c, slowKeys, channel, "ns/slow", "uid-1", 3, false, search)
+	close(block)
+	eventually(t, "ns/slow to catch up", func() bool { return slow.Current().Version() == 3 })
+}
