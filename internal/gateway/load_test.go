@@ -4,9 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcpload"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcptest"
 )
 
@@ -48,65 +47,27 @@ func TestLoad(t *testing.T) {
 	create(t, objs...)
 	published(t, ns, "load", *loadTools)
 
-	type sample struct{ search, call, both time.Duration }
-	var (
-		mu      sync.Mutex
-		samples []sample
-		errs    []string
-	)
+	clients := make([][]*mcp.ClientSession, *loadClients)
+	for i := range clients {
+		clients[i] = []*mcp.ClientSession{connect(t, ns, "load", aliceToken, "", nil)}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *loadDuration)
 	defer cancel()
-	var wg sync.WaitGroup
-	for i := range *loadClients {
-		cs := connect(t, ns, "load", aliceToken, "", nil)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				start := time.Now()
-				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "tool_search", Arguments: map[string]any{"query": "weather forecast for a city"}})
-				searched := time.Now()
-				if err == nil && !res.IsError {
-					res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "tool_call", Arguments: map[string]any{"name": "get_weather", "arguments": map[string]any{"city": fmt.Sprintf("city-%d", i)}}})
-				}
-				done := time.Now()
-				mu.Lock()
-				switch {
-				case err != nil:
-					errs = append(errs, err.Error())
-				case res.IsError:
-					errs = append(errs, fmt.Sprint(res.Content))
-				default:
-					samples = append(samples, sample{searched.Sub(start), done.Sub(searched), done.Sub(start)})
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	pct := func(pick func(sample) time.Duration, p float64) time.Duration {
-		d := make([]time.Duration, len(samples))
-		for i, s := range samples {
-			d[i] = pick(s)
-		}
-		slices.Sort(d)
-		return d[min(len(d)-1, int(p*float64(len(d))))].Round(10 * time.Microsecond)
-	}
-	if len(samples) == 0 {
-		t.Fatalf("no search+call completed; errors: %v", errs)
+	load := mcpload.Run(ctx, clients, mcpload.Work{Query: "weather forecast for a city", Tool: "get_weather",
+		Arguments: func(i int) map[string]any { return map[string]any{"city": fmt.Sprintf("city-%d", i)} }})
+	if len(load.Samples) == 0 {
+		t.Fatalf("no search+call completed; errors: %v", load.Errors)
 	}
 	t.Logf("%d clients, %s, %d tools, disclosure on: %d search+call (%.1f/s), %d errors",
-		*loadClients, *loadDuration, *loadTools, len(samples), float64(len(samples))/loadDuration.Seconds(), len(errs))
-	for _, step := range []struct {
-		name string
-		pick func(sample) time.Duration
-	}{{"tool_search", func(s sample) time.Duration { return s.search }}, {"tool_call", func(s sample) time.Duration { return s.call }}, {"search+call", func(s sample) time.Duration { return s.both }}} {
-		t.Logf("%-12s p50 %-9s p90 %-9s p99 %s", step.name, pct(step.pick, 0.5), pct(step.pick, 0.9), pct(step.pick, 0.99))
+		*loadClients, *loadDuration, *loadTools, len(load.Samples), float64(len(load.Samples))/loadDuration.Seconds(), len(load.Errors))
+	for _, step := range mcpload.Steps {
+		t.Logf("%-12s p50 %-9s p90 %-9s p99 %s", step.Name, load.Percentile(step, 0.5).Round(10*time.Microsecond),
+			load.Percentile(step, 0.9).Round(10*time.Microsecond), load.Percentile(step, 0.99).Round(10*time.Microsecond))
 	}
-	if len(errs) > 0 {
-		t.Fatalf("%d errors, first: %s", len(errs), errs[0])
+	if len(load.Errors) > 0 {
+		t.Fatalf("%d errors, first: %s", len(load.Errors), load.Errors[0])
 	}
-	if srv.Calls() != len(samples) {
-		t.Fatalf("the upstream answered %d calls, the clients saw %d", srv.Calls(), len(samples))
+	if srv.Calls() != len(load.Samples) {
+		t.Fatalf("the upstream answered %d calls, the clients saw %d", srv.Calls(), len(load.Samples))
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcpload"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcptest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -126,41 +126,15 @@ func TestGatewayManyCatalogs(t *testing.T) {
 		})
 	}
 
-	type sample struct{ search, call, both time.Duration }
-	var (
-		mu      sync.Mutex
-		samples []sample
-		errs    []string
-	)
 	ctx, cancel := context.WithTimeout(t.Context(), *gwDurationFlag)
 	defer cancel()
 	cpu0, began := gw.cpu(t), time.Now()
 	stopProfile := gw.profile(t, fmt.Sprintf("%sgateway-%d.pprof", *profileFlag, catalogs))
-	var wg sync.WaitGroup
-	for i, own := range sessions {
-		wg.Go(func() {
-			for n := 0; ctx.Err() == nil; n++ {
-				cs := own[n%len(own)]
-				begin := time.Now()
-				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "tool_search", Arguments: map[string]any{"query": "weather forecast for a city"}})
-				searched := time.Now()
-				if err == nil && !res.IsError {
-					res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "tool_call", Arguments: map[string]any{"name": "get_weather", "arguments": map[string]any{"city": fmt.Sprintf("city-%d", i)}}})
-				}
-				done := time.Now()
-				mu.Lock()
-				switch {
-				case err != nil:
-					errs = append(errs, err.Error())
-				case res.IsError:
-					errs = append(errs, fmt.Sprint(res.Content))
-				default:
-					samples = append(samples, sample{searched.Sub(begin), done.Sub(searched), done.Sub(begin)})
-				}
-				mu.Unlock()
-			}
-		})
-	}
+	loaded := make(chan *mcpload.Result, 1)
+	go func() {
+		loaded <- mcpload.Run(ctx, sessions, mcpload.Work{Query: "weather forecast for a city", Tool: "get_weather",
+			Arguments: func(i int) map[string]any { return map[string]any{"city": fmt.Sprintf("city-%d", i)} }})
+	}()
 
 	// While the clients work, edits of catalog 0's get_weather: each a
 	// new version, which every watcher must be told of.
@@ -194,33 +168,22 @@ func TestGatewayManyCatalogs(t *testing.T) {
 			}
 		}
 	}
-	wg.Wait()
+	load := <-loaded
 	elapsed := time.Since(began)
 	cpu := gw.cpu(t) - cpu0
 	stopProfile()
 	gw.heapProfile(t, fmt.Sprintf("%sgateway-%d.heap.pprof", *heapFlag, catalogs))
-	if len(samples) == 0 {
-		t.Fatalf("no search+call completed; errors: %v", errs)
-	}
-	pct := func(pick func(sample) time.Duration, p float64) time.Duration {
-		d := make([]time.Duration, len(samples))
-		for i, s := range samples {
-			d[i] = pick(s)
-		}
-		slices.Sort(d)
-		return d[min(len(d)-1, int(p*float64(len(d))))]
+	if len(load.Samples) == 0 {
+		t.Fatalf("no search+call completed; errors: %v", load.Errors)
 	}
 	tab.set("ToolDefinitions / bulk apply → every catalog published", col, fmt.Sprintf("%d / %v", catalogs*tools, publishedIn.Round(time.Second)))
-	tab.set("search+call: done / per second / errors", col, fmt.Sprintf("%d / %.0f / %d", len(samples), float64(len(samples))/elapsed.Seconds(), len(errs)))
-	for _, step := range []struct {
-		name string
-		pick func(sample) time.Duration
-	}{{"tool_search", func(s sample) time.Duration { return s.search }}, {"tool_call", func(s sample) time.Duration { return s.call }}, {"search+call", func(s sample) time.Duration { return s.both }}} {
-		p50, p99 := pct(step.pick, 0.5), pct(step.pick, 0.99)
-		tab.set(step.name+": p50 / p90 / p99 (p99 ÷ p50)", col, fmt.Sprintf("%v / %v / %v (%.1f)",
-			p50.Round(10*time.Microsecond), pct(step.pick, 0.9).Round(10*time.Microsecond), p99.Round(10*time.Microsecond), float64(p99)/float64(p50)))
+	tab.set("search+call: done / per second / errors", col, fmt.Sprintf("%d / %.0f / %d", len(load.Samples), float64(len(load.Samples))/elapsed.Seconds(), len(load.Errors)))
+	for _, step := range mcpload.Steps {
+		p50, p99 := load.Percentile(step, 0.5), load.Percentile(step, 0.99)
+		tab.set(step.Name+": p50 / p90 / p99 (p99 ÷ p50)", col, fmt.Sprintf("%v / %v / %v (%.1f)",
+			p50.Round(10*time.Microsecond), load.Percentile(step, 0.9).Round(10*time.Microsecond), p99.Round(10*time.Microsecond), float64(p99)/float64(p50)))
 	}
-	tab.set("gateway CPU: share of a core / per search+call", col, fmt.Sprintf("%.0f%% / %v", 100*float64(cpu)/float64(elapsed), (cpu/time.Duration(len(samples))).Round(time.Microsecond)))
+	tab.set("gateway CPU: share of a core / per search+call", col, fmt.Sprintf("%.0f%% / %v", 100*float64(cpu)/float64(elapsed), (cpu/time.Duration(len(load.Samples))).Round(time.Microsecond)))
 	peak, anon, _ := gw.memory(t)
 	tab.set("gateway RSS: before the clients / peak / anonymous now", col, fmt.Sprintf("%s / %s / %s", mib(idleRSS), mib(peak), mib(anon)))
 	tab.set("one catalog's edit → list_changed at its sessions (median / worst)", col, fmt.Sprintf("%v / %v",
@@ -232,11 +195,11 @@ func TestGatewayManyCatalogs(t *testing.T) {
 	}
 	t.Logf("\n%s", tab)
 	fmt.Printf("\n%s\n", tab)
-	if len(errs) > 0 {
-		t.Fatalf("%d errors, first: %s", len(errs), errs[0])
+	if len(load.Errors) > 0 {
+		t.Fatalf("%d errors, first: %s", len(load.Errors), load.Errors[0])
 	}
-	if upstream.Calls() != len(samples) {
-		t.Fatalf("the upstream answered %d calls, the clients saw %d", upstream.Calls(), len(samples))
+	if upstream.Calls() != len(load.Samples) {
+		t.Fatalf("the upstream answered %d calls, the clients saw %d", upstream.Calls(), len(load.Samples))
 	}
 }
 
