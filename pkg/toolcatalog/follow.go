@@ -2,7 +2,6 @@ package toolcatalog
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -116,41 +115,14 @@ func Follow(ctx context.Context, c redis.UniversalClient, keys contract.Keys, op
 	return f, nil
 }
 
-// subscribe watches the channel through the shared Notices, or through a
-// subscription of the follower's own whose messages a goroutine hands
-// over until stop.
+// subscribe watches the channel through the shared Notices, or through
+// a subscription of the follower's own that hands it every notice of the
+// channel.
 func (f *Follower) subscribe(ctx context.Context) (*noticeWatch, func(), error) {
 	if f.opts.Notices != nil {
 		return f.opts.Notices.watch(ctx, f.opts.Channel, f.opts.Catalog)
 	}
-	ps := f.client.Subscribe(ctx, f.opts.Channel)
-	if _, err := ps.Receive(ctx); err != nil {
-		_ = ps.Close()
-		return nil, nil, fmt.Errorf("subscribing to %s: %w", f.opts.Channel, err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	w := &noticeWatch{msgs: make(chan any)}
-	go func() {
-		defer close(w.msgs)
-		for {
-			m, err := ps.Receive(ctx)
-			if ctx.Err() != nil {
-				return
-			}
-			if err != nil {
-				// go-redis reconnects and resubscribes by itself.
-				f.report(fmt.Errorf("receiving notices: %w", err))
-				time.Sleep(100 * time.Millisecond)
-				continue
-			}
-			select {
-			case w.msgs <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return w, func() { cancel(); _ = ps.Close() }, nil
+	return NewNotices(f.client, f.report).watch(ctx, f.opts.Channel, "")
 }
 
 // Current returns the newest loaded version; nil while a follower started
@@ -303,12 +275,8 @@ func (f *Follower) handle(ctx context.Context, m any) {
 				f.report(err)
 			}
 		}
-	case *redis.Message:
-		var n contract.Notice
-		if err := json.Unmarshal([]byte(m.Payload), &n); err != nil {
-			f.report(fmt.Errorf("ignoring a malformed notice on %s: %w", m.Channel, err))
-			return
-		}
+	case contract.Notice:
+		n := m
 		cur := f.Current()
 		if cur == nil {
 			// Not published when the follower started: any notice on

@@ -611,7 +611,7 @@ func TestFollowersShareNotices(t *testing.T) {
 	})
 
 	cancel()
-	eventually(t, "the subscription to end with the last follower", func() bool { return notices.Channels() == 0 && numsub() == 0 })
+	eventually(t, "the subscription to end with the last follower", func() bool { return notices.subscribed() == 0 && numsub() == 0 })
 }
 
 // A follower that stops reading (a slow OnUpdate, a flood of notices for

@@ -45,8 +45,9 @@ type noticeChannel struct {
 }
 
 // noticeWatch is one follower's share of a channel: the messages for it
-// (*redis.Subscription, *redis.Message) and, when it fell behind so far
-// that one was dropped, a signal to check the version instead.
+// (a *redis.Subscription, or a notice parsed as contract.Notice) and,
+// when it fell behind so far that one was dropped, a signal to check the
+// version instead.
 type noticeWatch struct {
 	msgs   chan any
 	missed chan struct{}
@@ -56,8 +57,8 @@ type noticeWatch struct {
 // they are dropped for one version check.
 const noticeBacklog = 16
 
-// Channels is how many channels are subscribed.
-func (n *Notices) Channels() int {
+// subscribed is how many channels are subscribed.
+func (n *Notices) subscribed() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return len(n.channels)
@@ -136,16 +137,16 @@ func (n *Notices) receive(ctx context.Context, channel string, ch *noticeChannel
 			continue
 		}
 		catalog, every := "", false
-		switch m := m.(type) {
+		switch msg := m.(type) {
 		case *redis.Subscription:
 			every = true
 		case *redis.Message:
 			var notice contract.Notice
-			if err := json.Unmarshal([]byte(m.Payload), &notice); err != nil {
+			if err := json.Unmarshal([]byte(msg.Payload), &notice); err != nil {
 				n.report(fmt.Errorf("ignoring a malformed notice on %s: %w", channel, err))
 				continue
 			}
-			catalog = notice.Catalog
+			m, catalog = notice, notice.Catalog
 		default:
 			continue
 		}
