@@ -133,9 +133,13 @@ type gradeState struct {
 
 // size estimates the memory a state holds: the catalog's vectors in the
 // grading index (read and indexed) and, per graded tool, its query
-// vectors, their sum and outcomes.
+// vectors, their sum, outcomes and, in a large catalog, kept rankings.
 func (st *gradeState) size(tools, dims int) int64 {
-	const perTool, perQuery = 512, 256
+	const perTool = 512
+	perQuery := int64(256)
+	if tools >= selfgrade.KeptMinTools {
+		perQuery += selfgrade.KeptBytes
+	}
 	n := int64(tools) * (int64(dims)*4*2 + perTool)
 	for _, set := range st.sets {
 		vectors := len(set.Vectors)
@@ -316,8 +320,10 @@ func (gs *Grades) run(ctx context.Context, key client.ObjectKey) {
 		log.Error(err, "Cannot grade the catalog; grading the next version")
 		return
 	}
+	metrics.GradingSearches.WithLabelValues(key.String()).Add(float64(g.Searched))
+	metrics.GradingScans.WithLabelValues(key.String()).Add(float64(g.Scanned))
 	gs.charge(key, st, st.size(len(job.stored.Doc.Tools), job.stored.Doc.Embedding.Dimensions))
-	log.V(1).Info("Graded", "searched", g.Searched, "graded", g.Queries, "left", left, "took", time.Since(start).Round(time.Millisecond))
+	log.V(1).Info("Graded", "searched", g.Searched, "scanned", g.Scanned, "graded", g.Queries, "left", left, "took", time.Since(start).Round(time.Millisecond))
 	base := tc.DeepCopy()
 	tc.Status.Quality = qualityOf(g, job.version)
 	if err := client.IgnoreNotFound(gs.client.Status().Patch(ctx, tc, client.MergeFrom(base))); err != nil {

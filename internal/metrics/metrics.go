@@ -43,6 +43,21 @@ var (
 		Help: "What self-grading of a catalog's current version found, by kind: graded_tools, graded_queries, outranked_tools, confusable_pairs.",
 	}, []string{"catalog", "kind"})
 
+	// GradingSearches counts the own queries self-grading searched: the
+	// grading's work, which follows the changes of each version.
+	GradingSearches = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolcatalog_grading_searches_total",
+		Help: "Own queries self-grading searched over a catalog's versions (the others kept their earlier outcome).",
+	}, []string{"catalog"})
+
+	// GradingScans counts the searches of self-grading whose semantic
+	// arm scored every tool's vector; the others ranked it from the rows
+	// they kept.
+	GradingScans = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolcatalog_grading_scans_total",
+		Help: "Self-grading searches that scored every tool's vector of a catalog (the others ranked the tools they kept, and the changed ones).",
+	}, []string{"catalog"})
+
 	// Tools reports the tools of a catalog by state after the last pass.
 	Tools = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "toolcatalog_tools",
@@ -77,7 +92,7 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ProviderRequests, ProviderLatency, ToolsEmbedded, Tools, PublishDuration, Version, RedisErrors, SelfRecall, Quality, QueryStore)
+	crmetrics.Registry.MustRegister(ProviderRequests, ProviderLatency, ToolsEmbedded, Tools, PublishDuration, Version, RedisErrors, SelfRecall, Quality, GradingSearches, GradingScans, QueryStore)
 }
 
 // ObserveProviderRequest records one provider request.
@@ -91,7 +106,7 @@ func ForgetCatalog(catalog string) {
 	for _, v := range []*prometheus.GaugeVec{Tools, Version, SelfRecall, Quality} {
 		v.DeletePartialMatch(prometheus.Labels{"catalog": catalog})
 	}
-	for _, v := range []*prometheus.CounterVec{ToolsEmbedded, RedisErrors} {
+	for _, v := range []*prometheus.CounterVec{ToolsEmbedded, RedisErrors, GradingSearches, GradingScans} {
 		v.DeletePartialMatch(prometheus.Labels{"catalog": catalog})
 	}
 	PublishDuration.DeletePartialMatch(prometheus.Labels{"catalog": catalog})

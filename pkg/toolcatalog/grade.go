@@ -55,7 +55,47 @@ type gradedTool struct {
 	sum         []float64
 	// outcomes holds each query's last outcome, nil when it is due.
 	outcomes []*queryOutcome
+	// kept holds each query's semantic ranking as the last search left
+	// it, nil when the next search must score every row.
+	kept []*keptRanking
 }
+
+// keptRanking is the best rows of a query's semantic arm, best first by
+// exact cosine (then name), with keptSlack more than a search ranks, and
+// every other row ranked after the last of them. A query vector and the
+// vectors of the tools that did not change score as they did, so the next
+// version's arm is ranked from these rows and the changed tools' alone,
+// without a scan of every row: the rows of changed tools leave, the
+// changed tools that rank before the last row join, and the ranking holds
+// while it has as many rows as a search ranks (or holds every row).
+// Each row costs 8 bytes; only catalogs of keptMinRows vectors or more
+// keep them.
+type keptRanking struct {
+	rows []keptRow
+	// complete says no other row may rank: the arm ranked fewer rows
+	// than it asked for.
+	complete bool
+}
+
+// keptRow is one row of a keptRanking.
+type keptRow struct {
+	row   int32
+	score float32
+}
+
+// keptSlack is how many rows a keptRanking holds beyond a search's depth:
+// the changed tools it may lose before a scan is due again.
+const keptSlack = 16
+
+func init() {
+	if size := (depth(gradehook.K) + keptSlack) * 8; size > gradehook.KeptBytes {
+		panic(fmt.Sprintf("a kept ranking holds %d bytes, more than gradehook.KeptBytes", size))
+	}
+}
+
+// keptMinRows is the number of vectors from which a grading keeps its
+// queries' rankings; a smaller catalog is scanned as fast.
+const keptMinRows = gradehook.KeptMinTools
 
 // queryOutcome is where one left-out query ranked its tool.
 type queryOutcome struct {
@@ -266,6 +306,9 @@ func (g *grader) grade(ctx context.Context, c *Catalog, sets map[string]gradehoo
 		if gt == nil || changed[name] || !slices.Equal(gt.set.Queries, set.Queries) {
 			var err error
 			if gt, err = c.gradedTool(name, set, method); err != nil {
+				// c may be written over the last catalog's rows: the
+				// next grade starts afresh.
+				g.prev, g.tools = nil, nil
 				return nil, 0, fmt.Errorf("tool %s: %w", name, err)
 			}
 			if gt == nil {
@@ -273,6 +316,17 @@ func (g *grader) grade(ctx context.Context, c *Catalog, sets map[string]gradehoo
 			}
 		}
 		keep[name] = gt
+	}
+	if method == BM25 {
+		// No vectors to rank (and none kept up to date with c's).
+		for _, gt := range keep {
+			gt.kept = nil
+		}
+	} else {
+		// Rows written over in place are where they were, unless tools
+		// went and the rows after them moved up.
+		sameRows := g.prev == c || rows != nil && len(c.vecNames) == len(g.prev.vecNames)
+		g.updateKept(c, keep, changed, sameRows, opts)
 	}
 	g.tools, g.prev = keep, c
 	g.markAffected(c, changed, opts)
@@ -305,54 +359,197 @@ func (g *grader) grade(ctx context.Context, c *Catalog, sets map[string]gradehoo
 			}
 		}
 	}
-	// The due queries' cosines with every tool, in batches: one matrix
-	// product reads the catalog's vectors once for many queries.
+	// A due query with a kept ranking ranks its semantic arm from it;
+	// the others' cosines with every tool are computed in batches: one
+	// matrix product reads the catalog's vectors once for many queries.
+	keeps := method != BM25 && len(c.vecNames) >= keptMinRows
+	var scan, kept []due
+	for _, d := range todo {
+		if method != BM25 && d.gt.kept != nil && d.gt.kept[d.i] != nil {
+			kept = append(kept, d)
+		} else {
+			scan = append(scan, d)
+		}
+	}
 	all := func(string) bool { return true }
+	search := func(d due, cosines []float32) {
+		var blend Blend
+		var own *ownScore
+		if method != BM25 {
+			own = &ownScore{row: c.rowOf[c.tools[d.tool]], cosine: looCosine(d.gt.units[d.i], d.gt.sum, d.gt.set.Vectors[d.i]), cosines: cosines}
+			if d.gt.kept != nil && d.gt.kept[d.i] != nil {
+				own.kept, own.complete = d.gt.kept[d.i].rows, d.gt.kept[d.i].complete
+			}
+		}
+		q := d.gt.set.Queries[d.i]
+		order, semantic, lexical := c.rank(q, d.gt.units[d.i], opts, all, method, &blend, own, nil)
+		if keeps {
+			d.gt.keep(d.i, c.keptRanking(semantic))
+		}
+		var intents []string
+		if opts.Intents == IntentsOn {
+			intents = text.Intents(q)
+		}
+		units := d.gt.intentUnits[d.i]
+		if len(intents) > 0 && (method == BM25 || len(units) == len(intents)) {
+			order = c.fuseIntents(order, intents, units, opts, method)
+		} else {
+			intents = nil
+		}
+		o := outcomeOf(d.tool, c.index.queryTerms(q), order, semantic.top, lexical)
+		o.intents = intents != nil
+		if method == Hybrid && !o.intents {
+			o.blend = newBlendWatch(order, semantic.top, lexical, blend)
+		}
+		d.gt.outcomes[d.i] = o
+	}
+	n := len(c.vecNames)
 	var units, cosines []float32
-	for start := 0; start < len(todo); start += gradeBatch {
-		batch := todo[start:min(start+gradeBatch, len(todo))]
+	for start := 0; start < len(scan); start += gradeBatch {
+		batch := scan[start:min(start+gradeBatch, len(scan))]
 		if method != BM25 {
 			units = units[:0]
 			for _, d := range batch {
 				units = append(units, d.gt.units[d.i]...)
 			}
-			cosines = slices.Grow(cosines[:0], len(batch)*len(c.vecNames))[:len(batch)*len(c.vecNames)]
+			cosines = slices.Grow(cosines[:0], len(batch)*n)[:len(batch)*n]
 			linalg.DotsBatch(cosines, c.matrix, units, c.dims, linalg.Best)
 		}
 		for j, d := range batch {
 			if err := ctx.Err(); err != nil {
 				return nil, 0, err
 			}
-			var blend Blend
-			var own *ownScore
+			var own []float32
 			if method != BM25 {
-				n := len(c.vecNames)
-				own = &ownScore{row: c.rowOf[c.tools[d.tool]], cosine: looCosine(d.gt.units[d.i], d.gt.sum, d.gt.set.Vectors[d.i]), cosines: cosines[j*n : (j+1)*n]}
+				own = cosines[j*n : (j+1)*n]
 			}
-			q := d.gt.set.Queries[d.i]
-			order, semantic, lexical := c.rank(q, d.gt.units[d.i], opts, all, method, &blend, own, nil)
-			var intents []string
-			if opts.Intents == IntentsOn {
-				intents = text.Intents(q)
+			search(d, own)
+		}
+	}
+	if len(kept) > 0 {
+		// Room for one query's cosines, each written before it is read.
+		room := make([]float32, n)
+		for _, d := range kept {
+			if err := ctx.Err(); err != nil {
+				return nil, 0, err
 			}
-			units := d.gt.intentUnits[d.i]
-			if len(intents) > 0 && (method == BM25 || len(units) == len(intents)) {
-				order = c.fuseIntents(order, intents, units, opts, method)
-			} else {
-				intents = nil
-			}
-			o := outcomeOf(d.tool, c.index.queryTerms(q), order, semantic.top, lexical)
-			o.intents = intents != nil
-			if method == Hybrid && !o.intents {
-				o.blend = newBlendWatch(order, semantic.top, lexical, blend)
-			}
-			d.gt.outcomes[d.i] = o
+			search(d, room)
 		}
 	}
 	searched := len(todo)
 	out := g.grading(c)
 	out.Searched = searched
+	if method != BM25 {
+		out.Scanned = len(scan)
+	}
 	return out, left, nil
+}
+
+// keep keeps query i's semantic ranking for the next search.
+func (gt *gradedTool) keep(i int, k *keptRanking) {
+	if gt.kept == nil {
+		gt.kept = make([]*keptRanking, len(gt.outcomes))
+	}
+	gt.kept[i] = k
+}
+
+// keptRanking is what a grading keeps of a search's semantic arm.
+func (c *Catalog) keptRanking(s semanticScores) *keptRanking {
+	k := &keptRanking{rows: make([]keptRow, len(s.kept)), complete: s.complete}
+	for i, r := range s.kept {
+		row := int(r.key) - 1 // the key of a row of tools in name order
+		if r.key == 0 {
+			row = c.rowOf[c.tools[r.name]]
+		}
+		k.rows[i] = keptRow{row: int32(row), score: float32(r.score)}
+	}
+	return k
+}
+
+// updateKept brings the kept rankings of the tools kept from the last
+// grade (g.prev) to c: the rows of changed tools leave, the changed tools
+// that rank before a ranking's last row join, and a ranking left with
+// fewer rows than a search ranks goes, for a scan. sameRows says c's rows
+// are g.prev's.
+func (g *grader) updateKept(c *Catalog, tools map[string]*gradedTool, changed map[string]bool, sameRows bool, opts Options) {
+	prev := g.prev
+	if prev == nil || len(changed) == 0 && sameRows {
+		return
+	}
+	// Old row → c's row; -1 for a changed tool's, which leaves.
+	to := make([]int32, len(prev.vecNames))
+	if sameRows {
+		for old := range to {
+			to[old] = int32(old)
+		}
+		for name := range changed {
+			if j, ok := c.tools[name]; ok && c.rowOf[j] >= 0 {
+				to[c.rowOf[j]] = -1
+			}
+		}
+	} else {
+		for old, name := range prev.vecNames {
+			to[old] = -1
+			if j, ok := c.tools[name]; ok && !changed[name] {
+				to[old] = int32(c.rowOf[j])
+			}
+		}
+	}
+	var joining []int
+	for name := range changed {
+		if j, ok := c.tools[name]; ok && c.rowOf[j] >= 0 {
+			joining = append(joining, c.rowOf[j])
+		}
+	}
+	before := func(a, b keptRow) bool {
+		return a.score > b.score || a.score == b.score && c.vecNames[a.row] < c.vecNames[b.row]
+	}
+	d, scores := depth(opts.TopK), make([]float32, len(joining))
+	for _, gt := range tools {
+		for i, k := range gt.kept {
+			if k == nil {
+				continue
+			}
+			if slices.ContainsFunc(k.rows, func(r keptRow) bool { return int(r.row) >= len(to) }) {
+				gt.kept[i] = nil // not prev's rows: scan
+				continue
+			}
+			var last keptRow
+			var lastName string
+			if n := len(k.rows); n > 0 {
+				last, lastName = k.rows[n-1], prev.vecNames[k.rows[n-1].row]
+			}
+			rows := k.rows[:0]
+			for _, r := range k.rows {
+				if r.row = to[r.row]; r.row >= 0 {
+					rows = append(rows, r)
+				}
+			}
+			if len(joining) > 0 {
+				linalg.DotsRows(scores, c.matrix, joining, gt.units[i], linalg.Best)
+			}
+			for j, row := range joining {
+				r := keptRow{row: int32(row), score: scores[j]}
+				if !k.complete && (r.score < last.score || r.score == last.score && c.vecNames[row] > lastName) {
+					continue // a row not kept may rank before it
+				}
+				at, _ := slices.BinarySearchFunc(rows, r, func(x, y keptRow) int {
+					if before(x, y) {
+						return -1
+					}
+					return 1
+				})
+				rows = slices.Insert(rows, at, r)
+			}
+			if len(rows) > d+keptSlack {
+				rows, k.complete = rows[:d+keptSlack], false
+			}
+			k.rows = rows
+			if !k.complete && len(rows) < d {
+				gt.kept[i] = nil
+			}
+		}
+	}
 }
 
 // gradedTool readies a tool's queries for search, nil when the semantic

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
@@ -452,4 +453,415 @@ func gradeBothWays(t *testing.T, g *grader, c *Catalog, sets map[string]gradehoo
 		t.Fatalf("incremental grading %+v differs from the whole %+v", inc, whole)
 	}
 	return inc, whole
+}
+
+// A grading of a large catalog ranks a due query's semantic arm from the
+// rows it kept, not from every row, and ranks it exactly as a scan does:
+// through edits that move tools into and out of the queries' best rows,
+// tools that go (the rows move) and tools that come.
+func TestGraderRanksFromKeptRankings(t *testing.T) {
+	ctx := context.Background()
+	const n, dims = keptMinRows + 500, 24
+	unit := func(text string) []float32 {
+		f := openaitest.Vector(text, dims)
+		v := make([]float32, dims)
+		for i := range f {
+			v[i] = float32(f[i])
+		}
+		return v
+	}
+	name := func(i int) string { return fmt.Sprintf("tool_%05d", i) }
+	vectors := map[string][]float32{}
+	for i := range n {
+		vectors[name(i)] = unit(name(i))
+	}
+	version := func(v int64) (*contract.Document, map[string][]byte) {
+		doc := &contract.Document{Version: v, Catalog: "test/kept", Embedding: contract.EmbeddingInfo{Model: "m", Dimensions: dims},
+			Search: contract.SearchDefaults{Method: "hybrid", TopK: 5}}
+		raw := map[string][]byte{}
+		for _, tn := range slices.Sorted(maps.Keys(vectors)) {
+			tool, err := contract.NormalizeTool(contract.Tool{Name: tn, Description: "Tool " + tn + " does one thing."})
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc.Tools = append(doc.Tools, tool)
+			raw[tn] = contract.EncodeVector(vectors[tn])
+		}
+		if err := doc.Seal(); err != nil {
+			t.Fatal(err)
+		}
+		return doc, raw
+	}
+	// Every 25th tool is graded by three queries.
+	sets := map[string]gradehook.QuerySet{}
+	var queries [][]float32
+	for i := 0; i < n; i += 25 {
+		var set gradehook.QuerySet
+		for j := range 3 {
+			q := fmt.Sprintf("query %d of %s", j, name(i))
+			set.Queries = append(set.Queries, q)
+			set.Vectors = append(set.Vectors, unit(q))
+		}
+		sets[name(i)] = set
+		queries = append(queries, set.Vectors...)
+	}
+	// Every kept query is searched again at every version.
+	g := &grader{maxSearches: -1, sample: len(sets)}
+	doc, raw := version(1)
+	first, _, err := g.grade(ctx, buildCatalog(t, doc, raw), sets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Scanned != first.Searched {
+		t.Fatalf("the first grading scanned %d of %d queries, want all", first.Scanned, first.Searched)
+	}
+	grade := func(step string, c *Catalog, wantScanned int) {
+		t.Helper()
+		inc, _ := gradeBothWays(t, g, c, sets)
+		if inc.Searched != inc.Queries || wantScanned >= 0 && inc.Scanned != wantScanned || wantScanned < 0 && inc.Scanned == 0 {
+			t.Fatalf("%s: searched %d and scanned %d of %d queries, want every one searched and %d scanned", step, inc.Searched, inc.Scanned, inc.Queries, wantScanned)
+		}
+		whole := &grader{maxSearches: -1}
+		if _, _, err := whole.grade(ctx, c, sets); err != nil {
+			t.Fatal(err)
+		}
+		for tn, gt := range g.tools {
+			for i, o := range gt.outcomes {
+				w := whole.tools[tn].outcomes[i]
+				if !slices.Equal(o.top, w.top) || o.semWatch != w.semWatch || !reflect.DeepEqual(o.blend, w.blend) {
+					t.Fatalf("%s: query %q ranks %v (watch %v, blend %+v) from its kept rows, %v (watch %v, blend %+v) from every row",
+						step, gt.set.Queries[i], o.top, o.semWatch, o.blend, w.top, w.semWatch, w.blend)
+				}
+			}
+		}
+	}
+	// A tool in many queries' best rows: the first query's, at rank 1.
+	best := func() string {
+		for tn, gt := range g.tools {
+			if k := gt.kept[0]; k != nil && g.prev.vecNames[k.rows[0].row] != tn {
+				return g.prev.vecNames[k.rows[0].row]
+			}
+		}
+		t.Fatal("no query kept its ranking")
+		return ""
+	}
+
+	// Edits in place: one tool takes a query's vector (it joins that
+	// query's best rows), one at the top of a query's rows moves away
+	// (it leaves them).
+	top := best()
+	vectors[name(1)], vectors[top] = queries[7], unit("elsewhere")
+	doc, _ = version(2)
+	c := g.nextVersion(doc, map[string][]byte{name(1): contract.EncodeVector(queries[7]), top: contract.EncodeVector(vectors[top])})
+	grade("edits", c, 0)
+
+	// Tools go, one of them at the top of a query's rows: the rows after
+	// them move up in place.
+	gone := best()
+	delete(vectors, gone)
+	delete(vectors, name(3))
+	doc, _ = version(3)
+	storage := &c.matrix[0]
+	c = g.nextVersion(doc, nil)
+	if &c.matrix[0] != storage {
+		t.Fatal("Next copied every row to drop two")
+	}
+	grade("tools gone", c, 0)
+
+	// Tools go, one of them at the top of a query's rows, and one comes
+	// with a query's vector: the rows are laid out anew.
+	gone = best()
+	delete(vectors, gone)
+	delete(vectors, name(2))
+	vectors["tool_new"] = queries[11]
+	doc, raw = version(4)
+	grade("tools gone and come", g.nextVersion(doc, map[string][]byte{"tool_new": raw["tool_new"]}), 0)
+
+	// Twenty of one query's best rows move away: fewer than a search
+	// ranks are left, and its next search scans (the others need not).
+	var q string
+	var k *keptRanking
+	for tn, gt := range g.tools {
+		if gt.kept[0] != nil && !slices.ContainsFunc(gt.kept[0].rows[:20], func(r keptRow) bool { return g.prev.vecNames[r.row] == tn }) {
+			q, k = gt.set.Queries[0], gt.kept[0]
+			break
+		}
+	}
+	moved := map[string][]byte{}
+	for i, r := range k.rows[:20] {
+		tn := g.prev.vecNames[r.row]
+		vectors[tn] = unit(fmt.Sprintf("away %d", i))
+		moved[tn] = contract.EncodeVector(vectors[tn])
+	}
+	doc, _ = version(5)
+	t.Logf("%d tools of %q's best rows moved", len(moved), q)
+	grade("a query's best rows gone", g.nextVersion(doc, moved), -1)
+
+	// A graded tool's own vector changes: its queries scan again.
+	vectors[name(25)] = unit("moved")
+	doc, _ = version(6)
+	grade("a graded tool edited", g.nextVersion(doc, map[string][]byte{name(25): contract.EncodeVector(vectors[name(25)])}), len(sets[name(25)].Queries))
+}
+
+// Kept rankings follow any sequence of versions: tools edited, gone,
+// come, without a vector and given one again, graded tools among them,
+// each version ranking as a scan does.
+func TestGraderKeptRankingsFollowAnyVersion(t *testing.T) {
+	for seed := range uint64(3) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { keptRankingsFollow(t, seed) })
+	}
+}
+
+func keptRankingsFollow(t *testing.T, seed uint64) {
+	ctx := context.Background()
+	const n, dims = keptMinRows + 400, 16
+	r := rand.New(rand.NewPCG(seed, 11))
+	unit := func() []float32 {
+		v := make([]float32, dims)
+		var norm float64
+		for i := range v {
+			v[i] = float32(r.NormFloat64())
+			norm += float64(v[i]) * float64(v[i])
+		}
+		for i := range v {
+			v[i] /= float32(math.Sqrt(norm))
+		}
+		return v
+	}
+	name := func(i int) string { return fmt.Sprintf("tool_%05d", i) }
+	vectors := map[string][]float32{} // nil: the tool has no vector
+	for i := range n {
+		vectors[name(i)] = unit()
+	}
+	sets := map[string]gradehook.QuerySet{}
+	for i := 0; i < n; i += 40 {
+		set := gradehook.QuerySet{Queries: []string{"a " + name(i), "b " + name(i)}}
+		set.Vectors = [][]float32{unit(), unit()}
+		sets[name(i)] = set
+	}
+	version := func(v int64) (*contract.Document, map[string][]byte) {
+		doc := &contract.Document{Version: v, Catalog: "test/any", Embedding: contract.EmbeddingInfo{Model: "m", Dimensions: dims},
+			Search: contract.SearchDefaults{Method: "hybrid", TopK: 5}}
+		raw := map[string][]byte{}
+		for _, tn := range slices.Sorted(maps.Keys(vectors)) {
+			tool, err := contract.NormalizeTool(contract.Tool{Name: tn, Description: "Tool " + tn + "."})
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc.Tools = append(doc.Tools, tool)
+			if v := vectors[tn]; v != nil {
+				raw[tn] = contract.EncodeVector(v)
+			}
+		}
+		if err := doc.Seal(); err != nil {
+			t.Fatal(err)
+		}
+		return doc, raw
+	}
+	g := &grader{maxSearches: -1, sample: len(sets)}
+	doc, raw := version(1)
+	if _, _, err := g.grade(ctx, buildCatalog(t, doc, raw), sets); err != nil {
+		t.Fatal(err)
+	}
+	for v := int64(2); v < 25; v++ {
+		changed := map[string][]byte{}
+		names := slices.Sorted(maps.Keys(vectors))
+		many, large := false, len(g.prev.vecNames) >= keptMinRows
+		for range 1 + r.IntN(4) {
+			tn := names[r.IntN(len(names))]
+			switch op := r.IntN(5); {
+			case op == 0: // a tool goes
+				delete(vectors, tn)
+			case op == 1: // a tool comes
+				tn = fmt.Sprintf("tool_%05d_%d", r.IntN(n), v)
+				vectors[tn] = unit()
+				changed[tn] = contract.EncodeVector(vectors[tn])
+			case op == 2 && sets[tn].Queries == nil: // a tool loses its vector
+				vectors[tn] = nil
+			case op == 3 && r.IntN(4) == 0: // many tools go, graded ones among them
+				many = true
+				for _, tn := range names {
+					if r.IntN(3) == 0 {
+						delete(vectors, tn)
+					}
+				}
+			case op == 3: // a graded tool comes back
+				for gn := range sets {
+					if _, ok := vectors[gn]; !ok {
+						vectors[gn] = unit()
+						changed[gn] = contract.EncodeVector(vectors[gn])
+						break
+					}
+				}
+			default: // a tool's vector changes, or it gets one again
+				vectors[tn] = unit()
+				changed[tn] = contract.EncodeVector(vectors[tn])
+			}
+		}
+		doc, _ := version(v)
+		step := fmt.Sprintf("version %d", v)
+		inc, _ := gradeBothWays(t, g, g.nextVersion(doc, changed), sets)
+		whole := &grader{maxSearches: -1}
+		if _, _, err := whole.grade(ctx, g.prev, sets); err != nil {
+			t.Fatal(err)
+		}
+		for tn, gt := range g.tools {
+			for i, o := range gt.outcomes {
+				if w := whole.tools[tn].outcomes[i]; !slices.Equal(o.top, w.top) || o.semWatch != w.semWatch || !reflect.DeepEqual(o.blend, w.blend) {
+					t.Fatalf("%s: query %q ranks %v from its kept rows, %v from every row", step, gt.set.Queries[i], o.top, w.top)
+				}
+			}
+		}
+		if large && !many && len(g.prev.vecNames) >= keptMinRows && inc.Scanned == inc.Searched {
+			t.Fatalf("%s: every query scanned", step)
+		}
+	}
+}
+
+// The grading's own flow: each version indexed from the last graded
+// (Index), some indexed twice when a grading failed between, and some
+// older versions graded again (a retried job).
+func TestGraderKeptRankingsFollowTheGradingFlow(t *testing.T) {
+	ctx := context.Background()
+	const n, dims = keptMinRows + 300, 16
+	r := rand.New(rand.NewPCG(3, 5))
+	unit := func() []byte {
+		v := make([]float32, dims)
+		for i := range v {
+			v[i] = float32(r.NormFloat64())
+		}
+		return contract.EncodeVector(v)
+	}
+	name := func(i int) string { return fmt.Sprintf("tool_%05d", i) }
+	raw := map[string][]byte{}
+	for i := range n {
+		raw[name(i)] = unit()
+	}
+	sets := map[string]gradehook.QuerySet{}
+	for i := 0; i < n; i += 40 {
+		set := gradehook.QuerySet{Queries: []string{"a " + name(i), "b " + name(i)}}
+		for range 2 {
+			v, _ := contract.DecodeVector(unit())
+			set.Vectors = append(set.Vectors, v)
+		}
+		sets[name(i)] = set
+	}
+	type version struct {
+		doc *contract.Document
+		raw map[string][]byte
+	}
+	var versions []version
+	publish := func() {
+		doc := &contract.Document{Version: int64(len(versions) + 1), Catalog: "test/flow", Embedding: contract.EmbeddingInfo{Model: "m", Dimensions: dims},
+			Search: contract.SearchDefaults{Method: "hybrid", TopK: 5}}
+		for _, tn := range slices.Sorted(maps.Keys(raw)) {
+			tool, err := contract.NormalizeTool(contract.Tool{Name: tn, Description: "Tool " + tn + "."})
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc.Tools = append(doc.Tools, tool)
+		}
+		if err := doc.Seal(); err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, version{doc, maps.Clone(raw)})
+	}
+	g := &indexGrader{grader: grader{maxSearches: -1, sample: len(sets)}}
+	index := func(v version) {
+		digest := func(name string) uint64 { return contract.VectorDigest(v.raw[name]) }
+		read := func(names []string) (map[string][]byte, error) {
+			out := map[string][]byte{}
+			for _, name := range names {
+				out[name] = v.raw[name]
+			}
+			return out, nil
+		}
+		if err := g.Index(v.doc, 500, digest, read); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish()
+	index(versions[0])
+	if _, _, err := g.Grade(ctx, sets); err != nil {
+		t.Fatal(err)
+	}
+	for step := range 30 {
+		names := slices.Sorted(maps.Keys(raw))
+		for range 1 + r.IntN(30) {
+			tn := names[r.IntN(len(names))]
+			switch r.IntN(3) {
+			case 0:
+				delete(raw, tn)
+			case 1:
+				raw[fmt.Sprintf("%s_%d", tn, step)] = unit()
+			default:
+				raw[tn] = unit()
+			}
+		}
+		publish()
+		v := versions[len(versions)-1]
+		switch r.IntN(4) {
+		case 0: // a grading failed after its index
+			index(versions[len(versions)-2])
+		case 1: // an older version is graded again first
+			old := versions[r.IntN(len(versions))]
+			index(old)
+			if _, _, err := g.Grade(ctx, sets); err != nil {
+				t.Fatal(err)
+			}
+		}
+		index(v)
+		inc, _, err := g.Grade(ctx, sets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole := &grader{maxSearches: -1}
+		if _, _, err := whole.grade(ctx, g.prev, sets); err != nil {
+			t.Fatal(err)
+		}
+		for tn, gt := range g.tools {
+			for i, o := range gt.outcomes {
+				if w := whole.tools[tn].outcomes[i]; !slices.Equal(o.top, w.top) || o.semWatch != w.semWatch || !reflect.DeepEqual(o.blend, w.blend) {
+					t.Fatalf("step %d: query %q ranks %v from its kept rows, %v from every row", step, gt.set.Queries[i], o.top, w.top)
+				}
+			}
+		}
+		t.Logf("step %d: %d tools, searched %d, scanned %d", step, len(v.doc.Tools), inc.Searched, inc.Scanned)
+	}
+}
+
+// A grading that fails after its catalog was written over the last one's
+// rows leaves nothing the next grading builds on: it starts afresh, and
+// ranks as a scan of the version does.
+func TestGraderStartsAfreshAfterAFailedGrade(t *testing.T) {
+	ctx := context.Background()
+	base := gradedFixture()
+	doc, raw := fixtureParts(t, base, contract.SearchDefaults{Method: "hybrid", TopK: 5})
+	sets := querySets(t, base)
+	g := &grader{}
+	if _, _, err := g.grade(ctx, buildCatalog(t, doc, raw), sets); err != nil {
+		t.Fatal(err)
+	}
+	// The first tool goes and get_weather takes send_email's vector: the
+	// rows move up, written over the graded catalog's.
+	first := doc.Tools[0].Name
+	doc2 := *doc
+	doc2.Tools = slices.DeleteFunc(slices.Clone(doc.Tools), func(tl contract.Tool) bool { return tl.Name == first })
+	c := g.nextVersion(&doc2, map[string][]byte{"get_weather": raw["send_email"]})
+	bad := maps.Clone(sets)
+	bad["get_weather"] = gradehook.QuerySet{Queries: []string{"a", "b"}, Vectors: [][]float32{{1}, {1}}}
+	if _, _, err := g.grade(ctx, c, bad); err == nil {
+		t.Fatal("a query vector of the wrong length graded")
+	}
+	if g.graded() != nil {
+		t.Fatal("the catalog written over is still offered after a failed grade")
+	}
+	// The next version is read whole, and grades as a fresh grader does.
+	raw2 := maps.Clone(raw)
+	delete(raw2, first)
+	raw2["get_weather"] = raw["send_email"]
+	if g.nextVersion(&doc2, nil) != nil {
+		t.Fatal("nextVersion built on a catalog a failed grade left")
+	}
+	gradeBothWays(t, g, buildCatalog(t, &doc2, raw2), sets)
 }

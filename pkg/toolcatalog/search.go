@@ -579,6 +579,11 @@ type ownScore struct {
 	row     int
 	cosine  float32
 	cosines []float32
+	// kept, when set, are the only rows that may rank among the arm's
+	// best, with their exact cosines (see keptRanking); cosines is then
+	// room for every row's, written before it is read.
+	kept     []keptRow
+	complete bool
 }
 
 // semanticScores are the semantic arm of one search.
@@ -591,6 +596,13 @@ type semanticScores struct {
 	cosine      []float32
 	approximate bool
 	unit        []float32
+	// ownRow is the row whose cosine a grading gave (ownScore), which
+	// exactCosines leaves as it is; -1 when none.
+	ownRow int
+	// kept, for a grading, is the arm's best keptSlack more than top,
+	// best first; complete says it holds every row the arm may rank.
+	kept     []ranked
+	complete bool
 }
 
 // embedQueries embeds the texts with the catalog's model in one call and
@@ -652,8 +664,17 @@ func (c *Catalog) unitQuery(q []float32) ([]float32, string) {
 // centroids.
 func (c *Catalog) semanticRanking(unit []float32, opts Options, allowed func(string) bool, own *ownScore) semanticScores {
 	var scores []float32
+	var candidates []int // nil: every row
 	approximate := false
 	switch {
+	case own != nil && own.kept != nil:
+		// A grading's kept ranking: no other row may rank (see
+		// keptRanking); the other cosines are left to exactCosines.
+		scores, approximate = own.cosines, true
+		candidates = make([]int, len(own.kept))
+		for i, k := range own.kept {
+			scores[k.row], candidates[i] = k.score, int(k.row)
+		}
 	case own != nil && own.cosines != nil:
 		scores = own.cosines
 	case c.quant != nil:
@@ -670,13 +691,17 @@ func (c *Catalog) semanticRanking(unit []float32, opts Options, allowed func(str
 		scores[own.row], ownRow = own.cosine, own.row
 	}
 	d := depth(opts.TopK)
-	var candidates []int // nil: every row
-	if approximate {
+	if approximate && candidates == nil {
 		candidates = c.rescore(scores, unit, d, opts.Threshold, allowed, ownRow)
+	}
+	// A grading keeps keptSlack more than it ranks, for the next.
+	keep := d
+	if own != nil {
+		keep += keptSlack
 	}
 	// The best depth tools by heap selection as the scores are read:
 	// O(n log d), with no list of every tool.
-	top := newSelection(d)
+	top := newSelection(keep)
 	consider := func(row int) {
 		s := float64(scores[row])
 		if opts.Threshold != nil && s < *opts.Threshold || top.below(s) {
@@ -696,7 +721,12 @@ func (c *Catalog) semanticRanking(unit []float32, opts Options, allowed func(str
 			consider(row)
 		}
 	}
-	return semanticScores{top: top.sorted(), cosine: scores, approximate: approximate, unit: unit}
+	best := top.sorted()
+	out := semanticScores{top: slices.Clip(best[:min(d, len(best))]), cosine: scores, approximate: approximate, unit: unit, ownRow: ownRow}
+	if own != nil {
+		out.kept, out.complete = best, len(best) < keep && (own.kept == nil || own.complete)
+	}
+	return out
 }
 
 // rescore replaces the int8 scores of every row that may rank among the
@@ -763,6 +793,9 @@ func (c *Catalog) rescore(scores, unit []float32, d int, threshold *float64, all
 func (c *Catalog) exactCosines(s semanticScores, rows []int) {
 	if !s.approximate || len(rows) == 0 {
 		return
+	}
+	if i := slices.Index(rows, s.ownRow); i >= 0 {
+		rows = slices.Delete(slices.Clone(rows), i, i+1)
 	}
 	exact := make([]float32, len(rows))
 	linalg.DotsRows(exact, c.matrix, rows, s.unit, linalg.Best)

@@ -388,7 +388,7 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 	watchRate := mgr.watchingCost(t)
 	stopProfile := mgr.profile(t, fmt.Sprintf("%s%d-%s.pprof", *profileFlag, n, sh))
 	var applyToVersion, statusLag, applyToStatus, editCPU, editNetCPU []time.Duration
-	var chatPerEdit, embPerEdit, redisIn, redisOut, reload, tdReconciles, conflicts, errorLines []int64
+	var chatPerEdit, embPerEdit, redisIn, redisOut, reload, tdReconciles, conflicts, errorLines, searches, scans []int64
 	var reverted, original string
 	for i := range *editsFlag {
 		waitAPIServerIdle(t, time.Minute)
@@ -405,6 +405,7 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 			reverted, original = name, td.Spec.Description
 		}
 		cpu0, td0, troubles0 := mgr.cpu(t), mgr.reconciles(t, "tooldefinition"), mgr.troubles(t)
+		searched0, scanned0 := mgr.gradingSearches(t)
 		editStart := time.Now()
 		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"description": sh.edited(name, (i*7919)%n, i+1)}})
 		if err := kube.Patch(ctx, &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, client.RawPatch("application/merge-patch+json", patch)); err != nil {
@@ -428,6 +429,8 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 		tr := mgr.troubles(t).since(troubles0)
 		conflicts, errorLines = append(conflicts, tr.conflicts), append(errorLines, tr.errorLines)
 		tdReconciles = append(tdReconciles, int64(mgr.reconciles(t, "tooldefinition")-td0))
+		searched, scanned := mgr.gradingSearches(t)
+		searches, scans = append(searches, int64(searched-searched0)), append(scans, int64(scanned-scanned0))
 		in1, out1 := netBytes(t)
 		chatPerEdit = append(chatPerEdit, int64(len(p.ChatRequests())-chat0))
 		embPerEdit = append(embPerEdit, int64(len(p.EmbeddingRequests())-emb0))
@@ -446,6 +449,7 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 		fmt.Sprintf("%v / %v", medianDuration(editCPU).Round(10*time.Millisecond), medianDuration(editNetCPU).Round(10*time.Millisecond)))
 	tab.set("idle manager watched as the edits are: CPU", col, fmt.Sprintf("%.1f%% of a core", 100*watchRate))
 	tab.set("one edit: ToolDefinition reconciles", col, strconv.FormatInt(median(tdReconciles), 10))
+	tab.set("one edit: queries the grading searched / of them scanning every vector", col, fmt.Sprintf("%d / %d", median(searches), median(scans)))
 	tab.set("one edit: API conflicts (409) / error-level log lines", col, troubles{conflicts: slices.Max(conflicts), errorLines: slices.Max(errorLines)}.String()+" (most of one edit)")
 	tab.set("one edit: Redis bytes the manager writes / reads", col, fmt.Sprintf("%s / %s", mib(median(redisIn)), mib(median(redisOut))))
 	tab.set("one edit: follower reload reads", col, mib(median(reload)))
@@ -692,6 +696,16 @@ func (m *managerProcess) reconciles(t *testing.T, controller string) float64 {
 		t.Fatal(err)
 	}
 	return v["controller_runtime_reconcile_total/"+controller]
+}
+
+// gradingSearches is how many own queries the grading has searched, and
+// how many of those searches scored every tool's vector.
+func (m *managerProcess) gradingSearches(t *testing.T) (searched, scanned float64) {
+	v, err := m.metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v["toolcatalog_grading_searches_total"], v["toolcatalog_grading_scans_total"]
 }
 
 // idle reports whether neither controller, the grading nor the records

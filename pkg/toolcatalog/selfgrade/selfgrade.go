@@ -34,6 +34,13 @@ const (
 	DefaultSample      = gradehook.DefaultSample
 )
 
+// A Grader of a catalog of KeptMinTools vectors or more keeps up to
+// KeptBytes per graded query besides its vector.
+const (
+	KeptMinTools = gradehook.KeptMinTools
+	KeptBytes    = gradehook.KeptBytes
+)
+
 type (
 	// QuerySet is one tool's own queries with their vectors.
 	QuerySet = gradehook.QuerySet

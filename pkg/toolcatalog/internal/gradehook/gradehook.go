@@ -19,6 +19,14 @@ const (
 	DefaultSample      = 2
 )
 
+// A Grader of a catalog of KeptMinTools vectors or more keeps up to
+// KeptBytes per graded query: the query's best-scoring rows, from which it
+// ranks the next version without scoring every row again.
+const (
+	KeptMinTools = 2048
+	KeptBytes    = 1024
+)
+
 // QuerySet is one tool's own queries (synthetic and example) with their
 // vectors, embedded by the catalog's model, in the same order.
 type QuerySet struct {
@@ -39,6 +47,9 @@ type Grading struct {
 	// Searched counts the queries this grading searched; the others kept
 	// the outcome of an earlier one.
 	Searched int
+	// Scanned counts the searched queries whose semantic arm scored every
+	// tool's vector; the others ranked it from the rows they kept.
+	Scanned int
 	// SelfRecallAt5 is the share of graded queries whose tool ranked in
 	// the top five.
 	SelfRecallAt5 float64
