@@ -475,23 +475,7 @@ func TestGraderRanksFromKeptRankings(t *testing.T) {
 	for i := range n {
 		vectors[name(i)] = unit(name(i))
 	}
-	version := func(v int64) (*contract.Document, map[string][]byte) {
-		doc := &contract.Document{Version: v, Catalog: "test/kept", Embedding: contract.EmbeddingInfo{Model: "m", Dimensions: dims},
-			Search: contract.SearchDefaults{Method: "hybrid", TopK: 5}}
-		raw := map[string][]byte{}
-		for _, tn := range slices.Sorted(maps.Keys(vectors)) {
-			tool, err := contract.NormalizeTool(contract.Tool{Name: tn, Description: "Tool " + tn + " does one thing."})
-			if err != nil {
-				t.Fatal(err)
-			}
-			doc.Tools = append(doc.Tools, tool)
-			raw[tn] = contract.EncodeVector(vectors[tn])
-		}
-		if err := doc.Seal(); err != nil {
-			t.Fatal(err)
-		}
-		return doc, raw
-	}
+	version := func(v int64) (*contract.Document, map[string][]byte) { return vectorsVersion(t, v, dims, vectors) }
 	// Every 25th tool is graded by three queries.
 	sets := map[string]gradehook.QuerySet{}
 	var queries [][]float32
@@ -639,25 +623,7 @@ func keptRankingsFollow(t *testing.T, seed uint64) {
 		set.Vectors = [][]float32{unit(), unit()}
 		sets[name(i)] = set
 	}
-	version := func(v int64) (*contract.Document, map[string][]byte) {
-		doc := &contract.Document{Version: v, Catalog: "test/any", Embedding: contract.EmbeddingInfo{Model: "m", Dimensions: dims},
-			Search: contract.SearchDefaults{Method: "hybrid", TopK: 5}}
-		raw := map[string][]byte{}
-		for _, tn := range slices.Sorted(maps.Keys(vectors)) {
-			tool, err := contract.NormalizeTool(contract.Tool{Name: tn, Description: "Tool " + tn + "."})
-			if err != nil {
-				t.Fatal(err)
-			}
-			doc.Tools = append(doc.Tools, tool)
-			if v := vectors[tn]; v != nil {
-				raw[tn] = contract.EncodeVector(v)
-			}
-		}
-		if err := doc.Seal(); err != nil {
-			t.Fatal(err)
-		}
-		return doc, raw
-	}
+	version := func(v int64) (*contract.Document, map[string][]byte) { return vectorsVersion(t, v, dims, vectors) }
 	g := &grader{maxSearches: -1, sample: len(sets)}
 	doc, raw := version(1)
 	if _, _, err := g.grade(ctx, buildCatalog(t, doc, raw), sets); err != nil {
@@ -752,18 +718,11 @@ func TestGraderKeptRankingsFollowTheGradingFlow(t *testing.T) {
 	}
 	var versions []version
 	publish := func() {
-		doc := &contract.Document{Version: int64(len(versions) + 1), Catalog: "test/flow", Embedding: contract.EmbeddingInfo{Model: "m", Dimensions: dims},
-			Search: contract.SearchDefaults{Method: "hybrid", TopK: 5}}
-		for _, tn := range slices.Sorted(maps.Keys(raw)) {
-			tool, err := contract.NormalizeTool(contract.Tool{Name: tn, Description: "Tool " + tn + "."})
-			if err != nil {
-				t.Fatal(err)
-			}
-			doc.Tools = append(doc.Tools, tool)
+		tools := map[string][]float32{} // the tools; their vectors are raw's
+		for tn := range raw {
+			tools[tn] = nil
 		}
-		if err := doc.Seal(); err != nil {
-			t.Fatal(err)
-		}
+		doc, _ := vectorsVersion(t, int64(len(versions)+1), dims, tools)
 		versions = append(versions, version{doc, maps.Clone(raw)})
 	}
 	g := &indexGrader{grader: grader{maxSearches: -1, sample: len(sets)}}
@@ -864,4 +823,27 @@ func TestGraderStartsAfreshAfterAFailedGrade(t *testing.T) {
 		t.Fatal("nextVersion built on a catalog a failed grade left")
 	}
 	gradeBothWays(t, g, buildCatalog(t, &doc2, raw2), sets)
+}
+
+// vectorsVersion is a hybrid catalog's version of a tool per name in
+// vectors, with the vectors as raw (a nil vector: the tool has none).
+func vectorsVersion(t *testing.T, v int64, dims int, vectors map[string][]float32) (*contract.Document, map[string][]byte) {
+	t.Helper()
+	doc := &contract.Document{Version: v, Catalog: "test/kept", Embedding: contract.EmbeddingInfo{Model: "m", Dimensions: dims},
+		Search: contract.SearchDefaults{Method: "hybrid", TopK: 5}}
+	raw := map[string][]byte{}
+	for _, tn := range slices.Sorted(maps.Keys(vectors)) {
+		tool, err := contract.NormalizeTool(contract.Tool{Name: tn, Description: "Tool " + tn + " does one thing."})
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc.Tools = append(doc.Tools, tool)
+		if vec := vectors[tn]; vec != nil {
+			raw[tn] = contract.EncodeVector(vec)
+		}
+	}
+	if err := doc.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	return doc, raw
 }
