@@ -505,19 +505,7 @@ func TestGraderRanksFromKeptRankings(t *testing.T) {
 		if inc.Searched != inc.Queries || wantScanned >= 0 && inc.Scanned != wantScanned || wantScanned < 0 && inc.Scanned == 0 {
 			t.Fatalf("%s: searched %d and scanned %d of %d queries, want every one searched and %d scanned", step, inc.Searched, inc.Scanned, inc.Queries, wantScanned)
 		}
-		whole := &grader{maxSearches: -1}
-		if _, _, err := whole.grade(ctx, c, sets); err != nil {
-			t.Fatal(err)
-		}
-		for tn, gt := range g.tools {
-			for i, o := range gt.outcomes {
-				w := whole.tools[tn].outcomes[i]
-				if !slices.Equal(o.top, w.top) || o.semWatch != w.semWatch || !reflect.DeepEqual(o.blend, w.blend) {
-					t.Fatalf("%s: query %q ranks %v (watch %v, blend %+v) from its kept rows, %v (watch %v, blend %+v) from every row",
-						step, gt.set.Queries[i], o.top, o.semWatch, o.blend, w.top, w.semWatch, w.blend)
-				}
-			}
-		}
+		rankedAsAScan(t, step, g, sets)
 	}
 	// A tool in many queries' best rows: the first query's, at rank 1.
 	best := func() string {
@@ -667,17 +655,7 @@ func keptRankingsFollow(t *testing.T, seed uint64) {
 		doc, _ := version(v)
 		step := fmt.Sprintf("version %d", v)
 		inc, _ := gradeBothWays(t, g, g.nextVersion(doc, changed), sets)
-		whole := &grader{maxSearches: -1}
-		if _, _, err := whole.grade(ctx, g.prev, sets); err != nil {
-			t.Fatal(err)
-		}
-		for tn, gt := range g.tools {
-			for i, o := range gt.outcomes {
-				if w := whole.tools[tn].outcomes[i]; !slices.Equal(o.top, w.top) || o.semWatch != w.semWatch || !reflect.DeepEqual(o.blend, w.blend) {
-					t.Fatalf("%s: query %q ranks %v from its kept rows, %v from every row", step, gt.set.Queries[i], o.top, w.top)
-				}
-			}
-		}
+		rankedAsAScan(t, step, g, sets)
 		if large && !many && len(g.prev.vecNames) >= keptMinRows && inc.Scanned == inc.Searched {
 			t.Fatalf("%s: every query scanned", step)
 		}
@@ -774,17 +752,7 @@ func TestGraderKeptRankingsFollowTheGradingFlow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		whole := &grader{maxSearches: -1}
-		if _, _, err := whole.grade(ctx, g.prev, sets); err != nil {
-			t.Fatal(err)
-		}
-		for tn, gt := range g.tools {
-			for i, o := range gt.outcomes {
-				if w := whole.tools[tn].outcomes[i]; !slices.Equal(o.top, w.top) || o.semWatch != w.semWatch || !reflect.DeepEqual(o.blend, w.blend) {
-					t.Fatalf("step %d: query %q ranks %v from its kept rows, %v from every row", step, gt.set.Queries[i], o.top, w.top)
-				}
-			}
-		}
+		rankedAsAScan(t, fmt.Sprintf("step %d", step), &g.grader, sets)
 		t.Logf("step %d: %d tools, searched %d, scanned %d", step, len(v.doc.Tools), inc.Searched, inc.Scanned)
 	}
 }
@@ -846,4 +814,24 @@ func vectorsVersion(t *testing.T, v int64, dims int, vectors map[string][]float3
 		t.Fatal(err)
 	}
 	return doc, raw
+}
+
+// rankedAsAScan fails unless every outcome g kept for the catalog it
+// graded last is a fresh grader's, which scans every row: the top five,
+// the semantic watch score and the blend's scales.
+func rankedAsAScan(t *testing.T, step string, g *grader, sets map[string]gradehook.QuerySet) {
+	t.Helper()
+	whole := &grader{maxSearches: -1}
+	if _, _, err := whole.grade(context.Background(), g.prev, sets); err != nil {
+		t.Fatal(err)
+	}
+	for tn, gt := range g.tools {
+		for i, o := range gt.outcomes {
+			w := whole.tools[tn].outcomes[i]
+			if !slices.Equal(o.top, w.top) || o.semWatch != w.semWatch || !reflect.DeepEqual(o.blend, w.blend) {
+				t.Fatalf("%s: query %q ranks %v (watch %v, blend %+v) from its kept rows, %v (watch %v, blend %+v) from every row",
+					step, gt.set.Queries[i], o.top, o.semWatch, o.blend, w.top, w.semWatch, w.blend)
+			}
+		}
+	}
 }
