@@ -1,6 +1,9 @@
 package manager
 
 import (
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,6 +47,72 @@ func (in *interner) intern(s *string) {
 
 var cacheStrings interner
 
+// Bounds of the label sets the cache shares: at most maxLabelSets of
+// them, each written out in at most maxLabelSetLen bytes, before the
+// table starts afresh.
+const (
+	maxLabelSets   = 4096
+	maxLabelSetLen = 1024
+)
+
+// labelSets hands out one map per distinct set of labels, so the
+// thousands of objects a ToolSource or a directory of manifests labels
+// alike hold one map between them, where each held its own (about 300
+// bytes for one label). Cached objects are read-only: the cache hands
+// out deep copies, and the lists that skip the copy only read.
+type labelSets struct {
+	mu sync.Mutex
+	m  map[string]map[string]string
+}
+
+// share returns a map equal to labels that objects with the same labels
+// share, or labels itself when it is empty or too long to keep.
+func (ls *labelSets) share(labels map[string]string) map[string]string {
+	if len(labels) == 0 {
+		return labels
+	}
+	var key strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		// Neither keys nor values may hold a NUL, so the set is
+		// written out unambiguously; the look-up checks it all the same.
+		key.WriteString(k)
+		key.WriteByte(0)
+		key.WriteString(labels[k])
+		key.WriteByte(0)
+		if key.Len() > maxLabelSetLen {
+			return labels
+		}
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if m, ok := ls.m[key.String()]; ok && maps.Equal(m, labels) {
+		return m
+	}
+	if ls.m == nil || len(ls.m) >= maxLabelSets {
+		ls.m = make(map[string]map[string]string, maxLabelSets)
+	}
+	shared := make(map[string]string, len(labels))
+	for k, v := range labels {
+		cacheStrings.intern(&k)
+		cacheStrings.intern(&v)
+		shared[k] = v
+	}
+	ls.m[key.String()] = shared
+	return shared
+}
+
+var cacheLabels labelSets
+
+// exact returns s in an array of its length: the JSON decoder grows the
+// slices it fills by doubling, so a cached list of three conditions
+// would keep room for four.
+func exact[S ~[]E, E any](s S) S {
+	if cap(s) == len(s) {
+		return s
+	}
+	return append(S(nil), s...)
+}
+
 // internToolDefinition shares the repeated strings of a cached
 // ToolDefinition. A catalog's record of the current spec hash shares the
 // status's.
@@ -52,21 +121,14 @@ func internToolDefinition(td *v1alpha1.ToolDefinition) {
 	in(&td.APIVersion)
 	in(&td.Kind)
 	in(&td.Namespace)
-	labels := make(map[string]string, len(td.Labels))
-	for k, v := range td.Labels {
-		in(&k)
-		in(&v)
-		labels[k] = v
-	}
-	if td.Labels != nil {
-		td.Labels = labels
-	}
+	td.Labels = cacheLabels.share(td.Labels)
 	for i := range td.OwnerReferences {
 		in(&td.OwnerReferences[i].APIVersion)
 		in(&td.OwnerReferences[i].Kind)
 		in(&td.OwnerReferences[i].Name)
 	}
 	in(&td.Spec.Toolset)
+	td.Status.Catalogs, td.Status.Conditions = exact(td.Status.Catalogs), exact(td.Status.Conditions)
 	for i := range td.Status.Catalogs {
 		rec := &td.Status.Catalogs[i]
 		in(&rec.Catalog)

@@ -1,9 +1,16 @@
 package manager
 
 import (
+	"fmt"
+	"maps"
+	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 )
 
 // The interner shares short strings, leaves long ones alone and starts
@@ -28,5 +35,60 @@ func TestInternerIsBounded(t *testing.T) {
 		if len(in.m) > maxInterned {
 			t.Fatalf("%d strings held, more than %d", len(in.m), maxInterned)
 		}
+	}
+}
+
+// ToolDefinitions labelled alike share one map of labels, and one labelled
+// otherwise, even by one value, keeps labels equal to its own: a catalog
+// selects by them. The table is bounded, and a set too long to keep is
+// left as it came.
+func TestLabelSetsShareEqualLabels(t *testing.T) {
+	var ls labelSets
+	same := func(a, b map[string]string) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	a := ls.share(map[string]string{"team": "billing", "toolcatalog.dev/source": "crm"})
+	b := ls.share(map[string]string{"toolcatalog.dev/source": "crm", "team": "billing"})
+	if !same(a, b) {
+		t.Fatal("two equal label sets are held twice")
+	}
+	for _, other := range []map[string]string{
+		{"team": "billing", "toolcatalog.dev/source": "crm2"},
+		{"team": "billing"},
+		{"team": "billing", "toolcatalog.dev/source": "crm", "x": ""},
+		{"team\x00billing": "toolcatalog.dev/source\x00crm"},
+	} {
+		got := ls.share(other)
+		if same(got, a) || !maps.Equal(got, other) {
+			t.Fatalf("labels %v were cached as %v", other, got)
+		}
+	}
+	if got := ls.share(nil); got != nil {
+		t.Fatalf("no labels became %v", got)
+	}
+	long := map[string]string{"a": strings.Repeat("v", maxLabelSetLen)}
+	if got := ls.share(long); !same(got, long) {
+		t.Fatal("a label set too long to keep was copied")
+	}
+	for i := range 3 * maxLabelSets {
+		ls.share(map[string]string{"n": fmt.Sprint(i)})
+		if len(ls.m) > maxLabelSets {
+			t.Fatalf("%d label sets held, more than %d", len(ls.m), maxLabelSets)
+		}
+	}
+}
+
+// A cached ToolDefinition keeps its status lists in arrays of their length,
+// not the room the decoder grew them to.
+func TestInternedToolDefinitionHoldsNoSpareRoom(t *testing.T) {
+	td := &v1alpha1.ToolDefinition{}
+	td.Status.Conditions = append(make([]metav1.Condition, 0, 4), metav1.Condition{Type: "Ready"}, metav1.Condition{Type: "Validated"}, metav1.Condition{Type: "Embedded"})
+	td.Status.Catalogs = append(make([]v1alpha1.CatalogEmbeddingStatus, 0, 2), v1alpha1.CatalogEmbeddingStatus{Catalog: "a"})
+	internToolDefinition(td)
+	if c := td.Status.Conditions; cap(c) != 3 || c[2].Type != "Embedded" {
+		t.Fatalf("conditions %v in room for %d", c, cap(c))
+	}
+	if c := td.Status.Catalogs; cap(c) != 1 || c[0].Catalog != "a" {
+		t.Fatalf("records %v in room for %d", c, cap(c))
 	}
 }
