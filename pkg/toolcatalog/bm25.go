@@ -55,8 +55,9 @@ type bm25Index struct {
 	// maxIDF is the idf of a word only one tool holds: the most a single
 	// query word can say.
 	maxIDF float64
-	// docs holds each tool's weighted terms, so the index of a next
-	// version tokenizes only the tools whose text changed.
+	// docs holds each tool's indexed text and length, so the index of a
+	// next version tokenizes only the tools whose text changed (the
+	// others' terms are in the postings).
 	docs []docTerms
 	// norms caches each tool's length term of the BM25 denominator for
 	// the k1 and b last searched with (see lengthNorms).
@@ -91,12 +92,12 @@ type posting struct {
 	freq float32
 }
 
-// docTerms are one tool's indexed text, its weighted terms and their sum
-// (the tool's length).
+// docTerms are one tool's indexed text and the sum of its weighted terms
+// (the tool's length). The terms themselves are kept only in the
+// postings: a tool's list of them would hold about as much again.
 type docTerms struct {
 	name, description string
 	parameters        []byte
-	terms             []termFreq
 	length            float64
 }
 
@@ -154,8 +155,9 @@ type weighted struct {
 
 func newTokenizer() *tokenizer { return &tokenizer{stems: stems{}, schemas: map[string][]weighted{}} }
 
-// termsOf tokenizes a tool's fields, weighted.
-func (tk *tokenizer) termsOf(t contract.Tool) docTerms {
+// termsOf tokenizes a tool's fields, weighted: its indexed text and its
+// terms.
+func (tk *tokenizer) termsOf(t contract.Tool) (docTerms, []termFreq) {
 	tf := map[string]float64{}
 	var length float64 // summed in text order, so alike every time
 	add := func(w string, weight float64) {
@@ -177,11 +179,16 @@ func (tk *tokenizer) termsOf(t contract.Tool) docTerms {
 	for _, p := range params {
 		add(p.term, p.w)
 	}
-	d := docTerms{name: t.Name, description: t.Description, parameters: t.Parameters, terms: make([]termFreq, 0, len(tf)), length: length}
+	terms := make([]termFreq, 0, len(tf))
 	for w, f := range tf {
-		d.terms = append(d.terms, termFreq{w, f})
+		terms = append(terms, termFreq{w, f})
 	}
-	return d
+	return docTerms{name: t.Name, description: t.Description, parameters: t.Parameters, length: length}, terms
+}
+
+// tool is the text d indexes, as a tool to tokenize again.
+func (d *docTerms) tool() contract.Tool {
+	return contract.Tool{Name: d.name, Description: d.description, Parameters: d.parameters}
 }
 
 // parameterTerms are the weighted terms of a parameters schema, in text
@@ -213,63 +220,130 @@ func (d *docTerms) indexes(t contract.Tool) bool {
 // minTokenized is how many tools a goroutine of tokenize takes at least.
 const minTokenized = 256
 
-// tokenize sets docs[i] to the terms of tools[i] for each i in todo, on
-// as many cores as there are chunks of minTokenized tools: tokenizing is
-// most of the time of a first load.
-func tokenize(tools []contract.Tool, todo []int, docs []docTerms) {
+// tokenize sets docs[i] to the text of tools[i] for each i in todo and
+// returns their terms, in todo's order, on as many cores as there are
+// chunks of minTokenized tools: tokenizing is most of the time of a
+// first load.
+func tokenize(tools []contract.Tool, todo []int, docs []docTerms) [][]termFreq {
+	terms := make([][]termFreq, len(todo))
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(todo)/minTokenized))
 	chunk := (len(todo) + workers - 1) / workers
 	var wg sync.WaitGroup
 	for start := 0; start < len(todo); start += chunk {
-		part := todo[start:min(start+chunk, len(todo))]
+		end := min(start+chunk, len(todo))
 		wg.Go(func() {
 			tk := newTokenizer()
-			for _, i := range part {
-				docs[i] = tk.termsOf(tools[i])
+			for k := start; k < end; k++ {
+				docs[todo[k]], terms[k] = tk.termsOf(tools[todo[k]])
 			}
 		})
 	}
 	wg.Wait()
+	return terms
+}
+
+// byDoc orders postings by tool.
+func byDoc(p posting, doc int32) int { return int(p.doc - doc) }
+
+// mergeFresh puts a term's postings in order of tool: the lent ones,
+// first, come in their order in the last version (the same, unless its
+// tools were out of order), and its last n, the fresh ones, in order.
+func mergeFresh(ps []posting, n int) {
+	order := func(a, b posting) int { return byDoc(a, b.doc) }
+	lent := ps[:len(ps)-n]
+	if !slices.IsSortedFunc(lent, order) {
+		slices.SortFunc(ps, order)
+		return
+	}
+	if n == 0 || len(lent) == 0 || lent[len(lent)-1].doc < ps[len(lent)].doc {
+		return
+	}
+	fresh := slices.Clone(ps[len(lent):])
+	i, k := len(lent)-1, len(ps)-1
+	for j := len(fresh) - 1; j >= 0; k-- {
+		if i >= 0 && lent[i].doc > fresh[j].doc {
+			ps[k], i = lent[i], i-1
+		} else {
+			ps[k], j = fresh[j], j-1
+		}
+	}
 }
 
 // newBM25Index indexes tools. prev, the index of an earlier version with
-// its tools' positions by name, lends the terms of tools whose text is
+// its tools' positions by name, lends the postings of tools whose text is
 // unchanged.
 func newBM25Index(tools []contract.Tool, prev *bm25Index, prevAt map[string]int) *bm25Index {
 	ix := &bm25Index{lengths: make([]float64, len(tools)), docs: make([]docTerms, len(tools))}
 	var todo []int
+	// to maps a lending tool's position in prev to its position here.
+	var to []int32
+	if prev != nil {
+		to = make([]int32, len(prev.docs))
+		for j := range to {
+			to[j] = -1
+		}
+	}
 	for i, t := range tools {
-		if j, ok := prevAt[t.Name]; ok && prev != nil && j < len(prev.docs) && prev.docs[j].indexes(t) {
-			ix.docs[i] = prev.docs[j]
+		if j, ok := prevAt[t.Name]; ok && prev != nil && j < len(prev.docs) && to[j] < 0 && prev.docs[j].indexes(t) {
+			ix.docs[i], to[j] = prev.docs[j], int32(i)
 		} else {
 			todo = append(todo, i)
 		}
 	}
-	tokenize(tools, todo, ix.docs)
-	var total float64
-	// Each term's postings are counted first, then laid out in one
-	// block: no slack from growing lists, one allocation for all.
+	fresh := tokenize(tools, todo, ix.docs)
+	// The postings are laid out in one block, each term's with room for
+	// its postings in prev and its fresh ones: one allocation for all,
+	// with no more slack than the postings of the tools that went.
 	count := map[string]int{}
 	all := 0
-	for i := range tools {
-		for _, tf := range ix.docs[i].terms {
+	for _, terms := range fresh {
+		for _, tf := range terms {
 			count[tf.term]++
 		}
-		all += len(ix.docs[i].terms)
-		ix.lengths[i] = ix.docs[i].length
-		total += ix.docs[i].length
+		all += len(terms)
+	}
+	if prev != nil {
+		for _, ps := range prev.postings {
+			all += len(ps)
+		}
 	}
 	block := make([]posting, 0, all)
+	take := func(n int) []posting {
+		var ps []posting
+		ps, block = block[len(block):len(block):len(block)+n], block[:len(block)+n]
+		return ps
+	}
 	ix.postings = make(map[string][]posting, len(count))
-	for i := range ix.docs {
-		for _, tf := range ix.docs[i].terms {
-			ps, ok := ix.postings[tf.term]
-			if !ok {
-				n := count[tf.term]
-				ps, block = block[len(block):len(block):len(block)+n], block[:len(block)+n]
+	if prev != nil {
+		for term, ps := range prev.postings {
+			lent := take(len(ps) + count[term])
+			for _, p := range ps {
+				if i := to[p.doc]; i >= 0 {
+					lent = append(lent, posting{doc: i, freq: p.freq})
+				}
 			}
-			ix.postings[tf.term] = append(ps, posting{doc: int32(i), freq: float32(tf.freq)})
+			if len(lent) > 0 || count[term] > 0 {
+				ix.postings[term] = lent
+			}
 		}
+	}
+	for term, n := range count {
+		if _, ok := ix.postings[term]; !ok {
+			ix.postings[term] = take(n)
+		}
+	}
+	for k, i := range todo {
+		for _, tf := range fresh[k] {
+			ix.postings[tf.term] = append(ix.postings[tf.term], posting{doc: int32(i), freq: float32(tf.freq)})
+		}
+	}
+	for term, ps := range ix.postings {
+		mergeFresh(ps, count[term])
+	}
+	var total float64
+	for i := range ix.docs {
+		ix.lengths[i] = ix.docs[i].length
+		total += ix.docs[i].length
 	}
 	if len(tools) > 0 {
 		ix.avgLen = total / float64(len(tools))
@@ -293,15 +367,16 @@ func (ix *bm25Index) reindex(tools []contract.Tool) (changed []string) {
 	if len(todo) == 0 {
 		return nil
 	}
-	old := make([][]termFreq, len(todo))
+	// The old text is tokenized again to find the postings it left.
+	old := make([]contract.Tool, len(todo))
 	for k, i := range todo {
-		old[k] = ix.docs[i].terms
+		old[k] = ix.docs[i].tool()
 	}
-	tokenize(tools, todo, ix.docs)
-	byDoc := func(p posting, doc int32) int { return int(p.doc - doc) }
+	oldTerms := tokenize(old, seq(len(old)), make([]docTerms, len(old)))
+	terms := tokenize(tools, todo, ix.docs)
 	for k, i := range todo {
 		doc := int32(i)
-		for _, tf := range old[k] {
+		for _, tf := range oldTerms[k] {
 			ps := ix.postings[tf.term]
 			if at, found := slices.BinarySearchFunc(ps, doc, byDoc); found {
 				ps = slices.Delete(ps, at, at+1)
@@ -312,7 +387,7 @@ func (ix *bm25Index) reindex(tools []contract.Tool) (changed []string) {
 				ix.postings[tf.term] = ps
 			}
 		}
-		for _, tf := range ix.docs[i].terms {
+		for _, tf := range terms[k] {
 			ps := ix.postings[tf.term]
 			at, _ := slices.BinarySearchFunc(ps, doc, byDoc)
 			ix.postings[tf.term] = slices.Insert(ps, at, posting{doc: doc, freq: float32(tf.freq)})
@@ -402,15 +477,15 @@ func (ix *bm25Index) queryTerms(query string) []string {
 
 // scoreOf is one tool's BM25 score for a query's distinct terms.
 func (ix *bm25Index) scoreOf(doc int, qterms []string, k1, b float64) float64 {
-	d := ix.docs[doc].terms
 	n := float64(len(ix.lengths))
 	var s float64
 	for _, w := range qterms {
-		i := slices.IndexFunc(d, func(tf termFreq) bool { return tf.term == w })
-		if i < 0 {
+		ps := ix.postings[w]
+		i, found := slices.BinarySearchFunc(ps, int32(doc), byDoc)
+		if !found {
 			continue
 		}
-		f := d[i].freq
+		f := float64(ps[i].freq)
 		norm := f + k1*(1-b+b*ix.lengths[doc]/ix.avgLen)
 		s += idf(n, float64(len(ix.postings[w]))) * f * (k1 + 1) / norm
 	}
@@ -420,3 +495,12 @@ func (ix *bm25Index) scoreOf(doc int, qterms []string, k1, b float64) float64 {
 // idf is the BM25 inverse document frequency of a word n tools of which df
 // hold.
 func idf(n, df float64) float64 { return math.Log(1 + (n-df+0.5)/(df+0.5)) }
+
+// seq is 0, 1, …, n−1.
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}

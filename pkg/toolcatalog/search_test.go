@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -718,9 +719,9 @@ func TestReindexIsANewIndex(t *testing.T) {
 	ix := newBM25Index(tools, nil, nil)
 	sendEmail := slices.IndexFunc(tools, func(tl contract.Tool) bool { return tl.Name == "send_email" })
 	only := "" // a term of send_email's parameters no other tool holds
-	for _, tf := range ix.docs[sendEmail].terms {
-		if ps := ix.postings[tf.term]; len(ps) == 1 && !strings.Contains(tools[sendEmail].Name+" "+tools[sendEmail].Description, tf.term) {
-			only = tf.term
+	for term, ps := range ix.postings {
+		if len(ps) == 1 && int(ps[0].doc) == sendEmail && !strings.Contains(tools[sendEmail].Name+" "+tools[sendEmail].Description, term) {
+			only = term
 		}
 	}
 	if only == "" {
@@ -769,6 +770,77 @@ func TestReindexIsANewIndex(t *testing.T) {
 	}
 	if ix.reindex(edited) != nil {
 		t.Error("an index of the same text named tools as changed")
+	}
+}
+
+// The index of a next version, built from the last one's postings for
+// the tools whose text is the same, is the index built afresh, whatever
+// the versions between them added, removed or rewrote; and a tool's score
+// read from the postings is the score a search gives it.
+func TestLentIndexIsANewIndex(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	words := strings.Fields("send read list mail calendar invoice weather city date file upload delete user report chart")
+	text := func(n int) string {
+		var b strings.Builder
+		for range n {
+			b.WriteString(words[r.IntN(len(words))] + " ")
+		}
+		return b.String()
+	}
+	params := func() json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{%q:{"type":"string","description":%q}}}`, words[r.IntN(len(words))], text(3)))
+	}
+	var tools []contract.Tool
+	for i := range 300 {
+		tools = append(tools, contract.Tool{Name: fmt.Sprintf("tool_%04d", i), Description: text(8), Parameters: params()})
+	}
+	ix := newBM25Index(tools, nil, nil)
+	for version := range 6 {
+		var next []contract.Tool
+		for _, tl := range tools {
+			switch r.IntN(10) {
+			case 0: // removed
+			case 1:
+				tl.Description = text(6)
+				next = append(next, tl)
+			case 2:
+				tl.Parameters = params()
+				next = append(next, tl)
+			default:
+				next = append(next, tl)
+			}
+		}
+		for i := range 20 {
+			next = append(next, contract.Tool{Name: fmt.Sprintf("new_%d_%02d", version, i), Description: text(5), Parameters: params()})
+		}
+		// A catalog's tools come in order of name; a hostile one's may not.
+		if version%3 == 2 {
+			r.Shuffle(len(next), func(i, j int) { next[i], next[j] = next[j], next[i] })
+		} else {
+			slices.SortFunc(next, func(a, b contract.Tool) int { return strings.Compare(a.Name, b.Name) })
+		}
+		at := map[string]int{}
+		for i, tl := range tools {
+			at[tl.Name] = i
+		}
+		lent, fresh := newBM25Index(next, ix, at), newBM25Index(next, nil, nil)
+		if len(lent.postings) != len(fresh.postings) || lent.avgLen != fresh.avgLen || lent.maxIDF != fresh.maxIDF || !slices.Equal(lent.lengths, fresh.lengths) {
+			t.Fatalf("version %d: %d terms, average length %v; afresh %d, %v", version, len(lent.postings), lent.avgLen, len(fresh.postings), fresh.avgLen)
+		}
+		for term, ps := range fresh.postings {
+			if !slices.Equal(lent.postings[term], ps) {
+				t.Fatalf("version %d: postings of %q: %v, afresh %v", version, term, lent.postings[term], ps)
+			}
+		}
+		q := text(3)
+		score, matched := lent.scores(q, DefaultK1, DefaultB)
+		for doc := range next {
+			if got := lent.scoreOf(doc, lent.queryTerms(q), DefaultK1, DefaultB); math.Abs(got-score[doc]) > 1e-9 {
+				t.Fatalf("version %d: %s scores %v alone, %v in a search", version, next[doc].Name, got, score[doc])
+			}
+		}
+		lent.release(score, matched)
+		tools, ix = next, lent
 	}
 }
 
