@@ -126,7 +126,7 @@ type publishedState interface {
 	// Selector and Generated are kept across passes, as QueryVectors is.
 	Selector() *catalog.Selector
 	Generated() *catalog.Generated
-	Read(ctx context.Context, fresh bool) (catalog.Stored, error)
+	Read(ctx context.Context, fresh bool, tools []*catalog.Tool) (catalog.Stored, error)
 	Learned(ctx context.Context, stored catalog.Stored, tools []*catalog.Tool) (map[string][]string, error)
 	Stage(ctx context.Context, stored catalog.Stored, b catalog.Build) error
 	Publish(ctx context.Context, stored catalog.Stored, b catalog.Build, floor int64) (int64, error)
@@ -152,7 +152,7 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 		return nil, err
 	}
 	rctx, span := step(ctx, "read")
-	stored, err := st.Read(rctx, req.Token != "")
+	stored, err := st.Read(rctx, req.Token != "", sel.Tools)
 	var learned map[string][]string
 	if err == nil {
 		learned, err = st.Learned(rctx, stored, sel.Tools)

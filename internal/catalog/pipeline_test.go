@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -1037,4 +1039,51 @@ func TestLargeSelection(t *testing.T) {
 	fixed := tds[len(tds)-1]
 	fixed.Spec.Parameters.Raw, fixed.Generation = []byte(okParams), fixed.Generation+1
 	check("one made valid", invalid-1)
+}
+
+// A state read whole holds the selected tools' strings where its copies
+// equal them, and is otherwise the state read: a tool edited since it was
+// published keeps its stored spec hash and description, which is how a
+// pass sees it is stale.
+func TestReadStateSharesTheSelectionsStrings(t *testing.T) {
+	f := &fakeProviders{model: "m", dims: 4}
+	tools := []v1alpha1.ToolDefinition{td("a", "a", okParams), td("b", "b", okParams)}
+	first := pass(t, f, tools, ReadStored(&contract.Snapshot{}), Request{})
+	read, want := publishedState(t, first, 1), publishedState(t, first, 1)
+	tools[1].Spec.Description = "does b, differently"
+	sel, err := Select(tools, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read.Share(sel.Tools)
+	if !reflect.DeepEqual(read, want) {
+		t.Fatalf("sharing changed the state read:\n%+v\nwant\n%+v", read, want)
+	}
+	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	a, b := sel.Tools[0].Entry, sel.Tools[1].Entry
+	entryA, _ := read.Doc.ToolByName("a")
+	if m := read.Tools["a"].Metadata; !same(m.SpecHash, a.SpecHash) || !same(m.Description, a.Description) || !same(entryA.Description, a.Description) || !same(entryA.SpecHash, a.SpecHash) ||
+		&entryA.Parameters[0] != &a.Parameters[0] {
+		t.Error("an unchanged tool's stored strings are held twice")
+	}
+	if !same(read.Tools["a"].Metadata.Model, read.Tools["b"].Metadata.Model) {
+		t.Error("the model's name is held once per tool")
+	}
+	if m := read.Tools["b"].Metadata; m.SpecHash == b.SpecHash || m.Description == b.Description {
+		t.Errorf("the edited tool's stored state took its new spec: %+v", m)
+	}
+	if plans := Plan(PlanInput{Tools: sel.Tools, Stored: read.Tools, Model: f.model, QueriesPerTool: 2}); !plans[1].Stale || plans[0].Stale {
+		t.Errorf("after sharing, stale: a %v, b %v; want b alone", plans[0].Stale, plans[1].Stale)
+	}
+
+	// What a publish keeps holds the document's strings, the selection's.
+	edit := pass(t, f, tools, read, Request{})
+	next, err := read.Published(edit.Build, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entryB, _ := edit.Build.Document.ToolByName("b")
+	if m := next.Tools["b"].Metadata; !same(m.SpecHash, entryB.SpecHash) || !same(m.Description, entryB.Description) || !same(m.Model, edit.Build.Document.Embedding.Model) {
+		t.Error("the published metadata holds its own copies of the tool's strings")
+	}
 }

@@ -1,8 +1,11 @@
 package catalog
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
@@ -84,6 +87,72 @@ func ReadStored(snap *contract.Snapshot) Stored {
 	return s.WithStaged(snap.StagedMetadata, snap.StagedVectors)
 }
 
+// Share makes a state just read from Redis hold the selected tools'
+// strings wherever its parsed copies equal them, and one copy of the
+// model's name: read whole, it would otherwise keep a second copy of each
+// description, schema and spec hash the selection (and the cache it was
+// made from) already holds. Nothing may have seen s before.
+func (s Stored) Share(tools []*Tool) {
+	selected := make(map[string]*contract.Tool, len(tools))
+	for _, t := range tools {
+		selected[t.Entry.Name] = &t.Entry
+	}
+	if s.Doc != nil {
+		for i := range s.Doc.Tools {
+			if e := selected[s.Doc.Tools[i].Name]; e != nil {
+				shareEntry(&s.Doc.Tools[i], e)
+			}
+		}
+	}
+	var model string
+	for name, st := range s.Tools {
+		for _, m := range []*contract.Metadata{st.Metadata, st.Published} {
+			if m == nil {
+				continue
+			}
+			if model == "" {
+				model = m.Model
+			}
+			shareMetadata(m, selected[name], model)
+		}
+	}
+}
+
+// shareEntry makes a parsed entry hold its selected tool's strings and
+// schemas where they are equal.
+func shareEntry(e, selected *contract.Tool) {
+	share(&e.Name, selected.Name)
+	share(&e.Description, selected.Description)
+	share(&e.SpecHash, selected.SpecHash)
+	share(&e.Toolset, selected.Toolset)
+	if bytes.Equal(e.Parameters, selected.Parameters) {
+		e.Parameters = selected.Parameters
+	}
+	if bytes.Equal(e.OutputSchema, selected.OutputSchema) {
+		e.OutputSchema = selected.OutputSchema
+	}
+}
+
+// shareMetadata makes parsed metadata hold its tool's spec hash and
+// description (when e, the tool's entry, is not nil) and the model's name
+// where they are equal.
+func shareMetadata(m *contract.Metadata, e *contract.Tool, model string) {
+	share(&m.Model, model)
+	if e != nil {
+		share(&m.SpecHash, e.SpecHash)
+		share(&m.Description, e.Description)
+	}
+}
+
+func byName(t contract.Tool, name string) int { return strings.Compare(t.Name, name) }
+
+// share sets *s to to when they are equal, so one copy is held.
+func share(s *string, to string) {
+	if *s == to {
+		*s = to
+	}
+}
+
 // WithStaged lays staged entries over the published ones: a staged entry
 // with its vector stands for the tool, since the pass that staged it did
 // the work and the next publish carries it. s itself is not changed.
@@ -127,6 +196,11 @@ func (s Stored) Published(b Build, version int64) (Stored, error) {
 		m, err := contract.ParseMetadata(string(raw))
 		if err != nil {
 			return Stored{}, fmt.Errorf("metadata of %s: %w", name, err)
+		}
+		// The document's entries, sorted by name, hold the selection's
+		// strings.
+		if i, ok := slices.BinarySearchFunc(doc.Tools, name, byName); ok {
+			shareMetadata(m, &doc.Tools[i], doc.Embedding.Model)
 		}
 		next.Tools[name] = StoredTool{Metadata: m, HasVector: true, Vector: contract.VectorDigest(b.Vectors[name])}
 	}

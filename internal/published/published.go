@@ -167,16 +167,17 @@ func (c *Catalog) keep(s *snapshot) {
 
 // Read returns the catalog's stored state: the kept one when Redis still
 // holds it (same stamp), else read whole. fresh, a refresh request, a
-// change of keys and the resync interval read everything again.
-func (c *Catalog) Read(ctx context.Context, fresh bool) (catalog.Stored, error) {
-	stored, err := c.read(ctx, fresh)
+// change of keys and the resync interval read everything again. What is
+// read whole holds the strings of tools, the selected ones, where equal.
+func (c *Catalog) Read(ctx context.Context, fresh bool, tools []*catalog.Tool) (catalog.Stored, error) {
+	stored, err := c.read(ctx, fresh, tools)
 	if err != nil {
 		metrics.RedisErrors.WithLabelValues(c.id, "read").Inc()
 	}
 	return stored, err
 }
 
-func (c *Catalog) read(ctx context.Context, fresh bool) (catalog.Stored, error) {
+func (c *Catalog) read(ctx context.Context, fresh bool, tools []*catalog.Tool) (catalog.Stored, error) {
 	if kept := c.kept(); kept != nil && !fresh && kept.uid == c.uid && kept.where == c.where() && c.cs.now().Sub(kept.readAt) < c.cfg.Resync {
 		stamp, staged, err := store.ReadStamp(ctx, c.rc, c.cfg.Keys)
 		if err != nil {
@@ -196,6 +197,7 @@ func (c *Catalog) read(ctx context.Context, fresh bool) (catalog.Stored, error) 
 	published := *snap
 	published.StagedMetadata, published.StagedVectors = nil, nil
 	stored := catalog.ReadStored(&published)
+	stored.Share(tools)
 	if snap.Head != nil && stored.DocErr == nil {
 		c.keep(&snapshot{uid: c.uid, where: c.where(), stamp: snap.Stamp(), stored: stored, readAt: c.cs.now()})
 	} else {

@@ -72,7 +72,7 @@ func (f *fixture) build(st *published.Catalog, stored catalog.Stored, names ...s
 
 func (f *fixture) read(st *published.Catalog, fresh bool) catalog.Stored {
 	f.t.Helper()
-	stored, err := st.Read(context.Background(), fresh)
+	stored, err := st.Read(context.Background(), fresh, nil)
 	if err != nil {
 		f.t.Fatal(err)
 	}
