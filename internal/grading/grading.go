@@ -133,7 +133,7 @@ type gradeState struct {
 
 // size estimates the memory a state holds: the catalog's vectors in the
 // grading index (read and indexed) and, per graded tool, its query
-// vectors, their sum, outcomes and, in a large catalog, kept rankings.
+// vectors, outcomes and, in a large catalog, kept rankings.
 func (st *gradeState) size(tools, dims int) int64 {
 	const perTool = 512
 	perQuery := int64(256)
@@ -146,7 +146,7 @@ func (st *gradeState) size(tools, dims int) int64 {
 		for _, in := range set.IntentVectors {
 			vectors += len(in)
 		}
-		n += int64(vectors)*int64(dims)*4 + int64(dims)*8 + int64(len(set.Queries))*perQuery
+		n += int64(vectors)*int64(dims)*4 + int64(len(set.Queries))*perQuery
 	}
 	return n
 }

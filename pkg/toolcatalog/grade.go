@@ -52,7 +52,6 @@ type gradedTool struct {
 	units [][]float32
 	// intentUnits are the unit vectors of IntentVectors.
 	intentUnits map[int][][]float32
-	sum         []float64
 	// outcomes holds each query's last outcome, nil when it is due.
 	outcomes []*queryOutcome
 	// kept holds each query's semantic ranking as the last search left
@@ -376,7 +375,7 @@ func (g *grader) grade(ctx context.Context, c *Catalog, sets map[string]gradehoo
 		var blend Blend
 		var own *ownScore
 		if method != BM25 {
-			own = &ownScore{row: c.rowOf[c.tools[d.tool]], cosine: looCosine(d.gt.units[d.i], d.gt.sum, d.gt.set.Vectors[d.i]), cosines: cosines}
+			own = &ownScore{row: c.rowOf[c.tools[d.tool]], cosine: looCosine(d.gt.units[d.i], d.gt.sum(), d.gt.set.Vectors[d.i]), cosines: cosines}
 			if d.gt.kept != nil && d.gt.kept[d.i] != nil {
 				own.kept, own.complete = d.gt.kept[d.i].rows, d.gt.kept[d.i].complete
 			}
@@ -563,12 +562,10 @@ func (c *Catalog) gradedTool(name string, set gradehook.QuerySet, method Method)
 	if c.rowOf[c.tools[name]] < 0 {
 		return nil, nil
 	}
-	sum, err := c.sumOf(set.Vectors)
-	if err != nil {
-		return nil, err
-	}
-	gt.sum = sum
 	for i, v := range set.Vectors {
+		if len(v) != c.dims {
+			return nil, fmt.Errorf("a query vector has %d dimensions, the catalog's %d", len(v), c.dims)
+		}
 		unit, reason := c.unitQuery(v)
 		if reason != "" {
 			return nil, fmt.Errorf("query %d: %s", i, reason)
@@ -817,18 +814,18 @@ func (g *grader) grading(c *Catalog) *gradehook.Grading {
 	return out
 }
 
-// sumOf adds vectors of the catalog's length in float64.
-func (c *Catalog) sumOf(vecs [][]float32) ([]float64, error) {
-	sum := make([]float64, c.dims)
-	for _, v := range vecs {
-		if len(v) != c.dims {
-			return nil, fmt.Errorf("a query vector has %d dimensions, the catalog's %d", len(v), c.dims)
-		}
+// sum adds the tool's query vectors, of the catalog's length, in float64:
+// the others' centroid of each is the sum less it. It is added up for
+// each search rather than kept, which would hold twice a vector per
+// graded tool between gradings.
+func (gt *gradedTool) sum() []float64 {
+	sum := make([]float64, len(gt.set.Vectors[0]))
+	for _, v := range gt.set.Vectors {
 		for i, x := range v {
 			sum[i] += float64(x)
 		}
 	}
-	return sum, nil
+	return sum
 }
 
 // looCosine is the cosine of a unit query and the centroid of a tool's
