@@ -391,7 +391,7 @@ func (f *Flights) land(keys []string, owned []int, out [][]float32, err error) {
 }
 
 // usableVector decodes raw when it is dims finite values (any non-zero
-// number of them when dims is 0).
+// number of them when dims is 0), as the copy others hold when they do.
 func usableVector(raw []byte, dims int) ([]float32, bool) {
 	if len(raw) == 0 {
 		return nil, false
@@ -405,7 +405,7 @@ func usableVector(raw []byte, dims int) ([]float32, bool) {
 			return nil, false
 		}
 	}
-	return v, true
+	return shared.of(v), true
 }
 
 func (s *Store) observe(kind, outcome string, n int) {
