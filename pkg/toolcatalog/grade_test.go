@@ -318,14 +318,7 @@ func buildCatalog(t *testing.T, doc *contract.Document, raw map[string][]byte) *
 func TestGraderRegradesByTheBlendedScore(t *testing.T) {
 	ctx := context.Background()
 	const n, dims = 2000, 64
-	unit := func(text string) []float32 {
-		f := openaitest.Vector(text, dims)
-		v := make([]float32, dims)
-		for i := range f {
-			v[i] = float32(f[i])
-		}
-		return v
-	}
+	unit := func(text string) []float32 { return textVector(text, dims) }
 	vector := func(text string) []byte { return contract.EncodeVector(unit(text)) }
 	descriptions := make([]string, n)
 	raw := map[string][]byte{}
@@ -462,14 +455,7 @@ func gradeBothWays(t *testing.T, g *grader, c *Catalog, sets map[string]gradehoo
 func TestGraderRanksFromKeptRankings(t *testing.T) {
 	ctx := context.Background()
 	const n, dims = keptMinRows + 500, 24
-	unit := func(text string) []float32 {
-		f := openaitest.Vector(text, dims)
-		v := make([]float32, dims)
-		for i := range f {
-			v[i] = float32(f[i])
-		}
-		return v
-	}
+	unit := func(text string) []float32 { return textVector(text, dims) }
 	name := func(i int) string { return fmt.Sprintf("tool_%05d", i) }
 	vectors := map[string][]float32{}
 	for i := range n {
@@ -834,4 +820,14 @@ func rankedAsAScan(t *testing.T, step string, g *grader, sets map[string]gradeho
 			}
 		}
 	}
+}
+
+// textVector is the provider's unit vector of text, as float32.
+func textVector(text string, dims int) []float32 {
+	f := openaitest.Vector(text, dims)
+	v := make([]float32, dims)
+	for i := range f {
+		v[i] = float32(f[i])
+	}
+	return v
 }
