@@ -1,7 +1,7 @@
 package toolcatalog
 
 import (
-	"container/heap"
+	"cmp"
 
 	"context"
 	"fmt"
@@ -453,20 +453,25 @@ type ranked struct {
 }
 
 // better orders by score, then name, so equal scores always order alike.
-func better(a, b ranked) bool {
+func better(a, b ranked) bool { return compareRanked(a, b) < 0 }
+
+// compareRanked orders the better of a and b first: by score, then key,
+// then name.
+func compareRanked(a, b ranked) int {
 	if a.score != b.score {
-		return a.score > b.score
+		if a.score > b.score {
+			return -1
+		}
+		return 1
 	}
-	if a.key != b.key {
-		return a.key < b.key
+	if c := cmp.Compare(a.key, b.key); c != 0 {
+		return c
 	}
-	return a.name < b.name
+	return strings.Compare(a.name, b.name)
 }
 
 // sortRanked orders a ranking best first.
-func sortRanked(r []ranked) {
-	sort.Slice(r, func(i, j int) bool { return better(r[i], r[j]) })
-}
+func sortRanked(r []ranked) { slices.SortFunc(r, compareRanked) }
 
 // depth is how many tools each arm ranks: enough for any topK and for
 // reciprocal rank fusion, whose contributions beyond it are negligible
@@ -493,10 +498,11 @@ func (t *selection) below(score float64) bool { return len(t.h) == t.d && score 
 func (t *selection) offer(r ranked) {
 	switch {
 	case len(t.h) < t.d:
-		heap.Push(&t.h, r)
+		t.h = append(t.h, r)
+		t.h.up(len(t.h) - 1)
 	case better(r, t.h[0]):
 		t.h[0] = r
-		heap.Fix(&t.h, 0)
+		t.h.down(0)
 	}
 }
 
@@ -507,18 +513,42 @@ func (t *selection) sorted() []ranked {
 	return out
 }
 
-// rankHeap is a min-heap: the worst kept entry on top.
+// rankHeap is a min-heap: the worst kept entry on top. Its up and down
+// are container/heap's, typed: no entry is boxed to be pushed, and no
+// comparison goes through an interface.
 type rankHeap []ranked
 
-func (h rankHeap) Len() int           { return len(h) }
-func (h rankHeap) Less(i, j int) bool { return better(h[j], h[i]) }
-func (h rankHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *rankHeap) Push(x any)        { *h = append(*h, x.(ranked)) }
-func (h *rankHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+// worse reports whether h[i] ranks below h[j].
+func (h rankHeap) worse(i, j int) bool { return better(h[j], h[i]) }
+
+// up moves h[i] towards the top while it is worse than its parent.
+func (h rankHeap) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !h.worse(i, parent) {
+			return
+		}
+		h[i], h[parent] = h[parent], h[i]
+		i = parent
+	}
+}
+
+// down moves h[i] towards the leaves while a child is worse than it.
+func (h rankHeap) down(i int) {
+	for {
+		child := 2*i + 1
+		if child >= len(h) {
+			return
+		}
+		if right := child + 1; right < len(h) && h.worse(right, child) {
+			child = right
+		}
+		if !h.worse(child, i) {
+			return
+		}
+		h[i], h[child] = h[child], h[i]
+		i = child
+	}
 }
 
 // rank orders the tools for a query by method, with the query's unit
