@@ -117,22 +117,23 @@ func terms(s string) []string { return stems(nil).terms(s) }
 type stems map[string]string
 
 // terms are the index terms of s, stemmed through the memo when there
-// is one.
+// is one, else through the requests' cache (queryStem).
 func (m stems) terms(s string) []string {
 	var out []string
 	for _, w := range text.Parts(s) {
 		if text.Stopwords[w] {
 			continue
 		}
+		if m == nil {
+			out = append(out, queryStem(w))
+			continue
+		}
 		st, ok := m[w]
 		if !ok {
-			st = text.Stem(w)
-			if m != nil {
-				// A term the index keeps holds no part of another
-				// tool's text (w may be a substring of s).
-				st = strings.Clone(st)
-				m[w] = st
-			}
+			// A term the index keeps holds no part of another tool's
+			// text (w may be a substring of s).
+			st = strings.Clone(text.Stem(w))
+			m[w] = st
 		}
 		out = append(out, st)
 	}
