@@ -371,11 +371,13 @@ func (g *grader) grade(ctx context.Context, c *Catalog, sets map[string]gradehoo
 		}
 	}
 	all := func(string) bool { return true }
+	var sum []float64 // the room of each search's query sum
 	search := func(d due, cosines []float32) {
 		var blend Blend
 		var own *ownScore
 		if method != BM25 {
-			own = &ownScore{row: c.rowOf[c.tools[d.tool]], cosine: looCosine(d.gt.units[d.i], d.gt.sum(), d.gt.set.Vectors[d.i]), cosines: cosines}
+			sum = d.gt.sum(sum)
+			own = &ownScore{row: c.rowOf[c.tools[d.tool]], cosine: looCosine(d.gt.units[d.i], sum, d.gt.set.Vectors[d.i]), cosines: cosines}
 			if d.gt.kept != nil && d.gt.kept[d.i] != nil {
 				own.kept, own.complete = d.gt.kept[d.i].rows, d.gt.kept[d.i].complete
 			}
@@ -817,9 +819,10 @@ func (g *grader) grading(c *Catalog) *gradehook.Grading {
 // sum adds the tool's query vectors, of the catalog's length, in float64:
 // the others' centroid of each is the sum less it. It is added up for
 // each search rather than kept, which would hold twice a vector per
-// graded tool between gradings.
-func (gt *gradedTool) sum() []float64 {
-	sum := make([]float64, len(gt.set.Vectors[0]))
+// graded tool between gradings. It is added in buf's room.
+func (gt *gradedTool) sum(buf []float64) []float64 {
+	sum := slices.Grow(buf[:0], len(gt.set.Vectors[0]))[:len(gt.set.Vectors[0])]
+	clear(sum)
 	for _, v := range gt.set.Vectors {
 		for i, x := range v {
 			sum[i] += float64(x)

@@ -883,36 +883,46 @@ func (c *Catalog) bm25Ranking(query string, opts Options, allowed func(string) b
 func (c *Catalog) blend(w float64, semantic semanticScores, lexical []ranked) []ranked {
 	lex := between(lexicalScale(lexical))
 	cos := between(cosineScale(semantic.top))
-	bm25 := make(map[string]float64, len(lexical))
+	// A tool is known by its index in the document, and looked up in the
+	// other arm by binary search: no map of names is made per search.
+	type lexScore struct {
+		tool  int
+		score float64
+	}
+	bm25 := make([]lexScore, len(lexical))
 	rows := make([]int, 0, len(lexical))
-	for _, r := range lexical {
-		bm25[r.name] = r.score
-		if row := c.rowOf[c.tools[r.name]]; row >= 0 {
+	for i, r := range lexical {
+		t := c.tools[r.name]
+		bm25[i] = lexScore{t, r.score}
+		if row := c.rowOf[t]; row >= 0 {
 			rows = append(rows, row)
 		}
 	}
 	c.exactCosines(semantic, rows)
+	slices.SortFunc(bm25, func(a, b lexScore) int { return cmp.Compare(a.tool, b.tool) })
+	placed := make([]int, 0, len(semantic.top)) // the tools the cosine placed
 	out := make([]ranked, 0, len(lexical)+len(semantic.top))
-	seen := make(map[string]bool, cap(out))
-	add := func(name string) {
-		if seen[name] {
-			return
-		}
-		seen[name] = true
+	add := func(name string, t int) {
 		var s float64
-		if row := c.rowOf[c.tools[name]]; row >= 0 {
+		if row := c.rowOf[t]; row >= 0 {
 			s = w * cos(float64(semantic.cosine[row]))
 		}
-		if b, ok := bm25[name]; ok {
-			s += (1 - w) * lex(b)
+		if i, ok := slices.BinarySearchFunc(bm25, t, func(e lexScore, t int) int { return cmp.Compare(e.tool, t) }); ok {
+			s += (1 - w) * lex(bm25[i].score)
 		}
 		out = append(out, ranked{name: name, score: s})
 	}
 	for _, r := range semantic.top {
-		add(r.name)
+		t := c.tools[r.name]
+		placed = append(placed, t)
+		add(r.name, t)
 	}
+	slices.Sort(placed)
 	for _, r := range lexical {
-		add(r.name)
+		t := c.tools[r.name]
+		if _, ok := slices.BinarySearch(placed, t); !ok {
+			add(r.name, t)
+		}
 	}
 	sortRanked(out)
 	return out
