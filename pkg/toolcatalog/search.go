@@ -452,7 +452,8 @@ type ranked struct {
 	key int32
 }
 
-// better orders by score, then name, so equal scores always order alike.
+// better orders by score, then key, then name, so equal scores always
+// order alike.
 func better(a, b ranked) bool { return compareRanked(a, b) < 0 }
 
 // compareRanked orders the better of a and b first: by score, then key,

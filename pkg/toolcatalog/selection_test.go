@@ -19,15 +19,7 @@ func TestSelectionKeepsTheBestOffered(t *testing.T) {
 			offered[i] = ranked{name: fmt.Sprintf("tool-%03d", r.IntN(1000)), score: float64(r.IntN(20)) / 4, key: int32(r.IntN(8))}
 		}
 		want := slices.Clone(offered)
-		slices.SortFunc(want, func(a, b ranked) int {
-			switch {
-			case better(a, b):
-				return -1
-			case better(b, a):
-				return 1
-			}
-			return 0
-		})
+		sortRanked(want)
 		for _, d := range []int{1, 2, 5, 100, n, n + 1} {
 			s := newSelection(d)
 			for _, e := range offered {
@@ -44,22 +36,12 @@ func TestSelectionKeepsTheBestOffered(t *testing.T) {
 	}
 }
 
-// compareRanked is better's order: by score (higher first), then key,
-// then name.
-func TestCompareRankedOrdersAsBetter(t *testing.T) {
-	entries := []ranked{
+// Rankings sort by score (higher first), then key, then name.
+func TestSortRankedOrdersByScoreKeyName(t *testing.T) {
+	got := []ranked{
 		{name: "b", score: 2, key: 1}, {name: "a", score: 2, key: 1}, {name: "a", score: 2, key: 0},
 		{name: "z", score: 3, key: 9}, {name: "a", score: 1, key: 0}, {name: "a", score: 2, key: 1},
 	}
-	for _, a := range entries {
-		for _, b := range entries {
-			c := compareRanked(a, b)
-			if (c < 0) != better(a, b) || (c > 0) != better(b, a) || (c == 0) != (a == b) {
-				t.Fatalf("compareRanked(%v, %v) = %d, against better", a, b, c)
-			}
-		}
-	}
-	got := slices.Clone(entries)
 	sortRanked(got)
 	want := []ranked{{name: "z", score: 3, key: 9}, {name: "a", score: 2, key: 0}, {name: "a", score: 2, key: 1}, {name: "a", score: 2, key: 1}, {name: "b", score: 2, key: 1}, {name: "a", score: 1, key: 0}}
 	if !slices.Equal(got, want) {
