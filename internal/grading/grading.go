@@ -58,8 +58,8 @@ const gradeRetry = time.Second
 // time: a pass hands over the version it published and goes on, its status
 // written; a version superseded before its turn is not graded, the latest
 // is. Each catalog keeps a selfgrade.Grader, so a version costs the
-// searches its changes call for, and each grading at most
-// selfgrade.DefaultMaxSearches of them.
+// searches its changes call for, and each grading at most the work of
+// selfgrade.DefaultMaxSearches searches of a large catalog.
 type Grades struct {
 	*handoff.Queue[*gradeJob]
 	client   client.Client
@@ -87,7 +87,7 @@ type Grades struct {
 // Defaults of Idle and MaxBytes.
 const (
 	DefaultIdle     = 10 * time.Minute
-	DefaultMaxBytes = 256 << 20
+	DefaultMaxBytes = 128 << 20
 )
 
 // Published is what the grading reads of a catalog's published state in

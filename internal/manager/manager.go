@@ -112,10 +112,10 @@ func BindFlags(fs *flag.FlagSet) *Config {
 		return nil
 	})
 	fs.DurationVar(&c.PassBudget, "pass-budget", catalog.DefaultPassBudget, "How long one pass of a catalog starts new chunks of query generation and embedding before it publishes what it did; a large refresh is published this often.")
-	fs.Func("grading-max-memory", "Memory the catalogs' grading states may hold together, a quantity such as 256Mi (the default): past it the states graded least recently go, and those catalogs' next versions are graded from scratch.", func(v string) error {
+	fs.Func("grading-max-memory", "Memory the catalogs' grading states may hold together, a quantity such as 128Mi (the default): past it the states graded least recently go, and those catalogs' next versions are graded from scratch.", func(v string) error {
 		q, err := resource.ParseQuantity(v)
 		if err != nil || q.Sign() <= 0 {
-			return fmt.Errorf("want a positive quantity such as 256Mi, got %q", v)
+			return fmt.Errorf("want a positive quantity such as 128Mi, got %q", v)
 		}
 		c.GradingMaxBytes = q.Value()
 		return nil

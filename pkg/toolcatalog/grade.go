@@ -333,7 +333,7 @@ func (g *grader) grade(ctx context.Context, c *Catalog, sets map[string]gradehoo
 
 	budget := g.maxSearches
 	if budget == 0 {
-		budget = gradehook.DefaultMaxSearches
+		budget = defaultSearches(len(c.Document.Tools))
 	}
 	type due struct {
 		tool string
@@ -444,6 +444,16 @@ func (g *grader) grade(ctx context.Context, c *Catalog, sets map[string]gradehoo
 		out.Scanned = len(scan)
 	}
 	return out, left, nil
+}
+
+// defaultSearches bounds one grade of a catalog of n tools by the work of
+// gradehook.DefaultMaxSearches searches of gradehook.MaxSearchesTools
+// tools: a search's cost grows with the tools it ranks.
+func defaultSearches(n int) int {
+	if n >= gradehook.MaxSearchesTools {
+		return gradehook.DefaultMaxSearches
+	}
+	return gradehook.DefaultMaxSearches * gradehook.MaxSearchesTools / max(n, 1)
 }
 
 // keep keeps query i's semantic ranking for the next search.

@@ -831,3 +831,40 @@ func textVector(text string, dims int) []float32 {
 	}
 	return v
 }
+
+// By default one grade is bounded by work: a small catalog's queries are
+// searched in one grade, a large catalog's DefaultMaxSearches at a time.
+func TestGraderBoundsAGradeByItsWork(t *testing.T) {
+	const dims = 16
+	r := rand.New(rand.NewPCG(7, 7))
+	unit := func() []float32 {
+		v := make([]float32, dims)
+		for i := range v {
+			v[i] = float32(r.NormFloat64())
+		}
+		normalize(v)
+		return v
+	}
+	for _, tc := range []struct{ tools, graded, searched int }{
+		{tools: 512, graded: 512, searched: 1024},
+		{tools: gradehook.MaxSearchesTools, graded: 300, searched: gradehook.DefaultMaxSearches},
+	} {
+		vectors := map[string][]float32{}
+		sets := map[string]gradehook.QuerySet{}
+		for i := range tc.tools {
+			name := fmt.Sprintf("tool_%05d", i)
+			vectors[name] = unit()
+			if i < tc.graded {
+				sets[name] = gradehook.QuerySet{Queries: []string{"a " + name, "b " + name}, Vectors: [][]float32{unit(), unit()}}
+			}
+		}
+		doc, raw := vectorsVersion(t, 1, dims, vectors)
+		g, left, err := (&grader{}).grade(context.Background(), buildCatalog(t, doc, raw), sets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Searched != tc.searched || left != 2*tc.graded-tc.searched {
+			t.Errorf("%d tools: searched %d, left %d; want %d, %d", tc.tools, g.Searched, left, tc.searched, 2*tc.graded-tc.searched)
+		}
+	}
+}

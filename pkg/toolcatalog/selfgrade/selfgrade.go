@@ -28,9 +28,12 @@ import (
 // in the top K.
 const K = gradehook.K
 
-// Defaults of New.
+// Defaults of New: DefaultMaxSearches bounds one Grade of a catalog of
+// MaxSearchesTools tools or more, and a Grade of a smaller catalog does as
+// many more searches as it has fewer tools.
 const (
 	DefaultMaxSearches = gradehook.DefaultMaxSearches
+	MaxSearchesTools   = gradehook.MaxSearchesTools
 	DefaultSample      = gradehook.DefaultSample
 )
 
@@ -55,7 +58,7 @@ type (
 )
 
 // New returns a Grader that searches at most maxSearches queries per
-// Grade (DefaultMaxSearches when 0, no bound when negative), leaving the
+// Grade (by default as above when 0, no bound when negative), leaving the
 // rest to the next Grade, and searches again sample tools' kept queries
 // in turn (DefaultSample when 0).
 func New(maxSearches, sample int) Grader {

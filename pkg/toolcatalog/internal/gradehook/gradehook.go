@@ -13,9 +13,13 @@ import (
 // found when the tool ranks in the top K.
 const K = 5
 
-// Defaults of a Grader.
+// Defaults of a Grader. DefaultMaxSearches bounds one Grade of a catalog
+// of MaxSearchesTools tools or more; a smaller catalog's searches cost
+// less, and a Grade of it does as many more of them as it has fewer tools,
+// so that it is graded in one go rather than in rounds a pause apart.
 const (
 	DefaultMaxSearches = 400
+	MaxSearchesTools   = 2048
 	DefaultSample      = 2
 )
 
