@@ -82,7 +82,10 @@ func (r *ToolCatalogReconciler) runPass(ctx context.Context, tc *v1alpha1.ToolCa
 		res.outcome.Reused = catalog.Reused{QuerySets: int(reusedSets.Load()), Vectors: int(reusedVectors.Load())}
 	}
 	if res.err == nil {
-		res.grade = func() { r.grades().Submit(tc, providers.Embedder, st, res.outcome) }
+		res.grade = func() {
+			r.grades().Submit(tc, providers.Embedder, st, res.outcome)
+			st.Release()
+		}
 		res.hold, res.err = r.hold(ctx, tc, st, res.outcome)
 		res.held = res.err == nil
 	}
@@ -131,6 +134,9 @@ type publishedState interface {
 	Stage(ctx context.Context, stored catalog.Stored, b catalog.Build) error
 	Publish(ctx context.Context, stored catalog.Stored, b catalog.Build, floor int64) (int64, error)
 	Hold(ctx context.Context, cur *contract.Document, pin int64) (published.Hold, error)
+	// Release lets go of what is kept of a small catalog's stored state
+	// once the pass and its grading's hand-over are done.
+	Release()
 }
 
 // refresh runs the pipeline of internal/catalog: select, read, plan,

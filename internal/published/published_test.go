@@ -31,7 +31,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, srv: redistest.New(t), clock: time.Unix(1700000000, 0)}
-	f.cs = &published.Catalogs{Pool: redisconn.NewPool(), Now: func() time.Time { return f.clock }}
+	f.cs = &published.Catalogs{Pool: redisconn.NewPool(), Now: func() time.Time { return f.clock }, KeepMinTools: 1}
 	f.cfg = &catalogconfig.Config{
 		Keys:  contract.Keys{Prefix: "toolcatalog:ns:c"},
 		Redis: redisconn.Options{Addresses: []string{f.srv.Addr}}, Channel: "toolcatalog:ns:c:events",
@@ -121,6 +121,36 @@ func TestPublishKeepsWhatItWroteUntilTheStampOrTheClockSaysOtherwise(t *testing.
 	f.clock = f.clock.Add(f.cfg.Resync)
 	if got := f.read(f.open(), false).Tools["beta"].Vector; got != garbage {
 		t.Fatalf("a pass past the resync interval returned digest %x; want what Redis holds (%x)", got, garbage)
+	}
+}
+
+// Release lets go of a small catalog's kept state, not a large one's; the
+// next pass reads what Redis holds.
+func TestReleaseLetsGoOfASmallCatalogsState(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	st := f.open()
+	empty := f.read(st, false)
+	if _, err := st.Publish(ctx, empty, f.build(st, empty, "alpha", "beta"), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.cs.KeepMinTools = 2
+	st.Release()
+	if _, ok := st.Kept(1); !ok {
+		t.Fatal("Release let go of a catalog of KeepMinTools tools")
+	}
+	good := f.read(st, true).Tools["alpha"].Vector
+	f.corrupt("alpha")
+	if got := f.read(f.open(), false).Tools["alpha"].Vector; got != good {
+		t.Fatalf("a pass under the same stamp read the vector again: digest %x, want %x", got, good)
+	}
+	f.cs.KeepMinTools = 3
+	st.Release()
+	if _, ok := st.Kept(1); ok {
+		t.Fatal("Release kept the state of a catalog smaller than KeepMinTools")
+	}
+	if got := f.read(f.open(), false).Tools["alpha"].Vector; got != contract.VectorDigest([]byte("garbage")) {
+		t.Fatalf("the pass after Release returned digest %x; want what Redis holds", got)
 	}
 }
 
