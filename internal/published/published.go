@@ -5,8 +5,9 @@
 // snapshot while Redis's stamp confirms it holds exactly that), trims and
 // learns from recorded requests, stages the work of a blocked pass, and
 // publishes and announces a version. Between passes, Catalogs keeps per
-// catalog the snapshot, the selector, the queries generated but not yet
-// embedded, and the query vectors that grade a version. The ToolCatalog
+// catalog the snapshot (of a catalog of DefaultKeepMinTools tools or
+// more), the selector, the queries generated but not yet embedded, and the
+// query vectors that grade a version. The ToolCatalog
 // controller orchestrates; it does no Redis I/O of its own.
 package published
 
