@@ -96,15 +96,21 @@ var ErrResponseTooLarge = errors.New("the server's answer is larger than allowed
 // ErrUnauthorized means the server refused the credentials.
 var ErrUnauthorized = errors.New("the server refused the credentials (HTTP 401 or 403)")
 
+// IdleConnections is how many connections to the server a session keeps
+// open between requests. A session carries the concurrent calls of many
+// clients (a gateway's), each an HTTP request of its own: with Go's
+// default of two, all but two of them would dial the server again.
+const IdleConnections = 64
+
 // Connect initializes a session with the server.
 func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	policy := cfg.Egress
 	if policy == nil {
 		policy = egress.Default()
 	}
-	var transport *http.Transport
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = IdleConnections
 	if cfg.RootCAs != nil {
-		transport = http.DefaultTransport.(*http.Transport).Clone()
 		transport.TLSClientConfig = &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12}
 	}
 	hc, err := policy.Client(cfg.URL, transport)

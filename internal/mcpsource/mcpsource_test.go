@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -323,5 +324,66 @@ func BenchmarkToolListFlood(b *testing.B) {
 			}
 			b.ReportMetric(peak, "peak-heap-MiB")
 		})
+	}
+}
+
+// Concurrent calls in one session reuse the connections the first of them
+// opened: a session that kept only Go's default two idle connections would
+// dial the server again for all but two calls of every round.
+func TestConcurrentCallsReuseConnections(t *testing.T) {
+	const inFlight, rounds = 16, 5
+	srv := mcptest.New(t, mcptest.Options{Name: "busy"})
+	arrived := make(chan struct{})
+	var mu sync.Mutex
+	release := make(chan struct{})
+	srv.AddTool(&mcp.Tool{Name: "wait", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			mu.Lock()
+			r := release
+			mu.Unlock()
+			arrived <- struct{}{}
+			select {
+			case <-r:
+			case <-ctx.Done():
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+		})
+	s := connect(t, Config{URL: srv.URL, Egress: testEgress})
+	var afterFirst int
+	for round := range rounds {
+		var wg sync.WaitGroup
+		errs := make(chan error, inFlight)
+		for range inFlight {
+			wg.Go(func() {
+				if _, err := s.CallTool(t.Context(), "wait", json.RawMessage(`{}`)); err != nil {
+					errs <- err
+				}
+			})
+		}
+		// Every call is in flight at once, each on a connection of its own.
+		for range inFlight {
+			<-arrived
+		}
+		mu.Lock()
+		close(release)
+		release = make(chan struct{})
+		mu.Unlock()
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("round %d: %v", round+1, err)
+		}
+		if round == 0 {
+			afterFirst = srv.Connections()
+		}
+	}
+	if afterFirst < inFlight {
+		t.Fatalf("the first round of %d concurrent calls opened %d connections: the calls were not concurrent", inFlight, afterFirst)
+	}
+	// A connection may come back to the pool just after the next round
+	// asked for one; such races open a few, never a round's worth each time.
+	if more := srv.Connections() - afterFirst; more > inFlight {
+		t.Fatalf("%d more rounds of %d concurrent calls opened %d more connections, want at most %d: the session does not keep its connections",
+			rounds-1, inFlight, more, inFlight)
 	}
 }

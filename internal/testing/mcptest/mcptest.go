@@ -32,6 +32,8 @@ type Server struct {
 	headers []http.Header
 	// calls counts the tool calls answered.
 	calls int
+	// connections counts the TCP connections accepted.
+	connections int
 }
 
 // Options shape a test server.
@@ -55,7 +57,7 @@ func New(t testing.TB, o Options) *Server {
 	}
 	s := &Server{Server: mcp.NewServer(&mcp.Implementation{Name: o.Name, Version: o.Version}, &mcp.ServerOptions{PageSize: o.PageSize}), token: o.Token}
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.Server }, nil)
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.headers = append(s.headers, r.Header.Clone())
 		token := s.token
@@ -66,6 +68,14 @@ func New(t testing.TB, o Options) *Server {
 		}
 		handler.ServeHTTP(w, r)
 	}))
+	hs.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			s.mu.Lock()
+			s.connections++
+			s.mu.Unlock()
+		}
+	}
+	hs.Start()
 	s.http = hs
 	// Clients may hold a stream open (the standalone SSE stream that
 	// carries notifications): close them, or Close waits for them.
@@ -116,6 +126,13 @@ func (s *Server) Calls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls
+}
+
+// Connections returns how many TCP connections the server accepted.
+func (s *Server) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.connections
 }
 
 // Headers returns the request headers the server saw.
