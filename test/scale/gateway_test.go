@@ -243,6 +243,10 @@ func gatewayTool(key client.ObjectKey, name, description, parameters, upstream s
 type gatewayProcess struct {
 	*process
 	url string
+	// transports are the clients' connection pools, one per client: the
+	// clients stand for agents in processes of their own, and do not
+	// queue for the two idle connections of a pool they would share.
+	transports map[int]http.RoundTripper
 }
 
 // startGateway runs the gateway with a static token per client (principal
@@ -282,7 +286,13 @@ func agentToken(i int) string { return fmt.Sprintf("agent-token-%04d", i) }
 func (gw *gatewayProcess) connect(t *testing.T, i int, key client.ObjectKey, protocol string, changed func(context.Context, *mcp.ToolListChangedRequest)) *mcp.ClientSession {
 	endpoint := fmt.Sprintf("%s/mcp/%s/%s", gw.url, key.Namespace, key.Name)
 	c := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("agent-%d", i), Version: "1"}, &mcp.ClientOptions{ToolListChangedHandler: changed})
-	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearerToken{agentToken(i), http.DefaultTransport}}},
+	if gw.transports == nil {
+		gw.transports = map[int]http.RoundTripper{}
+	}
+	if gw.transports[i] == nil {
+		gw.transports[i] = bearerToken{agentToken(i), http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: gw.transports[i]}},
 		&mcp.ClientSessionOptions{ProtocolVersion: protocol})
 	if err != nil {
 		t.Fatalf("connecting to %s: %v", endpoint, err)
