@@ -137,11 +137,19 @@ func TestGatewayManyCatalogs(t *testing.T) {
 	}()
 
 	// While the clients work, edits of catalog 0's get_weather: each a
-	// new version, which every watcher must be told of.
+	// new version, which every watcher must be told of. They come one
+	// every editSpacing, as a person's or a GitOps sync's do: edits that
+	// follow each other at once are a burst, whose versions the manager
+	// spaces on purpose (controllers/toolcatalog_pace.go).
 	var reach, toNotice, fromNotice []time.Duration
 	announced := noticeTimesOn(t, contract.DefaultChannel, keys[0].String())
 	key := client.ObjectKey{Namespace: keys[0].Namespace, Name: gatewayToolName(keys[0], "get_weather")}
+	spacing := time.NewTicker(editSpacing)
+	defer spacing.Stop()
 	for e := range *editsFlag {
+		if e > 0 {
+			<-spacing.C
+		}
 		for len(notices) > 0 {
 			<-notices
 		}
@@ -202,6 +210,10 @@ func TestGatewayManyCatalogs(t *testing.T) {
 		t.Fatalf("the upstream answered %d calls, the clients saw %d", upstream.Calls(), len(load.Samples))
 	}
 }
+
+// editSpacing is the time between two edits of the gateway shape: longer
+// than a version and the quiet spell after it that ends a burst.
+const editSpacing = 2 * time.Second
 
 // weatherParameters is get_weather's parameters schema.
 const weatherParameters = `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`
