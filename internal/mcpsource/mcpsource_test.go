@@ -361,8 +361,13 @@ func TestConcurrentCallsReuseConnections(t *testing.T) {
 			})
 		}
 		// Every call is in flight at once, each on a connection of its own.
-		for range inFlight {
-			<-arrived
+		for n := 0; n < inFlight; {
+			select {
+			case <-arrived:
+				n++
+			case err := <-errs:
+				t.Fatalf("round %d: %v", round+1, err)
+			}
 		}
 		mu.Lock()
 		close(release)
