@@ -575,11 +575,10 @@ func keptRankingsFollow(t *testing.T, seed uint64) {
 	const n, dims = keptMinRows + 400, 16
 	r := rand.New(rand.NewPCG(seed, 11))
 	unit := func() []float32 {
-		v := make([]float32, dims)
+		v := gaussian(r, dims, 1)
 		var norm float64
-		for i := range v {
-			v[i] = float32(r.NormFloat64())
-			norm += float64(v[i]) * float64(v[i])
+		for _, x := range v {
+			norm += float64(x) * float64(x)
 		}
 		for i := range v {
 			v[i] /= float32(math.Sqrt(norm))
@@ -655,13 +654,7 @@ func TestGraderKeptRankingsFollowTheGradingFlow(t *testing.T) {
 	ctx := context.Background()
 	const n, dims = keptMinRows + 300, 16
 	r := rand.New(rand.NewPCG(3, 5))
-	unit := func() []byte {
-		v := make([]float32, dims)
-		for i := range v {
-			v[i] = float32(r.NormFloat64())
-		}
-		return contract.EncodeVector(v)
-	}
+	unit := func() []byte { return contract.EncodeVector(gaussian(r, dims, 1)) }
 	name := func(i int) string { return fmt.Sprintf("tool_%05d", i) }
 	raw := map[string][]byte{}
 	for i := range n {
@@ -838,10 +831,7 @@ func TestGraderBoundsAGradeByItsWork(t *testing.T) {
 	const dims = 16
 	r := rand.New(rand.NewPCG(7, 7))
 	unit := func() []float32 {
-		v := make([]float32, dims)
-		for i := range v {
-			v[i] = float32(r.NormFloat64())
-		}
+		v := gaussian(r, dims, 1)
 		normalize(v)
 		return v
 	}

@@ -278,7 +278,7 @@ func startGateway(t *testing.T, clients int) *gatewayProcess {
 	args := []string{"--bind-address=" + addr, "--metrics-bind-address=0", "--static-tokens=" + tokensFile, "--egress-allow=127.0.0.1/32",
 		"--searches-per-second=1000000", "--calls-per-second=1000000", "--shutdown-delay=0s", "--zap-log-level=error"}
 	bin := testenv.Build(t, "../../cmd/toolcatalog-gateway")
-	gw := &gatewayProcess{process: startProcess(t, bin, args, []string{"KUBECONFIG=" + kubeconfigFile(t)}, nil), url: "http://" + addr}
+	gw := &gatewayProcess{process: startProcess(t, bin, args, []string{"KUBECONFIG=" + kubeconfigFile(t)}, nil), url: "http://" + addr, transports: map[int]http.RoundTripper{}}
 	waitFor(t, "the gateway to be ready", time.Minute, func() bool {
 		resp, err := http.Get(gw.url + "/readyz")
 		if err != nil {
@@ -298,9 +298,6 @@ func agentToken(i int) string { return fmt.Sprintf("agent-token-%04d", i) }
 func (gw *gatewayProcess) connect(t *testing.T, i int, key client.ObjectKey, protocol string, changed func(context.Context, *mcp.ToolListChangedRequest)) *mcp.ClientSession {
 	endpoint := fmt.Sprintf("%s/mcp/%s/%s", gw.url, key.Namespace, key.Name)
 	c := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("agent-%d", i), Version: "1"}, &mcp.ClientOptions{ToolListChangedHandler: changed})
-	if gw.transports == nil {
-		gw.transports = map[int]http.RoundTripper{}
-	}
 	if gw.transports[i] == nil {
 		gw.transports[i] = bearerToken{agentToken(i), http.DefaultTransport.(*http.Transport).Clone()}
 	}
