@@ -66,20 +66,33 @@ func Served(ctx context.Context, c redis.UniversalClient, k Keys) (Keys, int64, 
 // pinned copy. A pin set or cleared between the two reads is noticed (the
 // copy is written and deleted whole) and read again.
 func ReadServed(ctx context.Context, c redis.UniversalClient, k Keys) (*Snapshot, bool, error) {
+	s, served, err := readServed(ctx, c, k, readAll)
+	return s, served != k, err
+}
+
+// ReadServedWithoutVectors is ReadServed without P:embeddings, most of a
+// large catalog's bytes: the reader reads the vectors in parts
+// (ReadVectors) from the keys it returns, those of the version served,
+// and then checks with Snapshot.Current on those keys that the version
+// it read them from is still the one stored there.
+func ReadServedWithoutVectors(ctx context.Context, c redis.UniversalClient, k Keys) (*Snapshot, Keys, error) {
+	return readServed(ctx, c, k, readNoVectors)
+}
+
+func readServed(ctx context.Context, c redis.UniversalClient, k Keys, mode readMode) (*Snapshot, Keys, error) {
 	for range maxReadAttempts {
 		served, _, err := Served(ctx, c, k)
 		if err != nil {
-			return nil, false, err
+			return nil, k, err
 		}
-		s, err := Read(ctx, c, served)
+		s, err := read(ctx, c, served, mode)
 		if err != nil {
-			return nil, false, err
+			return nil, k, err
 		}
-		pinned := served != k
-		if !pinned || s.Head != nil {
-			return s, pinned, nil
+		if served == k || s.Head != nil {
+			return s, served, nil
 		}
 		// The copy was deleted after Served found it: unpinned since.
 	}
-	return nil, false, errors.New("reading catalog " + k.Prefix + ": it was pinned and unpinned during each read")
+	return nil, k, errors.New("reading catalog " + k.Prefix + ": it was pinned and unpinned during each read")
 }

@@ -114,7 +114,31 @@ func (s *Snapshot) Document() (*Document, error) {
 // Read fetches a catalog's version, head, tools, metadata and vectors in
 // one MULTI/EXEC round trip, so they are consistent with each other.
 func Read(ctx context.Context, c redis.UniversalClient, k Keys) (*Snapshot, error) {
-	return read(ctx, c, k, false)
+	return read(ctx, c, k, readAll)
+}
+
+// readMode is what read reads of a catalog's hashes.
+type readMode int
+
+const (
+	// readAll reads every field of P:tools, P:metadata and P:embeddings.
+	readAll readMode = iota
+	// readStaged reads the staged hashes and the fields' names, for
+	// ReadWithStaged.
+	readStaged
+	// readNoVectors is readAll but for P:embeddings.
+	readNoVectors
+)
+
+// Current reports whether P:version under k is still what s read: every
+// write of a catalog's hashes sets it, so what is read of them since s
+// belongs to s's version when it is.
+func (s *Snapshot) Current(ctx context.Context, c redis.UniversalClient, k Keys) (bool, error) {
+	v, err := c.Get(ctx, k.Version()).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, fmt.Errorf("reading %s: %w", k.Version(), err)
+	}
+	return v == s.versionRaw, nil
 }
 
 // ReadWithStaged is Read with the staged entries and, instead of the
@@ -131,7 +155,7 @@ func Read(ctx context.Context, c redis.UniversalClient, k Keys) (*Snapshot, erro
 // was there. It is read again when not, up to maxReadAttempts times.
 func ReadWithStaged(ctx context.Context, c redis.UniversalClient, k Keys) (*Snapshot, error) {
 	for range maxReadAttempts {
-		s, err := read(ctx, c, k, true)
+		s, err := read(ctx, c, k, readStaged)
 		if err != nil {
 			return nil, err
 		}
@@ -193,7 +217,7 @@ func (s *Snapshot) readFields(ctx context.Context, c redis.UniversalClient, k Ke
 // while it is read.
 const maxReadAttempts = 3
 
-func read(ctx context.Context, c redis.UniversalClient, k Keys, staged bool) (*Snapshot, error) {
+func read(ctx context.Context, c redis.UniversalClient, k Keys, mode readMode) (*Snapshot, error) {
 	var version, head, legacy *redis.StringCmd
 	var entries, meta, vecs, stagedMeta, stagedVecs *redis.MapStringStringCmd
 	var vecNames, entryNames, metaNames *redis.StringSliceCmd
@@ -201,15 +225,17 @@ func read(ctx context.Context, c redis.UniversalClient, k Keys, staged bool) (*S
 		version = p.Get(ctx, k.Version())
 		head = p.Get(ctx, k.Head())
 		legacy = p.Get(ctx, k.Catalog())
-		if staged {
+		if mode == readStaged {
 			entryNames = p.HKeys(ctx, k.Tools())
 			metaNames = p.HKeys(ctx, k.Metadata())
 			vecNames = p.HKeys(ctx, k.Embeddings())
 			stagedMeta = p.HGetAll(ctx, k.StagedMetadata())
 			stagedVecs = p.HGetAll(ctx, k.StagedEmbeddings())
-		} else {
-			entries = p.HGetAll(ctx, k.Tools())
-			meta = p.HGetAll(ctx, k.Metadata())
+			return nil
+		}
+		entries = p.HGetAll(ctx, k.Tools())
+		meta = p.HGetAll(ctx, k.Metadata())
+		if mode == readAll {
 			vecs = p.HGetAll(ctx, k.Embeddings())
 		}
 		return nil
@@ -218,11 +244,15 @@ func read(ctx context.Context, c redis.UniversalClient, k Keys, staged bool) (*S
 		return nil, fmt.Errorf("reading catalog %s: %w", k.Prefix, err)
 	}
 	s := &Snapshot{}
-	if staged {
+	switch mode {
+	case readStaged:
 		s.entryNames, s.metadataNames, s.vectorNames = entryNames.Val(), metaNames.Val(), vecNames.Val()
 		s.StagedMetadata, s.StagedVectors = stagedMeta.Val(), bytesValues(stagedVecs.Val())
-	} else {
-		s.Entries, s.Metadata, s.Vectors = entries.Val(), meta.Val(), bytesValues(vecs.Val())
+	case readAll:
+		s.Vectors = bytesValues(vecs.Val())
+		fallthrough
+	default:
+		s.Entries, s.Metadata = entries.Val(), meta.Val()
 	}
 	if v, err := version.Result(); err == nil {
 		s.versionRaw = v

@@ -76,13 +76,37 @@ func Keys(namespace, name string) contract.Keys {
 
 // Load reads the version of a catalog that is served — the pinned one
 // while the catalog is pinned, else the current one — its document,
-// vectors and metadata, in one round trip after the one that finds which
-// (contract.ReadServed). c may be a standalone, Sentinel or Cluster
+// vectors and metadata. c may be a standalone, Sentinel or Cluster
 // client.
+//
+// The document and metadata are read in one round trip after the one
+// that finds which version is served (contract.ReadServedWithoutVectors),
+// and the vectors, most of a large catalog's bytes, loadChunk tools at a
+// time, each part decoded as the next is read; the version is then
+// checked to be the one read, or the catalog is read again.
 func Load(ctx context.Context, c redis.UniversalClient, keys contract.Keys) (*Catalog, error) {
-	snap, pinned, err := contract.ReadServed(ctx, c, keys)
+	for range loadAttempts {
+		cat, current, err := load(ctx, c, keys)
+		if err != nil || current {
+			return cat, err
+		}
+	}
+	return nil, fmt.Errorf("loading catalog %s: a new version was published during each of %d reads", keys.Prefix, loadAttempts)
+}
+
+// loadAttempts bounds Load's reads of a catalog published to meanwhile.
+const loadAttempts = 3
+
+// loadChunk is how many vectors Load asks for in one round trip: about a
+// megabyte at 256 dimensions.
+const loadChunk = 1000
+
+// load is one attempt of Load; current is false when the version served
+// changed while it was read.
+func load(ctx context.Context, c redis.UniversalClient, keys contract.Keys) (cat *Catalog, current bool, err error) {
+	snap, served, err := contract.ReadServedWithoutVectors(ctx, c, keys)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// The metadata is parsed while the document is parsed and indexed:
 	// with two cores, a load takes about the longer of the two.
@@ -90,14 +114,23 @@ func Load(ctx context.Context, c redis.UniversalClient, keys contract.Keys) (*Ca
 	go func() { parsed <- parseAllMetadata(snap.Metadata) }()
 	doc, err := snap.Document()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if doc == nil {
-		return nil, fmt.Errorf("%w (%s)", ErrNotPublished, keys.Head())
+		return nil, false, fmt.Errorf("%w (%s)", ErrNotPublished, keys.Head())
 	}
-	cat := build(doc, snap.Vectors, nil, nil, nil)
-	cat.Pinned = pinned
-	cat.Metadata = <-parsed
+	cat, err = newReading(doc, loadChunk, false, func(names []string) (map[string][]byte, error) {
+		return contract.ReadVectors(ctx, c, served, names)
+	})
+	metadata := <-parsed
+	if err != nil {
+		return nil, false, err
+	}
+	if current, err = snap.Current(ctx, c, served); err != nil || !current {
+		return nil, false, err
+	}
+	cat.Pinned = served != keys
+	cat.Metadata = metadata
 	for name, m := range cat.Metadata {
 		i, ok := cat.tools[name]
 		if !ok {
@@ -106,7 +139,7 @@ func Load(ctx context.Context, c redis.UniversalClient, keys contract.Keys) (*Ca
 		}
 		shareStrings(m, doc.Tools[i], doc.Embedding.Model)
 	}
-	return cat, nil
+	return cat, true, nil
 }
 
 // shareStrings points m's strings that equal the document's at the
@@ -325,36 +358,62 @@ func (c *Catalog) appendRow(i int, name string, r []byte, hasRaw bool, kept []fl
 
 // newReading builds a Catalog of doc, without metadata, as New does, but
 // reads the raw vectors of its tools through read, up to chunk tools at a
-// time in the document's order, and decodes each chunk before reading the
-// next: the raw vectors of a large catalog are never held all at once
-// beside their rows. read leaves out a tool without a vector.
+// time in the document's order: the raw vectors of a large catalog are
+// never held all at once beside their rows. The next chunk is read while
+// one is decoded, and the text is indexed on another core meanwhile, so
+// the reads' round trips cost little more than the decoding. read leaves
+// out a tool without a vector.
 //
-// It is for grading (see grader), whose searches score from cosines
-// computed beforehand: the catalog, and the versions Next builds from it,
-// keep no int8 copy of the rows for a first scan (a quarter of the rows'
-// memory), and a search of it scans the float rows.
-func newReading(doc *contract.Document, chunk int, read func(names []string) (map[string][]byte, error)) (*Catalog, error) {
-	c := &Catalog{Document: doc, Vectors: make(map[string][]float32, len(doc.Tools)), Metadata: map[string]*contract.Metadata{}, tools: make(map[string]int, len(doc.Tools)), floatOnly: true}
+// floatOnly is for grading (see grader), whose searches score from
+// cosines computed beforehand: the catalog, and the versions Next builds
+// from it, keep no int8 copy of the rows for a first scan (a quarter of
+// the rows' memory), and a search of it scans the float rows.
+func newReading(doc *contract.Document, chunk int, floatOnly bool, read func(names []string) (map[string][]byte, error)) (*Catalog, error) {
+	c := &Catalog{Document: doc, Vectors: make(map[string][]float32, len(doc.Tools)), Metadata: map[string]*contract.Metadata{}, tools: make(map[string]int, len(doc.Tools)), floatOnly: floatOnly}
 	c.dims = doc.Embedding.Dimensions
 	c.rowOf = make([]int, len(doc.Tools))
-	names := make([]string, 0, chunk)
-	for start := 0; start < len(doc.Tools); start += chunk {
-		tools := doc.Tools[start:min(start+chunk, len(doc.Tools))]
-		names = names[:0]
-		for _, t := range tools {
-			names = append(names, t.Name)
+	chunk = max(chunk, 1)
+	indexed := make(chan *bm25Index, 1)
+	go func() { indexed <- newBM25Index(doc.Tools, nil, nil) }()
+	type chunkRead struct {
+		raw map[string][]byte
+		err error
+	}
+	reads := make(chan chunkRead, 1) // one read ahead of the decoding
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		defer close(reads)
+		for part := range slices.Chunk(doc.Tools, chunk) {
+			names := make([]string, len(part))
+			for i, t := range part {
+				names[i] = t.Name
+			}
+			raw, err := read(names)
+			select {
+			case reads <- chunkRead{raw, err}:
+			case <-stop:
+				return
+			}
+			if err != nil {
+				return
+			}
 		}
-		raw, err := read(names)
-		if err != nil {
-			return nil, err
+	}()
+	i := 0
+	for got := range reads {
+		if got.err != nil {
+			return nil, got.err
 		}
-		for j, t := range tools {
-			c.tools[t.Name] = start + j
+		for end := min(i+chunk, len(doc.Tools)); i < end; i++ {
+			t := doc.Tools[i]
+			c.tools[t.Name] = i
 			c.reserve(len(doc.Tools), nil)
-			r, ok := raw[t.Name]
-			c.appendRow(start+j, t.Name, r, ok, nil, 0, nil)
+			r, ok := got.raw[t.Name]
+			c.appendRow(i, t.Name, r, ok, nil, 0, nil)
 		}
 	}
+	c.index = <-indexed
 	c.finish(nil)
 	return c, nil
 }

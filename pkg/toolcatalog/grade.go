@@ -209,7 +209,7 @@ func (g *indexGrader) Index(doc *contract.Document, chunk int, digest func(name 
 	g.indexed = nil
 	prev := g.graded()
 	if prev == nil {
-		c, err := newReading(doc, chunk, read)
+		c, err := newReading(doc, chunk, true, read)
 		if err != nil {
 			return err
 		}

@@ -606,7 +606,7 @@ func TestNewReadingIsNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	reads := 0
-	got, err := newReading(doc, 2, func(names []string) (map[string][]byte, error) {
+	got, err := newReading(doc, 2, true, func(names []string) (map[string][]byte, error) {
 		reads++
 		if len(names) > 2 {
 			t.Fatalf("asked for %d vectors at once, more than the chunk", len(names))
@@ -637,7 +637,7 @@ func TestNewReadingIsNew(t *testing.T) {
 		}
 	}
 	failure := errors.New("redis is down")
-	if _, err := newReading(doc, 2, func([]string) (map[string][]byte, error) { return nil, failure }); !errors.Is(err, failure) {
+	if _, err := newReading(doc, 2, true, func([]string) (map[string][]byte, error) { return nil, failure }); !errors.Is(err, failure) {
 		t.Fatalf("a failed read: %v", err)
 	}
 }
