@@ -453,33 +453,51 @@ func ownQueries(m *contract.Metadata) []string {
 // their outcomes and query vectors.
 func gradingSample(stored catalog.Stored, changed map[string]bool) []string {
 	type candidate struct {
-		name    string
-		changed bool
-		rank    uint64
+		name string
+		rank uint64
 	}
-	var all []candidate
+	rank := func(name string) uint64 {
+		h := fnv.New64a()
+		h.Write([]byte(name))
+		return h.Sum64()
+	}
+	// One walk of the catalog keeps the changed tools and, in rank
+	// order, the unchanged ones of lowest rank that may follow them: a
+	// version of 100,000 tools picks its 200 without sorting the others.
+	var picked, rest []candidate
+	gradable := 0
 	for _, t := range stored.Doc.Tools {
-		if st, ok := stored.Tools[t.Name]; ok && st.Metadata != nil && len(st.Metadata.SyntheticQueries) >= 2 {
-			h := fnv.New64a()
-			h.Write([]byte(t.Name))
-			all = append(all, candidate{t.Name, changed[t.Name], h.Sum64()})
+		st, ok := stored.Tools[t.Name]
+		if !ok || st.Metadata == nil || len(st.Metadata.SyntheticQueries) < 2 {
+			continue
 		}
+		gradable++
+		c := candidate{t.Name, rank(t.Name)}
+		if changed[t.Name] {
+			picked = append(picked, c)
+			continue
+		}
+		if len(rest) == MaxTools && c.rank >= rest[MaxTools-1].rank {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(rest, c.rank, func(c candidate, r uint64) int { return cmp.Compare(c.rank, r) })
+		rest = slices.Insert(rest[:min(len(rest), MaxTools-1)], i, c)
 	}
-	if len(all) > MaxTools {
-		slices.SortFunc(all, func(a, b candidate) int {
-			if a.changed != b.changed {
-				if a.changed {
-					return -1
-				}
-				return 1
+	names := make([]string, 0, min(gradable, MaxTools))
+	if gradable <= MaxTools {
+		for _, t := range stored.Doc.Tools {
+			if st, ok := stored.Tools[t.Name]; ok && st.Metadata != nil && len(st.Metadata.SyntheticQueries) >= 2 {
+				names = append(names, t.Name)
 			}
-			return cmp.Compare(a.rank, b.rank)
-		})
-		all = all[:MaxTools]
+		}
+		return names
 	}
-	names := make([]string, len(all))
-	for i, c := range all {
-		names[i] = c.name
+	slices.SortFunc(picked, func(a, b candidate) int { return cmp.Compare(a.rank, b.rank) })
+	for _, c := range append(picked, rest...) {
+		if len(names) == MaxTools {
+			break
+		}
+		names = append(names, c.name)
 	}
 	return names
 }
