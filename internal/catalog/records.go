@@ -25,7 +25,9 @@ type Records struct {
 	list []record
 	// at finds an object's record. It is made by the first For, in the
 	// records writer rather than the pass, which neither sorts the
-	// records nor looks each up by object.
+	// records nor looks each up by object, or taken from the records of
+	// the last pass when their objects are at the same places (Changed).
+	// It is never changed once made.
 	at     map[string]int
 	atOnce sync.Once
 }
@@ -116,6 +118,32 @@ func (rs *Records) index() map[string]int {
 func (rs *Records) Changed(prev *Records) (objects []string, all bool) {
 	if prev == nil {
 		return nil, true
+	}
+	// Passes list the records in the same order (their plans', by tool
+	// name, then the failures'): while the objects are the same ones,
+	// the two are compared in step, with no look-up of each object, which
+	// is most of an edit's records at 100,000 tools. An object listed
+	// twice may be named twice, or changed where its later record is
+	// not: the records writer checks what it is named.
+	if len(rs.list) == len(prev.list) {
+		inStep := true
+		var changed []string
+		for i := range rs.list {
+			r, o := &rs.list[i], &prev.list[i]
+			if r.object != o.object {
+				inStep = false
+				break
+			}
+			if !r.same(*o) {
+				changed = append(changed, r.object)
+			}
+		}
+		if inStep {
+			// Objects at the same places: prev's index finds rs's.
+			at := prev.index()
+			rs.atOnce.Do(func() { rs.at = at })
+			return changed, false
+		}
 	}
 	at, before := rs.index(), prev.index()
 	for object, i := range at {

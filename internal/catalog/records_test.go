@@ -3,6 +3,7 @@ package catalog
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -60,6 +61,20 @@ func TestRecordsKeepTheVersionOfTheirEmbedding(t *testing.T) {
 	// tool's record; from none, everything.
 	if objects, all := recs.Changed(first.Records()); all || len(objects) != 1 || objects[0] != edited {
 		t.Errorf("changed from the first pass: %v, all %v; want %s alone", objects, all, edited)
+	}
+	// Records whose objects are at the same places as the last pass's
+	// find them through its index, and find what their own would.
+	firstRecs, again := first.Records(), second.Records()
+	again.Changed(firstRecs)
+	if reflect.ValueOf(again.at).Pointer() != reflect.ValueOf(firstRecs.at).Pointer() {
+		t.Error("records in step with the last pass's made an index of their own")
+	}
+	for _, tool := range tools {
+		got, ok := again.For(tool.Name, had[tool.Name])
+		want, _ := recs.For(tool.Name, had[tool.Name])
+		if !ok || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s through the last pass's index: %v %+v, want %+v", tool.Name, ok, got, want)
+		}
 	}
 	if _, all := recs.Changed(nil); !all {
 		t.Error("with no records before, not everything changed")
