@@ -257,6 +257,13 @@ func TestGraderNextWritesOverTheRows(t *testing.T) {
 	if &v2.matrix[0] != storage {
 		t.Fatal("Next copied every row for a changed vector")
 	}
+	// The same tools in the same rows: found as v1 found them.
+	sharedLookUps := func(a, b *Catalog) bool {
+		return reflect.ValueOf(a.tools).Pointer() == reflect.ValueOf(b.tools).Pointer() && reflect.ValueOf(a.Vectors).Pointer() == reflect.ValueOf(b.Vectors).Pointer()
+	}
+	if !sharedLookUps(v2, v1) {
+		t.Fatal("Next made look-ups of its own for the same tools in the same rows")
+	}
 	if g.graded() != nil {
 		t.Fatal("the catalog written over is still offered after Next")
 	}
@@ -290,6 +297,9 @@ func TestGraderNextWritesOverTheRows(t *testing.T) {
 	v3 := g.nextVersion(&doc3, moved)
 	if &v3.matrix[0] != storage || len(v3.vecNames) != len(doc.Tools)-2 {
 		t.Fatalf("Next copied every row to drop two (%d rows)", len(v3.vecNames))
+	}
+	if sharedLookUps(v3, v2b) {
+		t.Fatal("Next kept the look-ups of tools that went")
 	}
 	same(v3, &doc3, moved)
 
