@@ -100,23 +100,13 @@ func (p *process) sampleRSS() {
 			return
 		case <-time.After(rssEvery):
 		}
-		if rss, err := p.rss(); err == nil {
-			p.raiseHigh(rss)
+		if rss, err := p.rss(); err == nil && rss > p.highRSS.Load() {
+			p.highRSS.Store(rss)
 		}
 	}
 }
 
 const rssEvery = 250 * time.Millisecond
-
-// raiseHigh keeps rss as the highest resident set sampled when it is.
-func (p *process) raiseHigh(rss int64) {
-	for {
-		high := p.highRSS.Load()
-		if rss <= high || p.highRSS.CompareAndSwap(high, rss) {
-			return
-		}
-	}
-}
 
 // rss reads the process's resident set now.
 func (p *process) rss() (int64, error) {
@@ -233,13 +223,7 @@ func (p *process) watchPeak(t *testing.T, path string) {
 			case <-time.After(2 * time.Second):
 			}
 			rss, err := p.rss()
-			if err != nil {
-				continue
-			}
-			// What is seen here is a peak sample too: in runs of 50,000
-			// tools and more it saw higher ones than sampleRSS kept.
-			p.raiseHigh(rss)
-			if rss < high+peakStep {
+			if err != nil || rss < high+peakStep {
 				continue
 			}
 			high = rss
