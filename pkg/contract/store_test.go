@@ -353,7 +353,7 @@ func TestReadWithStagedRereadsAChangingCatalog(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	writes := &writeOnVectorRead{publish: func(n int) {
+	writes := &redistest.BeforeEach{Name: "hmget", Run: func(n int) {
 		if n == 1 {
 			publish(2, updated)
 		}
@@ -363,16 +363,16 @@ func TestReadWithStagedRereadsAChangingCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if writes.reads != 2 || s.Version != 2 || s.VectorDigests["a"] != VectorDigest(updated) {
-		t.Fatalf("after %d vector reads: version %d, digest of a is the new vector's: %v", writes.reads, s.Version, s.VectorDigests["a"] == VectorDigest(updated))
+	if writes.N != 2 || s.Version != 2 || s.VectorDigests["a"] != VectorDigest(updated) {
+		t.Fatalf("after %d vector reads: version %d, digest of a is the new vector's: %v", writes.N, s.Version, s.VectorDigests["a"] == VectorDigest(updated))
 	}
 
-	always := &writeOnVectorRead{}
-	always.publish = func(n int) { publish(2+n, old) }
+	always := &redistest.BeforeEach{Name: "hmget"}
+	always.Run = func(n int) { publish(2+n, old) }
 	c2, _ := newClient(t)
 	c2.AddHook(always)
-	if _, err := ReadWithStaged(ctx, c2, k); err == nil || always.reads != maxReadAttempts {
-		t.Fatalf("a catalog changing during each of %d reads: %v", always.reads, err)
+	if _, err := ReadWithStaged(ctx, c2, k); err == nil || always.N != maxReadAttempts {
+		t.Fatalf("a catalog changing during each of %d reads: %v", always.N, err)
 	}
 }
 
@@ -383,7 +383,7 @@ func TestReadWithStagedRereadsMetadataThatChanged(t *testing.T) {
 	ctx := context.Background()
 	d := testDoc(t, 1, "a")
 	publish(t, c, k, d, nil, map[string][]byte{"a": []byte(`{"spec_hash":"h-a","model":"old"}`)})
-	writes := &writeOnVectorRead{publish: func(n int) {
+	writes := &redistest.BeforeEach{Name: "hmget", Run: func(n int) {
 		if n == 1 {
 			next := testDoc(t, 2, "a")
 			publish(t, server.Get(t).Client(), k, next, nil, map[string][]byte{"a": []byte(`{"spec_hash":"h-a","model":"new"}`)})
@@ -395,28 +395,7 @@ func TestReadWithStagedRereadsMetadataThatChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	if m := s.ParsedMetadata["a"].Metadata; s.Version != 2 || m == nil || m.Model != "new" {
-		t.Fatalf("after %d field reads: version %d, metadata of a %+v", writes.reads, s.Version, m)
-	}
-}
-
-// writeOnVectorRead calls publish before each HMGET (of vectors, entries or metadata), with how
-// many there were.
-type writeOnVectorRead struct {
-	reads   int
-	publish func(n int)
-}
-
-func (*writeOnVectorRead) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (*writeOnVectorRead) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (w *writeOnVectorRead) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == "hmget" {
-			w.reads++
-			w.publish(w.reads)
-		}
-		return next(ctx, cmd)
+		t.Fatalf("after %d field reads: version %d, metadata of a %+v", writes.N, s.Version, m)
 	}
 }
 

@@ -157,7 +157,7 @@ func TestLoadRereadsAVersionPublishedMeanwhile(t *testing.T) {
 	writer := server.Client(t)
 	publish(t, writer, k, "", 1, false)
 	c := server.Client(t)
-	reads := &publishOnVectorRead{publish: func(n int) {
+	reads := &redistest.BeforeEach{Name: "hmget", Run: func(n int) {
 		if n == 1 {
 			publish(t, writer, k, "", 2, false)
 		}
@@ -167,37 +167,16 @@ func TestLoadRereadsAVersionPublishedMeanwhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reads.n < 2 || cat.Version() != 2 || cat.Document.Tools[0].Description != "Weather, version 2." {
-		t.Fatalf("after %d vector reads: version %d, %q", reads.n, cat.Version(), cat.Document.Tools[0].Description)
+	if reads.N < 2 || cat.Version() != 2 || cat.Document.Tools[0].Description != "Weather, version 2." {
+		t.Fatalf("after %d vector reads: version %d, %q", reads.N, cat.Version(), cat.Document.Tools[0].Description)
 	}
 
-	always := &publishOnVectorRead{}
-	always.publish = func(n int) { publish(t, writer, k, "", 2+int64(n), false) }
+	always := &redistest.BeforeEach{Name: "hmget"}
+	always.Run = func(n int) { publish(t, writer, k, "", 2+int64(n), false) }
 	c2 := server.Client(t)
 	c2.AddHook(always)
 	if _, err := Load(ctx, c2, k); err == nil || !strings.Contains(err.Error(), "published during each of 3 reads") {
 		t.Fatalf("a catalog published to during every read: %v", err)
-	}
-}
-
-// publishOnVectorRead calls publish before each vector read (HMGET),
-// with how many there were.
-type publishOnVectorRead struct {
-	n       int
-	publish func(n int)
-}
-
-func (*publishOnVectorRead) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (*publishOnVectorRead) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (p *publishOnVectorRead) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == "hmget" {
-			p.n++
-			p.publish(p.n)
-		}
-		return next(ctx, cmd)
 	}
 }
 

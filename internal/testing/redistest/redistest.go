@@ -368,3 +368,30 @@ func freePort() (int, error) {
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// BeforeEach is a go-redis hook that calls Run before each command named
+// Name (lowercase, as redis.Cmder.Name gives it) with how many there were
+// so far, for a test to change the server between a reader's commands.
+type BeforeEach struct {
+	Name string
+	Run  func(n int)
+	// N counts the commands seen.
+	N int
+}
+
+// DialHook, ProcessPipelineHook and ProcessHook make BeforeEach a redis.Hook.
+func (*BeforeEach) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (*BeforeEach) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (b *BeforeEach) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == b.Name {
+			b.N++
+			b.Run(b.N)
+		}
+		return next(ctx, cmd)
+	}
+}
