@@ -465,13 +465,16 @@ func gradingSample(stored catalog.Stored, changed map[string]bool) []string {
 	// order, the unchanged ones of lowest rank that may follow them: a
 	// version of 100,000 tools picks its 200 without sorting the others.
 	var picked, rest []candidate
+	var inOrder []string // every gradable tool, while they fit
 	gradable := 0
 	for _, t := range stored.Doc.Tools {
 		st, ok := stored.Tools[t.Name]
 		if !ok || st.Metadata == nil || len(st.Metadata.SyntheticQueries) < 2 {
 			continue
 		}
-		gradable++
+		if gradable++; gradable <= MaxTools {
+			inOrder = append(inOrder, t.Name)
+		}
 		c := candidate{t.Name, rank(t.Name)}
 		if changed[t.Name] {
 			picked = append(picked, c)
@@ -483,15 +486,10 @@ func gradingSample(stored catalog.Stored, changed map[string]bool) []string {
 		i, _ := slices.BinarySearchFunc(rest, c.rank, func(c candidate, r uint64) int { return cmp.Compare(c.rank, r) })
 		rest = slices.Insert(rest[:min(len(rest), MaxTools-1)], i, c)
 	}
-	names := make([]string, 0, min(gradable, MaxTools))
 	if gradable <= MaxTools {
-		for _, t := range stored.Doc.Tools {
-			if st, ok := stored.Tools[t.Name]; ok && st.Metadata != nil && len(st.Metadata.SyntheticQueries) >= 2 {
-				names = append(names, t.Name)
-			}
-		}
-		return names
+		return inOrder
 	}
+	names := make([]string, 0, MaxTools)
 	slices.SortFunc(picked, func(a, b candidate) int { return cmp.Compare(a.rank, b.rank) })
 	for _, c := range append(picked, rest...) {
 		if len(names) == MaxTools {
