@@ -204,7 +204,16 @@ func (g *storedGenerator) GenerateQueries(ctx context.Context, req embedding.Que
 	if g.s.Flights == nil {
 		return ask()
 	}
-	v, err, shared := g.s.Flights.queries.Do(key, func() (any, error) { return ask() })
+	v, err, shared := g.s.Flights.queries.Do(key, func() (any, error) {
+		// A flight that ended between the look above and this one kept
+		// its answer: look again before asking.
+		if raws, err := g.s.get(ctx, []string{key}); err == nil && raws[0] != "" {
+			if qs, err := embedding.ParseQueries(raws[0], req.Count, req.Existing); err == nil {
+				return qs, nil
+			}
+		}
+		return ask()
+	})
 	if err != nil && shared && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		// The pass that asked ended; this one has not.
 		return ask()
@@ -268,6 +277,11 @@ func (e *storedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 	// Texts another pass is embedding are waited for; this one embeds
 	// the rest.
 	owned, waits := e.s.Flights.claim(keys, at)
+	if len(owned) > 0 && e.s.Flights != nil {
+		// A flight that ended between the look above and the claim kept
+		// its vectors: look again before asking.
+		owned = e.kept(ctx, keys, owned, out)
+	}
 	if len(owned) > 0 {
 		if err := e.embed(ctx, texts, keys, owned, out); err != nil {
 			e.s.Flights.land(keys, owned, nil, err)
@@ -294,6 +308,30 @@ func (e *storedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 		}
 	}
 	return out, nil
+}
+
+// kept fills in out the vectors the store now holds of the owned
+// positions, ends their flights, and returns the positions still to ask.
+func (e *storedEmbedder) kept(ctx context.Context, keys []string, owned []int, out [][]float32) []int {
+	look := make([]string, len(owned))
+	for j, i := range owned {
+		look[j] = keys[i]
+	}
+	raws, err := e.s.get(ctx, look)
+	if err != nil {
+		return owned
+	}
+	var found, ask []int
+	for j, i := range owned {
+		if v, ok := usableVector([]byte(raws[j]), e.Dimensions()); ok {
+			out[i] = v
+			found = append(found, i)
+			continue
+		}
+		ask = append(ask, i)
+	}
+	e.s.Flights.land(keys, found, out, nil)
+	return ask
 }
 
 // embed asks the embedder for the texts at the positions given, fills

@@ -291,6 +291,47 @@ func TestPassesAskingAtOnceAskOnce(t *testing.T) {
 	}
 }
 
+// A pass that found nothing kept, while another pass asked the provider
+// and kept the answer before the first one's flight began, asks nothing:
+// its flight looks again.
+func TestAFlightThatEndedMeanwhileIsNotAskedAgain(t *testing.T) {
+	teama := namespace(t, "team-a")
+	ctx := context.Background()
+	rc := server.Client(t)
+	p := &counting{dims: 2}
+	var flights Flights
+	late, early := New(rc, teama, time.Hour), New(rc, teama, time.Hour)
+	late.Flights, early.Flights = &flights, &flights
+	// The early pass asks and keeps its answer right after the late one
+	// missed: between the late pass's look and its flight.
+	var earlyErr error
+	late.Observe = func(kind, outcome string, _ int) {
+		if outcome != "miss" {
+			return
+		}
+		switch kind {
+		case "queries":
+			_, earlyErr = early.Generator(p).GenerateQueries(ctx, weather)
+		case "vectors":
+			_, earlyErr = early.Embedder(p).Embed(ctx, []string{"a", "bb"})
+		}
+	}
+	qs, err := late.Generator(p).GenerateQueries(ctx, weather)
+	if err != nil || earlyErr != nil {
+		t.Fatal(err, earlyErr)
+	}
+	vecs, err := late.Embedder(p).Embed(ctx, []string{"a", "bb"})
+	if err != nil || earlyErr != nil {
+		t.Fatal(err, earlyErr)
+	}
+	if asked := p.take(); len(asked) != 3 {
+		t.Fatalf("the provider was asked %v; want one generation and two texts", asked)
+	}
+	if len(qs) != weather.Count || len(vecs) != 2 || vecs[1][0] != 2 {
+		t.Fatalf("the late pass got %v and %v", qs, vecs)
+	}
+}
+
 // A namespace that churns entries (a ToolDefinition's description edited
 // in a loop) holds at most MaxEntries: each write past the bound deletes
 // the least recently used, an entry found recently stays, and another
