@@ -126,8 +126,10 @@ func configError(err error) error {
 // grading of the version published reads and writes there goes with it.
 type publishedState interface {
 	grading.Published
-	// Selector and Generated are kept across passes, as QueryVectors is.
+	// Selector, Planner and Generated are kept across passes, as
+	// QueryVectors is.
 	Selector() *catalog.Selector
+	Planner() *catalog.Planner
 	Generated() *catalog.Generated
 	Read(ctx context.Context, fresh bool, tools []*catalog.Tool) (catalog.Stored, error)
 	Learned(ctx context.Context, stored catalog.Stored, tools []*catalog.Tool) (map[string][]string, error)
@@ -168,8 +170,8 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 		return nil, redisError(tc, err)
 	}
 	_, span = step(ctx, "plan")
-	plans := catalog.Plan(catalog.PlanInput{
-		Tools: sel.Tools, Stored: stored.Tools,
+	plans := st.Planner().Plan(catalog.PlanInput{
+		Tools: sel.Tools, Stored: stored.Tools, Lineage: stored.Lineage(),
 		Model: prov.Embedder.Model(), Dimensions: cfg.Dimensions, QueriesPerTool: cfg.QueriesPerTool,
 		Mode: req.Mode, Targets: req.Targets, Learned: learned,
 	})

@@ -34,9 +34,9 @@ func benchTools(n int) []v1alpha1.ToolDefinition {
 func BenchmarkNoOpPass(b *testing.B) {
 	for _, n := range []int{1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
-			f, sel, tds, stored := publishedCatalog(b, n)
+			f, sel, pl, tds, stored := publishedCatalog(b, n)
 			for b.Loop() {
-				o := noOpPass(b, f, sel, tds, stored)
+				o := noOpPass(b, f, sel, pl, tds, stored)
 				if o.Build.Changed {
 					b.Fatal("a pass with nothing to do would publish")
 				}
@@ -46,27 +46,28 @@ func BenchmarkNoOpPass(b *testing.B) {
 }
 
 // publishedCatalog is a catalog of n tools published as version 1: its
-// providers, selector, ToolDefinitions and stored state. The timer
-// starts after it.
-func publishedCatalog(b *testing.B, n int) (*fakeProviders, *Selector, []*v1alpha1.ToolDefinition, Stored) {
+// providers, selector, planner, ToolDefinitions and stored state. The
+// timer starts after it.
+func publishedCatalog(b *testing.B, n int) (*fakeProviders, *Selector, *Planner, []*v1alpha1.ToolDefinition, Stored) {
 	f := &fakeProviders{model: "m", dims: 256}
 	tds := pointers(benchTools(n))
-	sel := &Selector{}
-	first := noOpPass(b, f, sel, tds, ReadStored(&contract.Snapshot{}))
-	stored, err := ReadStored(&contract.Snapshot{}).Published(first.Build, 1)
+	sel, pl := &Selector{}, &Planner{}
+	empty := ReadStored(&contract.Snapshot{})
+	first := noOpPass(b, f, sel, pl, tds, empty)
+	stored, err := empty.Published(first.Build, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	return f, sel, tds, stored
+	return f, sel, pl, tds, stored
 }
 
-func noOpPass(b *testing.B, f *fakeProviders, sel *Selector, tds []*v1alpha1.ToolDefinition, stored Stored) *Outcome {
+func noOpPass(b *testing.B, f *fakeProviders, sel *Selector, pl *Planner, tds []*v1alpha1.ToolDefinition, stored Stored) *Outcome {
 	s, err := sel.Select(tds, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	plans := Plan(PlanInput{Tools: s.Tools, Stored: stored.Tools, Model: f.model, QueriesPerTool: 2})
+	plans := pl.Plan(PlanInput{Tools: s.Tools, Stored: stored.Tools, Lineage: stored.Lineage(), Model: f.model, QueriesPerTool: 2})
 	now := time.Unix(1700000000, 0)
 	refreshed := Refresh(context.Background(), f.providers(), plans, now, Budget{})
 	build, err := BuildDocument(BuildInput{Catalog: "ns/c", Provider: "openai", Model: f.model, Plans: plans, Refreshed: refreshed, Stored: stored, Now: now})
@@ -82,12 +83,12 @@ func noOpPass(b *testing.B, f *fakeProviders, sel *Selector, tds []*v1alpha1.Too
 func BenchmarkEditPass(b *testing.B) {
 	for _, n := range []int{10000, 50000} {
 		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
-			f, sel, tds, stored := publishedCatalog(b, n)
+			f, sel, pl, tds, stored := publishedCatalog(b, n)
 			for i := 0; b.Loop(); i++ {
 				td := tds[i*7919%n]
 				td.Generation++
 				td.Spec.Description = fmt.Sprintf("Tool %s, edited %d times, does one specific thing.", td.Name, td.Generation)
-				o := noOpPass(b, f, sel, tds, stored)
+				o := noOpPass(b, f, sel, pl, tds, stored)
 				if !o.Build.Changed {
 					b.Fatal("an edit would not publish")
 				}

@@ -1056,6 +1056,7 @@ func TestReadStateSharesTheSelectionsStrings(t *testing.T) {
 		t.Fatal(err)
 	}
 	read.Share(sel.Tools)
+	read.lineage = want.lineage // each state read has a name of its own
 	if !reflect.DeepEqual(read, want) {
 		t.Fatalf("sharing changed the state read:\n%+v\nwant\n%+v", read, want)
 	}

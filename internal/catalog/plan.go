@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 )
@@ -45,6 +46,10 @@ type PlanInput struct {
 	// Learned are the recorded requests each tool's vector should also be
 	// built from (Learn); nil when the catalog does not learn.
 	Learned map[string][]string
+	// Lineage names the state Stored is the tools of (Stored.Lineage):
+	// a Planner plans again only what changed since the state it last
+	// planned from.
+	Lineage Lineage
 }
 
 // ToolPlan is the plan for one tool.
@@ -116,6 +121,97 @@ func Plan(in PlanInput) []ToolPlan {
 		plans[i] = planTool(in.Tools[i], in, mode, targeted)
 	})
 	return plans
+}
+
+// Planner is Plan with a memory. A pass in normal mode after another
+// plans again only the tools whose selected entry is new (Selector) or
+// whose stored entry the last publish changed (Lineage), and takes the
+// last pass's plans of the others that needed nothing: at 100,000 tools,
+// planning every tool is a look-up in the stored state per tool, each
+// missing the CPU's caches, to find that one changed. A refresh request,
+// a learning catalog or another model plans everything. It is safe for
+// concurrent use.
+type Planner struct {
+	mu sync.Mutex
+	// key, gen and last are the last normal pass's settings, stored
+	// state and plans; gen 0 when there is none to reuse.
+	key  planKey
+	gen  uint64
+	last []lastPlan
+}
+
+// planKey is what a plan depends on besides its tool and stored entry.
+type planKey struct {
+	model                      string
+	dimensions, queriesPerTool int
+}
+
+// lastPlan is what is kept of a plan that needed nothing, which is all
+// such a plan holds; tool is nil for the others.
+type lastPlan struct {
+	tool   *Tool
+	name   string
+	stored StoredTool
+}
+
+// Plan is the package's Plan, reusing what it can of the last call's.
+func (p *Planner) Plan(in PlanInput) []ToolPlan {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := planKey{model: in.Model, dimensions: in.Dimensions, queriesPerTool: in.QueriesPerTool}
+	normal := in.Mode == modeNormal && len(in.Targets) == 0 && in.Learned == nil
+	changed, known := in.Lineage.changedSince(p.gen)
+	var plans []ToolPlan
+	if normal && known && key == p.key && len(p.last) == len(in.Tools) {
+		plans = p.replan(in, changed)
+	} else {
+		plans = Plan(in)
+	}
+	last := p.last
+	p.key, p.gen, p.last = key, 0, nil
+	if !normal || in.Lineage.gen == 0 {
+		return plans
+	}
+	if len(last) != len(plans) {
+		last = make([]lastPlan, len(plans))
+	}
+	for i, pl := range plans {
+		last[i] = lastPlan{}
+		if pl.Action == ActionNone && !pl.Deferred {
+			last[i] = lastPlan{tool: pl.Tool, name: pl.Name, stored: pl.Stored}
+		}
+	}
+	p.gen, p.last = in.Lineage.gen, last
+	return plans
+}
+
+// replan takes the last plan of each tool at the same place with the same
+// entry that needed nothing, and plans the others and those of changed.
+func (p *Planner) replan(in PlanInput, changed map[string]bool) []ToolPlan {
+	plans := make([]ToolPlan, len(in.Tools))
+	parallel(len(in.Tools), func(i int) {
+		t, last := in.Tools[i], &p.last[i]
+		if last.tool == t {
+			plans[i] = ToolPlan{Tool: t, Name: last.name, Stored: last.stored}
+			return
+		}
+		plans[i] = planTool(t, in, modeNormal, nil)
+	})
+	// The selection is in order of name: each changed tool is found
+	// without reading the others' names.
+	for name := range changed {
+		if i, ok := slices.BinarySearchFunc(in.Tools, name, func(t *Tool, name string) int { return strings.Compare(t.Entry.Name, name) }); ok {
+			plans[i] = planTool(in.Tools[i], in, modeNormal, nil)
+		}
+	}
+	return plans
+}
+
+// Forget drops what the planner keeps: the next call plans everything.
+func (p *Planner) Forget() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.key, p.gen, p.last = planKey{}, 0, nil
 }
 
 // planTool is Plan for one tool, in the pass's mode.

@@ -1,9 +1,16 @@
 package catalog
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -121,4 +128,98 @@ func joinNames(n []string) string {
 		return "all"
 	}
 	return n[0]
+}
+
+// A Planner's plans are Plan's, pass after pass: after a publish, an
+// edit, a tool gone and another come, a refresh request and a model
+// change. Between passes it looks up only what changed, so a stored entry
+// changed behind the stored state's lineage goes unseen: the test shows
+// that it did reuse.
+func TestPlannerPlansAsPlanDoes(t *testing.T) {
+	f := &fakeProviders{model: "m", dims: 8}
+	tds := manyTDs(500)
+	for i := range tds {
+		tds[i].UID, tds[i].Generation = types.UID(tds[i].Name), 1
+	}
+	sel, planner := &Selector{}, &Planner{}
+	stored := ReadStored(&contract.Snapshot{})
+	var version int64
+	// pass plans as a pass does, checks the planner against Plan, and
+	// publishes what it built.
+	var budget Budget
+	pass := func(step string, req Request) []ToolPlan {
+		t.Helper()
+		s, err := sel.Select(pointers(tds), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := PlanInput{Tools: s.Tools, Stored: stored.Tools, Lineage: stored.Lineage(), Model: f.model, QueriesPerTool: 2, Mode: req.Mode, Targets: req.Targets}
+		got, want := planner.Plan(in), Plan(in)
+		if !reflect.DeepEqual(got, want) {
+			for i := range want {
+				if !reflect.DeepEqual(got[i], want[i]) {
+					t.Fatalf("%s: the planner planned %s as %+v; Plan as %+v", step, want[i].Name, got[i], want[i])
+				}
+			}
+			t.Fatalf("%s: the planner planned %d tools; Plan %d", step, len(got), len(want))
+		}
+		now := time.Unix(1700000000, 0)
+		refreshed := Refresh(context.Background(), f.providers(), want, now, budget)
+		b, err := BuildDocument(BuildInput{Catalog: "ns/c", Provider: "openai", Model: f.model, Plans: want, Refreshed: refreshed, Stored: stored, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case b.Blocked != "" && len(b.Vectors) > 0:
+			stored = stagedState(t, &Outcome{Build: b, Stored: stored})
+		case b.Changed:
+			version++
+			if stored, err = stored.Published(b, version); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return want
+	}
+	pass("first", Request{})
+	pass("after the first publish", Request{})
+	pass("nothing changed", Request{})
+	tds[7].Generation++
+	tds[7].Spec.Description = "Edited."
+	if plans := pass("an edit", Request{}); plans[slices.IndexFunc(plans, func(p ToolPlan) bool { return p.Tool.Object == tds[7].Name })].Action != ActionRegenerate {
+		t.Fatal("the edited tool was not regenerated")
+	}
+	pass("after the edit's publish", Request{})
+	tds = append(tds[1:], td("new", "new", okParams))
+	tds[len(tds)-1].UID = "new"
+	pass("a tool gone and another come", Request{})
+	pass("after that publish", Request{})
+	pass("a refresh of one tool", Request{Targets: []string{tds[3].Spec.Name}})
+	pass("after the refresh", Request{})
+	pass("nothing changed again", Request{})
+	// An entry changed behind the lineage: Plan sees it, the planner,
+	// which reuses the tool's last plan, does not.
+	s, err := sel.Select(pointers(tds), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := s.Tools[11].Entry.Name
+	behind := maps.Clone(stored.Tools)
+	behind[name] = StoredTool{}
+	in := PlanInput{Tools: s.Tools, Stored: behind, Lineage: stored.Lineage(), Model: f.model, QueriesPerTool: 2}
+	if got, want := planner.Plan(in)[11], Plan(in)[11]; got.Action != ActionNone || want.Action != ActionRegenerate {
+		t.Fatalf("the planner planned %s as %v and Plan as %v; want the last plan reused", name, got.Action, want.Action)
+	}
+
+	// Another model, in chunks: the first chunks are staged, the last
+	// publishes them, and the staged tools' entries change with it.
+	f.model = "m2"
+	budget = Budget{Time: time.Nanosecond, Batch: 400}
+	for i := range 3 {
+		pass(fmt.Sprintf("chunk %d of another model", i+1), Request{})
+	}
+	if stored.Version != version || len(stored.StagedMetadata) != 0 || stored.Tools[name].Metadata.Model != "m2" {
+		t.Fatalf("the model's chunks left version %d (want %d), %d staged, %s's model %s", stored.Version, version, len(stored.StagedMetadata), name, stored.Tools[name].Metadata.Model)
+	}
+	pass("after the model's publish", Request{})
+	pass("nothing changed after the model", Request{})
 }

@@ -49,7 +49,8 @@ func (f Failure) Rejected() bool {
 // Selection is what a catalog's selector picked: the valid tools, sorted
 // by name with unique names, and the ToolDefinitions left out.
 type Selection struct {
-	// Tools point into the Selector's memory: read-only.
+	// Tools point into the Selector's memory: read-only. They are in
+	// order of name.
 	Tools    []*Tool
 	Rejected []Failure
 }

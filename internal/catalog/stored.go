@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
@@ -55,6 +56,42 @@ type Stored struct {
 	// this process (nil when read), so the next document hashes only the
 	// entries that changed.
 	Digests []string
+	// lineage says which state this is, and how it was derived from
+	// another (Published), so a plan knows which tools' entries it must
+	// look up again.
+	lineage Lineage
+}
+
+// Lineage names a stored state: gen is its own, unique in the process
+// (0 for a state made by hand, which no plan reuses); a state derived by
+// Published from the state since differs from it in the entries of
+// changed alone.
+type Lineage struct {
+	gen, since uint64
+	changed    map[string]bool
+}
+
+// gens numbers the stored states of the process.
+var gens atomic.Uint64
+
+func newLineage() Lineage { return Lineage{gen: gens.Add(1)} }
+
+// Lineage is the state's name and derivation, for PlanInput.
+func (s Stored) Lineage() Lineage { return s.lineage }
+
+// changedSince says which tools' entries differ between the state l names
+// and the state of generation gen: none when it is that state, and ok
+// false when it is not known to derive from it.
+func (l Lineage) changedSince(gen uint64) (changed map[string]bool, ok bool) {
+	switch {
+	case gen == 0:
+		return nil, false
+	case l.gen == gen:
+		return nil, true
+	case l.since == gen:
+		return l.changed, true
+	}
+	return nil, false
 }
 
 // ReadStored parses a snapshot, with its vectors or their digests.
@@ -62,7 +99,7 @@ type Stored struct {
 // document is kept as DocErr. Staged entries are laid over the published
 // ones (WithStaged).
 func ReadStored(snap *contract.Snapshot) Stored {
-	s := Stored{Version: snap.Version, Tools: make(map[string]StoredTool, len(snap.Metadata)+len(snap.ParsedMetadata))}
+	s := Stored{Version: snap.Version, Tools: make(map[string]StoredTool, len(snap.Metadata)+len(snap.ParsedMetadata)), lineage: newLineage()}
 	s.Doc, s.DocErr = snap.Document()
 	s.Contract2 = snap.Head != nil && s.DocErr == nil
 	for name, raw := range snap.Metadata {
@@ -161,6 +198,7 @@ func (s Stored) WithStaged(metadata map[string]string, vectors map[string][]byte
 		return s
 	}
 	s.Tools, s.StagedVectors, s.StagedMetadata = maps.Clone(s.Tools), map[string][]byte{}, map[string][]byte{}
+	s.lineage = newLineage()
 	for name, raw := range metadata {
 		m, err := contract.ParseMetadata(raw)
 		vec, ok := vectors[name]
@@ -189,6 +227,7 @@ func (s Stored) Published(b Build, version int64) (Stored, error) {
 		Version: version, Doc: &doc, Contract2: true, Digests: b.Digests,
 		Tools: maps.Clone(s.Tools), // staged ones are replaced from b below
 	}
+	next.lineage = Lineage{gen: gens.Add(1), since: s.lineage.gen, changed: make(map[string]bool, len(b.Metadata)+len(b.Removed))}
 	if next.Tools == nil {
 		next.Tools = map[string]StoredTool{}
 	}
@@ -203,9 +242,11 @@ func (s Stored) Published(b Build, version int64) (Stored, error) {
 			shareMetadata(m, &doc.Tools[i], doc.Embedding.Model)
 		}
 		next.Tools[name] = StoredTool{Metadata: m, HasVector: true, Vector: contract.VectorDigest(b.Vectors[name])}
+		next.lineage.changed[name] = true
 	}
 	for _, name := range b.Removed {
 		delete(next.Tools, name)
+		next.lineage.changed[name] = true
 	}
 	return next, nil
 }

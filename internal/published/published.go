@@ -67,6 +67,7 @@ type memory struct {
 	// next pass must read everything.
 	snapshot  *snapshot
 	selector  catalog.Selector
+	planner   catalog.Planner
 	generated catalog.Generated
 	queries   QueryVectors
 	// pinned is the catalog's pinned copy as last read or written.
@@ -152,6 +153,10 @@ func (c *Catalog) QueryStore() *querystore.Store {
 
 // Selector is the catalog's selector, kept across passes.
 func (c *Catalog) Selector() *catalog.Selector { return &c.mem.selector }
+
+// Planner is the catalog's planner, kept across passes with the stored
+// state it planned from.
+func (c *Catalog) Planner() *catalog.Planner { return &c.mem.planner }
 
 // Generated keeps the catalog's queries generated but not embedded yet.
 func (c *Catalog) Generated() *catalog.Generated { return &c.mem.generated }
@@ -348,7 +353,10 @@ func (c *Catalog) Release() {
 		least = DefaultKeepMinTools
 	}
 	if s := c.mem.snapshot; s != nil && len(s.stored.Tools) < least {
+		// The next pass reads a state of its own, which no plan kept
+		// here was made from.
 		c.mem.snapshot = nil
+		c.mem.planner.Forget()
 	}
 }
 
