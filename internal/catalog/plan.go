@@ -162,7 +162,9 @@ func (p *Planner) Plan(in PlanInput) []ToolPlan {
 	normal := in.Mode == modeNormal && len(in.Targets) == 0 && in.Learned == nil
 	changed, known := in.Lineage.changedSince(p.gen)
 	var plans []ToolPlan
-	if normal && known && key == p.key && len(p.last) == len(in.Tools) {
+	// Past an eighth of the tools changed (a bulk apply's versions), a
+	// search for each costs more than planning every tool.
+	if normal && known && key == p.key && len(p.last) == len(in.Tools) && len(changed) <= len(in.Tools)/8 {
 		plans = p.replan(in, changed)
 	} else {
 		plans = Plan(in)
