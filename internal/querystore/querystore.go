@@ -313,11 +313,7 @@ func (e *storedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 // kept fills in out the vectors the store now holds of the owned
 // positions, ends their flights, and returns the positions still to ask.
 func (e *storedEmbedder) kept(ctx context.Context, keys []string, owned []int, out [][]float32) []int {
-	look := make([]string, len(owned))
-	for j, i := range owned {
-		look[j] = keys[i]
-	}
-	raws, err := e.s.get(ctx, look)
+	raws, err := e.s.get(ctx, pick(keys, owned))
 	if err != nil {
 		return owned
 	}
@@ -334,13 +330,19 @@ func (e *storedEmbedder) kept(ctx context.Context, keys []string, owned []int, o
 	return ask
 }
 
+// pick returns the strings of s at the positions given, in their order.
+func pick(s []string, at []int) []string {
+	out := make([]string, len(at))
+	for j, i := range at {
+		out[j] = s[i]
+	}
+	return out
+}
+
 // embed asks the embedder for the texts at the positions given, fills
 // them in out and keeps them.
 func (e *storedEmbedder) embed(ctx context.Context, texts, keys []string, at []int, out [][]float32) error {
-	ask := make([]string, len(at))
-	for j, i := range at {
-		ask[j] = texts[i]
-	}
+	ask := pick(texts, at)
 	vecs, err := e.Embedder.Embed(ctx, ask)
 	if err != nil {
 		return err
