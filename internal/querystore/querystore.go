@@ -174,16 +174,13 @@ func (g *storedGenerator) Identity() string { return g.id }
 func (g *storedGenerator) GenerateQueries(ctx context.Context, req embedding.QueryRequest) ([]string, error) {
 	key := g.s.key("queries", generation{Generator: g.id, Name: req.Tool.Name, Description: req.Tool.Description,
 		Parameters: string(req.Tool.Parameters), Count: req.Count, Existing: req.Existing})
-	raws, readErr := g.s.get(ctx, []string{key})
+	qs, found, readErr := g.look(ctx, key, req)
 	switch {
 	case readErr != nil:
 		g.s.observe("queries", "error", 1)
-	case raws[0] != "":
-		if qs, parseErr := embedding.ParseQueries(raws[0], req.Count, req.Existing); parseErr == nil {
-			g.s.observe("queries", "hit", 1)
-			return qs, nil
-		}
-		fallthrough
+	case found:
+		g.s.observe("queries", "hit", 1)
+		return qs, nil
 	default:
 		g.s.observe("queries", "miss", 1)
 	}
@@ -207,10 +204,8 @@ func (g *storedGenerator) GenerateQueries(ctx context.Context, req embedding.Que
 	v, err, shared := g.s.Flights.queries.Do(key, func() (any, error) {
 		// A flight that ended between the look above and this one kept
 		// its answer: look again before asking.
-		if raws, err := g.s.get(ctx, []string{key}); err == nil && raws[0] != "" {
-			if qs, err := embedding.ParseQueries(raws[0], req.Count, req.Existing); err == nil {
-				return qs, nil
-			}
+		if qs, found, _ := g.look(ctx, key, req); found {
+			return qs, nil
 		}
 		return ask()
 	})
@@ -222,6 +217,17 @@ func (g *storedGenerator) GenerateQueries(ctx context.Context, req embedding.Que
 		return nil, err
 	}
 	return slices.Clone(v.([]string)), nil
+}
+
+// look returns the query set kept under key when it is one the generator
+// could have written for req; a malformed entry is not found.
+func (g *storedGenerator) look(ctx context.Context, key string, req embedding.QueryRequest) ([]string, bool, error) {
+	raws, err := g.s.get(ctx, []string{key})
+	if err != nil || raws[0] == "" {
+		return nil, false, err
+	}
+	qs, err := embedding.ParseQueries(raws[0], req.Count, req.Existing)
+	return qs, err == nil, nil
 }
 
 // Embedder returns e looking here before it asks its provider, and
