@@ -98,7 +98,7 @@ type Published interface {
 	// QueryVectors holds the query vectors the passes embedded.
 	QueryVectors() *published.QueryVectors
 	// Vectors reads published vectors.
-	Vectors(ctx context.Context, names []string) (map[string][]byte, error)
+	Vectors(ctx context.Context, names []string) (map[string]string, error)
 	// RecordQuality keeps a version's grading with the retained ones.
 	RecordQuality(ctx context.Context, q contract.Quality) error
 }
@@ -113,7 +113,7 @@ type gradeJob struct {
 	// queries holds the query vectors the passes embedded.
 	queries *published.QueryVectors
 	// vectors reads the published vectors of tools.
-	vectors func(ctx context.Context, names []string) (map[string][]byte, error)
+	vectors func(ctx context.Context, names []string) (map[string]string, error)
 	// record keeps the grading in Redis with the retained versions'.
 	record func(ctx context.Context, q contract.Quality) error
 	// rest says the version's grading is recorded, and this job does
@@ -365,7 +365,7 @@ func (gs *Grades) run(ctx context.Context, key client.ObjectKey) {
 // time, and embeds only the queries neither kept nor embedded by a pass.
 func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*selfgrade.Grading, int, error) {
 	stored := job.stored
-	read := func(names []string) (map[string][]byte, error) {
+	read := func(names []string) (map[string]string, error) {
 		vecs, err := job.vectors(ctx, names)
 		if err != nil {
 			return nil, fmt.Errorf("reading the vectors to grade: %w", err)

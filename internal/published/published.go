@@ -324,7 +324,7 @@ func (c *Catalog) keepPublished(ctx context.Context, stored catalog.Stored, b ca
 // Vectors reads the published vectors of the named tools, for what
 // indexes a version outside the pass (grading): the stored state keeps
 // only their digests.
-func (c *Catalog) Vectors(ctx context.Context, names []string) (map[string][]byte, error) {
+func (c *Catalog) Vectors(ctx context.Context, names []string) (map[string]string, error) {
 	vecs, err := contract.ReadVectors(ctx, c.rc, c.cfg.Keys, names)
 	if err != nil {
 		metrics.RedisErrors.WithLabelValues(c.id, "read").Inc()

@@ -142,8 +142,11 @@ func EncodeVector(v []float32) []byte {
 // vector can be compared with one seen before without keeping its bytes.
 // The hash is keyed by a seed random per process: stored vectors cannot be
 // crafted to collide.
-// A string of the same bytes has the same digest (ReadWithStaged).
 func VectorDigest(raw []byte) uint64 { return maphash.Bytes(vectorSeed, raw) }
+
+// VectorDigestString is VectorDigest of a raw vector held as a string, as
+// Redis replies give it: the same bytes have the same digest.
+func VectorDigestString(raw string) uint64 { return maphash.String(vectorSeed, raw) }
 
 var vectorSeed = maphash.MakeSeed()
 

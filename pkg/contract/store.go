@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"slices"
 	"strconv"
 
@@ -205,7 +204,7 @@ func (s *Snapshot) readFields(ctx context.Context, c redis.UniversalClient, k Ke
 		return false, err
 	}
 	s.VectorDigests = make(map[string]uint64, len(vectors))
-	err = eachField(ctx, c, k.Embeddings(), vectors, func(name, vec string) { s.VectorDigests[name] = maphash.String(vectorSeed, vec) })
+	err = eachField(ctx, c, k.Embeddings(), vectors, func(name, vec string) { s.VectorDigests[name] = VectorDigestString(vec) })
 	if err != nil {
 		return false, err
 	}
@@ -325,10 +324,11 @@ const maxFieldsPerRead = 1000
 
 // ReadVectors reads the published vectors of the named tools from
 // P:embeddings, in round trips of up to maxFieldsPerRead names; a tool
-// without a vector is left out.
-func ReadVectors(ctx context.Context, c redis.UniversalClient, k Keys, names []string) (map[string][]byte, error) {
-	out := make(map[string][]byte, len(names))
-	if err := eachField(ctx, c, k.Embeddings(), names, func(name, vec string) { out[name] = []byte(vec) }); err != nil {
+// without a vector is left out. The raw vectors are the strings of the
+// replies, not copied: AppendVector decodes them as they are.
+func ReadVectors(ctx context.Context, c redis.UniversalClient, k Keys, names []string) (map[string]string, error) {
+	out := make(map[string]string, len(names))
+	if err := eachField(ctx, c, k.Embeddings(), names, func(name, vec string) { out[name] = vec }); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -118,8 +118,10 @@ type stems map[string]string
 
 // terms are the index terms of s, stemmed through the memo when there
 // is one, else through the requests' cache (queryStem).
-func (m stems) terms(s string) []string {
-	var out []string
+func (m stems) terms(s string) []string { return m.appendTerms(nil, s) }
+
+// appendTerms appends the index terms of s to out, as terms does.
+func (m stems) appendTerms(out []string, s string) []string {
 	for _, w := range text.Parts(s) {
 		if text.Stopwords[w] {
 			continue
@@ -142,10 +144,14 @@ func (m stems) terms(s string) []string {
 
 // tokenizer tokenizes tools on one goroutine, remembering what recurs
 // across a catalog's tools: the stems of words, and the weighted terms of
-// each parameters schema (the tools of one server share many).
+// each parameters schema (the tools of one server share many). It counts
+// each tool's terms in the same scratch space: tokenizing a large catalog
+// then leaves little garbage beside the terms it returns.
 type tokenizer struct {
 	stems   stems
 	schemas map[string][]weighted
+	tf      map[string]float64
+	words   []string
 }
 
 // weighted is a term met in a field of weight w.
@@ -154,19 +160,30 @@ type weighted struct {
 	w    float64
 }
 
-func newTokenizer() *tokenizer { return &tokenizer{stems: stems{}, schemas: map[string][]weighted{}} }
+// maxReusedTerms is the most terms of a tool after which the tokenizer
+// counts the next tool's in a new map rather than the one it cleared.
+const maxReusedTerms = 512
+
+func newTokenizer() *tokenizer {
+	return &tokenizer{stems: stems{}, schemas: map[string][]weighted{}, tf: map[string]float64{}}
+}
 
 // termsOf tokenizes a tool's fields, weighted: its indexed text and its
 // terms.
 func (tk *tokenizer) termsOf(t contract.Tool) (docTerms, []termFreq) {
-	tf := map[string]float64{}
+	if len(tk.tf) > maxReusedTerms {
+		tk.tf = map[string]float64{} // a map cleared costs its size
+	}
+	tf := tk.tf
+	clear(tf)
 	var length float64 // summed in text order, so alike every time
 	add := func(w string, weight float64) {
 		tf[w] += weight
 		length += weight
 	}
 	field := func(s string, weight float64) {
-		for _, w := range tk.stems.terms(s) {
+		tk.words = tk.stems.appendTerms(tk.words[:0], s)
+		for _, w := range tk.words {
 			add(w, weight)
 		}
 	}

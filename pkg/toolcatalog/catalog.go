@@ -119,7 +119,7 @@ func load(ctx context.Context, c redis.UniversalClient, keys contract.Keys) (cat
 	if doc == nil {
 		return nil, false, fmt.Errorf("%w (%s)", ErrNotPublished, keys.Head())
 	}
-	cat, err = newReading(doc, loadChunk, false, func(names []string) (map[string][]byte, error) {
+	cat, err = newReading(doc, loadChunk, false, func(names []string) (map[string]string, error) {
 		return contract.ReadVectors(ctx, c, served, names)
 	})
 	metadata := <-parsed
@@ -295,7 +295,7 @@ func build(doc *contract.Document, raw map[string][]byte, metadata map[string]*c
 		if !ok {
 			v, h = kept(t.Name)
 		}
-		c.appendRow(i, t.Name, r, ok, v, h, prev)
+		appendRow(c, i, t.Name, r, ok, v, h, prev)
 	}
 	c.finish(prev)
 	return c
@@ -318,7 +318,10 @@ func (c *Catalog) reserve(rows int, prev *Catalog) {
 // already unit-length whose raw vector had digest keptHash. A vector that
 // does not decode, has no direction or another length leaves the tool
 // without a row.
-func (c *Catalog) appendRow(i int, name string, r []byte, hasRaw bool, kept []float32, keptHash uint64, prev *Catalog) {
+//
+// r is a raw vector as the caller holds it: bytes, or the string of a
+// Redis reply, decoded without a copy.
+func appendRow[B []byte | string](c *Catalog, i int, name string, r B, hasRaw bool, kept []float32, keptHash uint64, prev *Catalog) {
 	c.rowOf[i] = -1
 	start := len(c.matrix)
 	var err error
@@ -326,7 +329,7 @@ func (c *Catalog) appendRow(i int, name string, r []byte, hasRaw bool, kept []fl
 	from := -1 // the row's place in prev, when taken from there
 	switch {
 	case hasRaw:
-		hash = contract.VectorDigest(r)
+		hash = digest(r)
 		if same, h := prev.row(name); same != nil && h == hash {
 			c.matrix, from = append(c.matrix, same...), prev.rowIndex(name)
 		} else if c.matrix, err = contract.AppendVector(c.matrix, r); err == nil && !normalize(c.matrix[start:]) {
@@ -356,6 +359,14 @@ func (c *Catalog) appendRow(i int, name string, r []byte, hasRaw bool, kept []fl
 	c.rawHash = append(c.rawHash, hash)
 }
 
+// digest is the contract.VectorDigest of a raw vector held either way.
+func digest[B []byte | string](raw B) uint64 {
+	if s, ok := any(raw).(string); ok {
+		return contract.VectorDigestString(s)
+	}
+	return contract.VectorDigest(any(raw).([]byte))
+}
+
 // newReading builds a Catalog of doc, without metadata, as New does, but
 // reads the raw vectors of its tools through read, up to chunk tools at a
 // time in the document's order: the raw vectors of a large catalog are
@@ -368,7 +379,7 @@ func (c *Catalog) appendRow(i int, name string, r []byte, hasRaw bool, kept []fl
 // cosines computed beforehand: the catalog, and the versions Next builds
 // from it, keep no int8 copy of the rows for a first scan (a quarter of
 // the rows' memory), and a search of it scans the float rows.
-func newReading(doc *contract.Document, chunk int, floatOnly bool, read func(names []string) (map[string][]byte, error)) (*Catalog, error) {
+func newReading(doc *contract.Document, chunk int, floatOnly bool, read func(names []string) (map[string]string, error)) (*Catalog, error) {
 	c := &Catalog{Document: doc, Vectors: make(map[string][]float32, len(doc.Tools)), Metadata: map[string]*contract.Metadata{}, tools: make(map[string]int, len(doc.Tools)), floatOnly: floatOnly}
 	c.dims = doc.Embedding.Dimensions
 	c.rowOf = make([]int, len(doc.Tools))
@@ -376,7 +387,7 @@ func newReading(doc *contract.Document, chunk int, floatOnly bool, read func(nam
 	indexed := make(chan *bm25Index, 1)
 	go func() { indexed <- newBM25Index(doc.Tools, nil, nil) }()
 	type chunkRead struct {
-		raw map[string][]byte
+		raw map[string]string
 		err error
 	}
 	reads := make(chan chunkRead, 1) // one read ahead of the decoding
@@ -410,7 +421,7 @@ func newReading(doc *contract.Document, chunk int, floatOnly bool, read func(nam
 			c.tools[t.Name] = i
 			c.reserve(len(doc.Tools), nil)
 			r, ok := got.raw[t.Name]
-			c.appendRow(i, t.Name, r, ok, nil, 0, nil)
+			appendRow(c, i, t.Name, r, ok, nil, 0, nil)
 		}
 	}
 	c.index = <-indexed

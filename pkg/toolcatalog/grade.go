@@ -205,7 +205,7 @@ type indexGrader struct {
 // Index indexes doc from the catalog last graded, reading only the
 // vectors that changed since, or whole the first time, chunk tools at a
 // time.
-func (g *indexGrader) Index(doc *contract.Document, chunk int, digest func(name string) uint64, read func(names []string) (map[string][]byte, error)) error {
+func (g *indexGrader) Index(doc *contract.Document, chunk int, digest func(name string) uint64, read func(names []string) (map[string]string, error)) error {
 	g.indexed = nil
 	prev := g.graded()
 	if prev == nil {
@@ -218,9 +218,13 @@ func (g *indexGrader) Index(doc *contract.Document, chunk int, digest func(name 
 	}
 	var vecs map[string][]byte
 	if names := prev.staleVectors(doc, digest); len(names) > 0 {
-		var err error
-		if vecs, err = read(names); err != nil {
+		raw, err := read(names)
+		if err != nil {
 			return err
+		}
+		vecs = make(map[string][]byte, len(raw))
+		for name, r := range raw {
+			vecs[name] = []byte(r)
 		}
 	}
 	g.indexed = g.nextVersion(doc, vecs)

@@ -695,10 +695,10 @@ func TestGraderKeptRankingsFollowTheGradingFlow(t *testing.T) {
 	g := &indexGrader{grader: grader{maxSearches: -1, sample: len(sets)}}
 	index := func(v version) {
 		digest := func(name string) uint64 { return contract.VectorDigest(v.raw[name]) }
-		read := func(names []string) (map[string][]byte, error) {
-			out := map[string][]byte{}
+		read := func(names []string) (map[string]string, error) {
+			out := map[string]string{}
 			for _, name := range names {
-				out[name] = v.raw[name]
+				out[name] = string(v.raw[name])
 			}
 			return out, nil
 		}

@@ -606,15 +606,15 @@ func TestNewReadingIsNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	reads := 0
-	got, err := newReading(doc, 2, true, func(names []string) (map[string][]byte, error) {
+	got, err := newReading(doc, 2, true, func(names []string) (map[string]string, error) {
 		reads++
 		if len(names) > 2 {
 			t.Fatalf("asked for %d vectors at once, more than the chunk", len(names))
 		}
-		out := map[string][]byte{}
+		out := map[string]string{}
 		for _, n := range names {
 			if v, ok := raw[n]; ok {
-				out[n] = v
+				out[n] = string(v)
 			}
 		}
 		return out, nil
@@ -637,7 +637,7 @@ func TestNewReadingIsNew(t *testing.T) {
 		}
 	}
 	failure := errors.New("redis is down")
-	if _, err := newReading(doc, 2, true, func([]string) (map[string][]byte, error) { return nil, failure }); !errors.Is(err, failure) {
+	if _, err := newReading(doc, 2, true, func([]string) (map[string]string, error) { return nil, failure }); !errors.Is(err, failure) {
 		t.Fatalf("a failed read: %v", err)
 	}
 }
@@ -877,4 +877,43 @@ func TestUnitQueryCopiesOnlyWhatItScales(t *testing.T) {
 	if _, reason := c.unitQuery([]float32{0, 0}); reason == "" {
 		t.Fatal("a zero vector has a unit")
 	}
+}
+
+// A tokenizer counts each tool's terms in scratch space it reuses: what a
+// tool is given depends on its own text alone, not on the tools tokenized
+// before it on the same goroutine, one with more terms than the scratch
+// map keeps among them.
+func TestTokenizerReusesNoTermsOfAnotherTool(t *testing.T) {
+	long := contract.Tool{Name: "long_tool", Description: strings.Repeat("alpha beta ", 10)}
+	for i := range maxReusedTerms + 10 {
+		long.Description += fmt.Sprintf(" word%dx", i)
+	}
+	tools := []contract.Tool{
+		{Name: "send_email", Description: "Send an email to a colleague."},
+		long,
+		{Name: "get_weather", Description: "Weather forecast for a city.", Parameters: []byte(`{"type":"object","properties":{"city":{"type":"string"}}}`)},
+		{Name: "send_email", Description: "Send an email to a colleague."},
+	}
+	alone := func(tool contract.Tool) map[string]float64 {
+		_, terms := newTokenizer().termsOf(tool)
+		return termMap(terms)
+	}
+	tk := newTokenizer()
+	for i, tool := range tools {
+		doc, terms := tk.termsOf(tool)
+		if got, want := termMap(terms), alone(tool); !maps.Equal(got, want) {
+			t.Fatalf("tool %d (%s) after others: %v; alone: %v", i, tool.Name, got, want)
+		}
+		if !doc.indexes(tool) {
+			t.Fatalf("tool %d's indexed text is not its own", i)
+		}
+	}
+}
+
+func termMap(terms []termFreq) map[string]float64 {
+	m := map[string]float64{}
+	for _, tf := range terms {
+		m[tf.term] += tf.freq
+	}
+	return m
 }

@@ -54,11 +54,11 @@ func TestGraderIndexesWhatChanged(t *testing.T) {
 	index := func(doc *contract.Document, raw map[string][]byte) {
 		t.Helper()
 		digest := func(name string) uint64 { return contract.VectorDigest(raw[name]) }
-		read := func(names []string) (map[string][]byte, error) {
+		read := func(names []string) (map[string]string, error) {
 			asked = append(asked, slices.Clone(names))
-			out := map[string][]byte{}
+			out := map[string]string{}
 			for _, n := range names {
-				out[n] = raw[n]
+				out[n] = string(raw[n])
 			}
 			return out, nil
 		}

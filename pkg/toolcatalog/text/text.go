@@ -70,8 +70,9 @@ func Words(text string) []string {
 // the builtin queries use it for names; the builtin lexical embedder keeps
 // Words, so its vectors do not change.
 func Parts(text string) []string {
-	var out []string
-	for _, w := range Words(text) {
+	words := Words(text)
+	out := make([]string, 0, len(words))
+	for _, w := range words {
 		out = appendParts(out, w)
 	}
 	return out

@@ -90,7 +90,7 @@ type Grader interface {
 	// (contract.VectorDigest of the raw vector, 0 for none), and read
 	// returns the raw vectors of the tools named, which Index asks only
 	// for those that changed, chunk at a time.
-	Index(doc *contract.Document, chunk int, digest func(name string) uint64, read func(names []string) (map[string][]byte, error)) error
+	Index(doc *contract.Document, chunk int, digest func(name string) uint64, read func(names []string) (map[string]string, error)) error
 	// Grade grades the version Index indexed last with sets, the tools'
 	// own queries, and returns how many due queries it left for the next
 	// Grade.
