@@ -209,6 +209,19 @@ func (p *Planner) replan(in PlanInput, changed map[string]bool) []ToolPlan {
 	return plans
 }
 
+// Holds is how many tools' plans the planner keeps for the next call.
+func (p *Planner) Holds() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, last := range p.last {
+		if last.tool != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // Forget drops what the planner keeps: the next call plans everything.
 func (p *Planner) Forget() {
 	p.mu.Lock()

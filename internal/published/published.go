@@ -203,8 +203,11 @@ func (c *Catalog) read(ctx context.Context, fresh bool, tools []*catalog.Tool) (
 		}
 	}
 	// What was kept is not needed past here: let it go before the read
-	// rather than hold two catalogs' states at once.
+	// rather than hold two catalogs' states at once, and the plans made
+	// from it, which hold its entries (the next plans are made whole
+	// anyway, from a state of a new lineage).
 	c.keep(nil)
+	c.mem.planner.Forget()
 	snap, err := contract.ReadWithStaged(ctx, c.rc, c.cfg.Keys)
 	if err != nil {
 		return catalog.Stored{}, err

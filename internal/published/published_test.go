@@ -47,6 +47,21 @@ func (f *fixture) open() *published.Catalog { return f.cs.Open("ns/c", "uid-1", 
 // names, on top of stored, with the builtin offline providers.
 func (f *fixture) build(st *published.Catalog, stored catalog.Stored, names ...string) catalog.Build {
 	f.t.Helper()
+	sel := f.selection(st, names...)
+	emb := embedding.LexicalEmbedder{}
+	plans := catalog.Plan(catalog.PlanInput{Tools: sel.Tools, Stored: stored.Tools, Model: emb.Model(), QueriesPerTool: 2})
+	refreshed := catalog.Refresh(context.Background(), catalog.Providers{Generator: embedding.TemplateQueryGenerator{}, Embedder: emb, Concurrency: 1}, plans, f.clock, catalog.Budget{Clock: f.cs.Now})
+	b, err := catalog.BuildDocument(catalog.BuildInput{Catalog: "ns/c", CatalogUID: "uid-1", DocumentKey: f.cfg.Keys.Head(), Provider: "builtin", Model: emb.Model(),
+		Plans: plans, Refreshed: refreshed, Stored: stored, Now: f.clock})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return b
+}
+
+// selection selects tools named names.
+func (f *fixture) selection(st *published.Catalog, names ...string) catalog.Selection {
+	f.t.Helper()
 	var tds []*v1alpha1.ToolDefinition
 	for _, n := range names {
 		tds = append(tds, &v1alpha1.ToolDefinition{
@@ -59,15 +74,7 @@ func (f *fixture) build(st *published.Catalog, stored catalog.Stored, names ...s
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	emb := embedding.LexicalEmbedder{}
-	plans := catalog.Plan(catalog.PlanInput{Tools: sel.Tools, Stored: stored.Tools, Model: emb.Model(), QueriesPerTool: 2})
-	refreshed := catalog.Refresh(context.Background(), catalog.Providers{Generator: embedding.TemplateQueryGenerator{}, Embedder: emb, Concurrency: 1}, plans, f.clock, catalog.Budget{Clock: f.cs.Now})
-	b, err := catalog.BuildDocument(catalog.BuildInput{Catalog: "ns/c", CatalogUID: "uid-1", DocumentKey: f.cfg.Keys.Head(), Provider: "builtin", Model: emb.Model(),
-		Plans: plans, Refreshed: refreshed, Stored: stored, Now: f.clock})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return b
+	return sel
 }
 
 func (f *fixture) read(st *published.Catalog, fresh bool) catalog.Stored {
@@ -151,6 +158,35 @@ func TestReleaseLetsGoOfASmallCatalogsState(t *testing.T) {
 	}
 	if got := f.read(f.open(), false).Tools["alpha"].Vector; got != contract.VectorDigest([]byte("garbage")) {
 		t.Fatalf("the pass after Release returned digest %x; want what Redis holds", got)
+	}
+}
+
+// A whole read lets go of the plans made from the state it replaces,
+// which hold that state's entries: a catalog's two states are not held at
+// once while the new one is read.
+func TestAWholeReadLetsGoOfThePlans(t *testing.T) {
+	f := newFixture(t)
+	st := f.open()
+	empty := f.read(st, false)
+	if _, err := st.Publish(context.Background(), empty, f.build(st, empty, "alpha", "beta"), 0); err != nil {
+		t.Fatal(err)
+	}
+	plan := func() {
+		stored := f.read(st, false)
+		sel := f.selection(st, "alpha", "beta")
+		st.Planner().Plan(catalog.PlanInput{Tools: sel.Tools, Stored: stored.Tools, Lineage: stored.Lineage(), Model: embedding.LexicalEmbedder{}.Model(), QueriesPerTool: 2})
+	}
+	plan()
+	if got := st.Planner().Holds(); got != 2 {
+		t.Fatalf("the planner holds %d plans after planning the published tools; want 2", got)
+	}
+	plan()
+	if got := st.Planner().Holds(); got != 2 {
+		t.Fatalf("a read of the kept state left the planner %d plans; want 2", got)
+	}
+	f.read(st, true)
+	if got := st.Planner().Holds(); got != 0 {
+		t.Fatalf("a whole read left the planner %d plans of the state it replaced", got)
 	}
 }
 
