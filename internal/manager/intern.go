@@ -3,6 +3,7 @@ package manager
 import (
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -103,6 +104,65 @@ func (ls *labelSets) share(labels map[string]string) map[string]string {
 
 var cacheLabels labelSets
 
+// Bounds of the condition lists the cache shares: at most
+// maxConditionSets of them, each written out in at most
+// maxConditionSetLen bytes, before the table starts afresh.
+const (
+	maxConditionSets   = 4096
+	maxConditionSetLen = 2048
+)
+
+// conditionSets hands out one array per distinct list of conditions, so
+// the objects whose conditions are equal, times included (the tools a bulk
+// apply validated and embedded in the same second), hold one list between
+// them, where each held its own (about 340 bytes for three). Like shared
+// labels, it relies on cached objects being read-only.
+type conditionSets struct {
+	mu sync.Mutex
+	m  map[string][]metav1.Condition
+}
+
+// share returns a list equal to conditions, in an array of its length,
+// that objects with equal conditions share; a list too long to keep is
+// returned in an array of its own.
+func (cs *conditionSets) share(conditions []metav1.Condition) []metav1.Condition {
+	if len(conditions) == 0 {
+		return conditions
+	}
+	var key strings.Builder
+	for _, c := range conditions {
+		for _, field := range []string{c.Type, string(c.Status), c.Reason, c.Message} {
+			key.WriteString(field)
+			key.WriteByte(0)
+		}
+		key.WriteString(strconv.FormatInt(c.ObservedGeneration, 10))
+		key.WriteByte(0)
+		key.WriteString(strconv.FormatInt(c.LastTransitionTime.UnixNano(), 10))
+		key.WriteByte(0)
+		if key.Len() > maxConditionSetLen {
+			conditions = exact(conditions)
+			internConditions(conditions)
+			return conditions
+		}
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	// The key is unambiguous but for a NUL in a message: the look-up
+	// checks the whole list all the same.
+	if shared, ok := cs.m[key.String()]; ok && slices.Equal(shared, conditions) {
+		return shared
+	}
+	if cs.m == nil || len(cs.m) >= maxConditionSets {
+		cs.m = make(map[string][]metav1.Condition, maxConditionSets)
+	}
+	shared := append([]metav1.Condition(nil), conditions...)
+	internConditions(shared)
+	cs.m[key.String()] = shared
+	return shared
+}
+
+var cacheConditions conditionSets
+
 // exact returns s in an array of its length: the JSON decoder grows the
 // slices it fills by doubling, so a cached list of three conditions
 // would keep room for four.
@@ -128,7 +188,7 @@ func internToolDefinition(td *v1alpha1.ToolDefinition) {
 		in(&td.OwnerReferences[i].Name)
 	}
 	in(&td.Spec.Toolset)
-	td.Status.Catalogs, td.Status.Conditions = exact(td.Status.Catalogs), exact(td.Status.Conditions)
+	td.Status.Catalogs, td.Status.Conditions = exact(td.Status.Catalogs), cacheConditions.share(td.Status.Conditions)
 	for i := range td.Status.Catalogs {
 		rec := &td.Status.Catalogs[i]
 		in(&rec.Catalog)
@@ -139,7 +199,6 @@ func internToolDefinition(td *v1alpha1.ToolDefinition) {
 			rec.SpecHash = td.Status.SpecHash
 		}
 	}
-	internConditions(td.Status.Conditions)
 }
 
 func internConditions(conditions []metav1.Condition) {

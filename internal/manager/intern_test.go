@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,6 +76,53 @@ func TestLabelSetsShareEqualLabels(t *testing.T) {
 		ls.share(map[string]string{"n": fmt.Sprint(i)})
 		if len(ls.m) > maxLabelSets {
 			t.Fatalf("%d label sets held, more than %d", len(ls.m), maxLabelSets)
+		}
+	}
+}
+
+// Equal condition lists, times included, are held once; a list that
+// differs in any field is held as it is, and the table is bounded.
+func TestConditionSetsShareEqualConditions(t *testing.T) {
+	var cs conditionSets
+	at := metav1.NewTime(time.Date(2026, 11, 29, 1, 2, 3, 0, time.Local))
+	list := func(mod func(c *metav1.Condition)) []metav1.Condition {
+		l := append(make([]metav1.Condition, 0, 4),
+			metav1.Condition{Type: "Validated", Status: metav1.ConditionTrue, ObservedGeneration: 1, LastTransitionTime: at, Reason: "Valid", Message: "ok"},
+			metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, ObservedGeneration: 1, LastTransitionTime: at, Reason: "Embedded", Message: "in 1 catalog"})
+		if mod != nil {
+			mod(&l[1])
+		}
+		return l
+	}
+	a, b := cs.share(list(nil)), cs.share(list(nil))
+	if &a[0] != &b[0] || cap(a) != 2 {
+		t.Fatalf("two equal condition lists are held twice, or with spare room (%d)", cap(a))
+	}
+	for name, mod := range map[string]func(c *metav1.Condition){
+		"status":     func(c *metav1.Condition) { c.Status = metav1.ConditionFalse },
+		"generation": func(c *metav1.Condition) { c.ObservedGeneration = 2 },
+		"time":       func(c *metav1.Condition) { c.LastTransitionTime = metav1.NewTime(at.Add(time.Second)) },
+		"reason":     func(c *metav1.Condition) { c.Reason = "Pending" },
+		"message":    func(c *metav1.Condition) { c.Message = "in 2 catalogs" },
+		"NUL":        func(c *metav1.Condition) { c.Message = "in 1 catalog\x00" },
+	} {
+		want := list(mod)
+		got := cs.share(list(mod))
+		if &got[0] == &a[0] || !slices.Equal(got, want) {
+			t.Fatalf("a list differing in its %s was cached as %+v", name, got)
+		}
+	}
+	if got := cs.share(nil); got != nil {
+		t.Fatalf("no conditions became %v", got)
+	}
+	long := list(func(c *metav1.Condition) { c.Message = strings.Repeat("m", maxConditionSetLen) })
+	if got := cs.share(long); &got[0] == &cs.share(list(func(c *metav1.Condition) { c.Message = strings.Repeat("m", maxConditionSetLen) }))[0] || cap(got) != 2 {
+		t.Fatal("a list too long to keep was shared, or kept with spare room")
+	}
+	for i := range 3 * maxConditionSets {
+		cs.share(list(func(c *metav1.Condition) { c.ObservedGeneration = int64(i) }))
+		if len(cs.m) > maxConditionSets {
+			t.Fatalf("%d condition lists held, more than %d", len(cs.m), maxConditionSets)
 		}
 	}
 }
