@@ -103,7 +103,10 @@ func BuildDocument(in BuildInput) (Build, error) {
 		if res, embedded := in.Refreshed.Results[name]; embedded || !pl.Stale {
 			m := pl.Stored.Metadata
 			if embedded {
-				m = &res.Metadata
+				// Only a tool embedded has its metadata copied to the
+				// heap: taking res's address would copy every plan's.
+				fresh := res.Metadata
+				m = &fresh
 			}
 			doc.Tools, metadata = append(doc.Tools, pl.Tool.Entry), append(metadata, m)
 			if pl.Tool.Principals != nil {
