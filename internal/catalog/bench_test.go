@@ -89,17 +89,7 @@ func TestAnEditPassAllocatesForWhatChanged(t *testing.T) {
 	i := 0
 	allocs := testing.AllocsPerRun(5, func() {
 		i++
-		td := tds[i*7919%n]
-		td.Generation++
-		td.Spec.Description = fmt.Sprintf("Tool %s, edited %d times, does one specific thing.", td.Name, td.Generation)
-		o := noOpPass(t, f, sel, pl, tds, stored)
-		if !o.Build.Changed {
-			t.Fatal("an edit would not publish")
-		}
-		var err error
-		if stored, err = stored.Published(o.Build, stored.Version+1); err != nil {
-			t.Fatal(err)
-		}
+		stored = editPass(t, f, sel, pl, tds, stored, i)
 	})
 	t.Logf("%.0f allocations per edit pass over %d tools", allocs, n)
 	if allocs > n/4 {
@@ -115,18 +105,25 @@ func BenchmarkEditPass(b *testing.B) {
 		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
 			f, sel, pl, tds, stored := publishedCatalog(b, n)
 			for i := 0; b.Loop(); i++ {
-				td := tds[i*7919%n]
-				td.Generation++
-				td.Spec.Description = fmt.Sprintf("Tool %s, edited %d times, does one specific thing.", td.Name, td.Generation)
-				o := noOpPass(b, f, sel, pl, tds, stored)
-				if !o.Build.Changed {
-					b.Fatal("an edit would not publish")
-				}
-				var err error
-				if stored, err = stored.Published(o.Build, stored.Version+1); err != nil {
-					b.Fatal(err)
-				}
+				stored = editPass(b, f, sel, pl, tds, stored, i)
 			}
 		})
 	}
+}
+
+// editPass edits the description of one tool, picked by i, runs the pass
+// that follows and returns the stored state it published.
+func editPass(b testing.TB, f *fakeProviders, sel *Selector, pl *Planner, tds []*v1alpha1.ToolDefinition, stored Stored, i int) Stored {
+	td := tds[i*7919%len(tds)]
+	td.Generation++
+	td.Spec.Description = fmt.Sprintf("Tool %s, edited %d times, does one specific thing.", td.Name, td.Generation)
+	o := noOpPass(b, f, sel, pl, tds, stored)
+	if !o.Build.Changed {
+		b.Fatal("an edit would not publish")
+	}
+	next, err := stored.Published(o.Build, stored.Version+1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return next
 }

@@ -48,23 +48,44 @@ func (in *interner) intern(s *string) {
 
 var cacheStrings interner
 
-// Bounds of the label sets the cache shares: at most maxLabelSets of
-// them, each written out in at most maxLabelSetLen bytes, before the
-// table starts afresh.
-const (
-	maxLabelSets   = 4096
-	maxLabelSetLen = 1024
-)
+// maxSharedSets bounds the values each sharedSets keeps before it starts
+// afresh.
+const maxSharedSets = 4096
+
+// sharedSets hands out one copy of each value (a set of labels, a list of
+// conditions) that many cached objects hold equal, under a key its caller
+// writes the value out as. Cached objects are read-only: the cache hands
+// out deep copies, and the lists that skip the copy only read.
+type sharedSets[V any] struct {
+	mu sync.Mutex
+	m  map[string]V
+}
+
+// share returns the value kept under key when equal says it is v's
+// equal, else keeps own(v), a copy of v for objects to share, and
+// returns it.
+func (ss *sharedSets[V]) share(key string, v V, equal func(kept, v V) bool, own func(V) V) V {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if kept, ok := ss.m[key]; ok && equal(kept, v) {
+		return kept
+	}
+	if ss.m == nil || len(ss.m) >= maxSharedSets {
+		ss.m = make(map[string]V, maxSharedSets)
+	}
+	shared := own(v)
+	ss.m[key] = shared
+	return shared
+}
+
+// maxLabelSetLen bounds a set of labels the cache shares, written out.
+const maxLabelSetLen = 1024
 
 // labelSets hands out one map per distinct set of labels, so the
 // thousands of objects a ToolSource or a directory of manifests labels
 // alike hold one map between them, where each held its own (about 300
-// bytes for one label). Cached objects are read-only: the cache hands
-// out deep copies, and the lists that skip the copy only read.
-type labelSets struct {
-	mu sync.Mutex
-	m  map[string]map[string]string
-}
+// bytes for one label).
+type labelSets struct{ sharedSets[map[string]string] }
 
 // share returns a map equal to labels that objects with the same labels
 // share, or labels itself when it is empty or too long to keep.
@@ -84,43 +105,28 @@ func (ls *labelSets) share(labels map[string]string) map[string]string {
 			return labels
 		}
 	}
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if m, ok := ls.m[key.String()]; ok && maps.Equal(m, labels) {
-		return m
-	}
-	if ls.m == nil || len(ls.m) >= maxLabelSets {
-		ls.m = make(map[string]map[string]string, maxLabelSets)
-	}
-	shared := make(map[string]string, len(labels))
-	for k, v := range labels {
-		cacheStrings.intern(&k)
-		cacheStrings.intern(&v)
-		shared[k] = v
-	}
-	ls.m[key.String()] = shared
-	return shared
+	return ls.sharedSets.share(key.String(), labels, maps.Equal, func(labels map[string]string) map[string]string {
+		shared := make(map[string]string, len(labels))
+		for k, v := range labels {
+			cacheStrings.intern(&k)
+			cacheStrings.intern(&v)
+			shared[k] = v
+		}
+		return shared
+	})
 }
 
 var cacheLabels labelSets
 
-// Bounds of the condition lists the cache shares: at most
-// maxConditionSets of them, each written out in at most
-// maxConditionSetLen bytes, before the table starts afresh.
-const (
-	maxConditionSets   = 4096
-	maxConditionSetLen = 2048
-)
+// maxConditionSetLen bounds a list of conditions the cache shares,
+// written out.
+const maxConditionSetLen = 2048
 
 // conditionSets hands out one array per distinct list of conditions, so
 // the objects whose conditions are equal, times included (the tools a bulk
 // apply validated and embedded in the same second), hold one list between
-// them, where each held its own (about 340 bytes for three). Like shared
-// labels, it relies on cached objects being read-only.
-type conditionSets struct {
-	mu sync.Mutex
-	m  map[string][]metav1.Condition
-}
+// them, where each held its own (about 340 bytes for three).
+type conditionSets struct{ sharedSets[[]metav1.Condition] }
 
 // share returns a list equal to conditions, in an array of its length,
 // that objects with equal conditions share; a list too long to keep is
@@ -145,20 +151,13 @@ func (cs *conditionSets) share(conditions []metav1.Condition) []metav1.Condition
 			return conditions
 		}
 	}
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
 	// The key is unambiguous but for a NUL in a message: the look-up
 	// checks the whole list all the same.
-	if shared, ok := cs.m[key.String()]; ok && slices.Equal(shared, conditions) {
+	return cs.sharedSets.share(key.String(), conditions, slices.Equal, func(conditions []metav1.Condition) []metav1.Condition {
+		shared := append([]metav1.Condition(nil), conditions...)
+		internConditions(shared)
 		return shared
-	}
-	if cs.m == nil || len(cs.m) >= maxConditionSets {
-		cs.m = make(map[string][]metav1.Condition, maxConditionSets)
-	}
-	shared := append([]metav1.Condition(nil), conditions...)
-	internConditions(shared)
-	cs.m[key.String()] = shared
-	return shared
+	})
 }
 
 var cacheConditions conditionSets

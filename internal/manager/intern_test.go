@@ -72,10 +72,10 @@ func TestLabelSetsShareEqualLabels(t *testing.T) {
 	if got := ls.share(long); !same(got, long) {
 		t.Fatal("a label set too long to keep was copied")
 	}
-	for i := range 3 * maxLabelSets {
+	for i := range 3 * maxSharedSets {
 		ls.share(map[string]string{"n": fmt.Sprint(i)})
-		if len(ls.m) > maxLabelSets {
-			t.Fatalf("%d label sets held, more than %d", len(ls.m), maxLabelSets)
+		if len(ls.m) > maxSharedSets {
+			t.Fatalf("%d label sets held, more than %d", len(ls.m), maxSharedSets)
 		}
 	}
 }
@@ -119,10 +119,10 @@ func TestConditionSetsShareEqualConditions(t *testing.T) {
 	if got := cs.share(long); &got[0] == &cs.share(list(func(c *metav1.Condition) { c.Message = strings.Repeat("m", maxConditionSetLen) }))[0] || cap(got) != 2 {
 		t.Fatal("a list too long to keep was shared, or kept with spare room")
 	}
-	for i := range 3 * maxConditionSets {
+	for i := range 3 * maxSharedSets {
 		cs.share(list(func(c *metav1.Condition) { c.ObservedGeneration = int64(i) }))
-		if len(cs.m) > maxConditionSets {
-			t.Fatalf("%d condition lists held, more than %d", len(cs.m), maxConditionSets)
+		if len(cs.m) > maxSharedSets {
+			t.Fatalf("%d condition lists held, more than %d", len(cs.m), maxSharedSets)
 		}
 	}
 }
