@@ -100,18 +100,25 @@ func (p *process) sampleRSS() {
 			return
 		case <-time.After(rssEvery):
 		}
-		if rss, err := p.rss(); err == nil && rss > p.highRSS.Load() {
-			p.highRSS.Store(rss)
-		}
+		_, _ = p.rss()
 	}
 }
 
 const rssEvery = 250 * time.Millisecond
 
-// rss reads the process's resident set now.
+// rss reads the process's resident set now, and keeps it as the highest
+// sampled when it is: every reading counts toward the reported peak, the
+// peak profiler's too.
 func (p *process) rss() (int64, error) {
 	fields, err := p.status()
-	return fields["VmRSS"], err
+	rss := fields["VmRSS"]
+	for err == nil {
+		high := p.highRSS.Load()
+		if rss <= high || p.highRSS.CompareAndSwap(high, rss) {
+			break
+		}
+	}
+	return rss, err
 }
 
 // memory reads the process's resident set from /proc/pid/status: the
