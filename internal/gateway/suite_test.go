@@ -287,6 +287,20 @@ func inject(t *testing.T, ns, catalog string, tool contract.Tool, edits ...func(
 // tryInject is inject that returns its error: a write the manager got in
 // before is contract.ErrConflict.
 func tryInject(ns, catalog string, tool contract.Tool, edits ...func(*contract.Document)) error {
+	return write(ns, catalog, tool, true, edits...)
+}
+
+// injectQuietly is inject with no notice: a replica learns of the version
+// only by reading Redis.
+func injectQuietly(t *testing.T, ns, catalog string, tool contract.Tool) {
+	t.Helper()
+	if err := write(ns, catalog, tool, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// write writes a catalog's next version with tool, announced when notify.
+func write(ns, catalog string, tool contract.Tool, notify bool, edits ...func(*contract.Document)) error {
 	ctx := context.Background()
 	rc := redisSrv.Client()
 	defer rc.Close()
@@ -313,7 +327,7 @@ func tryInject(ns, catalog string, tool contract.Tool, edits ...func(*contract.D
 	if err := next.Seal(); err != nil {
 		return err
 	}
-	if err := store.Write(ctx, rc, keys, store.Update{ExpectVersion: prev.Version, Document: &next, Previous: prev, Retain: 5}); err != nil {
+	if err := store.Write(ctx, rc, keys, store.Update{ExpectVersion: prev.Version, Document: &next, Previous: prev, Retain: 5}); err != nil || !notify {
 		return err
 	}
 	// Announced as the catalog's own, whatever the head says.

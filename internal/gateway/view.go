@@ -246,9 +246,19 @@ func mcpTool(t contract.Tool) *mcp.Tool {
 }
 
 // countLists counts tools/list requests and the prompt tokens the plan
-// saved for each.
+// saved for each. A listing is never older than the version Redis serves
+// when it is asked for: with replicas, a client told of a change by the
+// replica holding its stream may list on another, whose notice has not
+// come yet (or was lost), and would otherwise keep the old list with no
+// further notice. Checking costs one Redis round trip per listing; when
+// Redis cannot say, the version loaded is listed.
 func (v *view) countLists(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "tools/list" {
+			if _, err := v.s.follower.Check(ctx); err != nil {
+				v.s.g.opts.Log.V(1).Info("Listing the version loaded; cannot check the one served", "catalog", v.s.id, "error", err.Error())
+			}
+		}
 		res, err := next(ctx, method, req)
 		if method == "tools/list" && err == nil {
 			v.mu.Lock()
