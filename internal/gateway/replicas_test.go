@@ -492,23 +492,11 @@ func TestAListIsNeverOlderThanTheVersionServed(t *testing.T) {
 	create(t, testCatalog(ns, "quiet", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}), testTool(ns, "quiet", "get_weather", "Weather forecast for a city."))
 	published(t, ns, "quiet", 1)
 	cs := connect(t, ns, "quiet", aliceToken, "", nil)
-	list := func() []string {
-		t.Helper()
-		res, err := cs.ListTools(t.Context(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, tool := range res.Tools {
-			names = append(names, tool.Name)
-		}
-		return names
-	}
-	if got := list(); !slices.Equal(got, []string{"get_weather"}) {
+	if got := listed(t, cs); !slices.Equal(got, []string{"get_weather"}) {
 		t.Fatalf("listed %v; want [get_weather]", got)
 	}
 	injectQuietly(t, ns, "quiet", contract.Tool{Name: "translate_text", Description: "Translate text between languages.", Parameters: []byte(`{"type":"object"}`)})
-	if got := list(); !slices.Contains(got, "translate_text") {
+	if got := listed(t, cs); !slices.Contains(got, "translate_text") {
 		t.Fatalf("listed %v right after a version written without a notice; want the version Redis serves", got)
 	}
 }
