@@ -246,6 +246,58 @@ func TestDotsRowsScoreEachRowAsDots(t *testing.T) {
 	}
 }
 
+// An int8 row scores the same bits whichever rows it is scored with: in
+// a scan's blocks of four, among the rows a scan or its goroutines leave
+// over, or picked out by DotsRows, repeated and in any order; and Row is
+// the values the scores are of.
+func TestQuantizedDotsRowsScoreEachRowAsDots(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, kern := range append(Kernels(), nil) {
+		for _, rows := range []int{1, 3, 6, 9, 1001, 3*parallelBytes/4/256 + 7} {
+			for _, dims := range []int{16, 48, 256} {
+				m, q := random(r, rows*dims), random(r, dims)
+				for row := 0; row < rows; row += 2 {
+					// Rows near the query: their sums pass 2²⁴, where
+					// float32 sums round.
+					for i := range dims {
+						m[row*dims+i] = q[i] + m[row*dims+i]/8
+					}
+				}
+				qm := Quantize(m, dims)
+				want := make([]float32, rows)
+				qm.Dots(want, q, kern)
+				picked := r.Perm(rows)
+				picked = append(picked, picked[0])
+				got := make([]float32, len(picked))
+				qm.DotsRows(got, picked, q, kern)
+				for i, row := range picked {
+					if got[i] != want[row] {
+						t.Fatalf("%s rows=%d dims=%d: row %d scores %g picked, %g by Dots", KernelName(kern), rows, dims, row, got[i], want[row])
+					}
+				}
+				if rows > 5 {
+					tail := make([]float32, rows-5)
+					Quantize(m[5*dims:], dims).Dots(tail, q, kern)
+					for i := range tail {
+						if tail[i] != want[5+i] {
+							t.Fatalf("%s rows=%d dims=%d: row %d scores %g from row 5 on, %g from row 0", KernelName(kern), rows, dims, 5+i, tail[i], want[5+i])
+						}
+					}
+				}
+				row := qm.Row(nil, rows-1)
+				var dot float64
+				for i := range row {
+					dot += float64(row[i]) * float64(q[i])
+				}
+				if math.Abs(dot-float64(want[rows-1])) > float64(qm.Err(rows-1))*math.Sqrt(float64(dims)) {
+					t.Fatalf("%s rows=%d dims=%d: Row's values score %g, Dots %g", KernelName(kern), rows, dims, dot, want[rows-1])
+				}
+			}
+		}
+	}
+}
+
 // Batched scores are each query's Dots, whatever the rows left over by
 // the blocks.
 func TestDotsBatchIsDotsPerQuery(t *testing.T) {

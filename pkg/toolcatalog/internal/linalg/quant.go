@@ -122,6 +122,28 @@ func (qm *Quantized) Dots(scores, q []float32, kern *Kernel) {
 	inParallel(len(scores), 4*len(qm.data), func(lo, hi int) { qm.dots(scores[lo:hi], wide, step, lo, kern) })
 }
 
+// DotsRows sets scores[i] to the approximate dot product of q and row
+// rows[i], with kern: the very value Dots gives the row.
+func (qm *Quantized) DotsRows(scores []float32, rows []int, q []float32, kern *Kernel) {
+	if len(q) != qm.dims || len(scores) != len(rows) {
+		panic(fmt.Sprintf("linalg: %d scores of %d rows of %d floats against rows of %d", len(scores), len(rows), len(q), qm.dims))
+	}
+	wide, step := wideQuery(q)
+	for i, r := range rows {
+		qm.dots(scores[i:i+1], wide, step, r, kern)
+	}
+}
+
+// Row sets dst to row r as its int8 values stand for, scale·data[r],
+// and returns it.
+func (qm *Quantized) Row(dst []float32, r int) []float32 {
+	dst = slices.Grow(dst[:0], qm.dims)[:qm.dims]
+	for i, v := range qm.data[r*qm.dims : (r+1)*qm.dims] {
+		dst[i] = float32(v) * qm.scale[r]
+	}
+	return dst
+}
+
 // wideMax is the largest magnitude of a query value rounded to int16: the
 // int32 sums of dots4i8w stay under 2³¹ for rows of up to wideDims values.
 const (
@@ -159,18 +181,33 @@ func queryRounding(dims int) float64 { return 0.501 * math.Sqrt(float64(dims)) /
 // query wide·step.
 func (qm *Quantized) dots(scores []float32, wide []int16, step float32, first int, kern *Kernel) {
 	dims := qm.dims
-	r := 0
 	if kern != nil && kern.dots4i8w != nil && dims%16 == 0 && dims <= wideDims {
+		r := 0
 		for ; r+4 <= len(scores); r += 4 {
 			kern.dots4i8w(dims, &wide[0], &qm.data[(first+r)*dims], dims, &scores[r])
 		}
-	}
-	for ; r < len(scores); r++ {
-		var s int64
-		for i, v := range qm.data[(first+r)*dims : (first+r+1)*dims] {
-			s += int64(wide[i]) * int64(v)
+		if r < len(scores) {
+			// The last rows, in a block of four with the rows after
+			// them, or padded: the kernel sums every row, whatever block
+			// it falls in, to the same float (its sums are in float32,
+			// in its own order).
+			var block [4]float32
+			rows := qm.data[(first+r)*dims:]
+			if len(rows) < 4*dims {
+				rows = make([]int8, 4*dims)
+				copy(rows, qm.data[(first+r)*dims:(first+len(scores))*dims])
+			}
+			kern.dots4i8w(dims, &wide[0], &rows[0], dims, &block[0])
+			copy(scores[r:], block[:])
 		}
-		scores[r] = float32(s)
+	} else {
+		for r := range scores {
+			var s int64
+			for i, v := range qm.data[(first+r)*dims : (first+r+1)*dims] {
+				s += int64(wide[i]) * int64(v)
+			}
+			scores[r] = float32(s)
+		}
 	}
 	for r := range scores {
 		scores[r] *= step * qm.scale[first+r]
