@@ -132,15 +132,16 @@ type gradeState struct {
 }
 
 // size estimates the memory a state holds: the catalog's vectors in the
-// grading index (read and indexed) and, per graded tool, its query
-// vectors, outcomes and, in a large catalog, kept rankings.
+// grading index (int8, with a scale and a bound each) and its text index,
+// and, per graded tool, its query vectors, outcomes and, in a large
+// catalog, kept rankings.
 func (st *gradeState) size(tools, dims int) int64 {
 	const perTool = 512
 	perQuery := int64(256)
 	if tools >= selfgrade.KeptMinTools {
 		perQuery += selfgrade.KeptBytes
 	}
-	n := int64(tools) * (int64(dims)*4*2 + perTool)
+	n := int64(tools) * (int64(dims) + 8 + perTool)
 	for _, set := range st.sets {
 		vectors := len(set.Vectors)
 		for _, in := range set.IntentVectors {

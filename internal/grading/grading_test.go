@@ -102,8 +102,9 @@ func TestGradingStateSize(t *testing.T) {
 	st := &gradeState{sets: map[string]selfgrade.QuerySet{
 		"a": {Queries: []string{"q1", "q2"}, Vectors: [][]float32{{1, 0}, {0, 1}}, IntentVectors: map[int][][]float32{1: {{1, 0}, {0, 1}}}},
 	}}
-	// 3 tools indexed at 2 dimensions; one set of 4 vectors.
-	want := int64(3*(2*4*2+512) + 4*2*4 + 2*256)
+	// 3 tools indexed at 2 dimensions, as int8 with a scale and a bound;
+	// one set of 4 float vectors.
+	want := int64(3*(2+8+512) + 4*2*4 + 2*256)
 	if got := st.size(3, 2); got != want {
 		t.Fatalf("size %d, want %d", got, want)
 	}

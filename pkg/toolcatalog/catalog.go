@@ -59,9 +59,11 @@ type Catalog struct {
 	// (see rescore), when the matrix is large enough for the pass to be
 	// bound by memory; nil otherwise.
 	quant *linalg.Quantized
-	// floatOnly keeps quant nil, in this catalog and the next versions
-	// built from it (see newReading).
-	floatOnly bool
+	// int8Only says the rows are held only as int8, in quant (matrix is
+	// nil and Vectors empty), in this catalog and the next versions built
+	// from it (see newReading): its searches score every row from the
+	// int8 values, never exactly.
+	int8Only bool
 	// rawHash holds, by row, the contract.VectorDigest of the raw vector
 	// the row was decoded from (0 when unknown), so a later version whose
 	// raw vector is the same takes the row instead of decoding it again.
@@ -238,7 +240,7 @@ func (c *Catalog) staleVectors(doc *contract.Document, digest func(name string) 
 		if d == 0 {
 			continue
 		}
-		if _, h := c.row(t.Name); h != d {
+		if _, h := c.rowHash(t.Name); h != d {
 			stale = append(stale, t.Name)
 		}
 	}
@@ -268,21 +270,21 @@ func parseMetadata(doc *contract.Document, raw map[string]string, held map[strin
 // version's Catalog, also lends the rows of raw vectors it decoded before
 // and the index terms of unchanged tools.
 func build(doc *contract.Document, raw map[string][]byte, metadata map[string]*contract.Metadata, prev *Catalog, keep func(name string) bool) *Catalog {
-	c := &Catalog{Document: doc, Vectors: make(map[string][]float32, len(doc.Tools)), Metadata: metadata, tools: make(map[string]int, len(doc.Tools))}
+	int8Only := prev != nil && prev.int8Only
+	c := &Catalog{Document: doc, Vectors: make(map[string][]float32, vectorsRoom(len(doc.Tools), int8Only)), Metadata: metadata, tools: make(map[string]int, len(doc.Tools)), int8Only: int8Only}
 	c.dims = doc.Embedding.Dimensions
-	c.floatOnly = prev != nil && prev.floatOnly
-	kept := func(name string) ([]float32, uint64) {
+	kept := func(name string) (int, uint64) {
 		if keep == nil || !keep(name) {
-			return nil, 0
+			return -1, 0
 		}
-		return prev.row(name)
+		return prev.rowHash(name)
 	}
 	rows := 0
 	for i, t := range doc.Tools {
 		c.tools[t.Name] = i
 		if _, ok := raw[t.Name]; ok {
 			rows++
-		} else if v, _ := kept(t.Name); v != nil {
+		} else if r, _ := kept(t.Name); r >= 0 {
 			rows++
 		}
 	}
@@ -290,12 +292,11 @@ func build(doc *contract.Document, raw map[string][]byte, metadata map[string]*c
 	for i, t := range doc.Tools {
 		c.reserve(rows, prev)
 		r, ok := raw[t.Name]
-		var v []float32
-		var h uint64
+		k, h := -1, uint64(0)
 		if !ok {
-			v, h = kept(t.Name)
+			k, h = kept(t.Name)
 		}
-		appendRow(c, i, t.Name, r, ok, v, h, prev)
+		appendRow(c, i, t.Name, r, ok, k, h, prev)
 	}
 	c.finish(prev)
 	return c
@@ -305,24 +306,34 @@ func build(doc *contract.Document, raw map[string][]byte, metadata map[string]*c
 // the rows are one block, and for their int8 copy when the matrix is large
 // or prev's had one.
 func (c *Catalog) reserve(rows int, prev *Catalog) {
-	if c.matrix == nil && c.dims > 0 {
+	switch {
+	case c.dims <= 0:
+	case c.int8Only:
+		if c.quant == nil {
+			c.quant = linalg.NewQuantized(c.dims, rows)
+		}
+	case c.matrix == nil:
 		c.matrix = make([]float32, 0, rows*c.dims)
-		if !c.floatOnly && (quantizes(rows*c.dims, c.dims) || (prev != nil && prev.quant != nil)) {
+		if quantizes(rows*c.dims, c.dims) || (prev != nil && prev.quant != nil) {
 			c.quant = linalg.NewQuantized(c.dims, rows)
 		}
 	}
 }
 
 // appendRow lays out tool i's row: decoded from r when hasRaw (or taken
-// from prev when prev decoded it from the same bytes), else kept, a row
-// already unit-length whose raw vector had digest keptHash. A vector that
-// does not decode, has no direction or another length leaves the tool
-// without a row.
+// from prev when prev decoded it from the same bytes), else prev's row
+// kept, a row already unit-length whose raw vector had digest keptHash
+// (-1: none). A vector that does not decode, has no direction or another
+// length leaves the tool without a row.
 //
 // r is a raw vector as the caller holds it: bytes, or the string of a
 // Redis reply, decoded without a copy.
-func appendRow[B []byte | string](c *Catalog, i int, name string, r B, hasRaw bool, kept []float32, keptHash uint64, prev *Catalog) {
+func appendRow[B []byte | string](c *Catalog, i int, name string, r B, hasRaw bool, kept int, keptHash uint64, prev *Catalog) {
 	c.rowOf[i] = -1
+	if c.int8Only {
+		// The float row is decoded in scratch room, then held as int8.
+		c.matrix = c.matrix[:0]
+	}
 	start := len(c.matrix)
 	var err error
 	var hash uint64
@@ -330,22 +341,41 @@ func appendRow[B []byte | string](c *Catalog, i int, name string, r B, hasRaw bo
 	switch {
 	case hasRaw:
 		hash = digest(r)
-		if same, h := prev.row(name); same != nil && h == hash {
-			c.matrix, from = append(c.matrix, same...), prev.rowIndex(name)
+		if same, h := prev.rowHash(name); same >= 0 && h == hash {
+			from = same
 		} else if c.matrix, err = contract.AppendVector(c.matrix, r); err == nil && !normalize(c.matrix[start:]) {
 			err = errZeroVector
 		}
-	case kept != nil:
-		c.matrix, hash, from = append(c.matrix, kept...), keptHash, prev.rowIndex(name)
+	case kept >= 0:
+		hash, from = keptHash, kept
 	default:
 		return
 	}
-	row := c.matrix[start:]
-	if err != nil || len(row) == 0 || (c.dims != 0 && len(row) != c.dims) {
-		c.matrix = c.matrix[:start]
-		return
+	var row []float32
+	switch {
+	case from >= 0 && c.int8Only:
+		// prev's int8 row, taken as it is.
+		if c.dims != 0 && prev.dims != c.dims {
+			return
+		}
+		c.dims = prev.dims
+		c.reserve(len(c.rowOf), prev)
+	case from >= 0:
+		c.matrix = append(c.matrix, prev.matrix[from*prev.dims:(from+1)*prev.dims]...)
+		row = c.matrix[start:]
+	default:
+		row = c.matrix[start:]
 	}
-	c.dims = len(row)
+	if from < 0 || !c.int8Only {
+		if err != nil || len(row) == 0 || (c.dims != 0 && len(row) != c.dims) {
+			c.matrix = c.matrix[:start]
+			return
+		}
+		c.dims = len(row)
+		if c.int8Only {
+			c.reserve(len(c.rowOf), prev)
+		}
+	}
 	switch {
 	case c.quant == nil:
 	case from >= 0 && prev.quant != nil:
@@ -353,7 +383,9 @@ func appendRow[B []byte | string](c *Catalog, i int, name string, r B, hasRaw bo
 	default:
 		c.quant.Append(row)
 	}
-	c.Vectors[name] = c.matrix[start:len(c.matrix):len(c.matrix)]
+	if !c.int8Only {
+		c.Vectors[name] = c.matrix[start:len(c.matrix):len(c.matrix)]
+	}
 	c.rowOf[i] = len(c.vecNames)
 	c.vecNames = append(c.vecNames, name)
 	c.rawHash = append(c.rawHash, hash)
@@ -375,12 +407,13 @@ func digest[B []byte | string](raw B) uint64 {
 // the reads' round trips cost little more than the decoding. read leaves
 // out a tool without a vector.
 //
-// floatOnly is for grading (see grader), whose searches score from
-// cosines computed beforehand: the catalog, and the versions Next builds
-// from it, keep no int8 copy of the rows for a first scan (a quarter of
-// the rows' memory), and a search of it scans the float rows.
-func newReading(doc *contract.Document, chunk int, floatOnly bool, read func(names []string) (map[string]string, error)) (*Catalog, error) {
-	c := &Catalog{Document: doc, Vectors: make(map[string][]float32, len(doc.Tools)), Metadata: map[string]*contract.Metadata{}, tools: make(map[string]int, len(doc.Tools)), floatOnly: floatOnly}
+// int8Only is for grading (see grader): the catalog, and the versions
+// Next builds from it, hold the rows only as int8, a quarter of the
+// bytes of float rows, and score them so (linalg.Quantized bounds how far
+// from the exact cosine): a grading estimates the catalog's quality, and
+// holds its index beside every other part of the manager.
+func newReading(doc *contract.Document, chunk int, int8Only bool, read func(names []string) (map[string]string, error)) (*Catalog, error) {
+	c := &Catalog{Document: doc, Vectors: make(map[string][]float32, vectorsRoom(len(doc.Tools), int8Only)), Metadata: map[string]*contract.Metadata{}, tools: make(map[string]int, len(doc.Tools)), int8Only: int8Only}
 	c.dims = doc.Embedding.Dimensions
 	c.rowOf = make([]int, len(doc.Tools))
 	chunk = max(chunk, 1)
@@ -421,7 +454,7 @@ func newReading(doc *contract.Document, chunk int, floatOnly bool, read func(nam
 			c.tools[t.Name] = i
 			c.reserve(len(doc.Tools), nil)
 			r, ok := got.raw[t.Name]
-			appendRow(c, i, t.Name, r, ok, nil, 0, nil)
+			appendRow(c, i, t.Name, r, ok, -1, 0, nil)
 		}
 	}
 	c.index = <-indexed
@@ -432,7 +465,9 @@ func newReading(doc *contract.Document, chunk int, floatOnly bool, read func(nam
 // finish indexes the catalog's text, lending prev's terms of unchanged
 // tools, lists the tools always included and quantizes a large matrix.
 func (c *Catalog) finish(prev *Catalog) {
-	if c.quant == nil && !c.floatOnly && quantizes(len(c.matrix), c.dims) {
+	if c.int8Only {
+		c.matrix = nil // the scratch room of the rows decoded
+	} else if c.quant == nil && quantizes(len(c.matrix), c.dims) {
 		c.quant = linalg.Quantize(c.matrix, c.dims)
 	}
 	doc := c.Document
@@ -478,7 +513,7 @@ func (c *Catalog) finish(prev *Catalog) {
 // which is re-indexed in place. changed names the tools whose row was
 // written or whose text was re-indexed in place.
 func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catalog) (c *Catalog, changed []string) {
-	if prev.matrix == nil || (doc.Embedding.Dimensions != 0 && doc.Embedding.Dimensions != prev.dims) {
+	if (prev.matrix == nil && (!prev.int8Only || prev.quant == nil)) || (doc.Embedding.Dimensions != 0 && doc.Embedding.Dimensions != prev.dims) {
 		return nil, nil
 	}
 	type update struct {
@@ -494,11 +529,11 @@ func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catal
 	n := 0
 	for i, t := range doc.Tools {
 		rowOf[i] = -1
-		old, oldHash := prev.row(t.Name)
-		has := old != nil
+		old, oldHash := prev.rowHash(t.Name)
+		has := old >= 0
 		if r, ok := rawVectors[t.Name]; ok {
 			hash := contract.VectorDigest(r)
-			if old == nil || hash != oldHash {
+			if old < 0 || hash != oldHash {
 				v, err := contract.DecodeVector(r)
 				has = err == nil && len(v) == prev.dims && normalize(v)
 				if has {
@@ -519,7 +554,7 @@ func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catal
 	}
 	c = &Catalog{
 		Document: doc, matrix: prev.matrix, vecNames: prev.vecNames, rowOf: rowOf,
-		dims: prev.dims, rawHash: slices.Clone(prev.rawHash), quant: prev.quant, floatOnly: prev.floatOnly,
+		dims: prev.dims, rawHash: slices.Clone(prev.rawHash), quant: prev.quant, int8Only: prev.int8Only,
 	}
 	same := sameNames(doc.Tools, prev.Document.Tools)
 	// The same tools in the same rows, as after an edit: prev's look-ups
@@ -529,16 +564,21 @@ func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catal
 	if shared {
 		c.tools, c.Vectors, c.Metadata, c.rowOf = prev.tools, prev.Vectors, prev.Metadata, prev.rowOf
 	} else {
-		c.tools, c.Vectors, c.Metadata = make(map[string]int, len(doc.Tools)), make(map[string][]float32, n), parseMetadata(doc, nil, prev.Metadata)
+		c.tools, c.Vectors, c.Metadata = make(map[string]int, len(doc.Tools)), make(map[string][]float32, vectorsRoom(n, c.int8Only)), parseMetadata(doc, nil, prev.Metadata)
 	}
 	// Not nil: the rows are written over, prev's vectors no longer its own.
 	changed = []string{}
 	if n < len(prev.vecNames) {
 		// Tools were removed: the rows kept move up, in order, each to
 		// a place already read or its own.
-		c.matrix, c.vecNames, c.rawHash = prev.matrix[:n*c.dims], make([]string, n), make([]uint64, n)
+		c.vecNames, c.rawHash = make([]string, n), make([]uint64, n)
+		if c.matrix != nil {
+			c.matrix = prev.matrix[:n*c.dims]
+		}
 		for row, r := range from {
-			copy(c.matrix[row*c.dims:(row+1)*c.dims], prev.matrix[r*c.dims:(r+1)*c.dims])
+			if c.matrix != nil {
+				copy(c.matrix[row*c.dims:(row+1)*c.dims], prev.matrix[r*c.dims:(r+1)*c.dims])
+			}
 			c.vecNames[row], c.rawHash[row] = prev.vecNames[r], prev.rawHash[r]
 			if c.quant != nil {
 				c.quant.Move(row, r)
@@ -549,7 +589,9 @@ func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catal
 		}
 	}
 	for _, u := range updates {
-		copy(c.matrix[u.row*c.dims:(u.row+1)*c.dims], u.vec)
+		if c.matrix != nil {
+			copy(c.matrix[u.row*c.dims:(u.row+1)*c.dims], u.vec)
+		}
 		if c.quant != nil {
 			c.quant.Set(u.row, u.vec)
 		}
@@ -559,7 +601,7 @@ func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catal
 	if !shared {
 		for i, t := range doc.Tools {
 			c.tools[t.Name] = i
-			if row := rowOf[i]; row >= 0 {
+			if row := rowOf[i]; row >= 0 && c.matrix != nil {
 				c.Vectors[t.Name] = c.matrix[row*c.dims : (row+1)*c.dims : (row+1)*c.dims]
 			}
 		}
@@ -570,6 +612,18 @@ func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catal
 	}
 	c.finish(prev)
 	return c, changed
+}
+
+// spend lets go of c's rows, vectors, metadata and search index, after a
+// later version copied what it takes of them: c then holds only what a
+// grade compares that version with (its document, tool and row names,
+// and indexed text), and is never searched again.
+func (c *Catalog) spend() {
+	c.matrix, c.Vectors, c.Metadata, c.quant, c.rawHash, c.byRunes = nil, nil, nil, nil, nil, nil
+	if c.index != nil {
+		// A new index of the same texts: the old one may be shared.
+		c.index = &bm25Index{docs: c.index.docs}
+	}
 }
 
 // sameNames reports whether a and b are the same tools in the same order.
@@ -643,14 +697,74 @@ func (c *Catalog) visibleTo(principal string, groups []string) func(string) bool
 // errZeroVector marks a vector that has no direction.
 var errZeroVector = errors.New("zero vector")
 
-// row is tool name's row and the digest of the raw vector it was decoded
-// from (0 when unknown); nil on a nil Catalog or for a tool without one.
-func (c *Catalog) row(name string) ([]float32, uint64) {
+// vectorsRoom is the room to make in Vectors for n tools: none when the
+// rows are int8 only, and Vectors stays empty.
+func vectorsRoom(n int, int8Only bool) int {
+	if int8Only {
+		return 0
+	}
+	return n
+}
+
+// rowHash is tool name's row index and the digest of the raw vector the
+// row was decoded from (0 when unknown); -1 on a nil Catalog or for a
+// tool without a row.
+func (c *Catalog) rowHash(name string) (int, uint64) {
 	row := c.rowIndex(name)
 	if row < 0 {
-		return nil, 0
+		return -1, 0
 	}
-	return c.matrix[row*c.dims : (row+1)*c.dims], c.rawHash[row]
+	return row, c.rawHash[row]
+}
+
+// rowVector is row's values: the float row, or the values an int8 row
+// stands for.
+func (c *Catalog) rowVector(row int) []float32 {
+	if c.int8Only {
+		return c.quant.Row(nil, row)
+	}
+	return c.matrix[row*c.dims : (row+1)*c.dims]
+}
+
+// dotsRows sets scores[i] to the cosine of unit and row rows[i], as a
+// scan of every row scores it.
+func (c *Catalog) dotsRows(scores []float32, rows []int, unit []float32) {
+	if c.int8Only {
+		c.quant.DotsRows(scores, rows, unit, linalg.Best)
+		return
+	}
+	linalg.DotsRows(scores, c.matrix, rows, unit, linalg.Best)
+}
+
+// dotsBatch sets cosines[j·n+r], n the rows, to the cosine of query j of
+// units (unit-length queries one after another) and row r, as a scan of
+// every row scores it.
+func (c *Catalog) dotsBatch(cosines, units []float32) {
+	if !c.int8Only {
+		linalg.DotsBatch(cosines, c.matrix, units, c.dims, linalg.Best)
+		return
+	}
+	n := len(c.vecNames)
+	for j := 0; j < len(units)/c.dims; j++ {
+		c.quant.Dots(cosines[j*n:(j+1)*n], units[j*c.dims:(j+1)*c.dims], linalg.Best)
+	}
+}
+
+// sameRow reports whether tool name has the same row in a and b, or none
+// in either: decoded from the same raw vector, or of the same values.
+func sameRow(a, b *Catalog, name string) bool {
+	ra, ha := a.rowHash(name)
+	rb, hb := b.rowHash(name)
+	switch {
+	case ra < 0 || rb < 0:
+		return ra < 0 && rb < 0
+	case ha != 0 && ha == hb:
+		return true
+	case a.int8Only || b.int8Only:
+		return false // the values are not held: changed, to be sure
+	default:
+		return slices.Equal(a.rowVector(ra), b.rowVector(rb))
+	}
 }
 
 // rowIndex is a tool's row in the matrix, -1 when it has none.

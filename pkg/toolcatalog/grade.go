@@ -8,11 +8,8 @@ import (
 	"slices"
 	"sort"
 
-	"gonum.org/v1/gonum/blas/blas32"
-
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/gradehook"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/linalg"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
@@ -28,12 +25,14 @@ type grader struct {
 	sample int
 
 	prev *Catalog
-	// next is the catalog next built over prev's rows, prev then spent;
+	// next is the catalog nextVersion built from prev, prev then spent;
 	// nextRows names the tools whose row next wrote or whose text it
-	// re-indexed in prev's index.
-	next     *Catalog
-	nextRows []string
-	tools    map[string]*gradedTool
+	// re-indexed in prev's index, or, when nextMoved, whose row next
+	// holds and prev did not (next copied the rows to new places).
+	next      *Catalog
+	nextRows  []string
+	nextMoved bool
+	tools     map[string]*gradedTool
 	// turn is the tool after which the rotating sample goes on.
 	turn string
 }
@@ -261,10 +260,30 @@ func (g *grader) nextVersion(doc *contract.Document, rawVectors map[string][]byt
 		return nil
 	}
 	if c, rows := overwrite(doc, rawVectors, prev); c != nil {
-		g.next, g.nextRows = c, rows
+		g.next, g.nextRows, g.nextMoved = c, rows, false
 		return c
 	}
-	return prev.Next(doc, rawVectors, nil)
+	// A new row: the rows are copied to a larger block. What the grade
+	// compares with prev is which rows changed and prev's text, so prev
+	// lets go of its rows and search index now rather than hold them
+	// through the grade's searches (65 MB at 50,000 tools).
+	c := prev.Next(doc, rawVectors, nil)
+	g.next, g.nextRows, g.nextMoved = c, changedRows(prev, c), true
+	prev.spend()
+	return c
+}
+
+// changedRows names the tools whose row in c is not their row in prev:
+// new, gone, or of other values. A row decoded from the same raw vector
+// (the same digest) is the same.
+func changedRows(prev, c *Catalog) []string {
+	out := []string{}
+	for _, t := range c.Document.Tools {
+		if !sameRow(prev, c, t.Name) {
+			out = append(out, t.Name)
+		}
+	}
+	return out
 }
 
 // grade grades c, a version of the catalog the grader graded before (or
@@ -277,15 +296,15 @@ func (g *grader) grade(ctx context.Context, c *Catalog, sets map[string]gradehoo
 	if method != BM25 && c.dims == 0 {
 		method = BM25
 	}
-	// The rows (and maybe the text index) of a catalog nextVersion wrote
-	// over are the new ones: what changed is what it wrote. Any other
+	// What changed in the catalog nextVersion built is what it says
+	// (prev's rows are spent: written over, or let go of). Any other
 	// catalog after nextVersion grades afresh.
 	spent := g.next != nil && g.next != c
-	rows := g.nextRows
+	rows, moved := g.nextRows, g.nextMoved
 	if g.next != c {
 		rows = nil
 	}
-	g.next, g.nextRows = nil, nil
+	g.next, g.nextRows, g.nextMoved = nil, nil, false
 	if spent || g.prev == nil || g.prev.Document.CatalogUID != c.Document.CatalogUID || g.prev.Document.Embedding != c.Document.Embedding ||
 		!sameRanking(g.prev.withDefaults(Options{TopK: gradehook.K}), opts) {
 		g.tools = nil
@@ -328,7 +347,7 @@ func (g *grader) grade(ctx context.Context, c *Catalog, sets map[string]gradehoo
 	} else {
 		// Rows written over in place are where they were, unless tools
 		// went and the rows after them moved up.
-		sameRows := g.prev == c || rows != nil && len(c.vecNames) == len(g.prev.vecNames)
+		sameRows := g.prev == c || rows != nil && !moved && len(c.vecNames) == len(g.prev.vecNames)
 		g.updateKept(c, keep, changed, sameRows, opts)
 	}
 	g.tools, g.prev = keep, c
@@ -418,7 +437,7 @@ func (g *grader) grade(ctx context.Context, c *Catalog, sets map[string]gradehoo
 				units = append(units, d.gt.units[d.i]...)
 			}
 			cosines = slices.Grow(cosines[:0], len(batch)*n)[:len(batch)*n]
-			linalg.DotsBatch(cosines, c.matrix, units, c.dims, linalg.Best)
+			c.dotsBatch(cosines, units)
 		}
 		for j, d := range batch {
 			if err := ctx.Err(); err != nil {
@@ -541,7 +560,7 @@ func (g *grader) updateKept(c *Catalog, tools map[string]*gradedTool, changed ma
 				}
 			}
 			if len(joining) > 0 {
-				linalg.DotsRows(scores, c.matrix, joining, gt.units[i], linalg.Best)
+				c.dotsRows(scores, joining, gt.units[i])
 			}
 			for j, row := range joining {
 				r := keptRow{row: int32(row), score: scores[j]}
@@ -675,7 +694,7 @@ func changedTools(prev, c *Catalog, rows []string) map[string]bool {
 	}
 	for _, t := range c.Document.Tools {
 		j, ok := prev.tools[t.Name]
-		if !ok || !prev.index.docs[j].indexes(t) || (rows == nil && !slices.Equal(prev.Vectors[t.Name], c.Vectors[t.Name])) {
+		if !ok || !prev.index.docs[j].indexes(t) || (rows == nil && !sameRow(prev, c, t.Name)) {
 			out[t.Name] = true
 		}
 	}
@@ -695,16 +714,17 @@ func (g *grader) markAffected(c *Catalog, changed map[string]bool, opts Options)
 	if len(changed) == 0 {
 		return
 	}
-	type candidate struct {
-		vec []float32
-		doc int
-	}
-	var cands []candidate
+	// The changed tools, and the rows of those with one.
+	var docs, rows []int
 	for name := range changed {
 		if i, ok := c.tools[name]; ok {
-			cands = append(cands, candidate{c.Vectors[name], i})
+			docs = append(docs, i)
+			if row := c.rowOf[i]; row >= 0 {
+				rows = append(rows, row)
+			}
 		}
 	}
+	cosines := make([]float32, len(rows))
 	for _, gt := range g.tools {
 		for i, o := range gt.outcomes {
 			if o == nil {
@@ -714,15 +734,28 @@ func (g *grader) markAffected(c *Catalog, changed map[string]bool, opts Options)
 			for _, n := range o.top {
 				due = due || changed[n]
 			}
-			for _, x := range cands {
+			if due {
+				gt.outcomes[i] = nil
+				continue
+			}
+			// Each changed row's cosine, as a scan scores it.
+			semantic := len(rows) > 0 && gt.units[i] != nil
+			if semantic {
+				c.dotsRows(cosines, rows, gt.units[i])
+			}
+			at := 0 // the next changed row's place in rows
+			for _, doc := range docs {
 				if due {
 					break
 				}
 				cosine := math.Inf(-1) // no vector: no cosine
-				if x.vec != nil && gt.units[i] != nil {
-					cosine = float64(blas32.Dot(blas32.Vector{N: len(x.vec), Inc: 1, Data: x.vec}, blas32.Vector{N: len(x.vec), Inc: 1, Data: gt.units[i]}))
+				if c.rowOf[doc] >= 0 {
+					if semantic {
+						cosine = float64(cosines[at])
+					}
+					at++
 				}
-				bm25 := c.index.scoreOf(x.doc, o.terms, opts.K1, opts.B)
+				bm25 := c.index.scoreOf(doc, o.terms, opts.K1, opts.B)
 				if o.blend != nil {
 					due = o.blend.reaches(cosine, bm25, c.index.maxIDF)
 				} else {
@@ -862,10 +895,11 @@ func looCosine(unit []float32, sum []float64, held []float32) float32 {
 
 // similarity is the cosine of two tools' centroids, 0 when one has none.
 func (c *Catalog) similarity(a, b string) float64 {
-	va, vb := c.Vectors[a], c.Vectors[b]
-	if va == nil || vb == nil {
+	ra, rb := c.rowIndex(a), c.rowIndex(b)
+	if ra < 0 || rb < 0 {
 		return 0
 	}
+	va, vb := c.rowVector(ra), c.rowVector(rb)
 	var dot float64
 	for i := range va {
 		dot += float64(va[i]) * float64(vb[i])

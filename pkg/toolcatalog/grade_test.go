@@ -304,10 +304,17 @@ func TestGraderNextWritesOverTheRows(t *testing.T) {
 	same(v3, &doc3, moved)
 
 	// create_issue comes back: it needs a row, and the rows are laid out
-	// anew.
+	// anew. v3 lets go of its rows and search index then, not after the
+	// grade, and is offered no more.
 	v4 := g.nextVersion(doc, map[string][]byte{"create_issue": raw["create_issue"]})
 	if &v4.matrix[0] == storage {
 		t.Fatal("Next wrote over the rows for a tool that had none")
+	}
+	if v3.matrix != nil || v3.Vectors != nil || v3.index.postings != nil {
+		t.Fatal("the catalog Next copied still holds its rows or its search index through the grade")
+	}
+	if g.graded() != nil {
+		t.Fatal("the catalog Next copied is still offered")
 	}
 	same(v4, doc, map[string][]byte{"create_issue": raw["create_issue"]})
 }
@@ -705,6 +712,9 @@ func TestGraderKeptRankingsFollowTheGradingFlow(t *testing.T) {
 		if err := g.Index(v.doc, 500, digest, read); err != nil {
 			t.Fatal(err)
 		}
+		if !g.indexed.int8Only || g.indexed.matrix != nil || len(g.indexed.Vectors) != 0 {
+			t.Fatal("the grading's index holds float rows")
+		}
 	}
 	publish()
 	index(versions[0])
@@ -866,5 +876,77 @@ func TestGraderBoundsAGradeByItsWork(t *testing.T) {
 		if g.Searched != tc.searched || left != 2*tc.graded-tc.searched {
 			t.Errorf("%d tools: searched %d, left %d; want %d, %d", tc.tools, g.Searched, left, tc.searched, 2*tc.graded-tc.searched)
 		}
+	}
+}
+
+// A grading's catalog holds its rows as int8 only, and grades as the
+// float rows do, within what int8 rounding can move: tools whose queries
+// lie near them, at distances where ranks are close, grade to about the
+// same self recall, and the same tools are outranked most.
+func TestAGradingOfInt8RowsGradesAsTheFloatRows(t *testing.T) {
+	const n, dims = 3000, 64
+	r := rand.New(rand.NewPCG(21, 22))
+	unit := func(v []float32) []float32 {
+		normalize(v)
+		return v
+	}
+	vectors := map[string][]float32{}
+	sets := map[string]gradehook.QuerySet{}
+	for i := range n {
+		name := fmt.Sprintf("tool_%04d", i)
+		vectors[name] = unit(gaussian(r, dims, 1))
+		if i%15 != 0 {
+			continue
+		}
+		var set gradehook.QuerySet
+		for j := range 4 {
+			q := gaussian(r, dims, 0.2)
+			for k := range q {
+				q[k] += vectors[name][k]
+			}
+			set.Queries = append(set.Queries, fmt.Sprintf("request %d", i*4+j))
+			set.Vectors = append(set.Vectors, unit(q))
+		}
+		sets[name] = set
+	}
+	doc, raw := vectorsVersion(t, 1, dims, vectors)
+	floats := buildCatalog(t, doc, raw)
+	int8s, err := newReading(doc, 1000, true, func(names []string) (map[string]string, error) {
+		out := map[string]string{}
+		for _, name := range names {
+			out[name] = string(raw[name])
+		}
+		return out, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int8s.matrix != nil || len(int8s.Vectors) != 0 {
+		t.Fatal("the grading's catalog holds float rows")
+	}
+	want, err := floats.grade(context.Background(), sets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := int8s.grade(context.Background(), sets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("self recall@5: float rows %.4f, int8 rows %.4f; outranked %d and %d", want.SelfRecallAt5, got.SelfRecallAt5, len(want.Outranked), len(got.Outranked))
+	if want.SelfRecallAt5 < 0.3 || want.SelfRecallAt5 > 0.95 {
+		t.Fatalf("self recall %.3f: the fixture's ranks are not close enough to say anything", want.SelfRecallAt5)
+	}
+	if got.Queries != want.Queries || math.Abs(got.SelfRecallAt5-want.SelfRecallAt5) > 0.01 {
+		t.Fatalf("int8 rows grade %d queries to %.4f, float rows %d to %.4f", got.Queries, got.SelfRecallAt5, want.Queries, want.SelfRecallAt5)
+	}
+	top := func(g *gradehook.Grading) []string {
+		var out []string
+		for _, o := range g.Outranked[:min(5, len(g.Outranked))] {
+			out = append(out, o.Tool)
+		}
+		return out
+	}
+	if !slices.Equal(top(got), top(want)) {
+		t.Fatalf("int8 rows outrank %v most, float rows %v", top(got), top(want))
 	}
 }

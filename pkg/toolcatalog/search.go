@@ -708,6 +708,12 @@ func (c *Catalog) semanticRanking(unit []float32, opts Options, allowed func(str
 		}
 	case own != nil && own.cosines != nil:
 		scores = own.cosines
+	case c.int8Only:
+		// The int8 rows are all it holds: their scores are its cosines.
+		scores = make([]float32, len(c.vecNames))
+		if c.quant != nil {
+			c.quant.Dots(scores, unit, linalg.Best)
+		}
 	case c.quant != nil:
 		// The int8 rows first, then the rows they may misplace exactly.
 		scores, approximate = make([]float32, len(c.vecNames)), true
@@ -829,7 +835,7 @@ func (c *Catalog) exactCosines(s semanticScores, rows []int) {
 		rows = slices.Delete(slices.Clone(rows), i, i+1)
 	}
 	exact := make([]float32, len(rows))
-	linalg.DotsRows(exact, c.matrix, rows, s.unit, linalg.Best)
+	c.dotsRows(exact, rows, s.unit)
 	for i, row := range rows {
 		s.cosine[row] = exact[i]
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/linalg"
 )
 
 type fixtureTool struct {
@@ -597,43 +598,64 @@ func TestNewReadingIsNew(t *testing.T) {
 	raw = maps.Clone(raw)
 	delete(raw, "run_sql")                                          // no vector
 	raw["create_issue"] = contract.EncodeVector(make([]float32, 3)) // another length
-	// Whatever their size, New's rows are scanned as int8 here, and
-	// newReading's, for grading, never.
+	// Whatever their size, New's rows are scanned as int8 here too.
 	defer func(b int) { quantizeBytes = b }(quantizeBytes)
 	quantizeBytes = 0
 	want, err := New(doc, raw, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reads := 0
-	got, err := newReading(doc, 2, true, func(names []string) (map[string]string, error) {
-		reads++
-		if len(names) > 2 {
-			t.Fatalf("asked for %d vectors at once, more than the chunk", len(names))
-		}
-		out := map[string]string{}
-		for _, n := range names {
-			if v, ok := raw[n]; ok {
-				out[n] = string(v)
+	reading := func(int8Only bool) *Catalog {
+		t.Helper()
+		reads := 0
+		got, err := newReading(doc, 2, int8Only, func(names []string) (map[string]string, error) {
+			reads++
+			if len(names) > 2 {
+				t.Fatalf("asked for %d vectors at once, more than the chunk", len(names))
 			}
+			out := map[string]string{}
+			for _, n := range names {
+				if v, ok := raw[n]; ok {
+					out[n] = string(v)
+				}
+			}
+			return out, nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return out, nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		if want := (len(doc.Tools) + 1) / 2; reads != want {
+			t.Fatalf("%d reads; want %d", reads, want)
+		}
+		if !slices.Equal(got.vecNames, want.vecNames) || !slices.Equal(got.rawHash, want.rawHash) {
+			t.Fatal("newReading's rows differ from New's")
+		}
+		return got
 	}
-	if want := (len(doc.Tools) + 1) / 2; reads != want {
-		t.Fatalf("%d reads; want %d", reads, want)
+	floats := reading(false)
+	if !maps.EqualFunc(floats.Vectors, want.Vectors, slices.Equal) || !slices.Equal(floats.matrix, want.matrix) || floats.quant == nil {
+		t.Fatal("newReading's float rows differ from New's")
 	}
-	if !maps.EqualFunc(got.Vectors, want.Vectors, slices.Equal) || !slices.Equal(got.matrix, want.matrix) || !slices.Equal(got.vecNames, want.vecNames) {
-		t.Fatal("newReading's rows differ from New's")
-	}
-	if want.quant == nil || got.quant != nil || got.Next(doc, nil, nil).quant != nil {
-		t.Fatal("New's catalog has no int8 rows, or newReading's, or its next version's, has them")
+	// A grading's catalog, and its next version, hold the rows as int8
+	// only: the int8 rows New's search scans first, scoring as they do.
+	int8s := reading(true)
+	for _, c := range []*Catalog{int8s, int8s.Next(doc, nil, nil)} {
+		if c.matrix != nil || len(c.Vectors) != 0 || c.quant == nil || c.quant.Rows() != want.quant.Rows() {
+			t.Fatal("a grading's catalog holds float rows, or not every int8 row")
+		}
+		unit := want.matrix[want.dims : 2*want.dims] // a row's own vector
+		got, exp := make([]float32, len(want.vecNames)), make([]float32, len(want.vecNames))
+		c.quant.Dots(got, unit, linalg.Best)
+		want.quant.Dots(exp, unit, linalg.Best)
+		if !slices.Equal(got, exp) {
+			t.Fatalf("int8 rows score %v, New's %v", got, exp)
+		}
 	}
 	for _, q := range []string{"email my manager", "weather in Paris"} {
-		if a, b := search(t, got, q, Options{Embedder: lexicalEmbedder()}), search(t, want, q, Options{Embedder: lexicalEmbedder()}); !slices.Equal(names(a.Results), names(b.Results)) {
-			t.Fatalf("%q: newReading's catalog finds %v, New's %v", q, names(a.Results), names(b.Results))
+		for _, got := range []*Catalog{floats, int8s} {
+			if a, b := search(t, got, q, Options{Embedder: lexicalEmbedder()}), search(t, want, q, Options{Embedder: lexicalEmbedder()}); !slices.Equal(names(a.Results), names(b.Results)) {
+				t.Fatalf("%q: newReading's catalog (int8 only: %t) finds %v, New's %v", q, got.int8Only, names(a.Results), names(b.Results))
+			}
 		}
 	}
 	failure := errors.New("redis is down")
