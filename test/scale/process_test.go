@@ -25,6 +25,8 @@ type process struct {
 	done chan struct{}
 	// highRSS is the highest resident set sampled (sampleRSS).
 	highRSS atomic.Int64
+	// reported says the peak was read for the table (memory).
+	reported atomic.Bool
 	// pprofAddr serves the process's profiles, with -scale.cpuprofile or
 	// -scale.heapprofile.
 	pprofAddr string
@@ -132,6 +134,9 @@ func (p *process) memory(t *testing.T) (peak, anon, file int64) {
 	if _, ok := fields["VmHWM"]; !ok {
 		t.Fatal("no VmHWM in /proc/pid/status")
 	}
+	// What comes after (a scenario's cleanup deleting every object at
+	// once) is not of the figures reported: the peak profiler stops.
+	p.reported.Store(true)
 	return max(fields["VmHWM"], p.highRSS.Load()), fields["RssAnon"], fields["RssFile"]
 }
 
@@ -208,8 +213,9 @@ func (p *process) heapProfile(t *testing.T, path string) {
 }
 
 // watchPeak writes the process's heap profile into path each time its
-// resident set grows by peakStep past the highest seen, until the test
-// ends, so the profile is of the peak. Nothing without -scale.heapprofile.
+// resident set grows by peakStep past the highest seen, until the peak is
+// reported (memory) or the test ends, so the profile is of the peak
+// reported. Nothing without -scale.heapprofile.
 func (p *process) watchPeak(t *testing.T, path string) {
 	if *heapFlag == "" {
 		return
@@ -228,6 +234,9 @@ func (p *process) watchPeak(t *testing.T, path string) {
 			case <-p.done:
 				return
 			case <-time.After(2 * time.Second):
+			}
+			if p.reported.Load() {
+				return
 			}
 			rss, err := p.rss()
 			if err != nil || rss < high+peakStep {
