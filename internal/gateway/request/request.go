@@ -148,13 +148,18 @@ func Messages(body []byte) ([]Message, error) {
 	return msgs, nil
 }
 
-// decode decodes as the MCP SDK does: segmentio's decoder, struct fields
-// matched by case.
+// decode decodes as the MCP SDK does: segmentio's parser, struct fields
+// matched by case. It parses the bytes as they are (the SDK's decoder
+// parses them the same way, after copying them into a 32 KiB buffer of
+// its own, a buffer per message that a busy gateway would collect), and
+// refuses anything after the value.
 func decode(data []byte, v any) error {
-	dec := segjson.NewDecoder(bytes.NewReader(data))
-	dec.DontMatchCaseInsensitiveStructFields()
-	if err := dec.Decode(v); err != nil {
+	rest, err := segjson.Parse(data, v, segjson.DontMatchCaseInsensitiveStructFields)
+	switch {
+	case err != nil:
 		return fmt.Errorf("%w: %v", ErrAmbiguous, err)
+	case len(bytes.TrimSpace(rest)) != 0:
+		return fmt.Errorf("%w: data after the value", ErrAmbiguous)
 	}
 	return nil
 }

@@ -130,3 +130,15 @@ func FuzzRequest(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkMessages reads a tools/call as the gateway reads each request
+// before the SDK does.
+func BenchmarkMessages(b *testing.B) {
+	body := []byte(`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"tool_call","arguments":{"name":"get_weather","arguments":{"city":"Oslo"}},"_meta":{"progressToken":3}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Messages(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
