@@ -158,7 +158,7 @@ func decode(data []byte, v any) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: %v", ErrAmbiguous, err)
-	case len(bytes.TrimSpace(rest)) != 0:
+	case len(rest) != 0: // the parser skips the spaces after the value
 		return fmt.Errorf("%w: data after the value", ErrAmbiguous)
 	}
 	return nil
