@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -181,9 +182,11 @@ func (c *Catalog) keep(s *snapshot) {
 }
 
 // Read returns the catalog's stored state: the kept one when Redis still
-// holds it (same stamp), else read whole. fresh, a refresh request, a
-// change of keys and the resync interval read everything again. What is
-// read whole holds the strings of tools, the selected ones, where equal.
+// holds it (same stamp), else read whole. Past the resync interval every
+// field is read again and compared with the kept state (matches), which
+// is read whole only when they differ; fresh, a refresh request, and a
+// change of keys read everything again. What is read whole holds the
+// strings of tools, the selected ones, where equal.
 func (c *Catalog) Read(ctx context.Context, fresh bool, tools []*catalog.Tool) (catalog.Stored, error) {
 	stored, err := c.read(ctx, fresh, tools)
 	if err != nil {
@@ -193,13 +196,24 @@ func (c *Catalog) Read(ctx context.Context, fresh bool, tools []*catalog.Tool) (
 }
 
 func (c *Catalog) read(ctx context.Context, fresh bool, tools []*catalog.Tool) (catalog.Stored, error) {
-	if kept := c.kept(); kept != nil && !fresh && kept.uid == c.uid && kept.where == c.where() && c.cs.now().Sub(kept.readAt) < c.cfg.Resync {
+	if kept := c.kept(); kept != nil && !fresh && kept.uid == c.uid && kept.where == c.where() {
 		stamp, staged, err := store.ReadStamp(ctx, c.rc, c.cfg.Keys)
 		if err != nil {
 			return catalog.Stored{}, err
 		}
-		if stamp == kept.stamp {
+		if stamp == kept.stamp && c.cs.now().Sub(kept.readAt) < c.cfg.Resync {
 			return kept.stored.WithStaged(staged.StagedMetadata, staged.StagedVectors), nil
+		}
+		if stamp == kept.stamp {
+			now := c.cs.now()
+			same, staged, err := c.matches(ctx, kept)
+			if err != nil {
+				return catalog.Stored{}, err
+			}
+			if same {
+				c.keep(&snapshot{uid: kept.uid, where: kept.where, stamp: kept.stamp, stored: kept.stored, readAt: now})
+				return kept.stored.WithStaged(staged.StagedMetadata, staged.StagedVectors), nil
+			}
 		}
 	}
 	// What was kept is not needed past here: let it go before the read
@@ -222,6 +236,77 @@ func (c *Catalog) read(ctx context.Context, fresh bool, tools []*catalog.Tool) (
 		c.keep(nil)
 	}
 	return stored.WithStaged(snap.StagedMetadata, snap.StagedVectors), nil
+}
+
+// matches reads every field of the catalog's hashes again, a round trip
+// at a time, and says whether Redis holds exactly the kept state: the
+// stamp counts fields, and a field rewritten behind the operator's back
+// leaves it as it was. A resync of an unchanged catalog so holds one
+// round trip's replies, not a second copy of the catalog, and keeps the
+// state its plans and grading were derived from. It returns the staged
+// entries read after the fields, with the stamp unchanged.
+func (c *Catalog) matches(ctx context.Context, kept *snapshot) (bool, *contract.Snapshot, error) {
+	st, doc := kept.stored, kept.stored.Doc
+	if doc == nil || !st.Contract2 || int64(len(doc.Tools)) != kept.stamp.Tools {
+		return false, nil, nil
+	}
+	var metadata, vectors []string
+	for name, t := range st.Tools {
+		if t.Metadata != nil || t.MetadataErr != nil {
+			metadata = append(metadata, name)
+		}
+		if t.HasVector {
+			vectors = append(vectors, name)
+		}
+	}
+	if int64(len(metadata)) != kept.stamp.Metadata || int64(len(vectors)) != kept.stamp.Vectors {
+		return false, nil, nil
+	}
+	for _, hash := range []struct {
+		key   string
+		names []string
+		equal func(name, raw string) bool
+	}{
+		{c.cfg.Keys.Tools(), nil, func(name, raw string) bool {
+			e, err := contract.ParseEntry(name, []byte(raw))
+			i, ok := slices.BinarySearchFunc(doc.Tools, name, func(t contract.Tool, name string) int { return strings.Compare(t.Name, name) })
+			return err == nil && ok && e.Equal(doc.Entry(i))
+		}},
+		{c.cfg.Keys.Metadata(), metadata, func(name, raw string) bool {
+			m, err := contract.ParseMetadata(raw)
+			want := st.Tools[name]
+			if err != nil || want.Metadata == nil {
+				return err != nil && want.MetadataErr != nil
+			}
+			return m.Equal(want.Metadata)
+		}},
+		{c.cfg.Keys.Embeddings(), vectors, func(name, raw string) bool {
+			return contract.VectorDigestString(raw) == st.Tools[name].Vector
+		}},
+	} {
+		names := hash.names
+		if names == nil {
+			names = make([]string, len(doc.Tools))
+			for i := range doc.Tools {
+				names[i] = doc.Tools[i].Name
+			}
+		}
+		same, n := true, 0
+		err := contract.ReadFields(ctx, c.rc, hash.key, names, func(name, raw string) {
+			n++
+			same = same && hash.equal(name, raw)
+		})
+		if err != nil || !same || n != len(names) {
+			return false, nil, err
+		}
+	}
+	// Every writer of the hashes moves P:version: the fields read belong
+	// to the kept version when the stamp is still its.
+	stamp, staged, err := store.ReadStamp(ctx, c.rc, c.cfg.Keys)
+	if err != nil {
+		return false, nil, err
+	}
+	return stamp == kept.stamp, staged, nil
 }
 
 // Learned reads the recorded requests of a learning catalog, dropping

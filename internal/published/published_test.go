@@ -3,11 +3,15 @@ package published_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
@@ -275,5 +279,107 @@ func TestQueryVectorsAreBoundedAndPerModel(t *testing.T) {
 	found, missing := q.Take("m1", append(texts[12:], texts[12]))
 	if len(found) != len(texts)-12 || len(missing) != 0 || q.Len() != 0 {
 		t.Fatalf("the rest: found %d, missing %v, %d left", len(found), missing, q.Len())
+	}
+}
+
+// Past the resync interval, a catalog Redis still holds as kept is
+// compared field by field, not read whole: the state and the plans made
+// from it are kept. A field rewritten behind the operator's back, which
+// leaves the stamp as it was, is found, and then the catalog is read
+// whole.
+func TestAResyncReadsWholeOnlyWhatChangedBehindTheOperator(t *testing.T) {
+	ctx := context.Background()
+	rewrite := func(key func(contract.Keys) string, field, from, to string) func(*fixture) {
+		return func(f *fixture) {
+			rc := f.srv.Client()
+			raw, err := rc.HGet(ctx, key(f.cfg.Keys), field).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(raw, from) {
+				t.Fatalf("%s of %s holds no %q: %s", key(f.cfg.Keys), field, from, raw)
+			}
+			if err := rc.HSet(ctx, key(f.cfg.Keys), field, strings.Replace(raw, from, to, 1)).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tools, metadata := contract.Keys.Tools, contract.Keys.Metadata
+	for _, tc := range []struct {
+		name   string
+		tamper func(*fixture)
+		// found says the read returned what Redis holds.
+		found func(catalog.Stored) bool
+	}{
+		{"nothing changed", func(*fixture) {}, nil},
+		{"an entry rewritten", rewrite(tools, "alpha", "does alpha", "does omega"), func(s catalog.Stored) bool {
+			tool, ok := s.Doc.ToolByName("alpha")
+			return ok && tool.Description == "does omega"
+		}},
+		{"an entry's permissions added", rewrite(tools, "beta", `"name":"beta"`, `"name":"beta","allowed_principals":["mallory"]`), func(s catalog.Stored) bool {
+			return slices.Equal(s.Doc.Permissions["beta"], []string{"mallory"})
+		}},
+		{"metadata rewritten", rewrite(metadata, "alpha", "does alpha", "does omega"), func(s catalog.Stored) bool {
+			return s.Tools["alpha"].Metadata != nil && s.Tools["alpha"].Metadata.Description == "does omega"
+		}},
+		{"metadata unreadable", rewrite(metadata, "beta", "{", "["), func(s catalog.Stored) bool {
+			return s.Tools["beta"].MetadataErr != nil
+		}},
+		{"a vector rewritten", func(f *fixture) { f.corrupt("alpha") }, func(s catalog.Stored) bool {
+			return s.Tools["alpha"].Vector == contract.VectorDigest([]byte("garbage"))
+		}},
+		{"a field renamed, the count kept", func(f *fixture) {
+			rc := f.srv.Client()
+			raw, err := rc.HGet(ctx, f.cfg.Keys.Metadata(), "beta").Result()
+			if err == nil {
+				_, err = rc.TxPipelined(ctx, func(p redis.Pipeliner) error {
+					p.HDel(ctx, f.cfg.Keys.Metadata(), "beta")
+					p.HSet(ctx, f.cfg.Keys.Metadata(), "gamma", raw)
+					return nil
+				})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}, func(s catalog.Stored) bool { return s.Tools["gamma"].Metadata != nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			st := f.open()
+			empty := f.read(st, false)
+			if _, err := st.Publish(ctx, empty, f.build(st, empty, "alpha", "beta"), 0); err != nil {
+				t.Fatal(err)
+			}
+			stored := f.read(st, false)
+			sel := f.selection(st, "alpha", "beta")
+			st.Planner().Plan(catalog.PlanInput{Tools: sel.Tools, Stored: stored.Tools, Lineage: stored.Lineage(), Model: embedding.LexicalEmbedder{}.Model(), QueriesPerTool: 2})
+			if got := st.Planner().Holds(); got != 2 {
+				t.Fatalf("the planner holds %d plans; want 2", got)
+			}
+			tc.tamper(f)
+			f.clock = f.clock.Add(f.cfg.Resync)
+			got := f.read(f.open(), false)
+			if tc.found == nil {
+				if n := st.Planner().Holds(); n != 2 {
+					t.Fatalf("the resync of an unchanged catalog read it whole: the planner holds %d plans, want 2", n)
+				}
+				if _, ok := st.Kept(1); !ok {
+					t.Fatal("the resync of an unchanged catalog let go of its state")
+				}
+				// The check is done for another interval: a change now is
+				// not seen until then.
+				f.corrupt("alpha")
+				if got := f.read(f.open(), false).Tools["alpha"].Vector; got != stored.Tools["alpha"].Vector {
+					t.Fatal("the pass after a resync read the vectors again")
+				}
+				return
+			}
+			if !tc.found(got) {
+				t.Fatalf("the resync did not return what Redis holds: %+v", got.Tools)
+			}
+			if n := st.Planner().Holds(); n != 0 {
+				t.Fatalf("a resync that found a change left the planner %d plans of the state it replaced", n)
+			}
+		})
 	}
 }

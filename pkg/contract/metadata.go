@@ -3,6 +3,7 @@ package contract
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -35,3 +36,10 @@ func ParseMetadata(data string) (*Metadata, error) {
 
 // Marshal encodes the entry.
 func (m *Metadata) Marshal() ([]byte, error) { return json.Marshal(m) }
+
+// Equal says whether two entries hold the same content: the same
+// identity, queries and embedding time.
+func (m *Metadata) Equal(o *Metadata) bool {
+	return m.SpecHash == o.SpecHash && m.Description == o.Description && m.Model == o.Model && m.Dimensions == o.Dimensions &&
+		slices.Equal(m.SyntheticQueries, o.SyntheticQueries) && slices.Equal(m.LearnedQueries, o.LearnedQueries) && m.EmbeddedAt.Equal(o.EmbeddedAt)
+}

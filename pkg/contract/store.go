@@ -180,7 +180,7 @@ func (s *Snapshot) readFields(ctx context.Context, c redis.UniversalClient, k Ke
 	entries, metadata, vectors := s.entryNames, s.metadataNames, s.vectorNames
 	s.entryNames, s.metadataNames, s.vectorNames = nil, nil, nil
 	parsed := &parsedEntries{entries: make([]Entry, 0, len(entries))}
-	err := eachField(ctx, c, k.Tools(), entries, func(name, raw string) {
+	err := ReadFields(ctx, c, k.Tools(), entries, func(name, raw string) {
 		parsed.fields++
 		if parsed.err != nil {
 			return
@@ -196,7 +196,7 @@ func (s *Snapshot) readFields(ctx context.Context, c redis.UniversalClient, k Ke
 		return false, err
 	}
 	s.ParsedMetadata = make(map[string]ParsedMetadata, len(metadata))
-	err = eachField(ctx, c, k.Metadata(), metadata, func(name, raw string) {
+	err = ReadFields(ctx, c, k.Metadata(), metadata, func(name, raw string) {
 		m, parseMetadataErr := ParseMetadata(raw)
 		s.ParsedMetadata[name] = ParsedMetadata{Metadata: m, Err: parseMetadataErr}
 	})
@@ -204,7 +204,7 @@ func (s *Snapshot) readFields(ctx context.Context, c redis.UniversalClient, k Ke
 		return false, err
 	}
 	s.VectorDigests = make(map[string]uint64, len(vectors))
-	err = eachField(ctx, c, k.Embeddings(), vectors, func(name, vec string) { s.VectorDigests[name] = VectorDigestString(vec) })
+	err = ReadFields(ctx, c, k.Embeddings(), vectors, func(name, vec string) { s.VectorDigests[name] = VectorDigestString(vec) })
 	if err != nil {
 		return false, err
 	}
@@ -328,15 +328,16 @@ const maxFieldsPerRead = 1000
 // replies, not copied: AppendVector decodes them as they are.
 func ReadVectors(ctx context.Context, c redis.UniversalClient, k Keys, names []string) (map[string]string, error) {
 	out := make(map[string]string, len(names))
-	if err := eachField(ctx, c, k.Embeddings(), names, func(name, vec string) { out[name] = vec }); err != nil {
+	if err := ReadFields(ctx, c, k.Embeddings(), names, func(name, vec string) { out[name] = vec }); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// eachField reads the named fields of a hash in round trips of up to
-// maxFieldsPerRead names and calls fn with each there is.
-func eachField(ctx context.Context, c redis.UniversalClient, key string, names []string, fn func(name, value string)) error {
+// ReadFields reads the named fields of the hash key in round trips of up
+// to maxFieldsPerRead names and calls fn with each there is, so a reader
+// of a whole catalog holds one round trip's replies at a time.
+func ReadFields(ctx context.Context, c redis.UniversalClient, key string, names []string, fn func(name, value string)) error {
 	for chunk := range slices.Chunk(names, maxFieldsPerRead) {
 		vals, err := c.HMGet(ctx, key, chunk...).Result()
 		if err != nil {
