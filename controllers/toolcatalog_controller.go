@@ -399,9 +399,12 @@ func (r *ToolCatalogReconciler) enqueueSelecting(ctx context.Context, q workqueu
 			ctrl.LoggerFrom(ctx).Error(err, "Finding the catalogs of a ToolDefinition", "toolDefinition", client.ObjectKeyFromObject(obj))
 		}
 		for _, tc := range names {
+			key := client.ObjectKey{Namespace: obj.GetNamespace(), Name: tc}
+			// Told before it is queued: its pass looks at what changed.
+			r.catalogs().Changed(key.String(), obj.GetName())
 			if !seen[tc] {
 				seen[tc] = true
-				q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: tc}})
+				q.Add(reconcile.Request{NamespacedName: key})
 			}
 		}
 	}
@@ -465,6 +468,10 @@ func (r *ToolCatalogReconciler) catalogsForSource(ctx context.Context, obj clien
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Finding the catalogs of a ToolSource", "toolSource", client.ObjectKeyFromObject(ts))
 	}
+	// The source's record decides which of the ToolDefinitions naming
+	// it are valid, whatever their labels: the next pass of each catalog
+	// of the namespace looks at every tool.
+	r.catalogs().AllChangedIn(ts.Namespace)
 	reqs := make([]reconcile.Request, 0, len(names))
 	for _, name := range names {
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ts.Namespace, Name: name}})

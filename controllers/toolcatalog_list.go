@@ -21,28 +21,26 @@ import (
 // the client where the cache has no such index (a cache of several
 // namespaces).
 func (r *ToolCatalogReconciler) toolDefinitions(ctx context.Context, namespace string, sel labels.Selector) ([]*v1alpha1.ToolDefinition, error) {
-	if r.informers != nil {
-		inf, err := r.informers.GetInformer(ctx, &v1alpha1.ToolDefinition{}, cache.BlockUntilSynced(true))
+	idx, err := r.toolDefinitionIndex(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if idx != nil {
+		objs, err := idx.ByIndex(toolscache.NamespaceIndex, namespace)
 		if err != nil {
 			return nil, err
 		}
-		if shared, ok := inf.(toolscache.SharedIndexInformer); ok {
-			objs, err := shared.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
-			if err != nil {
-				return nil, err
+		out := make([]*v1alpha1.ToolDefinition, 0, len(objs))
+		for _, obj := range objs {
+			td, ok := obj.(*v1alpha1.ToolDefinition)
+			if !ok {
+				return nil, fmt.Errorf("the cache holds a %T among ToolDefinitions", obj)
 			}
-			out := make([]*v1alpha1.ToolDefinition, 0, len(objs))
-			for _, obj := range objs {
-				td, ok := obj.(*v1alpha1.ToolDefinition)
-				if !ok {
-					return nil, fmt.Errorf("the cache holds a %T among ToolDefinitions", obj)
-				}
-				if sel.Matches(labels.Set(td.Labels)) {
-					out = append(out, td)
-				}
+			if sel.Matches(labels.Set(td.Labels)) {
+				out = append(out, td)
 			}
-			return out, nil
 		}
+		return out, nil
 	}
 	list := &v1alpha1.ToolDefinitionList{}
 	if err := r.List(ctx, list, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
@@ -53,6 +51,23 @@ func (r *ToolCatalogReconciler) toolDefinitions(ctx context.Context, namespace s
 		out[i] = &list.Items[i]
 	}
 	return out, nil
+}
+
+// toolDefinitionIndex is the informer's store of ToolDefinitions, with its
+// namespace index; nil when the cache has none (a cache of several
+// namespaces). Read-only.
+func (r *ToolCatalogReconciler) toolDefinitionIndex(ctx context.Context) (toolscache.Indexer, error) {
+	if r.informers == nil {
+		return nil, nil
+	}
+	inf, err := r.informers.GetInformer(ctx, &v1alpha1.ToolDefinition{}, cache.BlockUntilSynced(true))
+	if err != nil {
+		return nil, err
+	}
+	if shared, ok := inf.(toolscache.SharedIndexInformer); ok {
+		return shared.GetIndexer(), nil
+	}
+	return nil, nil
 }
 
 // toolSources lists a namespace's ToolSources once, for a pass or a

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
@@ -126,9 +127,10 @@ func configError(err error) error {
 // grading of the version published reads and writes there goes with it.
 type publishedState interface {
 	grading.Published
-	// Selector, Planner and Generated are kept across passes, as
-	// QueryVectors is.
+	// Selector, Changes, Planner and Generated are kept across passes,
+	// as QueryVectors is.
 	Selector() *catalog.Selector
+	Changes() *catalog.Changes
 	Planner() *catalog.Planner
 	Generated() *catalog.Generated
 	Read(ctx context.Context, fresh bool, tools []*catalog.Tool) (catalog.Stored, error)
@@ -145,16 +147,7 @@ type publishedState interface {
 // generate and embed, build, publish. now is when the pass started.
 func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, prov catalogconfig.Providers, st publishedState, req catalog.Request, now time.Time) (*catalog.Outcome, error) {
 	sctx, span := step(ctx, "select")
-	tds, err := r.selectedToolDefinitions(sctx, tc)
-	var sel catalog.Selection
-	if err == nil {
-		var sources catalog.Sources
-		if sources, err = toolSources(sctx, r.Client, tc.Namespace); err != nil {
-			err = &stepError{reason: v1alpha1.ReasonAPIError, message: fmt.Sprintf("%v; retrying with backoff", err), err: err}
-		} else {
-			sel, err = st.Selector().Select(tds, sources)
-		}
-	}
+	sel, err := r.selection(sctx, tc, cfg, st)
 	endStep(span, err)
 	if err != nil {
 		return nil, err
@@ -227,19 +220,73 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 	return out, nil
 }
 
-// selectedToolDefinitions lists the ToolDefinitions the selector matches.
-func (r *ToolCatalogReconciler) selectedToolDefinitions(ctx context.Context, tc *v1alpha1.ToolCatalog) ([]*v1alpha1.ToolDefinition, error) {
-	sel, err := metav1.LabelSelectorAsSelector(&tc.Spec.Selector)
+// selection selects the catalog's tools. Only the ToolDefinitions the
+// watch named as changed since the last pass are looked at
+// (catalog.Changes, Selector.Update); every one is on the catalog's first
+// pass, after a change of its selector, of a ToolSource of its namespace
+// or of more than catalog.MaxChanges ToolDefinitions, and at each resync.
+func (r *ToolCatalogReconciler) selection(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, st publishedState) (catalog.Selection, error) {
+	objects, whole := st.Changes().Take()
+	sel, whole, err := r.selectFrom(ctx, tc, cfg, st.Selector(), objects, whole)
+	trace.SpanFromContext(ctx).SetAttributes(attribute.Bool("toolcatalog.select.whole", whole), attribute.Int("toolcatalog.select.changed", len(objects)))
 	if err != nil {
-		return nil, &stepError{reason: v1alpha1.ReasonInvalidConfiguration, message: fmt.Sprintf("spec.selector: %v", err), kind: stalled, also: []string{v1alpha1.ConditionPublished}, err: err}
+		// What was taken is not lost: the next pass selects whole.
+		st.Changes().All()
+	}
+	return sel, err
+}
+
+// selectFrom selects with s, from the objects changed or whole, and
+// reports whether it selected whole.
+func (r *ToolCatalogReconciler) selectFrom(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, s *catalog.Selector, objects []string, whole bool) (catalog.Selection, bool, error) {
+	selector, err := metav1.LabelSelectorAsSelector(&tc.Spec.Selector)
+	if err != nil {
+		return catalog.Selection{}, true, &stepError{reason: v1alpha1.ReasonInvalidConfiguration, message: fmt.Sprintf("spec.selector: %v", err), kind: stalled, also: []string{v1alpha1.ConditionPublished}, err: err}
+	}
+	sources, err := toolSources(ctx, r.Client, tc.Namespace)
+	if err != nil {
+		return catalog.Selection{}, true, &stepError{reason: v1alpha1.ReasonAPIError, message: fmt.Sprintf("%v; retrying with backoff", err), err: err}
+	}
+	made, now := s.Made(), r.now()
+	if !whole && made.Key == selector.String() && now.Sub(made.At) < cfg.Resync {
+		if sel, ok, updateErr := r.updateSelection(ctx, tc.Namespace, selector, s, objects, sources); updateErr != nil || ok {
+			return sel, false, updateErr
+		}
 	}
 	// Read-only: the pass never changes the objects, so the cache's own
 	// do.
-	tds, err := r.toolDefinitions(ctx, tc.Namespace, sel)
+	tds, err := r.toolDefinitions(ctx, tc.Namespace, selector)
 	if err != nil {
-		return nil, &stepError{reason: v1alpha1.ReasonAPIError, message: fmt.Sprintf("listing ToolDefinitions: %v; retrying with backoff", err), err: err}
+		return catalog.Selection{}, true, listError(err)
 	}
-	return tds, nil
+	sel, err := s.Select(tds, sources, catalog.Made{At: now, Key: selector.String()})
+	return sel, true, err
+}
+
+// updateSelection updates the selection of s with the objects changed,
+// as the informer's store holds them; ok is false when there is no store
+// or no selection to update.
+func (r *ToolCatalogReconciler) updateSelection(ctx context.Context, namespace string, selector labels.Selector, s *catalog.Selector, objects []string, sources catalog.Sources) (sel catalog.Selection, ok bool, err error) {
+	idx, err := r.toolDefinitionIndex(ctx)
+	if err != nil || idx == nil {
+		return catalog.Selection{}, false, listError(err)
+	}
+	return s.Update(objects, func(name string) *v1alpha1.ToolDefinition {
+		obj, exists, err := idx.GetByKey(namespace + "/" + name)
+		td, _ := obj.(*v1alpha1.ToolDefinition)
+		if err != nil || !exists || td == nil || !selector.Matches(labels.Set(td.Labels)) {
+			return nil
+		}
+		return td
+	}, sources)
+}
+
+// listError classifies a failure to list ToolDefinitions; nil stays nil.
+func listError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &stepError{reason: v1alpha1.ReasonAPIError, message: fmt.Sprintf("listing ToolDefinitions: %v; retrying with backoff", err), err: err}
 }
 
 // redisError classifies a failure to read or write Redis.

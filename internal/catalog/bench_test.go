@@ -65,7 +65,7 @@ func publishedCatalog(b testing.TB, n int) (*fakeProviders, *Selector, *Planner,
 }
 
 func noOpPass(b testing.TB, f *fakeProviders, sel *Selector, pl *Planner, tds []*v1alpha1.ToolDefinition, stored Stored) *Outcome {
-	s, err := sel.Select(tds, nil)
+	s, err := sel.Select(tds, nil, Made{At: time.Now()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -694,7 +694,7 @@ func TestSelectorRemembersPerGeneration(t *testing.T) {
 	for i := range tds {
 		tds[i].UID, tds[i].Generation = types.UID("uid-"+tds[i].Name), 1
 	}
-	first, err := s.Select(pointers(tds), nil)
+	first, err := s.Select(pointers(tds), nil, Made{At: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -704,7 +704,7 @@ func TestSelectorRemembersPerGeneration(t *testing.T) {
 	// The same generation with another description: the remembered entry
 	// stands, since the spec cannot change without a new generation.
 	tds[0].Spec.Description = "changed without a new generation"
-	again, err := s.Select(pointers(tds), nil)
+	again, err := s.Select(pointers(tds), nil, Made{At: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -712,15 +712,15 @@ func TestSelectorRemembersPerGeneration(t *testing.T) {
 		t.Errorf("generation 1 derived again: %q", again.Tools[0].Entry.Description)
 	}
 	tds[0].Generation = 2
-	next, err := s.Select(pointers(tds[:1]), nil)
+	next, err := s.Select(pointers(tds[:1]), nil, Made{At: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if next.Tools[0].Entry.Description != "changed without a new generation" {
 		t.Errorf("generation 2 not derived: %q", next.Tools[0].Entry.Description)
 	}
-	if len(s.memo) != 1 {
-		t.Errorf("the Selector keeps %d entries for one ToolDefinition", len(s.memo))
+	if len(s.entries) != 1 {
+		t.Errorf("the Selector keeps %d entries for one ToolDefinition", len(s.entries))
 	}
 }
 
@@ -953,11 +953,11 @@ func TestSelectorKeepsNameOrder(t *testing.T) {
 	sel := &Selector{}
 	check := func(what string) {
 		t.Helper()
-		got, err := sel.Select(tds, nil)
+		got, err := sel.Select(tds, nil, Made{At: time.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := (&Selector{}).Select(tds, nil)
+		want, err := (&Selector{}).Select(tds, nil, Made{At: time.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -972,8 +972,8 @@ func TestSelectorKeepsNameOrder(t *testing.T) {
 			t.Fatalf("%s: selected %v, want %v", what, names(got), names(want))
 		}
 		// It forgets what is no longer listed, also when as many come.
-		if len(sel.memo) != len(tds) {
-			t.Fatalf("%s: %d ToolDefinitions remembered, %d listed", what, len(sel.memo), len(tds))
+		if len(sel.entries) != len(tds) {
+			t.Fatalf("%s: %d ToolDefinitions remembered, %d listed", what, len(sel.entries), len(tds))
 		}
 	}
 	check("first")
@@ -1010,7 +1010,7 @@ func TestLargeSelection(t *testing.T) {
 	sel := &Selector{}
 	check := func(what string, rejected int) {
 		t.Helper()
-		got, err := sel.Select(tds, nil)
+		got, err := sel.Select(tds, nil, Made{At: time.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -149,7 +149,7 @@ func TestPlannerPlansAsPlanDoes(t *testing.T) {
 	var budget Budget
 	pass := func(step string, req Request) []ToolPlan {
 		t.Helper()
-		s, err := sel.Select(pointers(tds), nil)
+		s, err := sel.Select(pointers(tds), nil, Made{At: time.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +198,7 @@ func TestPlannerPlansAsPlanDoes(t *testing.T) {
 	pass("nothing changed again", Request{})
 	// An entry changed behind the lineage: Plan sees it, the planner,
 	// which reuses the tool's last plan, does not.
-	s, err := sel.Select(pointers(tds), nil)
+	s, err := sel.Select(pointers(tds), nil, Made{At: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,6 +68,7 @@ type memory struct {
 	// next pass must read everything.
 	snapshot  *snapshot
 	selector  catalog.Selector
+	changes   catalog.Changes
 	planner   catalog.Planner
 	generated catalog.Generated
 	queries   QueryVectors
@@ -105,6 +106,30 @@ func (cs *Catalogs) Open(id, uid string, cfg *catalogconfig.Config) *Catalog {
 		cs.byID[id] = m
 	}
 	return &Catalog{cs: cs, mem: m, id: id, uid: uid, cfg: cfg, rc: cs.Pool.Get(id, cfg.Redis)}
+}
+
+// Changed tells a catalog's next pass that the ToolDefinitions named
+// changed (catalog.Changes). A catalog nothing is kept for selects whole
+// at its next pass anyway.
+func (cs *Catalogs) Changed(id string, objects ...string) {
+	cs.mu.Lock()
+	m := cs.byID[id]
+	cs.mu.Unlock()
+	if m != nil {
+		m.changes.Add(objects...)
+	}
+}
+
+// AllChangedIn tells the next pass of every catalog of a namespace that
+// any of its ToolDefinitions may have changed.
+func (cs *Catalogs) AllChangedIn(namespace string) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for id, m := range cs.byID {
+		if ns, _, _ := strings.Cut(id, "/"); ns == namespace {
+			m.changes.All()
+		}
+	}
 }
 
 // Forget drops everything kept for a catalog that is gone, its Redis
@@ -154,6 +179,9 @@ func (c *Catalog) QueryStore() *querystore.Store {
 
 // Selector is the catalog's selector, kept across passes.
 func (c *Catalog) Selector() *catalog.Selector { return &c.mem.selector }
+
+// Changes are the catalog's ToolDefinitions changed since its last pass.
+func (c *Catalog) Changes() *catalog.Changes { return &c.mem.changes }
 
 // Planner is the catalog's planner, kept across passes with the stored
 // state it planned from.

@@ -74,7 +74,7 @@ func (f *fixture) selection(st *published.Catalog, names ...string) catalog.Sele
 				Parameters: &apiextensionsv1.JSON{Raw: []byte(`{"type":"object"}`)}},
 		})
 	}
-	sel, err := st.Selector().Select(tds, nil)
+	sel, err := st.Selector().Select(tds, nil, catalog.Made{At: f.clock})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -381,5 +381,34 @@ func TestAResyncReadsWholeOnlyWhatChangedBehindTheOperator(t *testing.T) {
 				t.Fatalf("a resync that found a change left the planner %d plans of the state it replaced", n)
 			}
 		})
+	}
+}
+
+// The watch's changes reach the catalogs they are for, once a pass has
+// taken the first (whole) selection; a ToolSource's change reaches every
+// catalog of its namespace and no other.
+func TestChangesReachTheirCatalogs(t *testing.T) {
+	f := newFixture(t)
+	cs := f.cs
+	cs.Changed("ns/c", "early") // nothing kept yet: the first pass is whole anyway
+	c := cs.Open("ns/c", "uid-1", f.cfg)
+	other := cs.Open("other/c", "uid-2", f.cfg)
+	t.Cleanup(func() { cs.Forget("other/c") })
+	for _, st := range []*published.Catalog{c, other} {
+		if _, whole := st.Changes().Take(); !whole {
+			t.Fatal("a catalog's first pass did not select whole")
+		}
+	}
+	cs.Changed("ns/c", "a")
+	cs.Changed("ns/c", "b")
+	if objects, whole := c.Changes().Take(); whole || !slices.Equal(objects, []string{"a", "b"}) {
+		t.Fatalf("changes taken = %v, %v; want a and b", objects, whole)
+	}
+	cs.AllChangedIn("ns")
+	if _, whole := c.Changes().Take(); !whole {
+		t.Fatal("a ToolSource's change did not reach a catalog of its namespace")
+	}
+	if objects, whole := other.Changes().Take(); whole || len(objects) != 0 {
+		t.Fatalf("a ToolSource's change reached another namespace's catalog: %v, %v", objects, whole)
 	}
 }
