@@ -78,8 +78,10 @@ type ToolCatalogReconciler struct {
 	// (querystore.DefaultMaxEntries when zero).
 	QueryStoreMaxEntries int
 	// GradingMaxBytes bounds the catalogs' grading states together
-	// (grading.DefaultMaxBytes when zero).
+	// (grading.DefaultMaxBytes when zero); GradingIdle, when set, drops a
+	// catalog's state after that long without a grading.
 	GradingMaxBytes int64
+	GradingIdle     time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// Ledger takes the ToolDefinitions' records of the passes and
@@ -130,7 +132,7 @@ func (r *ToolCatalogReconciler) catalogs() *published.Catalogs {
 func (r *ToolCatalogReconciler) grades() *grading.Grades {
 	r.gradesOnce.Do(func() {
 		r.grading = grading.New(r.Client, r.Recorder, r.Now, func(tc *v1alpha1.ToolCatalog) { r.records().graded(tc) })
-		r.grading.MaxBytes = r.GradingMaxBytes
+		r.grading.MaxBytes, r.grading.Idle = r.GradingMaxBytes, r.GradingIdle
 	})
 	return r.grading
 }

@@ -67,10 +67,12 @@ type Grades struct {
 	now      func() time.Time
 	graded   func(tc *v1alpha1.ToolCatalog)
 
-	// Idle is how long a catalog's grading state (its index, kept query
-	// sets and outcomes) is kept without a grading, DefaultIdle when 0:
-	// then it leaves memory, and the catalog's next version is graded
-	// from scratch, its query vectors read from the query store.
+	// Idle, when set, is how long a catalog's grading state (its index,
+	// kept query sets and outcomes) is kept without a grading: then it
+	// leaves memory, and the catalog's next version is graded from
+	// scratch, its query vectors read from the query store. Zero keeps
+	// it until MaxBytes needs the room: an edit after a long quiet then
+	// costs what it changed, and no more memory than the states held.
 	Idle time.Duration
 	// MaxBytes bounds the grading states of all catalogs together, as
 	// estimated from their vectors, DefaultMaxBytes when 0: past it the
@@ -84,11 +86,8 @@ type Grades struct {
 	held int64
 }
 
-// Defaults of Idle and MaxBytes.
-const (
-	DefaultIdle     = 10 * time.Minute
-	DefaultMaxBytes = 128 << 20
-)
+// DefaultMaxBytes is MaxBytes when it is not set.
+const DefaultMaxBytes = 128 << 20
 
 // Published is what the grading reads of a catalog's published state in
 // Redis and writes there (published.Catalog).
@@ -196,18 +195,12 @@ func (gs *Grades) Submit(tc *v1alpha1.ToolCatalog, emb embedding.Embedder, st Pu
 }
 
 // Start runs the gradings, and drops the state of catalogs no grading
-// used for Idle, until ctx ends.
+// used for Idle when it is set, until ctx ends.
 func (gs *Grades) Start(ctx context.Context) error {
-	idle := gs.idle()
-	go wait.UntilWithContext(ctx, func(context.Context) { gs.dropIdle(idle) }, max(idle/4, 10*time.Millisecond))
-	return gs.Queue.Start(ctx)
-}
-
-func (gs *Grades) idle() time.Duration {
-	if gs.Idle > 0 {
-		return gs.Idle
+	if idle := gs.Idle; idle > 0 {
+		go wait.UntilWithContext(ctx, func(context.Context) { gs.dropIdle(idle) }, max(idle/4, 10*time.Millisecond))
 	}
-	return DefaultIdle
+	return gs.Queue.Start(ctx)
 }
 
 // dropIdle drops the states no grading used for idle.

@@ -63,8 +63,10 @@ type Config struct {
 	// QueryStoreMaxEntries bounds the query store of each namespace
 	// (querystore.DefaultMaxEntries when 0).
 	QueryStoreMaxEntries int
-	// GradingMaxBytes bounds the catalogs' grading states together.
+	// GradingMaxBytes bounds the catalogs' grading states together;
+	// GradingIdle, when set, drops a catalog's after that long unused.
 	GradingMaxBytes int64
+	GradingIdle     time.Duration
 	// SkipNameValidation allows several managers in one process (tests).
 	SkipNameValidation bool
 	// SourceMaxTools and SourceSyncTimeout bound one ToolSource sync.
@@ -120,6 +122,7 @@ func BindFlags(fs *flag.FlagSet) *Config {
 		c.GradingMaxBytes = q.Value()
 		return nil
 	})
+	fs.DurationVar(&c.GradingIdle, "grading-idle", 0, "How long a catalog's grading state is kept without a grading before it leaves memory, and the catalog's next version is graded from scratch; 0 (the default) keeps it until --grading-max-memory needs the room.")
 	fs.IntVar(&c.QueryStoreMaxEntries, "query-store-max-entries", querystore.DefaultMaxEntries, "How many query sets and vectors the query store keeps per namespace and Redis; past it, the least recently used go.")
 	return c
 }
@@ -245,6 +248,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *redisconn.Pool, c Config
 
 		QueryStoreMaxEntries: c.QueryStoreMaxEntries,
 		GradingMaxBytes:      c.GradingMaxBytes,
+		GradingIdle:          c.GradingIdle,
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the toolcatalog controller: %w", err)
 	}

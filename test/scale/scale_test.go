@@ -386,10 +386,8 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 
 	// Edits: one description each. The first comes after the quiet the
 	// bulk's status writes leave, which at 50,000 tools outlasts the
-	// grading state's idle time (grading.DefaultIdle) and the stored
-	// snapshot's resync: that edit reads and grades the catalog whole.
-	// It is reported on its own, and the medians are of the edits after
-	// it, which the profile covers.
+	// stored snapshot's resync. It is reported on its own, and the
+	// medians are of the edits after it, which the profile covers.
 	watchRate := mgr.watchingCost(t)
 	stopProfile := func() {}
 	var applyToVersion, statusLag, applyToStatus, editCPU, editNetCPU []time.Duration
