@@ -15,15 +15,21 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 )
 
+// recordSpans records the spans the process ends until the test ends.
+func recordSpans(t *testing.T) *tracetest.SpanRecorder {
+	rec := tracetest.NewSpanRecorder()
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	return rec
+}
+
 // A pass that publishes is one trace: a "ToolCatalog pass" span for the
 // catalog, with a child span for each step. The ToolDefinitions' records
 // and the grading of the version follow, each in a trace of its own, off
 // the pass.
 func TestPassIsOneTraceWithItsSteps(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	rec := recordSpans(t)
 
 	c := newCatalogCase(t)
 	catalog := attribute.String("toolcatalog.catalog", c.ns+"/tools")
@@ -61,10 +67,7 @@ func TestPassIsOneTraceWithItsSteps(t *testing.T) {
 // valid), the next pass selects whole again. The first pass, which
 // selects whole, shows the span says so.
 func TestAnEditsPassSelectsFromTheEditedToolAlone(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	rec := recordSpans(t)
 
 	c := newCatalogCase(t)
 	g, ns := c.g, c.ns
