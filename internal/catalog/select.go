@@ -384,7 +384,8 @@ func (s *Selector) selection() Selection {
 
 // invalidFor says why td, of this generation, is rejected, nil when it is
 // not. Owners are metadata, and a source's record its status, which move
-// no generation: they are checked on every pass.
+// no generation: they are checked each time td is looked at, and a
+// change of a source makes the next pass look at every ToolDefinition.
 func (got *selected) invalidFor(td *v1alpha1.ToolDefinition, sources Sources) error {
 	if got.spec != nil {
 		return got.spec
