@@ -278,6 +278,10 @@ func (c *Catalog) matches(ctx context.Context, kept *snapshot) (bool, *contract.
 	if doc == nil || !st.Contract2 || int64(len(doc.Tools)) != kept.stamp.Tools {
 		return false, nil, nil
 	}
+	entries := make([]string, len(doc.Tools))
+	for i := range doc.Tools {
+		entries[i] = doc.Tools[i].Name
+	}
 	var metadata, vectors []string
 	for name, t := range st.Tools {
 		if t.Metadata != nil || t.MetadataErr != nil {
@@ -295,7 +299,7 @@ func (c *Catalog) matches(ctx context.Context, kept *snapshot) (bool, *contract.
 		names []string
 		equal func(name, raw string) bool
 	}{
-		{c.cfg.Keys.Tools(), nil, func(name, raw string) bool {
+		{c.cfg.Keys.Tools(), entries, func(name, raw string) bool {
 			e, err := contract.ParseEntry(name, []byte(raw))
 			i, ok := slices.BinarySearchFunc(doc.Tools, name, func(t contract.Tool, name string) int { return strings.Compare(t.Name, name) })
 			return err == nil && ok && e.Equal(doc.Entry(i))
@@ -312,19 +316,12 @@ func (c *Catalog) matches(ctx context.Context, kept *snapshot) (bool, *contract.
 			return contract.VectorDigestString(raw) == st.Tools[name].Vector
 		}},
 	} {
-		names := hash.names
-		if names == nil {
-			names = make([]string, len(doc.Tools))
-			for i := range doc.Tools {
-				names[i] = doc.Tools[i].Name
-			}
-		}
 		same, n := true, 0
-		err := contract.ReadFields(ctx, c.rc, hash.key, names, func(name, raw string) {
+		err := contract.ReadFields(ctx, c.rc, hash.key, hash.names, func(name, raw string) {
 			n++
 			same = same && hash.equal(name, raw)
 		})
-		if err != nil || !same || n != len(names) {
+		if err != nil || !same || n != len(hash.names) {
 			return false, nil, err
 		}
 	}
