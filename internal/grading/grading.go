@@ -20,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -75,7 +76,7 @@ type Grades struct {
 	// costs what it changed, and no more memory than the states held.
 	Idle time.Duration
 	// MaxBytes bounds the grading states of all catalogs together, as
-	// estimated from their vectors, DefaultMaxBytes when 0: past it the
+	// their heap is estimated, DefaultMaxBytes when 0: past it the
 	// states graded least recently leave memory (never the one just
 	// graded), and those catalogs' next versions are graded from scratch.
 	MaxBytes int64
@@ -130,25 +131,28 @@ type gradeState struct {
 	bytes int64
 }
 
-// size estimates the memory a state holds: the catalog's vectors in the
-// grading index (int8, with a scale and a bound each) and its text index,
-// and, per graded tool, its query vectors, outcomes and, in a large
-// catalog, kept rankings.
-func (st *gradeState) size(tools, dims int) int64 {
-	const perTool = 512
-	perQuery := int64(256)
-	if tools >= selfgrade.KeptMinTools {
-		perQuery += selfgrade.KeptBytes
-	}
-	n := int64(tools) * (int64(dims) + 8 + perTool)
-	for _, set := range st.sets {
-		vectors := len(set.Vectors)
-		for _, in := range set.IntentVectors {
-			vectors += len(in)
+// size estimates the heap a state holds: what its grader reports (the
+// catalog's rows and text index, and per graded query its outcome and
+// kept ranking) and its query sets' vectors, and an eighth more, by which
+// the allocator's size classes round objects up. The document and the
+// tools' metadata are the published state's, which the manager keeps
+// anyway.
+func (st *gradeState) size() int64 {
+	n := st.grader.Bytes()
+	for name, set := range st.sets {
+		// A map entry is counted twice, for its table's free slots.
+		n += 2*int64(unsafe.Sizeof(name)+unsafe.Sizeof(set)) + int64(len(name)) + int64(cap(set.Queries))*16 + int64(cap(set.Vectors))*24
+		for _, v := range set.Vectors {
+			n += int64(cap(v)) * 4
 		}
-		n += int64(vectors)*int64(dims)*4 + int64(len(set.Queries))*perQuery
+		for _, in := range set.IntentVectors {
+			n += 2*int64(unsafe.Sizeof(in)+8) + int64(cap(in))*24
+			for _, v := range in {
+				n += int64(cap(v)) * 4
+			}
+		}
 	}
-	return n
+	return n + n/8
 }
 
 // New returns the grading of a manager's catalogs: it writes their
@@ -316,7 +320,7 @@ func (gs *Grades) run(ctx context.Context, key client.ObjectKey) {
 	}
 	metrics.GradingSearches.WithLabelValues(key.String()).Add(float64(g.Searched))
 	metrics.GradingScans.WithLabelValues(key.String()).Add(float64(g.Scanned))
-	gs.charge(key, st, st.size(len(job.stored.Doc.Tools), job.stored.Doc.Embedding.Dimensions))
+	gs.charge(key, st, st.size())
 	log.V(1).Info("Graded", "searched", g.Searched, "scanned", g.Scanned, "graded", g.Queries, "left", left, "took", time.Since(start).Round(time.Millisecond))
 	base := tc.DeepCopy()
 	tc.Status.Quality = qualityOf(g, job.version)

@@ -1,11 +1,18 @@
 package grading
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/published"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/selfgrade"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -97,15 +104,104 @@ func TestGradingStatesAreBounded(t *testing.T) {
 	}
 }
 
-// A state's size follows its vectors: the index's and every query's.
-func TestGradingStateSize(t *testing.T) {
-	st := &gradeState{sets: map[string]selfgrade.QuerySet{
-		"a": {Queries: []string{"q1", "q2"}, Vectors: [][]float32{{1, 0}, {0, 1}}, IntentVectors: map[int][][]float32{1: {{1, 0}, {0, 1}}}},
-	}}
-	// 3 tools indexed at 2 dimensions, as int8 with a scale and a bound;
-	// one set of 4 float vectors.
-	want := int64(3*(2+8+512) + 4*2*4 + 2*256)
-	if got := st.size(3, 2); got != want {
-		t.Fatalf("size %d, want %d", got, want)
+// A state's estimated size bounds the heap it holds, from a small
+// catalog to one that keeps its queries' rankings, so --grading-max-memory
+// bounds what the states take: an estimate under the heap lets the
+// states outgrow the budget they are dropped by.
+func TestGradingStateSizeBoundsItsHeap(t *testing.T) {
+	for _, c := range []struct{ tools, words int }{{200, 12}, {1000, 60}, {selfgrade.KeptMinTools + 500, 12}} {
+		tools := c.tools
+		t.Run(fmt.Sprintf("%d tools of %d words", c.tools, c.words), func(t *testing.T) {
+			stored, vectors := gradedCatalog(t, c.tools, c.words)
+			queries := &published.QueryVectors{}
+			job := &gradeJob{version: 1, stored: stored, emb: embedding.LexicalEmbedder{}, changed: map[string]bool{}, queries: queries,
+				vectors: func(_ context.Context, names []string) (map[string]string, error) {
+					out := make(map[string]string, len(names))
+					for _, n := range names {
+						out[n] = vectors[n]
+					}
+					return out, nil
+				}}
+			// A first grading fills what the process keeps for any
+			// catalog (the bounded stem cache), which no state holds.
+			warm := *job
+			warm.queries = &published.QueryVectors{}
+			if _, _, err := (&gradeState{grader: selfgrade.New(-1, 0)}).grade(t.Context(), &warm); err != nil {
+				t.Fatal(err)
+			}
+			before := heapAlloc()
+			st := &gradeState{grader: selfgrade.New(-1, 0)}
+			if _, _, err := st.grade(t.Context(), job); err != nil {
+				t.Fatal(err)
+			}
+			held := int64(heapAlloc()) - int64(before)
+			estimate := st.size()
+			t.Logf("%d tools: the state holds %d bytes, estimated %d", tools, held, estimate)
+			if estimate < held || estimate > 2*held {
+				t.Fatalf("%d tools: the state holds %d bytes of heap; its estimate %d must be at least that and at most twice", tools, held, estimate)
+			}
+			runtime.KeepAlive(st)
+			runtime.KeepAlive(stored)
+			runtime.KeepAlive(vectors)
+		})
 	}
+}
+
+// heapAlloc is the heap in use once the garbage is collected, and the
+// scratch buffers pooled (which survive one collection) with it.
+func heapAlloc() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// gradedCatalog is a published catalog of n tools written as tools are
+// (a description of the number of words given, three parameters, five
+// queries), with their vectors as Redis holds them.
+func gradedCatalog(t *testing.T, n, words int) (catalog.Stored, map[string]string) {
+	t.Helper()
+	// Words drawn from a vocabulary of 5,000 by Zipf's law, as the
+	// words of tool descriptions are.
+	rnd := rand.New(rand.NewPCG(uint64(n), 1))
+	zipf := rand.NewZipf(rnd, 1.1, 2, 4999)
+	syllables := strings.Fields("ka lo mi nu pe ra si to vu ze ba de fi go hu")
+	word := func(int, int) string {
+		w := zipf.Uint64()
+		var b strings.Builder
+		for ; ; w /= uint64(len(syllables)) {
+			b.WriteString(syllables[w%uint64(len(syllables))])
+			if w < uint64(len(syllables)) {
+				return b.String()
+			}
+		}
+	}
+	emb := embedding.LexicalEmbedder{}
+	stored := catalog.Stored{Doc: &contract.Document{Embedding: contract.EmbeddingInfo{Model: emb.Model(), Dimensions: emb.Dimensions()}}, Tools: map[string]catalog.StoredTool{}}
+	vectors := map[string]string{}
+	for i := range n {
+		name := fmt.Sprintf("%s_%s_%05d", word(i, 0), word(i, 1), i)
+		desc := make([]string, words)
+		for k := range desc {
+			desc[k] = word(i, k+2)
+		}
+		stored.Doc.Tools = append(stored.Doc.Tools, contract.Tool{Name: name, Description: strings.Join(desc, " "),
+			Parameters: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"%s":{"type":"string","description":"the %s %s"},"%s":{"type":"integer"},"limit":{"type":"integer"}}}`, word(i, 3), word(i, 4), word(i, 5), word(i, 6)))})
+		qs := make([]string, 5)
+		for k := range qs {
+			qs[k] = fmt.Sprintf("%s the %s of my %s", word(i, k), word(i, k+4), word(i, k+8))
+		}
+		vecs, err := emb.Embed(t.Context(), []string{strings.Join(desc, " ")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := contract.EncodeVector(vecs[0])
+		vectors[name] = string(raw)
+		stored.Tools[name] = catalog.StoredTool{HasVector: true, Vector: contract.VectorDigest(raw), Metadata: &contract.Metadata{Model: emb.Model(), Dimensions: emb.Dimensions(), SyntheticQueries: qs}}
+	}
+	if err := stored.Doc.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	return stored, vectors
 }

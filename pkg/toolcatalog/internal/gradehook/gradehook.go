@@ -95,6 +95,10 @@ type Grader interface {
 	// own queries, and returns how many due queries it left for the next
 	// Grade.
 	Grade(ctx context.Context, sets map[string]QuerySet) (*Grading, int, error)
+	// Bytes estimates the heap the Grader holds of its own: its index
+	// and what it keeps per query, not the document it indexed nor the
+	// query sets it was given.
+	Bytes() int64
 }
 
 // New returns a Grader bounded to maxSearches searches per Grade (the

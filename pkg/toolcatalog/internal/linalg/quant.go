@@ -42,6 +42,11 @@ func NewQuantized(dims, rows int) *Quantized {
 // Rows is how many rows qm holds.
 func (qm *Quantized) Rows() int { return len(qm.scale) }
 
+// Bytes is the heap the rows take, with the room made for more.
+func (qm *Quantized) Bytes() int64 {
+	return int64(cap(qm.data)) + 4*int64(cap(qm.scale)+cap(qm.err))
+}
+
 // Append adds row, of dims floats, as the last row.
 func (qm *Quantized) Append(row []float32) {
 	qm.data = slices.Grow(qm.data, qm.dims)[:len(qm.data)+qm.dims]
