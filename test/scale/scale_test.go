@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"sort"
 	"strconv"
@@ -364,6 +365,8 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 	}
 	tab.set("consumer Load: time / allocated / read", col, fmt.Sprintf("%v / %s / %s", loadTime.Round(time.Millisecond), mib(after.total-before.total), mib(counted.Swap(0))))
 	tab.set("consumer Load: retained", col, mib(retained(before, cat)))
+	tab.set("consumer Load: collections / their CPU", col,
+		fmt.Sprintf("%d / %v", after.gcs-before.gcs, time.Duration((after.gcCPU-before.gcCPU)*float64(time.Second)).Round(time.Millisecond)))
 	tab.set("hybrid search p50 / p99, query embedded", col, searchLatency(t, cat, p))
 
 	// A follower, to measure what a reload after one edit transfers.
@@ -1313,12 +1316,21 @@ func waitUpdate(t *testing.T, updates <-chan int64, version int64) {
 
 // ---- small things ----
 
-type runtimeAlloc struct{ total, heap int64 }
+type runtimeAlloc struct {
+	total, heap int64
+	// gcs and gcCPU are the collections so far and the CPU they took,
+	// in seconds (runtime/metrics' estimate: marking, assists, pauses).
+	gcs   uint32
+	gcCPU float64
+}
 
 func (a *runtimeAlloc) read() {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	a.total, a.heap = int64(m.TotalAlloc), int64(m.HeapAlloc)
+	a.total, a.heap, a.gcs = int64(m.TotalAlloc), int64(m.HeapAlloc), m.NumGC
+	gc := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(gc)
+	a.gcCPU = gc[0].Value.Float64()
 }
 
 // retained is the heap a loaded catalog holds after a collection, over
