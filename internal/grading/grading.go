@@ -20,7 +20,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -132,26 +131,12 @@ type gradeState struct {
 }
 
 // size estimates the heap a state holds: what its grader reports (the
-// catalog's rows and text index, and per graded query its outcome and
-// kept ranking) and its query sets' vectors, and an eighth more, by which
-// the allocator's size classes round objects up. The document and the
-// tools' metadata are the published state's, which the manager keeps
-// anyway.
+// catalog's rows and text index, and per graded tool its query set,
+// outcomes and kept rankings), and an eighth more, by which the
+// allocator's size classes round objects up. The document and the tools'
+// metadata are the published state's, which the manager keeps anyway.
 func (st *gradeState) size() int64 {
 	n := st.grader.Bytes()
-	for name, set := range st.sets {
-		// A map entry is counted twice, for its table's free slots.
-		n += 2*int64(unsafe.Sizeof(name)+unsafe.Sizeof(set)) + int64(len(name)) + int64(cap(set.Queries))*16 + int64(cap(set.Vectors))*24
-		for _, v := range set.Vectors {
-			n += int64(cap(v)) * 4
-		}
-		for _, in := range set.IntentVectors {
-			n += 2*int64(unsafe.Sizeof(in)+8) + int64(cap(in))*24
-			for _, v := range in {
-				n += int64(cap(v)) * 4
-			}
-		}
-	}
 	return n + n/8
 }
 

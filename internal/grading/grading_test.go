@@ -110,7 +110,6 @@ func TestGradingStatesAreBounded(t *testing.T) {
 // states outgrow the budget they are dropped by.
 func TestGradingStateSizeBoundsItsHeap(t *testing.T) {
 	for _, c := range []struct{ tools, words int }{{200, 12}, {1000, 60}, {selfgrade.KeptMinTools + 500, 12}} {
-		tools := c.tools
 		t.Run(fmt.Sprintf("%d tools of %d words", c.tools, c.words), func(t *testing.T) {
 			stored, vectors := gradedCatalog(t, c.tools, c.words)
 			queries := &published.QueryVectors{}
@@ -136,9 +135,9 @@ func TestGradingStateSizeBoundsItsHeap(t *testing.T) {
 			}
 			held := int64(heapAlloc()) - int64(before)
 			estimate := st.size()
-			t.Logf("%d tools: the state holds %d bytes, estimated %d", tools, held, estimate)
+			t.Logf("%d tools: the state holds %d bytes, estimated %d", c.tools, held, estimate)
 			if estimate < held || estimate > 2*held {
-				t.Fatalf("%d tools: the state holds %d bytes of heap; its estimate %d must be at least that and at most twice", tools, held, estimate)
+				t.Fatalf("%d tools: the state holds %d bytes of heap; its estimate %d must be at least that and at most twice", c.tools, held, estimate)
 			}
 			runtime.KeepAlive(st)
 			runtime.KeepAlive(stored)
@@ -167,7 +166,7 @@ func gradedCatalog(t *testing.T, n, words int) (catalog.Stored, map[string]strin
 	rnd := rand.New(rand.NewPCG(uint64(n), 1))
 	zipf := rand.NewZipf(rnd, 1.1, 2, 4999)
 	syllables := strings.Fields("ka lo mi nu pe ra si to vu ze ba de fi go hu")
-	word := func(int, int) string {
+	word := func() string {
 		w := zipf.Uint64()
 		var b strings.Builder
 		for ; ; w /= uint64(len(syllables)) {
@@ -181,16 +180,16 @@ func gradedCatalog(t *testing.T, n, words int) (catalog.Stored, map[string]strin
 	stored := catalog.Stored{Doc: &contract.Document{Embedding: contract.EmbeddingInfo{Model: emb.Model(), Dimensions: emb.Dimensions()}}, Tools: map[string]catalog.StoredTool{}}
 	vectors := map[string]string{}
 	for i := range n {
-		name := fmt.Sprintf("%s_%s_%05d", word(i, 0), word(i, 1), i)
+		name := fmt.Sprintf("%s_%s_%05d", word(), word(), i)
 		desc := make([]string, words)
 		for k := range desc {
-			desc[k] = word(i, k+2)
+			desc[k] = word()
 		}
 		stored.Doc.Tools = append(stored.Doc.Tools, contract.Tool{Name: name, Description: strings.Join(desc, " "),
-			Parameters: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"%s":{"type":"string","description":"the %s %s"},"%s":{"type":"integer"},"limit":{"type":"integer"}}}`, word(i, 3), word(i, 4), word(i, 5), word(i, 6)))})
+			Parameters: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"%s":{"type":"string","description":"the %s %s"},"%s":{"type":"integer"},"limit":{"type":"integer"}}}`, word(), word(), word(), word()))})
 		qs := make([]string, 5)
 		for k := range qs {
-			qs[k] = fmt.Sprintf("%s the %s of my %s", word(i, k), word(i, k+4), word(i, k+8))
+			qs[k] = fmt.Sprintf("%s the %s of my %s", word(), word(), word())
 		}
 		vecs, err := emb.Embed(t.Context(), []string{strings.Join(desc, " ")})
 		if err != nil {

@@ -2,11 +2,11 @@ package toolcatalog
 
 import "unsafe"
 
-// Bytes estimates the heap the grader holds of its own: the rows and text
-// index of the catalog it graded last and, per graded query, its outcome,
-// its kept ranking and a unit copy of a query vector that was not of unit
-// length. The document it indexed, whose text the index points into, and
-// the query sets it was given are its caller's and not counted.
+// Bytes estimates the heap the grader holds: the rows and text index of
+// the catalog it graded last and, per graded tool, the query set it keeps
+// and, per query, its outcome, its kept ranking and a unit copy of a
+// vector that was not of unit length. The document it indexed, whose text
+// the index points into, is its caller's and not counted.
 func (g *grader) Bytes() int64 {
 	n := g.prev.heldBytes()
 	if g.next != nil && g.next != g.prev {
@@ -65,9 +65,14 @@ func (ix *bm25Index) heldBytes() int64 {
 	return n
 }
 
-// heldBytes estimates the heap gt holds besides its query set.
+// heldBytes estimates the heap gt holds, its query set's vectors included
+// (their texts are the tool's metadata's).
 func (gt *gradedTool) heldBytes() int64 {
 	n := int64(cap(gt.outcomes)+cap(gt.kept))*pointerBytes + int64(cap(gt.units))*sliceBytes
+	n += int64(cap(gt.set.Queries))*stringBytes + vectorsBytes(gt.set.Vectors)
+	for _, in := range gt.set.IntentVectors {
+		n += mapEntryBytes(8+sliceBytes) + vectorsBytes(in)
+	}
 	n += copiedBytes(gt.units, gt.set.Vectors)
 	for i, units := range gt.intentUnits {
 		n += mapEntryBytes(8+sliceBytes) + int64(cap(units))*sliceBytes + copiedBytes(units, gt.set.IntentVectors[i])
@@ -88,6 +93,15 @@ func (gt *gradedTool) heldBytes() int64 {
 		if k != nil {
 			n += int64(unsafe.Sizeof(*k)) + int64(cap(k.rows))*int64(unsafe.Sizeof(keptRow{}))
 		}
+	}
+	return n
+}
+
+// vectorsBytes is the heap vs takes.
+func vectorsBytes(vs [][]float32) int64 {
+	n := int64(cap(vs)) * sliceBytes
+	for _, v := range vs {
+		n += int64(cap(v)) * 4
 	}
 	return n
 }

@@ -95,9 +95,8 @@ type Grader interface {
 	// own queries, and returns how many due queries it left for the next
 	// Grade.
 	Grade(ctx context.Context, sets map[string]QuerySet) (*Grading, int, error)
-	// Bytes estimates the heap the Grader holds of its own: its index
-	// and what it keeps per query, not the document it indexed nor the
-	// query sets it was given.
+	// Bytes estimates the heap the Grader holds: its index and the query
+	// sets and outcomes it keeps, not the document it indexed.
 	Bytes() int64
 }
 
