@@ -26,15 +26,20 @@ func wholeVersion(g Gomega, ctx context.Context, rc redis.UniversalClient, k con
 	g.Expect(err).NotTo(HaveOccurred())
 	doc, err := snap.Document()
 	g.Expect(err).NotTo(HaveOccurred())
-	cat, err := toolcatalog.New(doc, snap.Vectors, snap.Metadata)
+	cat, err := toolcatalog.New(doc, snap.Vectors)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(cat.Version()).To(Equal(snap.Version), "the document is not the one P:version names")
 	g.Expect(cat.Document.Tools).To(HaveLen(tools))
 	g.Expect(cat.Vectors).To(HaveLen(tools), "every tool has a sound vector")
-	g.Expect(cat.Metadata).To(HaveLen(tools))
-	stamp := cat.Metadata[cat.Document.Tools[0].Name].EmbeddedAt
+	g.Expect(snap.Metadata).To(HaveLen(tools))
+	metadata := func(name string) *contract.Metadata {
+		m, err := contract.ParseMetadata(snap.Metadata[name])
+		g.Expect(err).NotTo(HaveOccurred(), "metadata of %s", name)
+		return m
+	}
+	stamp := metadata(cat.Document.Tools[0].Name).EmbeddedAt
 	for _, tool := range cat.Document.Tools {
-		m := cat.Metadata[tool.Name]
+		m := metadata(tool.Name)
 		g.Expect(m.SpecHash).To(Equal(tool.SpecHash), "metadata of %s belongs to another spec", tool.Name)
 		g.Expect(m.EmbeddedAt.Equal(stamp)).To(BeTrue(), "%s was embedded by another pass than %s", tool.Name, cat.Document.Tools[0].Name)
 	}

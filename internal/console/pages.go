@@ -238,6 +238,7 @@ func (p toolPage) node() g.Node {
 		h.P(h.A(h.Href(path("catalogs", p.Namespace, p.Name)), g.Text("Back to "+p.Namespace+"/"+p.Name))),
 		g.If(p.Error != "", alert(p.Error)),
 		g.Iff(p.Entry != nil, p.entry),
+		g.If(p.MetadataError != "", alert(p.MetadataError)),
 		g.Iff(p.Metadata != nil, p.metadata),
 		section("definition", "ToolDefinition", p.definition()),
 	)
@@ -281,7 +282,6 @@ func (p toolPage) metadata() g.Node {
 	var requests g.Node
 	if len(p.Learned) > 0 {
 		requests = g.Group{
-			g.If(p.LearnedError != "", alert(p.LearnedError)),
 			h.Table(h.Caption(g.Text("Requests that led to calls of this tool, folded into its vector")),
 				head("Request", "Distinct principals who made it"),
 				h.TBody(g.Map(p.Learned, func(l learned) g.Node {

@@ -39,7 +39,7 @@ func TestPagesEscapeWhatTheyShow(t *testing.T) {
 			Metadata: &contract.Metadata{Model: hostile, SyntheticQueries: []string{hostile}}, Definition: hostile,
 			Records:    []recordRow{{Catalog: hostile, Model: hostile, Reason: hostile, Message: hostile}},
 			Conditions: []conditionRow{{Type: hostile, Status: metav1.ConditionStatus(hostile), Reason: hostile, Message: hostile}},
-			Learned:    []learned{{Request: hostile}}, LearnedError: hostile},
+			Learned:    []learned{{Request: hostile}}, MetadataError: hostile},
 		"search": searchPage{Namespace: "ns", Name: hostile, Query: hostile, Method: hostile, Error: hostile, Methods: []toolcatalog.Method{toolcatalog.Method(hostile)},
 			Resp: &toolcatalog.Response{Fallback: hostile, Intents: []toolcatalog.Intent{{Text: hostile}}}, Hits: []hit{{Rank: 1, Name: hostile, Description: hostile, Why: hostile}}},
 		"versions": versionsPage{Namespace: "ns", Name: hostile, Versions: []versionDoc{{Version: 1}}, From: 1, To: 1, Added: []string{hostile}, Removed: []string{hostile},
@@ -104,7 +104,7 @@ func hostileCatalog(t *testing.T) *toolcatalog.Catalog {
 		doc.Tools = append(doc.Tools, contract.Tool{Name: name, Description: "d", Toolset: hostile, SpecHash: "h"})
 		raw[name] = contract.EncodeVector([]float32{float32(i), float32(i * i)})
 	}
-	cat, err := toolcatalog.New(doc, raw, nil)
+	cat, err := toolcatalog.New(doc, raw)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/versiondiff"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
 // toolPage is one tool of a catalog.
@@ -26,8 +27,10 @@ type toolPage struct {
 	DefinitionError                          string
 	// Learned are the learned requests with how many distinct
 	// principals made each.
-	Learned      []learned
-	LearnedError string
+	Learned []learned
+	// MetadataError says why the metadata or the learned requests'
+	// principals could not be read.
+	MetadataError string
 }
 
 type (
@@ -68,16 +71,23 @@ func (s *Server) tool(w http.ResponseWriter, r *http.Request) {
 			data.Error = fmt.Sprintf("Version %d of %s/%s holds no tool %s.", pub.Catalog.Version(), key.Namespace, key.Name, name)
 			break
 		}
-		data.Entry, data.Metadata, data.Parameters = &t, pub.Catalog.Metadata[name], versiondiff.Indent(t.Parameters)
-		if m := data.Metadata; m != nil && len(m.LearnedQueries) > 0 {
-			var taught map[string]int
-			err := s.Redis(ctx, tc, func(c redis.UniversalClient, k contract.Keys) (err error) {
-				taught, err = contract.Teachers(ctx, c, k, name, m.LearnedQueries)
-				return err
-			})
+		data.Entry, data.Parameters = &t, versiondiff.Indent(t.Parameters)
+		var taught map[string]int
+		err := s.Redis(ctx, tc, func(c redis.UniversalClient, k contract.Keys) error {
+			meta, err := toolcatalog.ReadMetadata(ctx, c, k, name)
 			if err != nil {
-				data.LearnedError = "Reading who made the learned requests: " + err.Error()
+				return err
 			}
+			data.Metadata = meta[name]
+			if m := data.Metadata; m != nil && len(m.LearnedQueries) > 0 {
+				taught, err = contract.Teachers(ctx, c, k, name, m.LearnedQueries)
+			}
+			return err
+		})
+		if err != nil {
+			data.MetadataError = "Reading what the tool's vector was built from: " + err.Error()
+		}
+		if m := data.Metadata; m != nil {
 			for _, q := range m.LearnedQueries {
 				data.Learned = append(data.Learned, learned{q, taught[q]})
 			}

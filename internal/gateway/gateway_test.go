@@ -229,7 +229,7 @@ func TestTokensSavedByDisclosure(t *testing.T) {
 			params(`{"type":"object","properties":{"quarter":{"type":"string","description":"the quarter, for example 2026-Q3"}}}`)))
 	}
 	doc := published(t, ns, "saved", 12)
-	cat, err := toolcatalog.New(doc, nil, nil)
+	cat, err := toolcatalog.New(doc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

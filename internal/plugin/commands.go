@@ -169,7 +169,11 @@ func (o *Options) describeToolCommand() *cobra.Command {
 			} else {
 				fmt.Fprintf(out, "Allowed:          everyone\n")
 			}
-			if m := cat.Metadata[tool.Name]; m != nil {
+			meta, err := toolcatalog.ReadMetadata(ctx, s.redis, s.config.Keys, tool.Name)
+			if err != nil {
+				return err
+			}
+			if m := meta[tool.Name]; m != nil {
 				fmt.Fprintf(out, "Embedded:         %s, %d dimensions, at %s\n", m.Model, m.Dimensions, m.EmbeddedAt.Format(time.RFC3339))
 				fmt.Fprintf(out, "Embedded spec:    %s\n", m.SpecHash)
 				fmt.Fprintf(out, "Synthetic queries:\n")

@@ -300,7 +300,7 @@ func (c *Catalog) matches(ctx context.Context, kept *snapshot) (bool, *contract.
 		equal func(name, raw string) bool
 	}{
 		{c.cfg.Keys.Tools(), entries, func(name, raw string) bool {
-			e, err := contract.ParseEntry(name, []byte(raw))
+			e, err := contract.ParseEntry(name, raw)
 			i, ok := slices.BinarySearchFunc(doc.Tools, name, func(t contract.Tool, name string) int { return strings.Compare(t.Name, name) })
 			return err == nil && ok && e.Equal(doc.Entry(i))
 		}},

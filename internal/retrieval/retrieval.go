@@ -129,7 +129,7 @@ func Build(ctx context.Context, tools []Tool, o BuildOptions) (*toolcatalog.Cata
 	if err := doc.Seal(); err != nil {
 		return nil, err
 	}
-	return toolcatalog.New(doc, vectors, nil)
+	return toolcatalog.New(doc, vectors)
 }
 
 // Ks are the cut-offs reported.

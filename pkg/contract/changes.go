@@ -68,28 +68,25 @@ func readChanges(ctx context.Context, c redis.UniversalClient, k Keys, from, to 
 	return out, nil
 }
 
-// Tools is part of a version: its head, and the entries, vectors and
-// metadata of some of its tools (a tool absent from Entries is not in the
-// version).
+// Tools is part of a version: its head, and the entries and vectors of
+// some of its tools (a tool absent from Entries is not in the version).
 type Tools struct {
-	Head     *Head
-	Entries  map[string]Entry
-	Vectors  map[string][]byte
-	Metadata map[string]string
+	Head    *Head
+	Entries map[string]Entry
+	Vectors map[string][]byte
 }
 
 // ReadTools reads the head and the named tools of version in one
 // MULTI/EXEC; ErrConflict when P:version holds another version by then.
 func ReadTools(ctx context.Context, c redis.UniversalClient, k Keys, version int64, names []string) (*Tools, error) {
 	var ver, head *redis.StringCmd
-	var entries, vecs, meta *redis.SliceCmd
+	var entries, vecs *redis.SliceCmd
 	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		ver = p.Get(ctx, k.Version())
 		head = p.Get(ctx, k.Head())
 		if len(names) > 0 {
 			entries = p.HMGet(ctx, k.Tools(), names...)
 			vecs = p.HMGet(ctx, k.Embeddings(), names...)
-			meta = p.HMGet(ctx, k.Metadata(), names...)
 		}
 		return nil
 	})
@@ -103,7 +100,7 @@ func ReadTools(ctx context.Context, c redis.UniversalClient, k Keys, version int
 	if err != nil {
 		return nil, ErrConflict
 	}
-	t := &Tools{Entries: map[string]Entry{}, Vectors: map[string][]byte{}, Metadata: map[string]string{}}
+	t := &Tools{Entries: map[string]Entry{}, Vectors: map[string][]byte{}}
 	if t.Head, err = ParseHead(raw); err != nil {
 		return nil, err
 	}
@@ -112,15 +109,12 @@ func ReadTools(ctx context.Context, c redis.UniversalClient, k Keys, version int
 	}
 	for i, name := range names {
 		if s, ok := entries.Val()[i].(string); ok {
-			if t.Entries[name], err = ParseEntry(name, []byte(s)); err != nil {
+			if t.Entries[name], err = ParseEntry(name, s); err != nil {
 				return nil, err
 			}
 		}
 		if s, ok := vecs.Val()[i].(string); ok {
 			t.Vectors[name] = []byte(s)
-		}
-		if s, ok := meta.Val()[i].(string); ok {
-			t.Metadata[name] = s
 		}
 	}
 	return t, nil

@@ -2,6 +2,7 @@ package contract
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/segmentio/encoding/json"
 )
@@ -21,6 +22,15 @@ func unmarshal(data []byte, v any) error {
 		return err
 	}
 	return json.Unmarshal(data, v)
+}
+
+// unmarshalString is unmarshal of a string read where it is, not first
+// copied: the values read from Redis are strings, and copying the
+// entries of a large catalog costs a quarter of their parse. The
+// decoder only reads its input, and keeps none of it: without its
+// zero-copy flags, each string and raw value it decodes is a copy.
+func unmarshalString(data string, v any) error {
+	return unmarshal(unsafe.Slice(unsafe.StringData(data), len(data)), v)
 }
 
 // unmarshalPart decodes a part of a value unmarshal read.

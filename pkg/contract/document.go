@@ -278,7 +278,7 @@ func Assemble(h Head, entries []Entry) *Document {
 			d.Permissions[e.Name] = *e.AllowedPrincipals
 		}
 	}
-	sort.Slice(d.Tools, func(i, j int) bool { return d.Tools[i].Name < d.Tools[j].Name })
+	slices.SortFunc(d.Tools, ByName)
 	return d
 }
 
@@ -365,9 +365,9 @@ type Entry struct {
 }
 
 // ParseEntry decodes a P:tools entry.
-func ParseEntry(name string, data []byte) (Entry, error) {
+func ParseEntry(name, data string) (Entry, error) {
 	var e Entry
-	if err := unmarshal(data, &e); err != nil {
+	if err := unmarshalString(data, &e); err != nil {
 		return e, fmt.Errorf("parsing the entry of tool %s: %w", name, err)
 	}
 	if e.Name != name {

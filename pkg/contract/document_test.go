@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // SealFrom takes a digest from the document before only for an entry
@@ -104,7 +105,7 @@ func TestEntryDigestIsStable(t *testing.T) {
 func TestDeeplyNestedValuesAreRefused(t *testing.T) {
 	const depth = 5_000_000
 	deep := strings.Repeat("[", depth) + strings.Repeat("]", depth)
-	if _, err := ParseEntry("x", []byte(`{"name":"x","parameters":`+deep+`}`)); err == nil {
+	if _, err := ParseEntry("x", `{"name":"x","parameters":`+deep+`}`); err == nil {
 		t.Error("an entry nested 5,000,000 deep was read")
 	}
 	if _, err := ParseMetadata(`{"spec_hash":"h","model":"m","synthetic_queries":` + deep + `}`); err == nil {
@@ -127,11 +128,11 @@ func TestDeeplyNestedValuesAreRefused(t *testing.T) {
 	// Brackets in strings, escaped quotes among them, are text: they do
 	// not count, and do not hide the nesting after them.
 	text := strings.Repeat(`[{\"\\`, depth/4)
-	e, err := ParseEntry("x", []byte(`{"name":"x","description":"`+text+`"}`))
+	e, err := ParseEntry("x", `{"name":"x","description":"`+text+`"}`)
 	if err != nil || e.Description != strings.Repeat(`[{"\`, depth/4) {
 		t.Errorf("an entry whose description holds brackets and escaped quotes: %v", err)
 	}
-	if _, err := ParseEntry("x", []byte(`{"name":"x","description":"`+text+`","parameters":`+deep+`}`)); err == nil {
+	if _, err := ParseEntry("x", `{"name":"x","description":"`+text+`","parameters":`+deep+`}`); err == nil {
 		t.Error("an entry nested 5,000,000 deep after a description of brackets was read")
 	}
 	// Nesting as deep as real schemas go is read.
@@ -167,5 +168,37 @@ func TestToolByNameFindsEveryTool(t *testing.T) {
 	var none *Document
 	if _, ok := none.ToolByName("tool_01"); ok {
 		t.Error("found a tool in no document")
+	}
+}
+
+// An entry and metadata are decoded from the Redis reply where it is, and
+// keep none of it: a consumer holding a catalog holds its parsed tools,
+// not the replies they were read from besides.
+func TestParsedValuesKeepNoneOfTheReply(t *testing.T) {
+	raw := strings.Clone(`{"name":"get_weather","description":"Gets the weather.","parameters":{"type":"object"},"spec_hash":"h1","allowed_principals":["alice"]}`)
+	e, err := ParseEntry("get_weather", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := uintptr(unsafe.Pointer(unsafe.StringData(raw)))
+	within := func(p unsafe.Pointer) bool { return uintptr(p) >= start && uintptr(p) < start+uintptr(len(raw)) }
+	held := map[string]unsafe.Pointer{"name": unsafe.Pointer(unsafe.StringData(e.Name)), "description": unsafe.Pointer(unsafe.StringData(e.Description)),
+		"parameters": unsafe.Pointer(unsafe.SliceData(e.Parameters)), "spec hash": unsafe.Pointer(unsafe.StringData(e.SpecHash)), "principal": unsafe.Pointer(unsafe.StringData((*e.AllowedPrincipals)[0]))}
+	for what, p := range held {
+		if within(p) {
+			t.Errorf("the entry's %s points into the reply it was parsed from", what)
+		}
+	}
+	rawMeta := strings.Clone(`{"spec_hash":"h1","description":"Gets the weather.","model":"m","dimensions":4,"synthetic_queries":["weather in Paris"]}`)
+	m, err := ParseMetadata(rawMeta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start = uintptr(unsafe.Pointer(unsafe.StringData(rawMeta)))
+	raw = rawMeta
+	for what, s := range map[string]string{"spec hash": m.SpecHash, "description": m.Description, "model": m.Model, "query": m.SyntheticQueries[0]} {
+		if within(unsafe.Pointer(unsafe.StringData(s))) {
+			t.Errorf("the metadata's %s points into the reply it was parsed from", what)
+		}
 	}
 }

@@ -25,7 +25,7 @@ type Metadata struct {
 // identity fields are errors, which make the tool stale.
 func ParseMetadata(data string) (*Metadata, error) {
 	m := &Metadata{}
-	if err := unmarshal([]byte(data), m); err != nil {
+	if err := unmarshalString(data, m); err != nil {
 		return nil, fmt.Errorf("parsing tool metadata: %w", err)
 	}
 	if m.SpecHash == "" || m.Model == "" {

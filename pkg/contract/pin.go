@@ -70,13 +70,14 @@ func ReadServed(ctx context.Context, c redis.UniversalClient, k Keys) (*Snapshot
 	return s, served != k, err
 }
 
-// ReadServedWithoutVectors is ReadServed without P:embeddings, most of a
-// large catalog's bytes: the reader reads the vectors in parts
-// (ReadVectors) from the keys it returns, those of the version served,
-// and then checks with Snapshot.Current on those keys that the version
-// it read them from is still the one stored there.
-func ReadServedWithoutVectors(ctx context.Context, c redis.UniversalClient, k Keys) (*Snapshot, Keys, error) {
-	return readServed(ctx, c, k, readNoVectors)
+// ReadServedDocument is ReadServed of the document alone, without
+// P:embeddings, most of a large catalog's bytes, and P:metadata, which a
+// search never reads: the reader reads the vectors in parts (ReadVectors)
+// from the keys it returns, those of the version served, and then checks
+// with Snapshot.Current on those keys that the version it read them from
+// is still the one stored there.
+func ReadServedDocument(ctx context.Context, c redis.UniversalClient, k Keys) (*Snapshot, Keys, error) {
+	return readServed(ctx, c, k, readDocument)
 }
 
 func readServed(ctx context.Context, c redis.UniversalClient, k Keys, mode readMode) (*Snapshot, Keys, error) {

@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -99,16 +101,50 @@ func (s *Snapshot) Document() (*Document, error) {
 	if len(s.Entries) != h.ToolCount {
 		return nil, fmt.Errorf("the tools hash holds %d entries, the head of version %d says %d", len(s.Entries), h.Version, h.ToolCount)
 	}
-	entries := make([]Entry, 0, len(s.Entries))
-	for name, raw := range s.Entries {
-		e, err := ParseEntry(name, []byte(raw))
-		if err != nil {
-			return nil, err
-		}
-		entries = append(entries, e)
+	entries, err := parseEntries(s.Entries)
+	if err != nil {
+		return nil, err
 	}
 	return Assemble(*h, entries), nil
 }
+
+// parseEntries parses the fields of P:tools on as many cores as there
+// are, each taking minParsedPart fields or more: the parse is most of
+// the time a large catalog's document takes to read. A field that does
+// not parse fails the whole. The entries come in name order, the
+// document's, which Assemble then only checks: ordering the names moves
+// strings, ordering the tools moves structs ten times their size.
+func parseEntries(raw map[string]string) ([]Entry, error) {
+	names := make([]string, 0, len(raw))
+	for name := range raw {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	entries := make([]Entry, len(names))
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(names)/minParsedPart))
+	part := (len(names) + workers - 1) / max(workers, 1)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w * part; i < min((w+1)*part, len(names)); i++ {
+				if entries[i], errs[w] = ParseEntry(names[i], raw[names[i]]); errs[w] != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return entries, nil
+}
+
+// minParsedPart is the fewest entries a core parses on its own.
+const minParsedPart = 2000
 
 // Read fetches a catalog's version, head, tools, metadata and vectors in
 // one MULTI/EXEC round trip, so they are consistent with each other.
@@ -125,8 +161,8 @@ const (
 	// readStaged reads the staged hashes and the fields' names, for
 	// ReadWithStaged.
 	readStaged
-	// readNoVectors is readAll but for P:embeddings.
-	readNoVectors
+	// readDocument reads P:tools, not P:metadata nor P:embeddings.
+	readDocument
 )
 
 // Current reports whether P:version under k is still what s read: every
@@ -185,7 +221,7 @@ func (s *Snapshot) readFields(ctx context.Context, c redis.UniversalClient, k Ke
 		if parsed.err != nil {
 			return
 		}
-		e, err := ParseEntry(name, []byte(raw))
+		e, err := ParseEntry(name, raw)
 		if err != nil {
 			parsed.err = err
 			return
@@ -233,8 +269,8 @@ func read(ctx context.Context, c redis.UniversalClient, k Keys, mode readMode) (
 			return nil
 		}
 		entries = p.HGetAll(ctx, k.Tools())
-		meta = p.HGetAll(ctx, k.Metadata())
 		if mode == readAll {
+			meta = p.HGetAll(ctx, k.Metadata())
 			vecs = p.HGetAll(ctx, k.Embeddings())
 		}
 		return nil
@@ -248,10 +284,10 @@ func read(ctx context.Context, c redis.UniversalClient, k Keys, mode readMode) (
 		s.entryNames, s.metadataNames, s.vectorNames = entryNames.Val(), metaNames.Val(), vecNames.Val()
 		s.StagedMetadata, s.StagedVectors = stagedMeta.Val(), bytesValues(stagedVecs.Val())
 	case readAll:
-		s.Vectors = bytesValues(vecs.Val())
+		s.Vectors, s.Metadata = bytesValues(vecs.Val()), meta.Val()
 		fallthrough
 	default:
-		s.Entries, s.Metadata = entries.Val(), meta.Val()
+		s.Entries = entries.Val()
 	}
 	if v, err := version.Result(); err == nil {
 		s.versionRaw = v

@@ -53,7 +53,7 @@ func benchCatalog(b testing.TB, n int) *Catalog {
 	if sealErr := doc.Seal(); sealErr != nil {
 		b.Fatal(sealErr)
 	}
-	c, err := New(doc, raw, nil)
+	c, err := New(doc, raw)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func BenchmarkLoadIndex10k(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := New(c.Document, raw, nil); err != nil {
+		if _, err := New(c.Document, raw); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -141,7 +141,7 @@ func BenchmarkNextIndex10k(b *testing.B) {
 	doc.Tools[42].Description = "a description edited since"
 	b.ReportAllocs()
 	for b.Loop() {
-		c.Next(&doc, raw, nil)
+		c.Next(&doc, raw)
 	}
 }
 

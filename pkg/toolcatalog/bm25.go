@@ -122,12 +122,16 @@ func (m stems) terms(s string) []string { return m.appendTerms(nil, s) }
 
 // appendTerms appends the index terms of s to out, as terms does.
 func (m stems) appendTerms(out []string, s string) []string {
-	for _, w := range text.Parts(s) {
+	// The parts are appended to out and replaced there by their terms.
+	first := len(out)
+	out = text.AppendParts(out, s)
+	kept := out[:first]
+	for _, w := range out[first:] {
 		if text.Stopwords[w] {
 			continue
 		}
 		if m == nil {
-			out = append(out, queryStem(w))
+			kept = append(kept, queryStem(w))
 			continue
 		}
 		st, ok := m[w]
@@ -137,9 +141,9 @@ func (m stems) appendTerms(out []string, s string) []string {
 			st = strings.Clone(text.Stem(w))
 			m[w] = st
 		}
-		out = append(out, st)
+		kept = append(kept, st)
 	}
-	return out
+	return kept
 }
 
 // tokenizer tokenizes tools on one goroutine, remembering what recurs

@@ -31,8 +31,6 @@ type Catalog struct {
 	// Vectors are the tools' centroid vectors by tool name; a tool without
 	// a usable vector is searched by BM25 only.
 	Vectors map[string][]float32
-	// Metadata is each tool's embedding metadata by tool name.
-	Metadata map[string]*contract.Metadata
 	// Pinned says the catalog is pinned at this version
 	// (spec.publish.pinVersion): newer versions may be published, and are
 	// served once the pin is cleared.
@@ -77,15 +75,16 @@ func Keys(namespace, name string) contract.Keys {
 }
 
 // Load reads the version of a catalog that is served — the pinned one
-// while the catalog is pinned, else the current one — its document,
-// vectors and metadata. c may be a standalone, Sentinel or Cluster
-// client.
+// while the catalog is pinned, else the current one — its document and
+// vectors. c may be a standalone, Sentinel or Cluster client. The tools'
+// embedding metadata, which a search never reads, is not loaded (see
+// ReadMetadata).
 //
-// The document and metadata are read in one round trip after the one
-// that finds which version is served (contract.ReadServedWithoutVectors),
-// and the vectors, most of a large catalog's bytes, loadChunk tools at a
-// time, each part decoded as the next is read; the version is then
-// checked to be the one read, or the catalog is read again.
+// The document is read in one round trip after the one that finds which
+// version is served (contract.ReadServedDocument), and the vectors, most
+// of a large catalog's bytes, loadChunk tools at a time, each part
+// decoded as the next is read; the version is then checked to be the one
+// read, or the catalog is read again.
 func Load(ctx context.Context, c redis.UniversalClient, keys contract.Keys) (*Catalog, error) {
 	for range loadAttempts {
 		cat, current, err := load(ctx, c, keys)
@@ -106,14 +105,10 @@ const loadChunk = 1000
 // load is one attempt of Load; current is false when the version served
 // changed while it was read.
 func load(ctx context.Context, c redis.UniversalClient, keys contract.Keys) (cat *Catalog, current bool, err error) {
-	snap, served, err := contract.ReadServedWithoutVectors(ctx, c, keys)
+	snap, served, err := contract.ReadServedDocument(ctx, c, keys)
 	if err != nil {
 		return nil, false, err
 	}
-	// The metadata is parsed while the document is parsed and indexed:
-	// with two cores, a load takes about the longer of the two.
-	parsed := make(chan map[string]*contract.Metadata, 1)
-	go func() { parsed <- parseAllMetadata(snap.Metadata) }()
 	doc, err := snap.Document()
 	if err != nil {
 		return nil, false, err
@@ -124,7 +119,6 @@ func load(ctx context.Context, c redis.UniversalClient, keys contract.Keys) (cat
 	cat, err = newReading(doc, loadChunk, false, func(names []string) (map[string]string, error) {
 		return contract.ReadVectors(ctx, c, served, names)
 	})
-	metadata := <-parsed
 	if err != nil {
 		return nil, false, err
 	}
@@ -132,43 +126,28 @@ func load(ctx context.Context, c redis.UniversalClient, keys contract.Keys) (cat
 		return nil, false, err
 	}
 	cat.Pinned = served != keys
-	cat.Metadata = metadata
-	for name, m := range cat.Metadata {
-		i, ok := cat.tools[name]
-		if !ok {
-			delete(cat.Metadata, name) // not a tool of this version
-			continue
-		}
-		shareStrings(m, doc.Tools[i], doc.Embedding.Model)
-	}
 	return cat, true, nil
 }
 
-// shareStrings points m's strings that equal the document's at the
-// document's copies: the metadata of 50,000 tools otherwise hold a second
-// copy of every description and spec hash, and 50,000 of the model's name.
-func shareStrings(m *contract.Metadata, t contract.Tool, model string) {
-	if m.Description == t.Description {
-		m.Description = t.Description
+// ReadMetadata reads the embedding metadata of the named tools in the
+// version served (the pinned one while the catalog is pinned): the model
+// and spec hash each was embedded with, and its synthetic and learned
+// queries. A Catalog does not hold it, as no search reads it. A tool
+// without metadata, or whose metadata does not parse, is left out; so is
+// every tool when a pin is set or cleared between finding the version
+// served and reading it.
+func ReadMetadata(ctx context.Context, c redis.UniversalClient, keys contract.Keys, names ...string) (map[string]*contract.Metadata, error) {
+	served, _, err := contract.Served(ctx, c, keys)
+	if err != nil {
+		return nil, err
 	}
-	if m.SpecHash == t.SpecHash {
-		m.SpecHash = t.SpecHash
-	}
-	if m.Model == model {
-		m.Model = model
-	}
-}
-
-// parseAllMetadata parses every entry of raw; one that does not parse is
-// left out.
-func parseAllMetadata(raw map[string]string) map[string]*contract.Metadata {
-	out := make(map[string]*contract.Metadata, len(raw))
-	for name, r := range raw {
-		if m, err := contract.ParseMetadata(r); err == nil {
+	out := make(map[string]*contract.Metadata, len(names))
+	err = contract.ReadFields(ctx, c, served.Metadata(), names, func(name, raw string) {
+		if m, parseErr := contract.ParseMetadata(raw); parseErr == nil {
 			out[name] = m
 		}
-	}
-	return out
+	})
+	return out, err
 }
 
 // LoadIfChanged is for a consumer told that its catalog is stale (it holds
@@ -214,20 +193,20 @@ func LoadVersion(ctx context.Context, c redis.UniversalClient, keys contract.Key
 }
 
 // New builds a Catalog from its parts, as read from Redis: raw vectors are
-// float32 little-endian, metadata is JSON. Vectors of the wrong length for
-// the document's model are left out (such a tool is found by BM25 only).
-// Vectors are kept unit-length, in one block, in tool order.
-func New(doc *contract.Document, rawVectors map[string][]byte, rawMetadata map[string]string) (*Catalog, error) {
-	return build(doc, rawVectors, parseMetadata(doc, rawMetadata, nil), nil, nil), nil
+// float32 little-endian. Vectors of the wrong length for the document's
+// model are left out (such a tool is found by BM25 only). Vectors are
+// kept unit-length, in one block, in tool order.
+func New(doc *contract.Document, rawVectors map[string][]byte) (*Catalog, error) {
+	return build(doc, rawVectors, nil, nil), nil
 }
 
-// Next builds the Catalog of a later version from the parts that changed
-// since c: a tool of doc absent from rawVectors keeps its vector in c, if
-// any, and one absent from rawMetadata its metadata. It reuses what c
-// computed for the tools whose text is unchanged, so a version that
-// changed a few tools of many costs little to index.
-func (c *Catalog) Next(doc *contract.Document, rawVectors map[string][]byte, rawMetadata map[string]string) *Catalog {
-	return build(doc, rawVectors, parseMetadata(doc, rawMetadata, c.Metadata), c, func(string) bool { return true })
+// Next builds the Catalog of a later version from the vectors that
+// changed since c: a tool of doc absent from rawVectors keeps its vector
+// in c, if any. It reuses what c computed for the tools whose text is
+// unchanged, so a version that changed a few tools of many costs little
+// to index.
+func (c *Catalog) Next(doc *contract.Document, rawVectors map[string][]byte) *Catalog {
+	return build(doc, rawVectors, c, func(string) bool { return true })
 }
 
 // staleVectors names the tools of doc whose vector c does not hold as
@@ -247,31 +226,14 @@ func (c *Catalog) staleVectors(doc *contract.Document, digest func(name string) 
 	return stale
 }
 
-// parseMetadata parses the metadata of the document's tools in raw, and
-// takes the rest from held.
-func parseMetadata(doc *contract.Document, raw map[string]string, held map[string]*contract.Metadata) map[string]*contract.Metadata {
-	out := make(map[string]*contract.Metadata, len(doc.Tools))
-	for _, t := range doc.Tools {
-		if r, ok := raw[t.Name]; ok {
-			if m, err := contract.ParseMetadata(r); err == nil {
-				shareStrings(m, t, doc.Embedding.Model)
-				out[t.Name] = m
-			}
-		} else if m, ok := held[t.Name]; ok {
-			out[t.Name] = m
-		}
-	}
-	return out
-}
-
 // build indexes a document: each tool's vector is decoded from raw, or
 // else, when keep allows, its row in prev is taken as it is, and laid out,
 // unit-length, in one block in tool order for search. prev, an earlier
 // version's Catalog, also lends the rows of raw vectors it decoded before
 // and the index terms of unchanged tools.
-func build(doc *contract.Document, raw map[string][]byte, metadata map[string]*contract.Metadata, prev *Catalog, keep func(name string) bool) *Catalog {
+func build(doc *contract.Document, raw map[string][]byte, prev *Catalog, keep func(name string) bool) *Catalog {
 	int8Only := prev != nil && prev.int8Only
-	c := &Catalog{Document: doc, Vectors: make(map[string][]float32, vectorsRoom(len(doc.Tools), int8Only)), Metadata: metadata, tools: make(map[string]int, len(doc.Tools)), int8Only: int8Only}
+	c := &Catalog{Document: doc, Vectors: make(map[string][]float32, vectorsRoom(len(doc.Tools), int8Only)), tools: make(map[string]int, len(doc.Tools)), int8Only: int8Only}
 	c.dims = doc.Embedding.Dimensions
 	kept := func(name string) (int, uint64) {
 		if keep == nil || !keep(name) {
@@ -413,7 +375,7 @@ func digest[B []byte | string](raw B) uint64 {
 // from the exact cosine): a grading estimates the catalog's quality, and
 // holds its index beside every other part of the manager.
 func newReading(doc *contract.Document, chunk int, int8Only bool, read func(names []string) (map[string]string, error)) (*Catalog, error) {
-	c := &Catalog{Document: doc, Vectors: make(map[string][]float32, vectorsRoom(len(doc.Tools), int8Only)), Metadata: map[string]*contract.Metadata{}, tools: make(map[string]int, len(doc.Tools)), int8Only: int8Only}
+	c := &Catalog{Document: doc, Vectors: make(map[string][]float32, vectorsRoom(len(doc.Tools), int8Only)), tools: make(map[string]int, len(doc.Tools)), int8Only: int8Only}
 	c.dims = doc.Embedding.Dimensions
 	c.rowOf = make([]int, len(doc.Tools))
 	chunk = max(chunk, 1)
@@ -562,9 +524,9 @@ func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catal
 	// 30 MB and two maps filled per version).
 	shared := same && n == len(prev.vecNames) && slices.Equal(rowOf, prev.rowOf)
 	if shared {
-		c.tools, c.Vectors, c.Metadata, c.rowOf = prev.tools, prev.Vectors, prev.Metadata, prev.rowOf
+		c.tools, c.Vectors, c.rowOf = prev.tools, prev.Vectors, prev.rowOf
 	} else {
-		c.tools, c.Vectors, c.Metadata = make(map[string]int, len(doc.Tools)), make(map[string][]float32, vectorsRoom(n, c.int8Only)), parseMetadata(doc, nil, prev.Metadata)
+		c.tools, c.Vectors = make(map[string]int, len(doc.Tools)), make(map[string][]float32, vectorsRoom(n, c.int8Only))
 	}
 	// Not nil: the rows are written over, prev's vectors no longer its own.
 	changed = []string{}
@@ -614,12 +576,12 @@ func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catal
 	return c, changed
 }
 
-// spend lets go of c's rows, vectors, metadata and search index, after a
+// spend lets go of c's rows, vectors and search index, after a
 // later version copied what it takes of them: c then holds only what a
 // grade compares that version with (its document, tool and row names,
 // and indexed text), and is never searched again.
 func (c *Catalog) spend() {
-	c.matrix, c.Vectors, c.Metadata, c.quant, c.rawHash, c.byRunes = nil, nil, nil, nil, nil, nil
+	c.matrix, c.Vectors, c.quant, c.rawHash, c.byRunes = nil, nil, nil, nil, nil
 	if c.index != nil {
 		// A new index of the same texts: the old one may be shared.
 		c.index = &bm25Index{docs: c.index.docs}
@@ -880,12 +842,6 @@ func incremental(ctx context.Context, c redis.UniversalClient, keys contract.Key
 			entries = append(entries, cur.Document.Entry(i))
 		}
 	}
-	heldMeta := make(map[string]*contract.Metadata, len(cur.Metadata))
-	for name, m := range cur.Metadata {
-		if !touched[name] {
-			heldMeta[name] = m
-		}
-	}
 	for _, e := range part.Entries {
 		entries = append(entries, e)
 	}
@@ -893,7 +849,7 @@ func incremental(ctx context.Context, c redis.UniversalClient, keys contract.Key
 		return nil, errFullLoad
 	}
 	doc := contract.Assemble(*h, entries)
-	return build(doc, part.Vectors, parseMetadata(doc, part.Metadata, heldMeta), cur, func(name string) bool { return !touched[name] }), nil
+	return build(doc, part.Vectors, cur, func(name string) bool { return !touched[name] }), nil
 }
 
 // quantizeBytes is the size of matrix from which a semantic search first

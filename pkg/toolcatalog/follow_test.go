@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/published/store"
 
@@ -114,36 +113,63 @@ func TestLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cat.Version() != 1 || cat.SchemaHash() != doc.SchemaHash || len(cat.Vectors) != len(fixture) || len(cat.Metadata) != len(fixture) {
-		t.Fatalf("loaded version %d, %d vectors, %d metadata", cat.Version(), len(cat.Vectors), len(cat.Metadata))
+	if cat.Version() != 1 || cat.SchemaHash() != doc.SchemaHash || len(cat.Vectors) != len(fixture) {
+		t.Fatalf("loaded version %d, %d vectors", cat.Version(), len(cat.Vectors))
 	}
 	if got := firstRanked(search(t, cat, "will it rain tomorrow", Options{Method: Semantic, Embedder: lexicalEmbedder()})); got != "get_weather" {
 		t.Fatalf("search on the loaded catalog: top %s", got)
 	}
-	// The metadata hold no second copy of what the document holds.
-	for _, tool := range cat.Document.Tools {
-		m := cat.Metadata[tool.Name]
-		if unsafe.StringData(m.Description) != unsafe.StringData(tool.Description) || unsafe.StringData(m.SpecHash) != unsafe.StringData(tool.SpecHash) ||
-			unsafe.StringData(m.Model) != unsafe.StringData(cat.Document.Embedding.Model) {
-			t.Fatalf("%s's metadata hold their own copies of the document's strings", tool.Name)
+}
+
+// The metadata, which no search reads, is read by name from the version
+// served, and what does not parse is left out.
+func TestReadMetadata(t *testing.T) {
+	ctx := context.Background()
+	c := server.Get(t).Client()
+	defer c.Close()
+	k := Keys("ns", t.Name())
+	doc := publish(t, c, k, "unused", 1, false)
+	names := make([]string, len(doc.Tools))
+	for i, tool := range doc.Tools {
+		names[i] = tool.Name
+	}
+	read := func() map[string]*contract.Metadata {
+		t.Helper()
+		m, err := ReadMetadata(ctx, c, k, append(names, "ghost_tool")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	got := read()
+	for _, tool := range doc.Tools {
+		if m := got[tool.Name]; m == nil || m.SpecHash != tool.SpecHash || len(m.SyntheticQueries) == 0 {
+			t.Fatalf("metadata of %s: %+v, want spec hash %s and its queries", tool.Name, m, tool.SpecHash)
 		}
 	}
-
-	// Metadata of a tool the version does not hold, and metadata that
-	// does not parse, are left out.
-	ghost, _ := (&contract.Metadata{SpecHash: "x", Description: "not a tool of this version"}).Marshal()
-	if errErr := c.HSet(context.Background(), k.Metadata(), "ghost_tool", ghost, "get_weather", "{not json").Err(); errErr != nil {
-		t.Fatal(errErr)
+	if len(got) != len(doc.Tools) {
+		t.Fatalf("%d metadata read for %d tools", len(got), len(doc.Tools))
 	}
-	cat, err = Load(context.Background(), c, k)
-	if err != nil {
+
+	// Metadata that does not parse is left out.
+	if err := c.HSet(ctx, k.Metadata(), "get_weather", "{not json").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := cat.Metadata["ghost_tool"]; ok {
-		t.Error("Load kept the metadata of a tool the version does not hold")
+	if m, ok := read()["get_weather"]; ok {
+		t.Errorf("unparsable metadata read as %+v", m)
 	}
-	if _, ok := cat.Metadata["get_weather"]; ok || len(cat.Metadata) != len(fixture)-1 {
-		t.Errorf("Load kept %d metadata entries (get_weather's: %v), want the %d that parse", len(cat.Metadata), ok, len(fixture)-1)
+
+	// While the catalog is pinned (the operator's copy of the version
+	// under P:pinned), the pinned copy's metadata is read.
+	pinned, _ := (&contract.Metadata{SpecHash: "pinned", Description: "as pinned", Model: "m"}).Marshal()
+	if err := c.HSet(ctx, k.Pinned().Metadata(), "get_weather", pinned).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, k.Pinned().Version(), "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if m := read()["get_weather"]; m == nil || m.SpecHash != "pinned" {
+		t.Errorf("metadata of the pinned version read as %+v, want the pinned copy's", m)
 	}
 }
 

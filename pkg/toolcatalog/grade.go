@@ -267,7 +267,7 @@ func (g *grader) nextVersion(doc *contract.Document, rawVectors map[string][]byt
 	// compares with prev is which rows changed and prev's text, so prev
 	// lets go of its rows and search index now rather than hold them
 	// through the grade's searches (65 MB at 50,000 tools).
-	c := prev.Next(doc, rawVectors, nil)
+	c := prev.Next(doc, rawVectors)
 	g.next, g.nextRows, g.nextMoved = c, changedRows(prev, c), true
 	prev.spend()
 	return c

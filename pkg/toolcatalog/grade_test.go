@@ -126,7 +126,7 @@ func TestGraderRegradesWhatAVersionCouldChange(t *testing.T) {
 	search := contract.SearchDefaults{Method: "hybrid", TopK: 5}
 	base := gradedFixture()
 	doc, raw := fixtureParts(t, base, search)
-	v1, err := New(doc, raw, nil)
+	v1, err := New(doc, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestGraderRegradesWhatAVersionCouldChange(t *testing.T) {
 	}
 
 	// Nothing changed: only the sample is searched again.
-	again, _, err := g.grade(ctx, v1.Next(doc, raw, nil), sets1)
+	again, _, err := g.grade(ctx, v1.Next(doc, raw), sets1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestGraderRegradesWhatAVersionCouldChange(t *testing.T) {
 	tools := append(append([]fixtureTool(nil), base...), twin)
 	doc2, raw2 := fixtureParts(t, tools, search)
 	maps.Copy(raw2, raw) // the other tools' vectors, unchanged
-	v2 := g.graded().Next(doc2, raw2, nil)
+	v2 := g.graded().Next(doc2, raw2)
 	sets := querySets(t, tools)
 	inc, whole := gradeBothWays(t, g, v2, sets)
 	if len(inc.Confusable) != 1 || inc.Confusable[0].A != "send_email" || inc.Confusable[0].B != "send_mail" {
@@ -241,7 +241,7 @@ func TestGraderNextWritesOverTheRows(t *testing.T) {
 	grade(copies, buildCatalog(t, doc, raw))
 	same := func(c *Catalog, doc *contract.Document, changed map[string][]byte) {
 		t.Helper()
-		want := copies.graded().Next(doc, changed, nil)
+		want := copies.graded().Next(doc, changed)
 		if !maps.EqualFunc(c.Vectors, want.Vectors, slices.Equal) {
 			t.Fatal("the vectors differ from Catalog.Next's")
 		}
@@ -321,7 +321,7 @@ func TestGraderNextWritesOverTheRows(t *testing.T) {
 
 func buildCatalog(t *testing.T, doc *contract.Document, raw map[string][]byte) *Catalog {
 	t.Helper()
-	c, err := New(doc, raw, nil)
+	c, err := New(doc, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func TestGraderRegradesByTheBlendedScore(t *testing.T) {
 		}
 		sets[fmt.Sprintf("tool_%04d", i)] = set
 	}
-	c, err := New(version(1), raw, nil)
+	c, err := New(version(1), raw)
 	if err != nil {
 		t.Fatal(err)
 	}

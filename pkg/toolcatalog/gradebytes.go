@@ -42,7 +42,6 @@ func (c *Catalog) heldBytes() int64 {
 	}
 	n += int64(len(c.tools)) * mapEntryBytes(stringBytes+8)
 	n += int64(len(c.Vectors)) * mapEntryBytes(stringBytes+sliceBytes)
-	n += int64(len(c.Metadata)) * mapEntryBytes(stringBytes+pointerBytes)
 	for _, at := range c.byRunes {
 		n += mapEntryBytes(8+sliceBytes) + int64(cap(at))*8
 	}

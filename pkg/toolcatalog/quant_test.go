@@ -76,7 +76,7 @@ func TestInt8ScanRanksAsTheFloatScan(t *testing.T) {
 		} else {
 			quantizeBytes = 1 << 40
 		}
-		c, err := New(doc, raw, nil)
+		c, err := New(doc, raw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,11 +131,11 @@ func TestInt8ScanRanksAsTheFloatScan(t *testing.T) {
 	if err := next.Seal(); err != nil {
 		t.Fatal(err)
 	}
-	quant2 := quant.Next(&next, changed, nil)
+	quant2 := quant.Next(&next, changed)
 	if quant2.quant == nil || quant2.quant.Rows() != len(quant2.vecNames) {
 		t.Fatalf("version 2 kept no int8 rows, or not one per tool")
 	}
-	float2, err := New(&next, raw, nil)
+	float2, err := New(&next, raw)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func BenchmarkSearchScale(b *testing.B) {
 		if err := doc.Seal(); err != nil {
 			b.Fatal(err)
 		}
-		c, err := toolcatalog.New(doc, raw, nil)
+		c, err := toolcatalog.New(doc, raw)
 		if err != nil {
 			b.Fatal(err)
 		}

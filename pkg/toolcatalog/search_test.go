@@ -53,7 +53,7 @@ func lexicalEmbedder() QueryEmbedder { return embedding.LexicalEmbedder{} }
 func buildFixture(t testing.TB, tools []fixtureTool, search contract.SearchDefaults) *Catalog {
 	t.Helper()
 	doc, vectors := fixtureParts(t, tools, search)
-	c, err := New(doc, vectors, nil)
+	c, err := New(doc, vectors)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +471,7 @@ func TestSearchStableOrderForEqualScores(t *testing.T) {
 	// A document not in name order (not sealed) breaks ties by name too.
 	doc, vectors := fixtureParts(t, twins, contract.SearchDefaults{Method: "hybrid", TopK: 3})
 	doc.Tools[0], doc.Tools[2] = doc.Tools[2], doc.Tools[0]
-	unsorted, err := New(doc, vectors, nil)
+	unsorted, err := New(doc, vectors)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,7 +601,7 @@ func TestNewReadingIsNew(t *testing.T) {
 	// Whatever their size, New's rows are scanned as int8 here too.
 	defer func(b int) { quantizeBytes = b }(quantizeBytes)
 	quantizeBytes = 0
-	want, err := New(doc, raw, nil)
+	want, err := New(doc, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -639,7 +639,7 @@ func TestNewReadingIsNew(t *testing.T) {
 	// A grading's catalog, and its next version, hold the rows as int8
 	// only: the int8 rows New's search scans first, scoring as they do.
 	int8s := reading(true)
-	for _, c := range []*Catalog{int8s, int8s.Next(doc, nil, nil)} {
+	for _, c := range []*Catalog{int8s, int8s.Next(doc, nil)} {
 		if c.matrix != nil || len(c.Vectors) != 0 || c.quant == nil || c.quant.Rows() != want.quant.Rows() {
 			t.Fatal("a grading's catalog holds float rows, or not every int8 row")
 		}
@@ -669,7 +669,7 @@ func TestNewReadingIsNew(t *testing.T) {
 // names exactly the vectors a version changed, removed tools aside.
 func TestNextFromTheChangedVectorsIsNew(t *testing.T) {
 	doc, raw := fixtureParts(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 3})
-	prev, err := New(doc, raw, nil)
+	prev, err := New(doc, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -687,8 +687,8 @@ func TestNextFromTheChangedVectorsIsNew(t *testing.T) {
 	if stale := prev.staleVectors(&doc2, digest); !slices.Equal(stale, []string{"get_weather"}) {
 		t.Fatalf("staleVectors = %v; want [get_weather]", stale)
 	}
-	got := prev.Next(&doc2, map[string][]byte{"get_weather": next["get_weather"]}, nil)
-	want, err := New(&doc2, next, nil)
+	got := prev.Next(&doc2, map[string][]byte{"get_weather": next["get_weather"]})
+	want, err := New(&doc2, next)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -706,15 +706,15 @@ func TestNextFromTheChangedVectorsIsNew(t *testing.T) {
 // the rows New builds.
 func TestNextTakesOnlyUnchangedVectors(t *testing.T) {
 	doc, raw := fixtureParts(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 3})
-	prev, err := New(doc, raw, nil)
+	prev, err := New(doc, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
 	next := maps.Clone(raw)
 	next["get_weather"] = raw["send_email"]                                  // another tool's vector
 	next["create_issue"] = contract.EncodeVector(make([]float32, prev.dims)) // no direction
-	got := prev.Next(doc, next, nil)
-	want, err := New(doc, next, nil)
+	got := prev.Next(doc, next)
+	want, err := New(doc, next)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@
 package text
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -16,9 +17,13 @@ import (
 // names split into their parts ("getWeather" → "get", "weather"). Text
 // without any letter or digit falls back to its space-separated fields, so
 // emoji and symbols still yield tokens.
-func Words(text string) []string {
+func Words(text string) []string { return AppendWords(nil, text) }
+
+// AppendWords appends the words of text (see Words) to out, so a caller
+// that splits many texts reuses one slice.
+func AppendWords(out []string, text string) []string {
 	text = norm.NFKC.String(text)
-	var out []string
+	first := len(out)
 	// The current word is text[start:i], -1 when there is none; a word
 	// is kept when it holds a letter or digit (a run of combining marks
 	// alone, an emoji's variation selector say, is no word).
@@ -53,7 +58,7 @@ func Words(text string) []string {
 		prev = r
 	}
 	flush(len(text))
-	if len(out) == 0 {
+	if len(out) == first {
 		for _, f := range strings.Fields(text) {
 			out = append(out, strings.ToLower(f))
 		}
@@ -69,25 +74,41 @@ func Words(text string) []string {
 // letter-digit names stay whole ("mp3", "h264", "3d", "v2"). Search and
 // the builtin queries use it for names; the builtin lexical embedder keeps
 // Words, so its vectors do not change.
-func Parts(text string) []string {
-	words := Words(text)
-	out := make([]string, 0, len(words))
+func Parts(text string) []string { return AppendParts(nil, text) }
+
+// AppendParts appends the parts of text (see Parts) to out, as
+// AppendWords does its words.
+func AppendParts(out []string, text string) []string {
+	first := len(out)
+	out = AppendWords(out, text)
+	mixed := slices.IndexFunc(out[first:], lettersAndDigits)
+	if mixed < 0 {
+		return out // every word is one part, as most are
+	}
+	words := slices.Clone(out[first+mixed:])
+	out = out[:first+mixed]
 	for _, w := range words {
 		out = appendParts(out, w)
 	}
 	return out
 }
 
-// appendParts appends w's parts (see Parts) to out: substrings of w, and
-// w itself when it has one part, as a word without both letters and
-// digits has.
-func appendParts(out []string, w string) []string {
+// lettersAndDigits reports whether w holds both letters and digits, so
+// may be more than one part.
+func lettersAndDigits(w string) bool {
 	var letters, digits bool
 	for _, r := range w {
 		letters = letters || unicode.IsLetter(r)
 		digits = digits || unicode.IsDigit(r)
 	}
-	if !letters || !digits {
+	return letters && digits
+}
+
+// appendParts appends w's parts (see Parts) to out: substrings of w, and
+// w itself when it has one part, as a word without both letters and
+// digits has.
+func appendParts(out []string, w string) []string {
+	if !lettersAndDigits(w) {
 		return append(out, w)
 	}
 	// The runes of w, and where each starts in w.
