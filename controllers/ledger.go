@@ -69,6 +69,16 @@ func (l *Ledger) put(key client.ObjectKey, recs *catalog.Records, q *v1alpha1.Ca
 	return objects, all
 }
 
+// records are the records a catalog's last pass kept, nil for none.
+func (l *Ledger) records(key client.ObjectKey) *catalog.Records {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if e := l.catalogs[key]; e != nil {
+		return e.records
+	}
+	return nil
+}
+
 // graded keeps the confusable tools of a catalog's grading; it returns the
 // ToolDefinitions whose confusable tool changed, when the catalog has
 // records for them to go with.

@@ -163,7 +163,7 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 		return nil, redisError(tc, err)
 	}
 	_, span = step(ctx, "plan")
-	plans := st.Planner().Plan(catalog.PlanInput{
+	plans, reuse := st.Planner().Plan(catalog.PlanInput{
 		Tools: sel.Tools, Stored: stored.Tools, Lineage: stored.Lineage(),
 		Model: prov.Embedder.Model(), Dimensions: cfg.Dimensions, QueriesPerTool: cfg.QueriesPerTool,
 		Mode: req.Mode, Targets: req.Targets, Learned: learned,
@@ -195,7 +195,7 @@ func (r *ToolCatalogReconciler) refresh(ctx context.Context, tc *v1alpha1.ToolCa
 		return nil, err
 	}
 	out := &catalog.Outcome{
-		Catalog: tc.Name, Model: prov.Embedder.Model(), Plans: plans, Rejected: sel.Rejected,
+		Catalog: tc.Name, Model: prov.Embedder.Model(), Plans: plans, Reuse: reuse, Rejected: sel.Rejected,
 		Refreshed: refreshed, Build: build, Stored: stored, Version: stored.Version,
 	}
 	if build.Blocked != "" && len(build.Vectors) > 0 {

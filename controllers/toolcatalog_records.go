@@ -52,7 +52,7 @@ func (rs *records) submit(tc *v1alpha1.ToolCatalog, out *catalog.Outcome) {
 		return
 	}
 	key := client.ObjectKeyFromObject(tc)
-	objects, all := rs.r.Ledger.put(key, out.Records(), tc.Status.Quality)
+	objects, all := rs.r.Ledger.put(key, out.Records(rs.r.Ledger.records(key)), tc.Status.Quality)
 	rs.check(key, objects, all)
 }
 

@@ -69,14 +69,14 @@ func noOpPass(b testing.TB, f *fakeProviders, sel *Selector, pl *Planner, tds []
 	if err != nil {
 		b.Fatal(err)
 	}
-	plans := pl.Plan(PlanInput{Tools: s.Tools, Stored: stored.Tools, Lineage: stored.Lineage(), Model: f.model, QueriesPerTool: 2})
+	plans, reuse := pl.Plan(PlanInput{Tools: s.Tools, Stored: stored.Tools, Lineage: stored.Lineage(), Model: f.model, QueriesPerTool: 2})
 	now := time.Unix(1700000000, 0)
 	refreshed := Refresh(context.Background(), f.providers(), plans, now, Budget{})
 	build, err := BuildDocument(BuildInput{Catalog: "ns/c", Provider: "openai", Model: f.model, Plans: plans, Refreshed: refreshed, Stored: stored, Now: now})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &Outcome{Plans: plans, Refreshed: refreshed, Build: build, Stored: stored, Version: stored.Version}
+	return &Outcome{Catalog: "c", Plans: plans, Reuse: reuse, Refreshed: refreshed, Build: build, Stored: stored, Version: stored.Version}
 }
 
 // An edit pass allocates for what changed, not for every tool: a
@@ -87,9 +87,10 @@ func TestAnEditPassAllocatesForWhatChanged(t *testing.T) {
 	const n = 8000
 	f, sel, pl, tds, stored := publishedCatalog(t, n)
 	i := 0
+	var recs *Records
 	allocs := testing.AllocsPerRun(5, func() {
 		i++
-		stored = editPass(t, f, sel, pl, tds, stored, i)
+		stored, recs = editPass(t, f, sel, pl, tds, stored, recs, i)
 	})
 	t.Logf("%.0f allocations per edit pass over %d tools", allocs, n)
 	if allocs > n/4 {
@@ -99,21 +100,24 @@ func TestAnEditPassAllocatesForWhatChanged(t *testing.T) {
 
 // BenchmarkEditPass is the pass that follows one description edit in a
 // published catalog: one tool is re-embedded and a version built and
-// kept, the rest left as stored.
+// kept, the rest left as stored, and the records derived and compared
+// with the last pass's.
 func BenchmarkEditPass(b *testing.B) {
 	for _, n := range []int{10000, 50000} {
 		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
 			f, sel, pl, tds, stored := publishedCatalog(b, n)
+			var recs *Records
 			for i := 0; b.Loop(); i++ {
-				stored = editPass(b, f, sel, pl, tds, stored, i)
+				stored, recs = editPass(b, f, sel, pl, tds, stored, recs, i)
 			}
 		})
 	}
 }
 
 // editPass edits the description of one tool, picked by i, runs the pass
-// that follows and returns the stored state it published.
-func editPass(b testing.TB, f *fakeProviders, sel *Selector, pl *Planner, tds []*v1alpha1.ToolDefinition, stored Stored, i int) Stored {
+// that follows and returns the stored state it published and the
+// records it derived over recs, the last pass's.
+func editPass(b testing.TB, f *fakeProviders, sel *Selector, pl *Planner, tds []*v1alpha1.ToolDefinition, stored Stored, recs *Records, i int) (Stored, *Records) {
 	td := tds[i*7919%len(tds)]
 	td.Generation++
 	td.Spec.Description = fmt.Sprintf("Tool %s, edited %d times, does one specific thing.", td.Name, td.Generation)
@@ -125,5 +129,10 @@ func editPass(b testing.TB, f *fakeProviders, sel *Selector, pl *Planner, tds []
 	if err != nil {
 		b.Fatal(err)
 	}
-	return next
+	o.Version, o.Published = next.Version, true
+	derived := o.Records(recs)
+	if objects, all := derived.Changed(recs); !all && len(objects) == 0 {
+		b.Fatal("an edit changed no record")
+	}
+	return next, derived
 }

@@ -22,10 +22,13 @@ type Outcome struct {
 	// Catalog is the ToolCatalog's name; Model the configured model.
 	Catalog, Model string
 	Plans          []ToolPlan
-	Rejected       []Failure
-	Refreshed      Refreshed
-	Build          Build
-	Stored         Stored
+	// Reuse says which plans repeat an earlier pass's (Planner.Plan);
+	// the zero value, that none do.
+	Reuse     Reuse
+	Rejected  []Failure
+	Refreshed Refreshed
+	Build     Build
+	Stored    Stored
 	// Version is the current version after the pass; Published says the
 	// pass wrote it.
 	Version   int64

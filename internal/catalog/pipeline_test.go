@@ -326,7 +326,7 @@ func TestPipelineFailuresKeepWhatWasPublished(t *testing.T) {
 	}
 	existing := map[string]*v1alpha1.CatalogEmbeddingStatus{"c": {Catalog: "c", SpecHash: "old", CatalogVersion: 1}}
 	recs := func(object string) v1alpha1.CatalogEmbeddingStatus { return recordFor(o, object, existing[object]) }
-	if _, ok := o.Records().For("d", nil); ok {
+	if _, ok := o.Records(nil).For("d", nil); ok {
 		t.Errorf("a ToolDefinition the catalog does not select has a record")
 	}
 	if recs("b").Reason != v1alpha1.ReasonQueryGenerationFailed || recs("b").SpecHash != before.SpecHash || recs("b").CatalogVersion != 1 {
@@ -940,7 +940,7 @@ func pointers(tds []v1alpha1.ToolDefinition) []*v1alpha1.ToolDefinition {
 
 // recordFor is the record the outcome gives object, which has have.
 func recordFor(o *Outcome, object string, have *v1alpha1.CatalogEmbeddingStatus) v1alpha1.CatalogEmbeddingStatus {
-	rec, _ := o.Records().For(object, have)
+	rec, _ := o.Records(nil).For(object, have)
 	return rec
 }
 

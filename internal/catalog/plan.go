@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 )
@@ -134,11 +135,28 @@ func Plan(in PlanInput) []ToolPlan {
 type Planner struct {
 	mu sync.Mutex
 	// key, gen and last are the last normal pass's settings, stored
-	// state and plans; gen 0 when there is none to reuse.
+	// state and plans; gen 0 when there is none to reuse. set numbers
+	// those plans (Reuse.Set).
 	key  planKey
 	gen  uint64
 	last []lastPlan
+	set  uint64
 }
+
+// Reuse says which of a Planner's plans repeat the plans of its last
+// call, so what is derived from each plan (Outcome.Records) is derived
+// again only for the others.
+type Reuse struct {
+	// Set numbers the plans, unique in the process (0 for plans that are
+	// not repeated by a later call); Base is the Set of the plans they
+	// repeat at every place but Replanned, 0 when none are repeated.
+	Set, Base uint64
+	// Replanned lists, in order, the places of the plans made anew.
+	Replanned []int
+}
+
+// planSets numbers the Planners' plans.
+var planSets atomic.Uint64
 
 // planKey is what a plan depends on besides its tool and stored entry.
 type planKey struct {
@@ -154,25 +172,28 @@ type lastPlan struct {
 	stored StoredTool
 }
 
-// Plan is the package's Plan, reusing what it can of the last call's.
-func (p *Planner) Plan(in PlanInput) []ToolPlan {
+// Plan is the package's Plan, reusing what it can of the last call's,
+// and says which plans it reused.
+func (p *Planner) Plan(in PlanInput) ([]ToolPlan, Reuse) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	key := planKey{model: in.Model, dimensions: in.Dimensions, queriesPerTool: in.QueriesPerTool}
 	normal := in.Mode == modeNormal && len(in.Targets) == 0 && in.Learned == nil
-	changed, known := in.Lineage.changedSince(p.gen)
+	changed, known := in.Lineage.ChangedSince(p.gen)
 	var plans []ToolPlan
+	var reuse Reuse
 	// Past an eighth of the tools changed (a bulk apply's versions), a
 	// search for each costs more than planning every tool.
 	if normal && known && key == p.key && len(p.last) == len(in.Tools) && len(changed) <= len(in.Tools)/8 {
-		plans = p.replan(in, changed)
+		plans, reuse.Replanned = p.replan(in, changed)
+		reuse.Base = p.set
 	} else {
 		plans = Plan(in)
 	}
 	last := p.last
-	p.key, p.gen, p.last = key, 0, nil
+	p.key, p.gen, p.last, p.set = key, 0, nil, 0
 	if !normal || in.Lineage.gen == 0 {
-		return plans
+		return plans, Reuse{}
 	}
 	if len(last) != len(plans) {
 		last = make([]lastPlan, len(plans))
@@ -183,13 +204,18 @@ func (p *Planner) Plan(in PlanInput) []ToolPlan {
 			last[i] = lastPlan{tool: pl.Tool, name: pl.Name, stored: pl.Stored}
 		}
 	}
-	p.gen, p.last = in.Lineage.gen, last
-	return plans
+	p.gen, p.last, p.set = in.Lineage.gen, last, planSets.Add(1)
+	reuse.Set = p.set
+	if reuse.Base == 0 {
+		reuse.Replanned = nil
+	}
+	return plans, reuse
 }
 
 // replan takes the last plan of each tool at the same place with the same
-// entry that needed nothing, and plans the others and those of changed.
-func (p *Planner) replan(in PlanInput, changed map[string]bool) []ToolPlan {
+// entry that needed nothing, and plans the others and those of changed,
+// whose places it returns.
+func (p *Planner) replan(in PlanInput, changed map[string]bool) ([]ToolPlan, []int) {
 	plans := make([]ToolPlan, len(in.Tools))
 	parallel(len(in.Tools), func(i int) {
 		t, last := in.Tools[i], &p.last[i]
@@ -199,14 +225,22 @@ func (p *Planner) replan(in PlanInput, changed map[string]bool) []ToolPlan {
 		}
 		plans[i] = planTool(t, in, modeNormal, nil)
 	})
+	var replanned []int
+	for i, t := range in.Tools {
+		if p.last[i].tool != t {
+			replanned = append(replanned, i)
+		}
+	}
 	// The selection is in order of name: each changed tool is found
 	// without reading the others' names.
 	for name := range changed {
 		if i, ok := slices.BinarySearchFunc(in.Tools, name, func(t *Tool, name string) int { return strings.Compare(t.Entry.Name, name) }); ok {
 			plans[i] = planTool(in.Tools[i], in, modeNormal, nil)
+			replanned = append(replanned, i)
 		}
 	}
-	return plans
+	slices.Sort(replanned)
+	return plans, slices.Compact(replanned)
 }
 
 // Holds is how many tools' plans the planner keeps for the next call.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -131,10 +132,12 @@ func joinNames(n []string) string {
 }
 
 // A Planner's plans are Plan's, pass after pass: after a publish, an
-// edit, a tool gone and another come, a refresh request and a model
-// change. Between passes it looks up only what changed, so a stored entry
-// changed behind the stored state's lineage goes unseen: the test shows
-// that it did reuse.
+// edit, a tool gone and another come, a refresh request, a failed
+// refresh and a model change. Between passes it looks up only what
+// changed, so a stored entry changed behind the stored state's lineage
+// goes unseen: the test shows that it did reuse. The records of the
+// plans it repeats are the last pass's, shared, and every record is what
+// records derived from every plan say.
 func TestPlannerPlansAsPlanDoes(t *testing.T) {
 	f := &fakeProviders{model: "m", dims: 8}
 	tds := manyTDs(500)
@@ -147,6 +150,9 @@ func TestPlannerPlansAsPlanDoes(t *testing.T) {
 	// pass plans as a pass does, checks the planner against Plan, and
 	// publishes what it built.
 	var budget Budget
+	var records *Records
+	had := map[string]*v1alpha1.CatalogEmbeddingStatus{} // each object's record, as its status holds it
+	shared := 0
 	pass := func(step string, req Request) []ToolPlan {
 		t.Helper()
 		s, err := sel.Select(pointers(tds), nil, Made{At: time.Now()})
@@ -154,7 +160,8 @@ func TestPlannerPlansAsPlanDoes(t *testing.T) {
 			t.Fatal(err)
 		}
 		in := PlanInput{Tools: s.Tools, Stored: stored.Tools, Lineage: stored.Lineage(), Model: f.model, QueriesPerTool: 2, Mode: req.Mode, Targets: req.Targets}
-		got, want := planner.Plan(in), Plan(in)
+		got, reuse := planner.Plan(in)
+		want := Plan(in)
 		if !reflect.DeepEqual(got, want) {
 			for i := range want {
 				if !reflect.DeepEqual(got[i], want[i]) {
@@ -165,10 +172,11 @@ func TestPlannerPlansAsPlanDoes(t *testing.T) {
 		}
 		now := time.Unix(1700000000, 0)
 		refreshed := Refresh(context.Background(), f.providers(), want, now, budget)
-		b, err := BuildDocument(BuildInput{Catalog: "ns/c", Provider: "openai", Model: f.model, Plans: want, Refreshed: refreshed, Stored: stored, Now: now})
+		b, err := BuildDocument(BuildInput{Catalog: "ns/c", Provider: "openai", Model: f.model, Plans: want, Rejected: s.Rejected, Refreshed: refreshed, Stored: stored, Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}
+		out := &Outcome{Catalog: "c", Model: f.model, Plans: got, Reuse: reuse, Rejected: s.Rejected, Refreshed: refreshed, Build: b, Stored: stored, Version: version}
 		switch {
 		case b.Blocked != "" && len(b.Vectors) > 0:
 			stored = stagedState(t, &Outcome{Build: b, Stored: stored})
@@ -177,7 +185,9 @@ func TestPlannerPlansAsPlanDoes(t *testing.T) {
 			if stored, err = stored.Published(b, version); err != nil {
 				t.Fatal(err)
 			}
+			out.Version, out.Published = version, true
 		}
+		records, had, shared = checkRecords(t, step, out, records, had, shared)
 		return want
 	}
 	pass("first", Request{})
@@ -196,6 +206,35 @@ func TestPlannerPlansAsPlanDoes(t *testing.T) {
 	pass("a refresh of one tool", Request{Targets: []string{tds[3].Spec.Name}})
 	pass("after the refresh", Request{})
 	pass("nothing changed again", Request{})
+	failing := &tds[20]
+	failing.Generation++
+	failing.Spec.Description = "Edited, and its queries fail."
+	f.failGen = map[string]error{failing.Spec.Name: &embedding.Error{Kind: embedding.KindServer, Err: errors.New("500")}}
+	if rec, _ := records.For(failing.Name, nil); rec.Reason != "" {
+		t.Fatalf("%s failed before its refresh did: %+v", failing.Name, rec)
+	}
+	pass("a refresh that fails", Request{})
+	if rec, _ := records.For(failing.Name, nil); rec.Reason != v1alpha1.ReasonQueryGenerationFailed {
+		t.Fatalf("%s's refresh failed, its record says %+v", failing.Name, rec)
+	}
+	f.failGen = nil
+	pass("the failed refresh done", Request{})
+	pass("after the failed refresh", Request{})
+	// A ToolDefinition rejected, then no longer selected: its record
+	// comes and goes while the plans stay the last pass's.
+	tds = append(tds, td("invalid", "invalid", `{"type":12}`))
+	pass("a ToolDefinition rejected", Request{})
+	if rec, ok := records.For("invalid", nil); !ok || rec.Reason != v1alpha1.ReasonInvalidSpec {
+		t.Fatalf("the rejected ToolDefinition's record: %v %+v", ok, rec)
+	}
+	tds = tds[:len(tds)-1]
+	pass("the rejected ToolDefinition gone", Request{})
+	if _, ok := records.For("invalid", nil); ok {
+		t.Fatal("the ToolDefinition no longer selected keeps its record")
+	}
+	if shared < 7 {
+		t.Fatalf("%d passes derived their records over the last pass's; want the edits' and the quiet passes'", shared)
+	}
 	// An entry changed behind the lineage: Plan sees it, the planner,
 	// which reuses the tool's last plan, does not.
 	s, err := sel.Select(pointers(tds), nil, Made{At: time.Now()})
@@ -206,8 +245,8 @@ func TestPlannerPlansAsPlanDoes(t *testing.T) {
 	behind := maps.Clone(stored.Tools)
 	behind[name] = StoredTool{}
 	in := PlanInput{Tools: s.Tools, Stored: behind, Lineage: stored.Lineage(), Model: f.model, QueriesPerTool: 2}
-	if got, want := planner.Plan(in)[11], Plan(in)[11]; got.Action != ActionNone || want.Action != ActionRegenerate {
-		t.Fatalf("the planner planned %s as %v and Plan as %v; want the last plan reused", name, got.Action, want.Action)
+	if got, _ := planner.Plan(in); got[11].Action != ActionNone || Plan(in)[11].Action != ActionRegenerate {
+		t.Fatalf("the planner planned %s as %v and Plan as %v; want the last plan reused", name, got[11].Action, Plan(in)[11].Action)
 	}
 
 	// Another model, in chunks: the first chunks are staged, the last

@@ -1,6 +1,9 @@
 package catalog
 
 import (
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,21 +18,54 @@ import (
 // plans, the stored state and the new vectors are not, and a record is
 // derived when it is written, from the one the ToolDefinition has, so
 // no map of every ToolDefinition's record is made per turn.
+//
+// A pass whose plans repeat the last pass's but for a few (Outcome.Reuse)
+// derives the records of those few, laid over the last records' (patch),
+// which it shares: what an edit costs does not grow with the catalog.
 type Records struct {
 	// Catalog is the ToolCatalog's name; Version the catalog's version
 	// after the pass.
 	Catalog string
 	Version int64
-	// list holds the records in the order derived: a failure's comes
-	// after its plan's, and the later record of an object stands.
-	list []record
-	// at finds an object's record. It is made by the first For, in the
-	// records writer rather than the pass, which neither sorts the
-	// records nor looks each up by object, or taken from the records of
-	// the last pass when their objects are at the same places (Changed).
-	// It is never changed once made.
+	// set is the plans these records are of (Reuse.Set), blocked the
+	// build's Blocked, which a plan's record depends on.
+	set     uint64
+	blocked string
+	// plans holds a record per plan, in the plans' order, and patch the
+	// records at the places whose plans were made since plans was, by
+	// place, with patchAt finding them by object; plans may be shared
+	// with the records of earlier passes, and is never changed.
+	plans   *placedRecords
+	patch   map[int]record
+	patchAt map[string]int
+	// fresh lists the places this pass patched.
+	fresh []int
+	// failures are the failures' records, which stand over their
+	// objects' plans', the later of an object's standing; failAt finds
+	// them by object.
+	failures []record
+	failAt   map[string]int
+}
+
+// placedRecords are records at places, found by object through an index
+// made once, by the first look-up rather than by the pass.
+type placedRecords struct {
+	list   []record
 	at     map[string]int
 	atOnce sync.Once
+}
+
+// index finds each object's record, once.
+func (p *placedRecords) index() map[string]int {
+	p.atOnce.Do(func() {
+		if p.at == nil {
+			p.at = make(map[string]int, len(p.list))
+			for i, r := range p.list {
+				p.at[r.object] = i
+			}
+		}
+	})
+	return p.at
 }
 
 // record is one ToolDefinition's record before the one it has is known.
@@ -54,26 +90,51 @@ type record struct {
 }
 
 // Records derives the records of each selected or rejected
-// ToolDefinition.
-func (o *Outcome) Records() *Records {
-	failures := o.Failures()
-	rs := &Records{Catalog: o.Catalog, Version: o.Version, list: make([]record, 0, len(o.Plans)+len(failures))}
-	for _, pl := range o.Plans {
-		rs.list = append(rs.list, o.record(pl.Tool.Object, pl.Name, pl.Stored))
-	}
-	if len(failures) > 0 {
-		selected := make(map[string]string, len(o.Plans)) // tool name → ToolDefinition
-		for _, pl := range o.Plans {
-			selected[pl.Name] = pl.Tool.Object
+// ToolDefinition. prev, the records of the catalog's last pass (nil for
+// none), lends the records of the plans this pass repeated
+// (Outcome.Reuse), when they are of the plans repeated, under the same
+// build block, and those changed since they were laid out are few.
+func (o *Outcome) Records(prev *Records) *Records {
+	rs := &Records{Catalog: o.Catalog, Version: o.Version, set: o.Reuse.Set, blocked: o.Build.Blocked}
+	if prev != nil && prev.set != 0 && prev.set == o.Reuse.Base && prev.blocked == o.Build.Blocked && prev.Catalog == o.Catalog &&
+		len(prev.plans.list) == len(o.Plans) && len(prev.patch)+len(o.Reuse.Replanned) <= len(o.Plans)/8 {
+		rs.plans = prev.plans
+		rs.patch, rs.patchAt = maps.Clone(prev.patch), maps.Clone(prev.patchAt)
+		if rs.patch == nil {
+			rs.patch, rs.patchAt = map[int]record{}, map[string]int{}
 		}
-		for _, f := range failures {
-			r := record{object: f.Object, tool: f.Tool}
-			if selected[f.Tool] == f.Object {
-				r = o.record(f.Object, f.Tool, o.Stored.Tools[f.Tool])
+		for _, i := range o.Reuse.Replanned {
+			pl := o.Plans[i]
+			if was, ok := rs.patch[i]; ok {
+				delete(rs.patchAt, was.object)
 			}
-			r.reason, r.message = f.Reason, clip.Truncate(f.Message, 1024)
-			rs.list = append(rs.list, r)
+			rs.patch[i], rs.patchAt[pl.Tool.Object] = o.record(pl.Tool.Object, pl.Name, pl.Stored), i
 		}
+		rs.fresh = o.Reuse.Replanned
+	} else {
+		rs.plans = &placedRecords{list: make([]record, 0, len(o.Plans))}
+		for _, pl := range o.Plans {
+			rs.plans.list = append(rs.plans.list, o.record(pl.Tool.Object, pl.Name, pl.Stored))
+		}
+	}
+	failures := o.Failures()
+	if len(failures) == 0 {
+		return rs
+	}
+	// The plans are in order of tool name, as the selection is.
+	selected := func(f Failure) bool {
+		i, ok := slices.BinarySearchFunc(o.Plans, f.Tool, func(pl ToolPlan, name string) int { return strings.Compare(pl.Name, name) })
+		return ok && o.Plans[i].Tool.Object == f.Object
+	}
+	rs.failAt = make(map[string]int, len(failures))
+	for _, f := range failures {
+		r := record{object: f.Object, tool: f.Tool}
+		if selected(f) {
+			r = o.record(f.Object, f.Tool, o.Stored.Tools[f.Tool])
+		}
+		r.reason, r.message = f.Reason, clip.Truncate(f.Message, 1024)
+		rs.failAt[f.Object] = len(rs.failures) // the later stands
+		rs.failures = append(rs.failures, r)
 	}
 	return rs
 }
@@ -99,15 +160,47 @@ func (o *Outcome) record(object, tool string, st StoredTool) record {
 	return r
 }
 
-// index finds each object's record, once.
-func (rs *Records) index() map[string]int {
-	rs.atOnce.Do(func() {
-		rs.at = make(map[string]int, len(rs.list))
-		for i, r := range rs.list {
-			rs.at[r.object] = i // the later stands
-		}
-	})
-	return rs.at
+// lookup is the record of object.
+func (rs *Records) lookup(object string) (*record, bool) {
+	if i, ok := rs.failAt[object]; ok {
+		return &rs.failures[i], true
+	}
+	return rs.planRecord(object)
+}
+
+// planRecord is the record of object's plan.
+func (rs *Records) planRecord(object string) (*record, bool) {
+	if i, ok := rs.patchAt[object]; ok {
+		r := rs.patch[i]
+		return &r, true
+	}
+	i, ok := rs.plans.index()[object]
+	if !ok {
+		return nil, false
+	}
+	if _, moved := rs.patch[i]; moved {
+		return nil, false // the place holds another object's plan now
+	}
+	return &rs.plans.list[i], true
+}
+
+// recordAt is the record of the plan at place i.
+func (rs *Records) recordAt(i int) record {
+	if r, ok := rs.patch[i]; ok {
+		return r
+	}
+	return rs.plans.list[i]
+}
+
+// each calls fn with every record: the plans', then the failures'.
+func (rs *Records) each(fn func(r *record)) {
+	for i := range rs.plans.list {
+		r := rs.recordAt(i)
+		fn(&r)
+	}
+	for i := range rs.failures {
+		fn(&rs.failures[i])
+	}
 }
 
 // Changed lists the objects whose record differs from the one prev, an
@@ -115,49 +208,90 @@ func (rs *Records) index() map[string]int {
 // a record for and rs has not; all is true when there is no prev to
 // compare with, and every object is to be checked. A record whose
 // embedding is new in this version is always changed: its version moves.
+// An object may be listed twice, or listed when its record did not
+// change: the records writer checks what it is named.
 func (rs *Records) Changed(prev *Records) (objects []string, all bool) {
 	if prev == nil {
 		return nil, true
 	}
-	// Passes list the records in the same order (their plans', by tool
-	// name, then the failures'): while the objects are the same ones,
-	// the two are compared in step, with no look-up of each object, which
-	// is most of an edit's records at 100,000 tools. An object listed
-	// twice may be named twice, or changed where its later record is
-	// not: the records writer checks what it is named.
-	if len(rs.list) == len(prev.list) {
-		inStep := true
-		var changed []string
-		for i := range rs.list {
-			r, o := &rs.list[i], &prev.list[i]
-			if r.object != o.object {
-				inStep = false
-				break
-			}
-			if !r.same(*o) {
-				changed = append(changed, r.object)
-			}
+	if rs.plans == prev.plans {
+		// Laid over prev's records: only the places this pass patched
+		// may differ.
+		for _, i := range rs.fresh {
+			objects = rs.placeChanged(prev, i, objects)
 		}
-		if inStep {
-			// Objects at the same places: prev's index finds rs's.
-			at := prev.index()
-			rs.atOnce.Do(func() { rs.at = at })
-			return changed, false
-		}
+	} else {
+		objects = rs.plansChanged(prev)
 	}
-	at, before := rs.index(), prev.index()
-	for object, i := range at {
-		j, ok := before[object]
-		if !ok || !rs.list[i].same(prev.list[j]) {
+	// A failure's record stands over its object's plan's.
+	for object, i := range rs.failAt {
+		if was, ok := prev.lookup(object); !ok || !rs.failures[i].same(*was) {
 			objects = append(objects, object)
 		}
 	}
-	for object := range before {
-		if _, ok := at[object]; !ok {
+	for object := range prev.failAt {
+		if _, ok := rs.failAt[object]; !ok {
 			objects = append(objects, object)
 		}
 	}
 	return objects, false
+}
+
+// placeChanged appends the objects of place i's record in rs and in prev
+// when the two differ.
+func (rs *Records) placeChanged(prev *Records, i int, objects []string) []string {
+	r, o := rs.recordAt(i), prev.recordAt(i)
+	switch {
+	case r.object != o.object:
+		return append(objects, r.object, o.object)
+	case !r.same(o):
+		return append(objects, r.object)
+	}
+	return objects
+}
+
+// plansChanged lists the objects whose plan's record differs between rs
+// and prev, which share no records.
+func (rs *Records) plansChanged(prev *Records) (objects []string) {
+	// Passes list the records in the same order (their plans', by tool
+	// name): while the objects are the same ones, the two are compared
+	// in step, with no look-up of each object, which is most of a bulk
+	// pass's records at 100,000 tools.
+	if len(rs.plans.list) == len(prev.plans.list) {
+		inStep := true
+		var changed []string
+		for i := range rs.plans.list {
+			r, o := rs.recordAt(i), prev.recordAt(i)
+			if r.object != o.object {
+				inStep = false
+				break
+			}
+			if !r.same(o) {
+				changed = append(changed, r.object)
+			}
+		}
+		if inStep {
+			if len(rs.patch) == 0 && len(prev.patch) == 0 {
+				// Objects at the same places: prev's index finds rs's.
+				prev.plans.index()
+				rs.plans.atOnce.Do(func() { rs.plans.at = prev.plans.at })
+			}
+			return changed
+		}
+	}
+	for i := range rs.plans.list {
+		r := rs.recordAt(i)
+		if was, ok := prev.planRecord(r.object); !ok || !r.same(*was) {
+			objects = append(objects, r.object)
+		}
+	}
+	for i := range prev.plans.list {
+		o := prev.recordAt(i)
+		if _, ok := rs.planRecord(o.object); !ok {
+			objects = append(objects, o.object)
+		}
+	}
+	return objects
 }
 
 // same reports whether r and o give a ToolDefinition the same record.
@@ -170,11 +304,11 @@ func (r record) same(o record) bool {
 // Objects lists the objects whose records name one of the tools.
 func (rs *Records) Objects(tools map[string]bool) []string {
 	var out []string
-	for _, r := range rs.list {
+	rs.each(func(r *record) {
 		if tools[r.tool] {
 			out = append(out, r.object)
 		}
-	}
+	})
 	return out
 }
 
@@ -182,11 +316,10 @@ func (rs *Records) Objects(tools map[string]bool) []string {
 // (nil for none); selected is false when the outcome has none for it and
 // its record is to be removed.
 func (rs *Records) For(object string, have *v1alpha1.CatalogEmbeddingStatus) (rec v1alpha1.CatalogEmbeddingStatus, selected bool) {
-	i, ok := rs.index()[object]
+	r, ok := rs.lookup(object)
 	if !ok {
 		return v1alpha1.CatalogEmbeddingStatus{}, false
 	}
-	r := &rs.list[i]
 	rec = v1alpha1.CatalogEmbeddingStatus{Catalog: rs.Catalog}
 	switch {
 	case !r.selected:

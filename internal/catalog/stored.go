@@ -79,10 +79,15 @@ func newLineage() Lineage { return Lineage{gen: gens.Add(1)} }
 // Lineage is the state's name and derivation, for PlanInput.
 func (s Stored) Lineage() Lineage { return s.lineage }
 
-// changedSince says which tools' entries differ between the state l names
-// and the state of generation gen: none when it is that state, and ok
-// false when it is not known to derive from it.
-func (l Lineage) changedSince(gen uint64) (changed map[string]bool, ok bool) {
+// Gen names the state, unique in the process (never 0).
+func (l Lineage) Gen() uint64 { return l.gen }
+
+// ChangedSince says which tools' entries differ between the state l
+// names and the state of generation gen: none when it is that state, and
+// ok false when it is not known to derive from it. The tools named are
+// those whose metadata, and so entry text and vector, changed or that
+// went; the others' text and vectors are the same.
+func (l Lineage) ChangedSince(gen uint64) (changed map[string]bool, ok bool) {
 	switch {
 	case gen == 0:
 		return nil, false

@@ -178,7 +178,7 @@ func TestAWholeReadLetsGoOfThePlans(t *testing.T) {
 	plan := func() {
 		stored := f.read(st, false)
 		sel := f.selection(st, "alpha", "beta")
-		st.Planner().Plan(catalog.PlanInput{Tools: sel.Tools, Stored: stored.Tools, Lineage: stored.Lineage(), Model: embedding.LexicalEmbedder{}.Model(), QueriesPerTool: 2})
+		_, _ = st.Planner().Plan(catalog.PlanInput{Tools: sel.Tools, Stored: stored.Tools, Lineage: stored.Lineage(), Model: embedding.LexicalEmbedder{}.Model(), QueriesPerTool: 2})
 	}
 	plan()
 	if got := st.Planner().Holds(); got != 2 {
@@ -352,7 +352,7 @@ func TestAResyncReadsWholeOnlyWhatChangedBehindTheOperator(t *testing.T) {
 			}
 			stored := f.read(st, false)
 			sel := f.selection(st, "alpha", "beta")
-			st.Planner().Plan(catalog.PlanInput{Tools: sel.Tools, Stored: stored.Tools, Lineage: stored.Lineage(), Model: embedding.LexicalEmbedder{}.Model(), QueriesPerTool: 2})
+			_, _ = st.Planner().Plan(catalog.PlanInput{Tools: sel.Tools, Stored: stored.Tools, Lineage: stored.Lineage(), Model: embedding.LexicalEmbedder{}.Model(), QueriesPerTool: 2})
 			if got := st.Planner().Holds(); got != 2 {
 				t.Fatalf("the planner holds %d plans; want 2", got)
 			}
