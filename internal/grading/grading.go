@@ -124,6 +124,10 @@ type gradeJob struct {
 type gradeState struct {
 	grader selfgrade.Grader
 	sets   map[string]selfgrade.QuerySet
+	// graded names the stored state the grader last graded
+	// (catalog.Lineage), 0 for none: a version derived from it is
+	// indexed by looking at what changed since.
+	graded uint64
 	// used is when a grading last used the state, in Unix nanoseconds.
 	used atomic.Int64
 	// bytes is the state's estimated size, as last charged.
@@ -356,7 +360,15 @@ func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*selfgrade.Grad
 		return vecs, nil
 	}
 	digest := func(name string) uint64 { return stored.Tools[name].Vector }
-	if err := st.grader.Index(stored.Doc, gradeReadChunk, digest, read); err != nil {
+	var touched []string
+	if changed, ok := stored.Lineage().ChangedSince(st.graded); ok {
+		touched = make([]string, 0, len(changed))
+		for name := range changed {
+			touched = append(touched, name)
+		}
+	}
+	st.graded = 0
+	if err := st.grader.Index(stored.Doc, gradeReadChunk, digest, touched, read); err != nil {
 		return nil, 0, err
 	}
 	sample := gradingSample(stored, job.changed)
@@ -413,7 +425,7 @@ func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*selfgrade.Grad
 	if err != nil {
 		return nil, 0, err
 	}
-	st.sets = sets
+	st.sets, st.graded = sets, stored.Lineage().Gen()
 	return g, left, nil
 }
 

@@ -204,3 +204,68 @@ func gradedCatalog(t *testing.T, n, words int) (catalog.Stored, map[string]strin
 	}
 	return stored, vectors
 }
+
+// touchRecorder is a Grader that keeps what each Index was told changed.
+type touchRecorder struct {
+	selfgrade.Grader
+	told [][]string
+}
+
+func (r *touchRecorder) Index(doc *contract.Document, chunk int, digest func(string) uint64, touched []string, read func([]string) (map[string]string, error)) error {
+	r.told = append(r.told, touched)
+	return r.Grader.Index(doc, chunk, digest, touched, read)
+}
+
+// The grading of a version published from the one graded last tells its
+// index which tools that publish changed, so only those are looked at;
+// of any other version, nothing, so every tool is.
+func TestGradingTellsTheIndexWhatChanged(t *testing.T) {
+	base, vectors := gradedCatalog(t, 300, 12)
+	all := func(stored catalog.Stored) catalog.Build {
+		b := catalog.Build{Document: stored.Doc, Vectors: map[string][]byte{}, Metadata: map[string][]byte{}}
+		for name, st := range stored.Tools {
+			b.Vectors[name] = []byte(vectors[name])
+			m := *st.Metadata
+			m.SpecHash = "h"
+			b.Metadata[name], _ = m.Marshal()
+		}
+		return b
+	}
+	v1, err := catalog.ReadStored(&contract.Snapshot{}).Published(all(base), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One tool's description and vector change in version 2.
+	edited := base.Doc.Tools[7].Name
+	doc2 := *v1.Doc
+	doc2.Tools = slices.Clone(doc2.Tools)
+	doc2.Tools[7].Description = "a description edited since"
+	vec2 := contract.EncodeVector(append([]float32{1}, make([]float32, embedding.LexicalEmbedder{}.Dimensions()-1)...))
+	m := *v1.Tools[edited].Metadata
+	raw2, _ := m.Marshal()
+	v2, err := v1.Published(catalog.Build{Document: &doc2, Vectors: map[string][]byte{edited: vec2}, Metadata: map[string][]byte{edited: raw2}}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &touchRecorder{Grader: selfgrade.New(-1, 0)}
+	st := &gradeState{grader: rec}
+	for _, v := range []catalog.Stored{v1, v2, v1} {
+		job := &gradeJob{version: v.Version, stored: v, emb: embedding.LexicalEmbedder{}, changed: map[string]bool{}, queries: &published.QueryVectors{},
+			vectors: func(_ context.Context, names []string) (map[string]string, error) {
+				out := make(map[string]string, len(names))
+				for _, n := range names {
+					out[n] = vectors[n]
+					if n == edited && v.Version == 2 {
+						out[n] = string(vec2)
+					}
+				}
+				return out, nil
+			}}
+		if _, _, err := st.grade(t.Context(), job); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(rec.told) != 3 || rec.told[0] != nil || !slices.Equal(rec.told[1], []string{edited}) || rec.told[2] != nil {
+		t.Fatalf("the indexes were told %q; want nothing for the first version, %s for the next, nothing for an older one", rec.told, edited)
+	}
+}

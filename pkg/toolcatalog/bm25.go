@@ -380,9 +380,15 @@ func newBM25Index(tools []contract.Tool, prev *bm25Index, prevAt map[string]int)
 // postings again; the result is the same index. It returns the tools
 // whose text changed. ix must be no one else's.
 func (ix *bm25Index) reindex(tools []contract.Tool) (changed []string) {
+	return ix.reindexAt(tools, seq(len(tools)))
+}
+
+// reindexAt is reindex when only the tools at the places at may have new
+// text: no other tool is looked at.
+func (ix *bm25Index) reindexAt(tools []contract.Tool, at []int) (changed []string) {
 	var todo []int
-	for i, t := range tools {
-		if !ix.docs[i].indexes(t) {
+	for _, i := range at {
+		if !ix.docs[i].indexes(tools[i]) {
 			todo = append(todo, i)
 		}
 	}

@@ -446,6 +446,13 @@ func (c *Catalog) finish(prev *Catalog) {
 	default:
 		c.index = newBM25Index(doc.Tools, nil, nil)
 	}
+	c.always = alwaysIncluded(doc, c.tools)
+}
+
+// alwaysIncluded lists, in the document's order, the tools flagged
+// alwaysInclude and those its search settings name.
+func alwaysIncluded(doc *contract.Document, tools map[string]int) []string {
+	var out []string
 	seen := map[string]bool{}
 	for _, t := range doc.Tools {
 		if t.AlwaysInclude {
@@ -453,15 +460,77 @@ func (c *Catalog) finish(prev *Catalog) {
 		}
 	}
 	for _, n := range doc.Search.AlwaysInclude {
-		if _, ok := c.tools[n]; ok {
+		if _, ok := tools[n]; ok {
 			seen[n] = true
 		}
 	}
 	for _, t := range doc.Tools {
 		if seen[t.Name] {
-			c.always = append(c.always, t.Name)
+			out = append(out, t.Name)
 		}
 	}
+	return out
+}
+
+// overwriteTouched is overwrite when the caller knows which tools may
+// differ from prev's (touched): when doc's tools are prev's, in the same
+// order, with a row each where prev had one, only the touched tools are
+// looked at, and prev's look-ups are all taken, so what a version costs
+// follows what changed in it. digest says each tool's vector as it now
+// is; rawVectors holds the raw vectors of the touched tools whose digest
+// differs from their row's. It returns nil, and changes nothing, when
+// that is not so (a touched tool new, gone, moved, or whose row comes or
+// goes), and overwrite or Next is to be used.
+func overwriteTouched(doc *contract.Document, rawVectors map[string][]byte, prev *Catalog, touched []string, digest func(name string) uint64) (c *Catalog, changed []string) {
+	if len(doc.Tools) != len(prev.Document.Tools) || !prev.nameKeys || prev.index == nil || prev.byRunes == nil ||
+		(prev.matrix == nil && (!prev.int8Only || prev.quant == nil)) || (doc.Embedding.Dimensions != 0 && doc.Embedding.Dimensions != prev.dims) {
+		return nil, nil
+	}
+	type update struct {
+		row  int
+		vec  []float32
+		hash uint64
+	}
+	var updates []update
+	at := make([]int, 0, len(touched))
+	for _, name := range touched {
+		i, ok := slices.BinarySearchFunc(doc.Tools, name, func(t contract.Tool, name string) int { return strings.Compare(t.Name, name) })
+		if j, had := prev.tools[name]; !ok || !had || i != j {
+			return nil, nil
+		}
+		at = append(at, i)
+		row, hash := prev.rowOf[i], digest(name)
+		switch {
+		case (row < 0) != (hash == 0):
+			return nil, nil // a row comes or goes
+		case row < 0 || hash == prev.rawHash[row]:
+			continue
+		}
+		v, err := contract.DecodeVector(rawVectors[name])
+		if err != nil || len(v) != prev.dims || !normalize(v) {
+			return nil, nil // no row: the tool leaves the rows
+		}
+		updates = append(updates, update{row, v, hash})
+	}
+	c = &Catalog{
+		Document: doc, matrix: prev.matrix, vecNames: prev.vecNames, rowOf: prev.rowOf, tools: prev.tools, Vectors: prev.Vectors,
+		dims: prev.dims, rawHash: slices.Clone(prev.rawHash), quant: prev.quant, int8Only: prev.int8Only,
+		nameKeys: prev.nameKeys, byRunes: prev.byRunes, index: prev.index,
+	}
+	changed = []string{}
+	for _, u := range updates {
+		if c.matrix != nil {
+			copy(c.matrix[u.row*c.dims:(u.row+1)*c.dims], u.vec)
+		}
+		if c.quant != nil {
+			c.quant.Set(u.row, u.vec)
+		}
+		c.rawHash[u.row] = u.hash
+		changed = append(changed, c.vecNames[u.row])
+	}
+	changed = append(changed, c.index.reindexAt(doc.Tools, at)...)
+	c.always = alwaysIncluded(doc, c.tools)
+	return c, changed
 }
 
 // overwrite builds the Catalog of doc in prev's storage, as Next does, when

@@ -28,10 +28,13 @@ type grader struct {
 	// next is the catalog nextVersion built from prev, prev then spent;
 	// nextRows names the tools whose row next wrote or whose text it
 	// re-indexed in prev's index, or, when nextMoved, whose row next
-	// holds and prev did not (next copied the rows to new places).
+	// holds and prev did not (next copied the rows to new places);
+	// nextAll says they are every tool that changed, the others looked at
+	// by no one.
 	next      *Catalog
 	nextRows  []string
 	nextMoved bool
+	nextAll   bool
 	tools     map[string]*gradedTool
 	// turn is the tool after which the rotating sample goes on.
 	turn string
@@ -203,8 +206,10 @@ type indexGrader struct {
 
 // Index indexes doc from the catalog last graded, reading only the
 // vectors that changed since, or whole the first time, chunk tools at a
-// time.
-func (g *indexGrader) Index(doc *contract.Document, chunk int, digest func(name string) uint64, read func(names []string) (map[string]string, error)) error {
+// time. touched, when not nil, names every tool whose entry or vector
+// may differ from the version graded last: only those are looked at
+// when the tools are the same ones.
+func (g *indexGrader) Index(doc *contract.Document, chunk int, digest func(name string) uint64, touched []string, read func(names []string) (map[string]string, error)) error {
 	g.indexed = nil
 	prev := g.graded()
 	if prev == nil {
@@ -215,16 +220,42 @@ func (g *indexGrader) Index(doc *contract.Document, chunk int, digest func(name 
 		g.indexed = c
 		return nil
 	}
-	var vecs map[string][]byte
-	if names := prev.staleVectors(doc, digest); len(names) > 0 {
+	readRaw := func(names []string) (map[string][]byte, error) {
+		if len(names) == 0 {
+			return nil, nil
+		}
 		raw, err := read(names)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		vecs = make(map[string][]byte, len(raw))
+		vecs := make(map[string][]byte, len(raw))
 		for name, r := range raw {
 			vecs[name] = []byte(r)
 		}
+		return vecs, nil
+	}
+	if touched != nil {
+		var stale []string
+		for _, name := range touched {
+			if d := digest(name); d != 0 {
+				if _, h := prev.rowHash(name); h != d {
+					stale = append(stale, name)
+				}
+			}
+		}
+		vecs, err := readRaw(stale)
+		if err != nil {
+			return err
+		}
+		if c, rows := overwriteTouched(doc, vecs, prev, touched, digest); c != nil {
+			g.next, g.nextRows, g.nextMoved, g.nextAll = c, rows, false, true
+			g.indexed = c
+			return nil
+		}
+	}
+	vecs, err := readRaw(prev.staleVectors(doc, digest))
+	if err != nil {
+		return err
 	}
 	g.indexed = g.nextVersion(doc, vecs)
 	return nil
@@ -260,7 +291,7 @@ func (g *grader) nextVersion(doc *contract.Document, rawVectors map[string][]byt
 		return nil
 	}
 	if c, rows := overwrite(doc, rawVectors, prev); c != nil {
-		g.next, g.nextRows, g.nextMoved = c, rows, false
+		g.next, g.nextRows, g.nextMoved, g.nextAll = c, rows, false, false
 		return c
 	}
 	// A new row: the rows are copied to a larger block. What the grade
@@ -268,7 +299,7 @@ func (g *grader) nextVersion(doc *contract.Document, rawVectors map[string][]byt
 	// lets go of its rows and search index now rather than hold them
 	// through the grade's searches (65 MB at 50,000 tools).
 	c := prev.Next(doc, rawVectors)
-	g.next, g.nextRows, g.nextMoved = c, changedRows(prev, c), true
+	g.next, g.nextRows, g.nextMoved, g.nextAll = c, changedRows(prev, c), true, false
 	prev.spend()
 	return c
 }
@@ -300,16 +331,26 @@ func (g *grader) grade(ctx context.Context, c *Catalog, sets map[string]gradehoo
 	// (prev's rows are spent: written over, or let go of). Any other
 	// catalog after nextVersion grades afresh.
 	spent := g.next != nil && g.next != c
-	rows, moved := g.nextRows, g.nextMoved
+	rows, moved, every := g.nextRows, g.nextMoved, g.nextAll
 	if g.next != c {
-		rows = nil
+		rows, every = nil, false
 	}
-	g.next, g.nextRows, g.nextMoved = nil, nil, false
+	g.next, g.nextRows, g.nextMoved, g.nextAll = nil, nil, false, false
 	if spent || g.prev == nil || g.prev.Document.CatalogUID != c.Document.CatalogUID || g.prev.Document.Embedding != c.Document.Embedding ||
 		!sameRanking(g.prev.withDefaults(Options{TopK: gradehook.K}), opts) {
 		g.tools = nil
 	}
-	changed := changedTools(g.prev, c, rows)
+	var changed map[string]bool
+	if every && g.prev != nil {
+		// Every tool that changed is in rows: the others are not
+		// looked at.
+		changed = make(map[string]bool, len(rows))
+		for _, name := range rows {
+			changed[name] = true
+		}
+	} else {
+		changed = changedTools(g.prev, c, rows)
+	}
 	if g.tools == nil {
 		g.tools = map[string]*gradedTool{}
 	}

@@ -1,7 +1,9 @@
 package toolcatalog
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -668,6 +670,16 @@ func keptRankingsFollow(t *testing.T, seed uint64) {
 // (Index), some indexed twice when a grading failed between, and some
 // older versions graded again (a retried job).
 func TestGraderKeptRankingsFollowTheGradingFlow(t *testing.T) {
+	for _, touching := range []bool{false, true} {
+		t.Run(fmt.Sprintf("touched named %v", touching), func(t *testing.T) { gradingFlow(t, touching) })
+	}
+}
+
+// gradingFlow is TestGraderKeptRankingsFollowTheGradingFlow, its Index
+// told which tools changed since the version graded last when touching,
+// as the manager's grading tells it, and half the versions changing
+// vectors alone, which Index then takes by looking at those tools only.
+func gradingFlow(t *testing.T, touching bool) {
 	ctx := context.Background()
 	const n, dims = keptMinRows + 300, 16
 	r := rand.New(rand.NewPCG(3, 5))
@@ -700,7 +712,26 @@ func TestGraderKeptRankingsFollowTheGradingFlow(t *testing.T) {
 		versions = append(versions, version{doc, maps.Clone(raw)})
 	}
 	g := &indexGrader{grader: grader{maxSearches: -1, sample: len(sets)}}
-	index := func(v version) {
+	graded, indexed := -1, -1 // the versions graded and indexed last
+	took := 0                 // the indexes that looked at the touched tools only
+	index := func(at int) {
+		v := versions[at]
+		var touched []string
+		if touching && graded >= 0 {
+			touched = []string{}
+			last := versions[graded].raw
+			for name, vec := range v.raw {
+				if !bytes.Equal(vec, last[name]) {
+					touched = append(touched, name)
+				}
+			}
+			for name := range last {
+				if _, ok := v.raw[name]; !ok {
+					touched = append(touched, name)
+				}
+			}
+		}
+		graded, indexed = -1, at
 		digest := func(name string) uint64 { return contract.VectorDigest(v.raw[name]) }
 		read := func(names []string) (map[string]string, error) {
 			out := map[string]string{}
@@ -709,23 +740,49 @@ func TestGraderKeptRankingsFollowTheGradingFlow(t *testing.T) {
 			}
 			return out, nil
 		}
-		if err := g.Index(v.doc, 500, digest, read); err != nil {
+		if err := g.Index(v.doc, 500, digest, touched, read); err != nil {
 			t.Fatal(err)
+		}
+		if g.nextAll {
+			took++
+		}
+		// The rows and text indexed are the version's, as an index of
+		// it read whole holds them.
+		whole, err := newReading(v.doc, 500, true, read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tool := range v.doc.Tools {
+			got, want := g.indexed.rowIndex(tool.Name), whole.rowIndex(tool.Name)
+			if (got < 0) != (want < 0) || got >= 0 && !slices.Equal(g.indexed.rowVector(got), whole.rowVector(want)) {
+				t.Fatalf("version %d: %s's row as indexed differs from the version's", at+1, tool.Name)
+			}
 		}
 		if !g.indexed.int8Only || g.indexed.matrix != nil || len(g.indexed.Vectors) != 0 {
 			t.Fatal("the grading's index holds float rows")
 		}
 	}
-	publish()
-	index(versions[0])
-	if _, _, err := g.Grade(ctx, sets); err != nil {
-		t.Fatal(err)
+	grade := func() *gradehook.Grading {
+		t.Helper()
+		got, _, err := g.Grade(ctx, sets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		graded = indexed
+		return got
 	}
+	publish()
+	index(0)
+	grade()
 	for step := range 30 {
 		names := slices.Sorted(maps.Keys(raw))
+		kinds := 3
+		if touching && step%2 == 0 {
+			kinds = 1 // vectors changed, no tool come or gone
+		}
 		for range 1 + r.IntN(30) {
 			tn := names[r.IntN(len(names))]
-			switch r.IntN(3) {
+			switch r.IntN(kinds) + 3 - kinds {
 			case 0:
 				delete(raw, tn)
 			case 1:
@@ -735,24 +792,101 @@ func TestGraderKeptRankingsFollowTheGradingFlow(t *testing.T) {
 			}
 		}
 		publish()
-		v := versions[len(versions)-1]
+		last := len(versions) - 1
+		v := versions[last]
 		switch r.IntN(4) {
 		case 0: // a grading failed after its index
-			index(versions[len(versions)-2])
+			index(last - 1)
 		case 1: // an older version is graded again first
-			old := versions[r.IntN(len(versions))]
-			index(old)
-			if _, _, err := g.Grade(ctx, sets); err != nil {
-				t.Fatal(err)
-			}
+			index(r.IntN(len(versions)))
+			grade()
 		}
-		index(v)
-		inc, _, err := g.Grade(ctx, sets)
+		index(last)
+		inc := grade()
+		rankedAsAScan(t, fmt.Sprintf("step %d", step), &g.grader, sets)
+		t.Logf("step %d: %d tools, searched %d, scanned %d", step, len(v.doc.Tools), inc.Searched, inc.Scanned)
+	}
+	if touching && took < 5 {
+		t.Fatalf("%d indexes looked at the touched tools only; want those of most versions that changed vectors alone", took)
+	}
+}
+
+// An Index told which tools changed looks at those alone: a tool whose
+// text and vector changed is re-indexed in place, and the version grades
+// as a grader that built it whole grades it; a tool that comes, or a
+// touched tool that gains a row, has the whole index checked.
+func TestIndexOfTheTouchedToolsGradesAsAWholeOne(t *testing.T) {
+	ctx := context.Background()
+	base := gradedFixture()
+	doc, raw := fixtureParts(t, base, contract.SearchDefaults{Method: "hybrid", TopK: 5})
+	sets := querySets(t, base)
+	g := &indexGrader{}
+	index := func(g *indexGrader, doc *contract.Document, raw map[string][]byte, touched []string) {
+		t.Helper()
+		read := func(names []string) (map[string]string, error) {
+			out := map[string]string{}
+			for _, n := range names {
+				if v, ok := raw[n]; ok {
+					out[n] = string(v)
+				}
+			}
+			return out, nil
+		}
+		if err := g.Index(doc, 1000, func(name string) uint64 { return contract.VectorDigest(raw[name]) }, touched, read); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What was graded, not how many searches it took.
+	grade := func(g *indexGrader) *gradehook.Grading {
+		t.Helper()
+		got, _, err := g.Grade(ctx, sets)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rankedAsAScan(t, fmt.Sprintf("step %d", step), &g.grader, sets)
-		t.Logf("step %d: %d tools, searched %d, scanned %d", step, len(v.doc.Tools), inc.Searched, inc.Scanned)
+		got.Searched, got.Scanned = 0, 0
+		return got
+	}
+	index(g, doc, raw, nil)
+	grade(g)
+
+	// send_email now reads as a letter and takes get_weather's vector.
+	edited := *doc
+	edited.Tools = slices.Clone(doc.Tools)
+	for i := range edited.Tools {
+		if edited.Tools[i].Name == "send_email" {
+			edited.Tools[i].Description = "Post a paper letter to a street address."
+		}
+	}
+	raw2 := maps.Clone(raw)
+	raw2["send_email"] = raw["get_weather"]
+	before := g.indexed.index
+	index(g, &edited, raw2, []string{"send_email"})
+	if !g.nextAll || g.indexed.index != before {
+		t.Fatal("an Index told of one tool's change did not take the last index in place")
+	}
+	if d := g.indexed.index.docs[g.indexed.tools["send_email"]]; !d.indexes(edited.Tools[g.indexed.tools["send_email"]]) {
+		t.Fatalf("send_email is indexed as %q", d.description)
+	}
+	fresh := &indexGrader{}
+	index(fresh, &edited, raw2, nil)
+	if got, whole := grade(g), grade(fresh); !reflect.DeepEqual(got, whole) {
+		t.Fatalf("grading after the touched tool was re-indexed:\n%+v\nwhole:\n%+v", got, whole)
+	}
+
+	// A tool comes: the tools are not the last version's, and the whole
+	// index is checked, touched or not.
+	more := edited
+	more.Tools = append(slices.Clone(edited.Tools), contract.Tool{Name: "zz_new_tool", Description: "A tool that came.", Parameters: json.RawMessage(`{}`)})
+	raw3 := maps.Clone(raw2)
+	raw3["zz_new_tool"] = raw["create_issue"]
+	index(g, &more, raw3, []string{"zz_new_tool"})
+	if g.nextAll {
+		t.Fatal("an Index took a new tool for a change of the tools it had")
+	}
+	fresh = &indexGrader{}
+	index(fresh, &more, raw3, nil)
+	if got, whole := grade(g), grade(fresh); !reflect.DeepEqual(got, whole) {
+		t.Fatalf("grading after a tool came:\n%+v\nwhole:\n%+v", got, whole)
 	}
 }
 

@@ -62,7 +62,7 @@ func TestGraderIndexesWhatChanged(t *testing.T) {
 			}
 			return out, nil
 		}
-		if err := g.Index(doc, 2, digest, read); err != nil {
+		if err := g.Index(doc, 2, digest, nil, read); err != nil {
 			t.Fatal(err)
 		}
 	}

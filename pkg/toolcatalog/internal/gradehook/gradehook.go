@@ -89,8 +89,11 @@ type Grader interface {
 	// graded last: digest says each tool's vector as it now is
 	// (contract.VectorDigest of the raw vector, 0 for none), and read
 	// returns the raw vectors of the tools named, which Index asks only
-	// for those that changed, chunk at a time.
-	Index(doc *contract.Document, chunk int, digest func(name string) uint64, read func(names []string) (map[string]string, error)) error
+	// for those that changed, chunk at a time. touched, when not nil,
+	// names every tool whose entry or vector may differ from the version
+	// graded last, so that only those are looked at; nil when that is not
+	// known.
+	Index(doc *contract.Document, chunk int, digest func(name string) uint64, touched []string, read func(names []string) (map[string]string, error)) error
 	// Grade grades the version Index indexed last with sets, the tools'
 	// own queries, and returns how many due queries it left for the next
 	// Grade.
