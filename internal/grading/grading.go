@@ -20,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -128,6 +129,8 @@ type gradeState struct {
 	// (catalog.Lineage), 0 for none: a version derived from it is
 	// indexed by looking at what changed since.
 	graded uint64
+	// order holds the gradable tools of the state sampled last.
+	order sampleOrder
 	// used is when a grading last used the state, in Unix nanoseconds.
 	used atomic.Int64
 	// bytes is the state's estimated size, as last charged.
@@ -140,7 +143,7 @@ type gradeState struct {
 // allocator's size classes round objects up. The document and the tools'
 // metadata are the published state's, which the manager keeps anyway.
 func (st *gradeState) size() int64 {
-	n := st.grader.Bytes()
+	n := st.grader.Bytes() + int64(cap(st.order.list))*int64(unsafe.Sizeof(candidate{}))
 	return n + n/8
 }
 
@@ -371,7 +374,7 @@ func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*selfgrade.Grad
 	if err := st.grader.Index(stored.Doc, gradeReadChunk, digest, touched, read); err != nil {
 		return nil, 0, err
 	}
-	sample := gradingSample(stored, job.changed)
+	sample := st.order.sample(stored, job.changed)
 	sets := make(map[string]selfgrade.QuerySet, len(sample))
 	// A query of several intents is searched by its intents too, which
 	// are embedded once, with the query, and kept with it.
@@ -442,32 +445,115 @@ func ownQueries(m *contract.Metadata) []string {
 	return append(slices.Clip(m.SyntheticQueries), m.LearnedQueries...)
 }
 
+// candidate is a gradable tool and its rank in the sample's order.
+type candidate struct {
+	name string
+	rank uint64
+}
+
+// rank places a tool in the sample's order, fixed by its name.
+func rank(name string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return h.Sum64()
+}
+
+// byRank orders candidates by rank, then name.
+func byRank(a, b candidate) int {
+	return cmp.Or(cmp.Compare(a.rank, b.rank), strings.Compare(a.name, b.name))
+}
+
+// gradable reports whether a stored tool has a query set to grade.
+func gradable(st catalog.StoredTool, ok bool) bool {
+	return ok && st.Metadata != nil && len(st.Metadata.SyntheticQueries) >= 2
+}
+
+// sampleOrder is a catalog's gradable tools in the sample's order, kept
+// from one grading to the next: the sample of a version published from
+// the one sampled last is picked from it, with the tools that publish
+// changed moved, rather than by a walk of every tool.
+type sampleOrder struct {
+	// gen is the stored state the order is of (catalog.Lineage), 0 for
+	// none; list its gradable tools by rank.
+	gen  uint64
+	list []candidate
+}
+
+// sample is gradingSample of stored, picked from the order of the state
+// sampled last when stored was published from it.
+func (o *sampleOrder) sample(stored catalog.Stored, changed map[string]bool) []string {
+	touched, known := stored.Lineage().ChangedSince(o.gen)
+	inDoc := func(name string) bool {
+		_, ok := slices.BinarySearchFunc(stored.Doc.Tools, name, func(t contract.Tool, name string) int { return strings.Compare(t.Name, name) })
+		return ok
+	}
+	switch {
+	case o.gen != 0 && known:
+		for name := range touched {
+			c := candidate{name, rank(name)}
+			if i, found := slices.BinarySearchFunc(o.list, c, byRank); found {
+				o.list = slices.Delete(o.list, i, i+1)
+			}
+			if st, ok := stored.Tools[name]; gradable(st, ok) && inDoc(name) {
+				i, _ := slices.BinarySearchFunc(o.list, c, byRank)
+				o.list = slices.Insert(o.list, i, c)
+			}
+		}
+	case slices.IsSortedFunc(stored.Doc.Tools, contract.ByName):
+		// Looked up by name in the document from now on.
+		o.list = o.list[:0]
+		for _, t := range stored.Doc.Tools {
+			if st, ok := stored.Tools[t.Name]; gradable(st, ok) {
+				o.list = append(o.list, candidate{t.Name, rank(t.Name)})
+			}
+		}
+		slices.SortFunc(o.list, byRank)
+	default:
+		o.gen, o.list = 0, nil
+		return gradingSample(stored, changed)
+	}
+	o.gen = stored.Lineage().Gen()
+	if len(o.list) <= MaxTools {
+		return gradingSample(stored, changed) // every one, in the document's order
+	}
+	var picked []candidate
+	for name := range changed {
+		if st, ok := stored.Tools[name]; gradable(st, ok) && inDoc(name) {
+			picked = append(picked, candidate{name, rank(name)})
+		}
+	}
+	slices.SortFunc(picked, byRank)
+	names := make([]string, 0, MaxTools)
+	for _, c := range picked[:min(len(picked), MaxTools)] {
+		names = append(names, c.name)
+	}
+	for _, c := range o.list {
+		if len(names) == MaxTools {
+			break
+		}
+		if !changed[c.name] {
+			names = append(names, c.name)
+		}
+	}
+	return names
+}
+
 // gradingSample names the tools to grade: all with a stored query set when
 // they fit, else the changed tools, then the others in an order fixed by
 // their names, so consecutive versions grade the same tools and reuse
 // their outcomes and query vectors.
 func gradingSample(stored catalog.Stored, changed map[string]bool) []string {
-	type candidate struct {
-		name string
-		rank uint64
-	}
-	rank := func(name string) uint64 {
-		h := fnv.New64a()
-		h.Write([]byte(name))
-		return h.Sum64()
-	}
 	// One walk of the catalog keeps the changed tools and, in rank
 	// order, the unchanged ones of lowest rank that may follow them: a
 	// version of 100,000 tools picks its 200 without sorting the others.
 	var picked, rest []candidate
 	var inOrder []string // every gradable tool, while they fit
-	gradable := 0
+	count := 0
 	for _, t := range stored.Doc.Tools {
-		st, ok := stored.Tools[t.Name]
-		if !ok || st.Metadata == nil || len(st.Metadata.SyntheticQueries) < 2 {
+		if st, ok := stored.Tools[t.Name]; !gradable(st, ok) {
 			continue
 		}
-		if gradable++; gradable <= MaxTools {
+		if count++; count <= MaxTools {
 			inOrder = append(inOrder, t.Name)
 		}
 		c := candidate{t.Name, rank(t.Name)}
@@ -475,17 +561,17 @@ func gradingSample(stored catalog.Stored, changed map[string]bool) []string {
 			picked = append(picked, c)
 			continue
 		}
-		if len(rest) == MaxTools && c.rank >= rest[MaxTools-1].rank {
+		if len(rest) == MaxTools && byRank(c, rest[MaxTools-1]) >= 0 {
 			continue
 		}
-		i, _ := slices.BinarySearchFunc(rest, c.rank, func(c candidate, r uint64) int { return cmp.Compare(c.rank, r) })
+		i, _ := slices.BinarySearchFunc(rest, c, byRank)
 		rest = slices.Insert(rest[:min(len(rest), MaxTools-1)], i, c)
 	}
-	if gradable <= MaxTools {
+	if count <= MaxTools {
 		return inOrder
 	}
 	names := make([]string, 0, MaxTools)
-	slices.SortFunc(picked, func(a, b candidate) int { return cmp.Compare(a.rank, b.rank) })
+	slices.SortFunc(picked, byRank)
 	for _, c := range append(picked, rest...) {
 		if len(names) == MaxTools {
 			break

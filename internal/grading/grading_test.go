@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -267,5 +268,99 @@ func TestGradingTellsTheIndexWhatChanged(t *testing.T) {
 	}
 	if len(rec.told) != 3 || rec.told[0] != nil || !slices.Equal(rec.told[1], []string{edited}) || rec.told[2] != nil {
 		t.Fatalf("the indexes were told %q; want nothing for the first version, %s for the next, nothing for an older one", rec.told, edited)
+	}
+}
+
+// The sample of a version published from the one sampled last is picked
+// from the order kept of that one, with only the tools the publish
+// changed moved, and is the sample a walk of every tool picks; a version
+// of unknown descent is walked.
+func TestGradingSampleFollowsThePublishes(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(7, 9))
+	meta := func(name string, queries int) []byte {
+		qs := []string{"q1 " + name, "q2 " + name, "q3 " + name}[:queries]
+		raw, _ := (&contract.Metadata{SpecHash: "h", Model: "m", SyntheticQueries: qs}).Marshal()
+		return raw
+	}
+	names := map[string]bool{}
+	b := catalog.Build{Document: &contract.Document{}, Metadata: map[string][]byte{}}
+	for i := range 1000 {
+		name := fmt.Sprintf("tool_%04d", i)
+		names[name] = true
+		b.Metadata[name] = meta(name, 2+i%2)
+	}
+	document := func() *contract.Document {
+		d := &contract.Document{}
+		for _, name := range slices.Sorted(maps.Keys(names)) {
+			d.Tools = append(d.Tools, contract.Tool{Name: name, Description: "does " + name})
+		}
+		return d
+	}
+	b.Document = document()
+	stored, err := catalog.ReadStored(&contract.Snapshot{}).Published(b, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order sampleOrder
+	check := func(step string, changed map[string]bool) []string {
+		t.Helper()
+		got, want := order.sample(stored, changed), gradingSample(stored, changed)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: sampled %d tools, %v...; a walk of every tool samples %d, %v...", step, len(got), got[:min(5, len(got))], len(want), want[:min(5, len(want))])
+		}
+		return got
+	}
+	check("first version", nil)
+	for step := range 40 {
+		next := catalog.Build{Metadata: map[string][]byte{}}
+		changed := map[string]bool{}
+		sorted := slices.Sorted(maps.Keys(names))
+		for range 1 + rnd.IntN(20) {
+			name := sorted[rnd.IntN(len(sorted))]
+			switch rnd.IntN(4) {
+			case 0: // gone
+				delete(names, name)
+				next.Removed = append(next.Removed, name)
+			case 1: // come
+				name = fmt.Sprintf("new_%02d_%s", step, name)
+				names[name] = true
+				next.Metadata[name] = meta(name, 2)
+			default: // re-embedded, with one query or more
+				next.Metadata[name] = meta(name, 1+rnd.IntN(3))
+			}
+			changed[name] = true
+		}
+		next.Document = document()
+		if stored, err = stored.Published(next, int64(step+2)); err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("step %d", step), changed)
+	}
+	// The sample is picked from the order kept, not by a walk: a tool
+	// taken out of the order behind its back is not sampled after a
+	// publish that did not change it, and is again once a version of
+	// unknown descent is walked.
+	lowest := order.list[0].name
+	order.list = order.list[1:]
+	edited := slices.Sorted(maps.Keys(names))[0]
+	if edited == lowest {
+		edited = slices.Sorted(maps.Keys(names))[1]
+	}
+	if stored, err = stored.Published(catalog.Build{Document: document(), Metadata: map[string][]byte{edited: meta(edited, 3)}}, 100); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(order.sample(stored, nil), lowest) {
+		t.Fatal("the sample of a version published from the last one was picked by a walk of every tool")
+	}
+	all := map[string][]byte{}
+	for name := range names {
+		all[name] = meta(name, 2)
+	}
+	stored, err = catalog.ReadStored(&contract.Snapshot{}).Published(catalog.Build{Document: document(), Metadata: all}, 101)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(check("a version of unknown descent", nil), lowest) {
+		t.Fatalf("%s, of lowest rank, is not sampled after a walk", lowest)
 	}
 }
