@@ -131,16 +131,18 @@ func Plan(in PlanInput) []ToolPlan {
 // planning every tool is a look-up in the stored state per tool, each
 // missing the CPU's caches, to find that one changed. A refresh request,
 // a learning catalog or another model plans everything. It is safe for
-// concurrent use.
+// concurrent use; the plans it returns are its own until its next call,
+// which writes the plans it makes anew over them (the plans of 100,000
+// tools are 20 MB, which a pass would otherwise allocate and drop).
 type Planner struct {
 	mu sync.Mutex
-	// key, gen and last are the last normal pass's settings, stored
-	// state and plans; gen 0 when there is none to reuse. set numbers
+	// key, gen and plans are the last normal pass's settings, stored
+	// state and plans; gen 0 when there are none to reuse. set numbers
 	// those plans (Reuse.Set).
-	key  planKey
-	gen  uint64
-	last []lastPlan
-	set  uint64
+	key   planKey
+	gen   uint64
+	plans []ToolPlan
+	set   uint64
 }
 
 // Reuse says which of a Planner's plans repeat the plans of its last
@@ -164,14 +166,6 @@ type planKey struct {
 	dimensions, queriesPerTool int
 }
 
-// lastPlan is what is kept of a plan that needed nothing, which is all
-// such a plan holds; tool is nil for the others.
-type lastPlan struct {
-	tool   *Tool
-	name   string
-	stored StoredTool
-}
-
 // Plan is the package's Plan, reusing what it can of the last call's,
 // and says which plans it reused.
 func (p *Planner) Plan(in PlanInput) ([]ToolPlan, Reuse) {
@@ -184,27 +178,17 @@ func (p *Planner) Plan(in PlanInput) ([]ToolPlan, Reuse) {
 	var reuse Reuse
 	// Past an eighth of the tools changed (a bulk apply's versions), a
 	// search for each costs more than planning every tool.
-	if normal && known && key == p.key && len(p.last) == len(in.Tools) && len(changed) <= len(in.Tools)/8 {
+	if normal && known && key == p.key && len(p.plans) == len(in.Tools) && len(changed) <= len(in.Tools)/8 {
 		plans, reuse.Replanned = p.replan(in, changed)
 		reuse.Base = p.set
 	} else {
 		plans = Plan(in)
 	}
-	last := p.last
-	p.key, p.gen, p.last, p.set = key, 0, nil, 0
+	p.key, p.gen, p.plans, p.set = key, 0, nil, 0
 	if !normal || in.Lineage.gen == 0 {
 		return plans, Reuse{}
 	}
-	if len(last) != len(plans) {
-		last = make([]lastPlan, len(plans))
-	}
-	for i, pl := range plans {
-		last[i] = lastPlan{}
-		if pl.Action == ActionNone && !pl.Deferred {
-			last[i] = lastPlan{tool: pl.Tool, name: pl.Name, stored: pl.Stored}
-		}
-	}
-	p.gen, p.last, p.set = in.Lineage.gen, last, planSets.Add(1)
+	p.gen, p.plans, p.set = in.Lineage.gen, plans, planSets.Add(1)
 	reuse.Set = p.set
 	if reuse.Base == 0 {
 		reuse.Replanned = nil
@@ -212,22 +196,15 @@ func (p *Planner) Plan(in PlanInput) ([]ToolPlan, Reuse) {
 	return plans, reuse
 }
 
-// replan takes the last plan of each tool at the same place with the same
-// entry that needed nothing, and plans the others and those of changed,
-// whose places it returns.
+// replan keeps, in the last call's plans, the plan of each tool at the
+// same place with the same entry that needed nothing, and plans the
+// others and those of changed anew, over the last plans; it returns the
+// plans and the places planned anew.
 func (p *Planner) replan(in PlanInput, changed map[string]bool) ([]ToolPlan, []int) {
-	plans := make([]ToolPlan, len(in.Tools))
-	parallel(len(in.Tools), func(i int) {
-		t, last := in.Tools[i], &p.last[i]
-		if last.tool == t {
-			plans[i] = ToolPlan{Tool: t, Name: last.name, Stored: last.stored}
-			return
-		}
-		plans[i] = planTool(t, in, modeNormal, nil)
-	})
+	plans := p.plans
 	var replanned []int
 	for i, t := range in.Tools {
-		if p.last[i].tool != t {
+		if pl := &plans[i]; pl.Tool != t || !reusable(pl) {
 			replanned = append(replanned, i)
 		}
 	}
@@ -235,21 +212,29 @@ func (p *Planner) replan(in PlanInput, changed map[string]bool) ([]ToolPlan, []i
 	// without reading the others' names.
 	for name := range changed {
 		if i, ok := slices.BinarySearchFunc(in.Tools, name, func(t *Tool, name string) int { return strings.Compare(t.Entry.Name, name) }); ok {
-			plans[i] = planTool(in.Tools[i], in, modeNormal, nil)
 			replanned = append(replanned, i)
 		}
 	}
 	slices.Sort(replanned)
-	return plans, slices.Compact(replanned)
+	replanned = slices.Compact(replanned)
+	parallel(len(replanned), func(k int) {
+		i := replanned[k]
+		plans[i] = planTool(in.Tools[i], in, modeNormal, nil)
+	})
+	return plans, replanned
 }
+
+// reusable reports whether a plan needed nothing, so the next pass takes
+// it while its tool and stored entry are the same.
+func reusable(pl *ToolPlan) bool { return pl.Action == ActionNone && !pl.Deferred }
 
 // Holds is how many tools' plans the planner keeps for the next call.
 func (p *Planner) Holds() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
-	for _, last := range p.last {
-		if last.tool != nil {
+	for i := range p.plans {
+		if reusable(&p.plans[i]) {
 			n++
 		}
 	}
@@ -260,7 +245,7 @@ func (p *Planner) Holds() int {
 func (p *Planner) Forget() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.key, p.gen, p.last = planKey{}, 0, nil
+	p.key, p.gen, p.plans, p.set = planKey{}, 0, nil, 0
 }
 
 // planTool is Plan for one tool, in the pass's mode.
