@@ -232,7 +232,19 @@ func TestPlannerPlansAsPlanDoes(t *testing.T) {
 	if _, ok := records.For("invalid", nil); ok {
 		t.Fatal("the ToolDefinition no longer selected keeps its record")
 	}
-	if shared < 7 {
+	// A tool renamed past three others, then back: the ToolDefinition's
+	// record moves with its plan, and back.
+	moving := &tds[slices.IndexFunc(tds, func(d v1alpha1.ToolDefinition) bool { return d.Name == "t100" })]
+	for _, name := range []string{"t103a", "t100"} {
+		moving.Generation++
+		moving.Spec.Name = name
+		pass("renamed to "+name, Request{})
+		pass("after the rename to "+name, Request{})
+		if rec, ok := records.For(moving.Name, nil); !ok || rec.SpecHash == "" {
+			t.Fatalf("after the rename to %s, %s's record is %v %+v", name, moving.Name, ok, rec)
+		}
+	}
+	if shared < 11 {
 		t.Fatalf("%d passes derived their records over the last pass's; want the edits' and the quiet passes'", shared)
 	}
 	// An entry changed behind the lineage: Plan sees it, the planner,

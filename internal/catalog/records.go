@@ -105,8 +105,8 @@ func (o *Outcome) Records(prev *Records) *Records {
 		}
 		for _, i := range o.Reuse.Replanned {
 			pl := o.Plans[i]
-			if was, ok := rs.patch[i]; ok {
-				delete(rs.patchAt, was.object)
+			if was, ok := rs.patch[i]; ok && rs.patchAt[was.object] == i {
+				delete(rs.patchAt, was.object) // unless it moved to a place patched before
 			}
 			rs.patch[i], rs.patchAt[pl.Tool.Object] = o.record(pl.Tool.Object, pl.Name, pl.Stored), i
 		}
