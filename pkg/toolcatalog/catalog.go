@@ -486,12 +486,7 @@ func overwriteTouched(doc *contract.Document, rawVectors map[string][]byte, prev
 		(prev.matrix == nil && (!prev.int8Only || prev.quant == nil)) || (doc.Embedding.Dimensions != 0 && doc.Embedding.Dimensions != prev.dims) {
 		return nil, nil
 	}
-	type update struct {
-		row  int
-		vec  []float32
-		hash uint64
-	}
-	var updates []update
+	var updates []rowUpdate
 	at := make([]int, 0, len(touched))
 	for _, name := range touched {
 		i, ok := slices.BinarySearchFunc(doc.Tools, name, func(t contract.Tool, name string) int { return strings.Compare(t.Name, name) })
@@ -510,25 +505,14 @@ func overwriteTouched(doc *contract.Document, rawVectors map[string][]byte, prev
 		if err != nil || len(v) != prev.dims || !normalize(v) {
 			return nil, nil // no row: the tool leaves the rows
 		}
-		updates = append(updates, update{row, v, hash})
+		updates = append(updates, rowUpdate{row, v, hash})
 	}
 	c = &Catalog{
 		Document: doc, matrix: prev.matrix, vecNames: prev.vecNames, rowOf: prev.rowOf, tools: prev.tools, Vectors: prev.Vectors,
 		dims: prev.dims, rawHash: slices.Clone(prev.rawHash), quant: prev.quant, int8Only: prev.int8Only,
 		nameKeys: prev.nameKeys, byRunes: prev.byRunes, index: prev.index,
 	}
-	changed = []string{}
-	for _, u := range updates {
-		if c.matrix != nil {
-			copy(c.matrix[u.row*c.dims:(u.row+1)*c.dims], u.vec)
-		}
-		if c.quant != nil {
-			c.quant.Set(u.row, u.vec)
-		}
-		c.rawHash[u.row] = u.hash
-		changed = append(changed, c.vecNames[u.row])
-	}
-	changed = append(changed, c.index.reindexAt(doc.Tools, at)...)
+	changed = append(c.writeRows(updates, []string{}), c.index.reindexAt(doc.Tools, at)...)
 	c.always = alwaysIncluded(doc, c.tools)
 	return c, changed
 }
@@ -547,12 +531,7 @@ func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catal
 	if (prev.matrix == nil && (!prev.int8Only || prev.quant == nil)) || (doc.Embedding.Dimensions != 0 && doc.Embedding.Dimensions != prev.dims) {
 		return nil, nil
 	}
-	type update struct {
-		row  int
-		vec  []float32
-		hash uint64
-	}
-	var updates []update
+	var updates []rowUpdate
 	rowOf := make([]int, len(doc.Tools))
 	// from is each row's place in prev: rising, and the row's own or
 	// past it when tools were removed.
@@ -568,7 +547,7 @@ func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catal
 				v, err := contract.DecodeVector(r)
 				has = err == nil && len(v) == prev.dims && normalize(v)
 				if has {
-					updates = append(updates, update{n, v, hash})
+					updates = append(updates, rowUpdate{n, v, hash})
 				}
 			}
 		}
@@ -619,16 +598,7 @@ func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catal
 			c.quant.Truncate(n)
 		}
 	}
-	for _, u := range updates {
-		if c.matrix != nil {
-			copy(c.matrix[u.row*c.dims:(u.row+1)*c.dims], u.vec)
-		}
-		if c.quant != nil {
-			c.quant.Set(u.row, u.vec)
-		}
-		c.rawHash[u.row] = u.hash
-		changed = append(changed, c.vecNames[u.row])
-	}
+	changed = c.writeRows(updates, changed)
 	if !shared {
 		for i, t := range doc.Tools {
 			c.tools[t.Name] = i
@@ -643,6 +613,30 @@ func overwrite(doc *contract.Document, rawVectors map[string][]byte, prev *Catal
 	}
 	c.finish(prev)
 	return c, changed
+}
+
+// rowUpdate is a row written over: its new values, unit-length, and the
+// digest of the raw vector they were decoded from.
+type rowUpdate struct {
+	row  int
+	vec  []float32
+	hash uint64
+}
+
+// writeRows writes updates over c's rows and appends the names of their
+// tools to changed.
+func (c *Catalog) writeRows(updates []rowUpdate, changed []string) []string {
+	for _, u := range updates {
+		if c.matrix != nil {
+			copy(c.matrix[u.row*c.dims:(u.row+1)*c.dims], u.vec)
+		}
+		if c.quant != nil {
+			c.quant.Set(u.row, u.vec)
+		}
+		c.rawHash[u.row] = u.hash
+		changed = append(changed, c.vecNames[u.row])
+	}
+	return changed
 }
 
 // spend lets go of c's rows, vectors and search index, after a
