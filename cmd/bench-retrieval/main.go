@@ -16,6 +16,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -46,6 +47,9 @@ func run() error {
 		replay                         = flag.Int("replay", 0, "replay half of the queries as usage, folding up to N recorded requests per tool into its query set, and report the other half before and after learning (0: off)")
 		intents                        = flag.String("intents", toolcatalog.IntentsOn, "on searches each intent of a request that asks for several things; off searches every request whole")
 		builtin                        = flag.String("builtin", "sentence", "builtin embedder without -embedding-base-url: sentence (Universal Sentence Encoder lite) or lexical (hashed n-grams)")
+		termWeight                     = flag.Float64("term-weight", retrieval.TermWeight, "the share of the candidate model's term half, with -terms held-out")
+		gridOut                        = flag.String("grid", "", "with -cross, also write every setting's recall@5 on every set to this file (tab-separated)")
+		terms                          = flag.String("terms", "none", "none measures the builtin sentence model; held-out the candidate model: the builtin sentence model beside word weights fitted on the datasets beside the one measured, never on it (docs/search.md)")
 		chatURL, chatModel, chatKeyEnv = flag.String("chat-base-url", "", "OpenAI-compatible chat base URL for query generation; empty uses the builtin generator"), flag.String("chat-model", "", "chat model"), flag.String("chat-api-key-env", "OPENAI_API_KEY", "environment variable holding the chat API key")
 	)
 	flag.Parse()
@@ -77,12 +81,30 @@ func run() error {
 		}
 	}
 
+	if *terms != "held-out" && *terms != "none" {
+		return fmt.Errorf("unknown -terms %q: use none or held-out", *terms)
+	}
+	// heldOut is the embedder to measure the dataset in dir with: with
+	// -terms held-out, the candidate fitted on the datasets beside it.
+	heldOut := func(ctx context.Context, dir string) (embedding.Embedder, error) {
+		if *terms == "none" {
+			return emb, nil
+		}
+		if _, ok := emb.(embedding.SentenceEmbedder); !ok {
+			return nil, fmt.Errorf("-terms held-out measures the builtin sentence model's candidate: drop -embedding-base-url and -builtin")
+		}
+		return retrieval.HeldOutEmbedder(ctx, filepath.Dir(filepath.Clean(dir)), filepath.Base(filepath.Clean(dir)), *termWeight)
+	}
+
 	ctx := context.Background()
 	if *cross != "" {
-		return runCross(ctx, *cross, retrieval.BuildOptions{Embedder: emb, Generator: gen, QueriesPerTool: *perTool, Concurrency: *concurrency})
+		return runCross(ctx, *cross, retrieval.BuildOptions{Generator: gen, QueriesPerTool: *perTool, Concurrency: *concurrency}, heldOut, *gridOut)
 	}
 	ds, err := retrieval.LoadDataset(*data)
 	if err != nil {
+		return err
+	}
+	if emb, err = heldOut(ctx, *data); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -124,27 +146,27 @@ func report(ctx context.Context, cat *toolcatalog.Catalog, queries []retrieval.Q
 }
 
 // runCross prepares every set under dir and reports the cross-set run.
-func runCross(ctx context.Context, dir string, o retrieval.BuildOptions) error {
-	entries, err := os.ReadDir(dir)
+func runCross(ctx context.Context, dir string, o retrieval.BuildOptions, embedderFor func(context.Context, string) (embedding.Embedder, error), gridOut string) error {
+	dirs, err := retrieval.Datasets(dir)
 	if err != nil {
 		return err
 	}
 	var sets []*retrieval.Prepared
-	for _, e := range entries {
-		path := filepath.Join(dir, e.Name())
-		if _, statErr := os.Stat(filepath.Join(path, "tools.json")); !e.IsDir() || statErr != nil {
-			continue
-		}
+	for _, path := range dirs {
 		ds, loadErr := retrieval.LoadDataset(path)
 		if loadErr != nil {
 			return fmt.Errorf("%s: %w", path, loadErr)
 		}
 		start := time.Now()
-		p, prepErr := retrieval.Prepare(ctx, e.Name(), ds, o)
+		if o.Embedder, err = embedderFor(ctx, path); err != nil {
+			return err
+		}
+		name := filepath.Base(path)
+		p, prepErr := retrieval.Prepare(ctx, name, ds, o)
 		if prepErr != nil {
 			return prepErr
 		}
-		fmt.Printf("%s: %d tools, %d queries, prepared in %s\n", e.Name(), len(ds.Tools), len(ds.Queries), time.Since(start).Round(time.Second))
+		fmt.Printf("%s: %d tools, %d queries, embedder %s, prepared in %s\n", name, len(ds.Tools), len(ds.Queries), o.Embedder.Model(), time.Since(start).Round(time.Second))
 		sets = append(sets, p)
 	}
 	if len(sets) < 2 {
@@ -156,5 +178,14 @@ func runCross(ctx context.Context, dir string, o retrieval.BuildOptions) error {
 		return err
 	}
 	fmt.Printf("%d settings searched on %d sets in %s\n\n", len(c.Settings), len(sets), time.Since(start).Round(time.Second))
+	if gridOut != "" {
+		var b bytes.Buffer
+		if err := c.WriteGrid(&b); err != nil {
+			return err
+		}
+		if err := os.WriteFile(gridOut, b.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
 	return c.Write(os.Stdout)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
@@ -185,6 +186,25 @@ func (c *Cross) best(use func(set int) bool) int {
 		}
 	}
 	return best
+}
+
+// WriteGrid prints every setting's recall@5 on every set, one line each,
+// tab-separated: to choose constants over several runs (as the builtin
+// model's term weight, which needs its own catalogs).
+func (c *Cross) WriteGrid(w io.Writer) error {
+	if _, err := fmt.Fprintf(w, "setting\t%s\n", strings.Join(c.Sets, "\t")); err != nil {
+		return err
+	}
+	for i, s := range c.Settings {
+		row := []string{s.String()}
+		for _, r := range c.Recall[i] {
+			row = append(row, fmt.Sprintf("%.4f", r))
+		}
+		if _, err := fmt.Fprintln(w, strings.Join(row, "\t")); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Write prints the run: per set, the arms, the default, the setting chosen

@@ -3,6 +3,7 @@ package retrieval
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
@@ -66,5 +67,20 @@ func TestRunCrossOverTwoSets(t *testing.T) {
 	}
 	if _, err := RunCross(ctx, sets, grid[:1]); err == nil {
 		t.Fatal("a grid without the default setting ran")
+	}
+}
+
+// The grid file holds every setting's recall@5 on every set, to choose
+// over several runs.
+func TestWriteGridListsEverySettingOnEverySet(t *testing.T) {
+	c := &Cross{Sets: []string{"a", "b"}, Settings: []Setting{DefaultSetting, {SemanticWeight: 0.3, MinLexicalEvidence: 1, Intents: "off"}},
+		Recall: [][]float64{{0.5, 0.25}, {0.125, 1}}}
+	var b strings.Builder
+	if err := c.WriteGrid(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := "setting\ta\tb\n" + DefaultSetting.String() + "\t0.5000\t0.2500\nw=0.30 e=1.0 intents off\t0.1250\t1.0000\n"
+	if b.String() != want {
+		t.Fatalf("grid\n%q\nwant\n%q", b.String(), want)
 	}
 }

@@ -3,6 +3,7 @@ package toolcatalog
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -29,10 +30,14 @@ var (
 
 // benchCatalog builds a catalog of n distinct synthetic tools with builtin
 // vectors.
-func benchCatalog(b testing.TB, n int) *Catalog {
+func benchCatalog(b testing.TB, n int) *Catalog { return benchCatalogWide(b, n, 1) }
+
+// benchCatalogWide is benchCatalog with each vector repeated times
+// times: the vectors are as many times longer and rank the same.
+func benchCatalogWide(b testing.TB, n, times int) *Catalog {
 	b.Helper()
 	doc := &contract.Document{Version: 1, Catalog: "bench/search",
-		Embedding: contract.EmbeddingInfo{Model: embedding.BuiltinLexicalModel, Dimensions: embedding.BuiltinLexicalDimensions},
+		Embedding: contract.EmbeddingInfo{Model: embedding.BuiltinLexicalModel, Dimensions: times * embedding.BuiltinLexicalDimensions},
 		Search:    contract.SearchDefaults{Method: "hybrid", TopK: 5}}
 	texts := make([]string, n)
 	for i := range n {
@@ -48,7 +53,7 @@ func benchCatalog(b testing.TB, n int) *Catalog {
 	}
 	raw := map[string][]byte{}
 	for i, v := range vecs {
-		raw[doc.Tools[i].Name] = contract.EncodeVector(v)
+		raw[doc.Tools[i].Name] = contract.EncodeVector(repeated(v, times))
 	}
 	if sealErr := doc.Seal(); sealErr != nil {
 		b.Fatal(sealErr)
@@ -66,15 +71,35 @@ type embeddedQueries map[string][]float32
 
 // embedBeforehand embeds texts with the fixture model for embeddedQueries.
 func embedBeforehand(b *testing.B, texts []string) embeddedQueries {
+	return embedBeforehandWide(b, texts, 1)
+}
+
+// embedBeforehandWide is embedBeforehand for benchCatalogWide.
+func embedBeforehandWide(b *testing.B, texts []string, times int) embeddedQueries {
 	vecs, err := embedding.LexicalEmbedder{}.Embed(context.Background(), texts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	queries := embeddedQueries{}
 	for i, t := range texts {
-		queries[t] = vecs[i]
+		queries[t] = repeated(vecs[i], times)
 	}
 	return queries
+}
+
+// repeated is v repeated times times, at unit length when v is.
+func repeated(v []float32, times int) []float32 {
+	if times == 1 {
+		return v
+	}
+	out := make([]float32, 0, times*len(v))
+	scale := float32(1 / math.Sqrt(float64(times)))
+	for range times {
+		for _, x := range v {
+			out = append(out, x*scale)
+		}
+	}
+	return out
 }
 
 func (e embeddedQueries) Model() string { return embedding.BuiltinLexicalModel }
@@ -88,12 +113,18 @@ func (e embeddedQueries) Embed(_ context.Context, texts []string) ([][]float32, 
 }
 
 func BenchmarkSearch(b *testing.B) {
-	queries := embedBeforehand(b, benchQueries)
-	for _, n := range []int{1000, 10000, 50000} {
-		c := benchCatalog(b, n)
+	for _, size := range []struct{ tools, times int }{{1000, 1}, {10000, 1}, {50000, 1}, {10000, 2}} {
+		n := size.tools
+		queries := embedBeforehandWide(b, benchQueries, size.times)
+		c := benchCatalogWide(b, n, size.times)
+		name := fmt.Sprintf("tools=%d", n)
+		if size.times > 1 {
+			// As long as the candidate model's vectors (docs/search.md).
+			name += fmt.Sprintf("/dims=%d", c.dims)
+		}
 		runtime.GC() // the build's garbage is not collected during the searches
 		for _, m := range Methods {
-			b.Run(fmt.Sprintf("tools=%d/method=%s", n, m), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/method=%s", name, m), func(b *testing.B) {
 				opts := Options{Method: m, TopK: 10, Embedder: queries}
 				if m == Hybrid {
 					// The benchmark's queries hold few distinctive
