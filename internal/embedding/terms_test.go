@@ -122,3 +122,24 @@ func TestTermsEmbedderRefusesAZeroBaseVector(t *testing.T) {
 		t.Fatal("a zero base vector embedded")
 	}
 }
+
+// BenchmarkTermHalf measures what the term half adds to a query's
+// embedding: a request of 8 words and one of 40.
+func BenchmarkTermHalf(b *testing.B) {
+	terms, err := FitTerms([][]string{{"will it rain in Lisbon"}, {"book a flight to Oslo"}}, 0.25, "bench", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for name, text := range map[string]string{
+		"words=8":  "will it rain in Lisbon tomorrow afternoon please",
+		"words=40": "I need to book a flight from Oslo to Lisbon next Tuesday morning, then find a hotel near the old town for three nights, and finally send the itinerary by email to my manager so she can approve the travel budget before Friday",
+	} {
+		b.Run(name, func(b *testing.B) {
+			out := make([]float32, TermDimensions)
+			b.ReportAllocs()
+			for b.Loop() {
+				terms.vector(text, 0.5, out)
+			}
+		})
+	}
+}
