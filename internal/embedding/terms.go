@@ -123,7 +123,7 @@ func (t *Terms) vector(s string, scale float64, out []float32) {
 // term vector, each a unit vector scaled by the square root of its
 // share, so that a cosine is (base + w·terms) / (1 + w). It is measured
 // by the retrieval benchmark (docs/search.md, "A candidate model"); no
-// catalog embeds with it.
+// catalog embeds with it. Both fields are required.
 type TermsEmbedder struct {
 	Base  Embedder
 	Terms *Terms

@@ -189,8 +189,8 @@ func (c *Cross) best(use func(set int) bool) int {
 }
 
 // WriteGrid prints every setting's recall@5 on every set, one line each,
-// tab-separated: to choose constants over several runs (as the builtin
-// model's term weight, which needs its own catalogs).
+// tab-separated: to choose constants over several runs (as the candidate
+// model's term weight, whose every value needs catalogs of its own).
 func (c *Cross) WriteGrid(w io.Writer) error {
 	if _, err := fmt.Fprintf(w, "setting\t%s\n", strings.Join(c.Sets, "\t")); err != nil {
 		return err
