@@ -27,7 +27,7 @@ func TestRetrievalQualityGate(t *testing.T) {
 		floor, complete, semantic float64
 	}{
 		{"testdata/mini", 0.95, 0.95, 0.90},       // reached 1.000, 1.000, 0.958
-		{"testdata/metatool", 0.74, 0.70, 0.68},   // reached 0.773, 0.728, 0.702
+		{"testdata/metatool", 0.74, 0.70, 0.68},   // reached 0.777, 0.731, 0.702
 		{"testdata/seal-tools", 0.95, 0.88, 0.84}, // reached 0.963, 0.901, 0.878
 	}
 	for _, set := range sets {
@@ -65,14 +65,14 @@ const heldOut = "../../../shared/bench"
 // The gate holds on sets no constant was chosen on too: APIBench's
 // Hugging Face part and ToolAlpaca (the defaults were chosen on
 // Seal-Tools and MetaTool). Their floors are a few points under what the
-// defaults reach there; the default does not yet beat BM25 on APIBench,
-// which the log shows.
+// defaults reach there; the default does not yet beat BM25 on APIBench
+// (0.328 against 0.337), which the log shows.
 func TestRetrievalHoldsWhereNotTuned(t *testing.T) {
 	sets := []struct {
 		name                      string
 		floor, complete, semantic float64
 	}{
-		{"apibench-hf", 0.29, 0.29, 0.15}, // reached 0.307, 0.307, 0.179
+		{"apibench-hf", 0.31, 0.31, 0.15}, // reached 0.328, 0.328, 0.179
 		{"toolalpaca", 0.91, 0.89, 0.89},  // reached 0.940, 0.913, 0.921
 	}
 	for _, set := range sets {

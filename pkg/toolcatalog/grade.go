@@ -123,8 +123,12 @@ type queryOutcome struct {
 // evidence and the blended score of the gradehook.K-th tool.
 type blendWatch struct {
 	w, cosHi, cosLo, lexHi, lexLo float64
-	evidence, minEvidence         float64
-	semanticOnly                  bool
+	// marginCos is the semantic arm's cosine at marginRank, +Inf when it
+	// ranked fewer tools: a tool above it moves the margin the cosine's
+	// share follows (see confidentMargin).
+	marginCos             float64
+	evidence, minEvidence float64
+	semanticOnly          bool
 	// kth is the gradehook.K-th tool's score on the blend's scale; -Inf when
 	// fewer tools ranked.
 	kth float64
@@ -139,6 +143,10 @@ const blendMargin = 0.05
 func newBlendWatch(order, semantic, lexical []ranked, b Blend) *blendWatch {
 	bw := &blendWatch{w: b.SemanticWeight, evidence: b.LexicalEvidence, minEvidence: b.MinLexicalEvidence, semanticOnly: b.SemanticOnly, kth: math.Inf(-1)}
 	bw.cosHi, bw.cosLo = cosineScale(semantic)
+	bw.marginCos = math.Inf(1)
+	if len(semantic) >= marginRank {
+		bw.marginCos = semantic[marginRank-1].score
+	}
 	bw.lexHi, bw.lexLo = lexicalScale(lexical)
 	if bw.semanticOnly {
 		bw.w = 1
@@ -169,6 +177,9 @@ func (bw *blendWatch) reaches(cosine, bm25, maxIDF float64) bool {
 		if bw.semanticOnly && after >= bw.minEvidence || !bw.semanticOnly && max(bw.evidence, after) > strongLexicalEvidence {
 			return true
 		}
+	}
+	if !bw.semanticOnly && cosine >= bw.marginCos {
+		return true
 	}
 	cosHi := max(bw.cosHi, cosine)
 	score := bw.w * between(cosHi, bw.cosLo)(cosine)

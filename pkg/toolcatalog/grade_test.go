@@ -415,8 +415,9 @@ func TestGraderRegradesByTheBlendedScore(t *testing.T) {
 // tool, or when it changes how the blend scores every tool.
 func TestBlendWatchReaches(t *testing.T) {
 	// Cosines scaled between 0.2 and 0.6, BM25 between 0 and 8; a
-	// cosine's share of 0.6; the fifth tool blended at 0.5.
-	bw := &blendWatch{w: 0.6, cosHi: 0.6, cosLo: 0.2, lexHi: 8, evidence: 1, minEvidence: 1, kth: 0.5}
+	// cosine's share of 0.6; the fifth tool blended at 0.5; the tenth
+	// cosine 0.47.
+	bw := &blendWatch{w: 0.6, cosHi: 0.6, cosLo: 0.2, lexHi: 8, evidence: 1, minEvidence: 1, kth: 0.5, marginCos: 0.47}
 	const maxIDF = 8
 	for _, tc := range []struct {
 		name         string
@@ -424,11 +425,12 @@ func TestBlendWatchReaches(t *testing.T) {
 		semanticOnly bool
 		want         bool
 	}{
-		{"far under the fifth", 0.3, 2, false, false},                 // 0.15 + 0.1
-		{"within the margin of the fifth", 0.4, 3.2, false, true},     // 0.3 + 0.16
-		{"above the fifth", 0.5, 4, false, true},                      // 0.45 + 0.2
-		{"no vector, a weak match", math.Inf(-1), 4, false, false},    // 0.2
-		{"a best BM25 lowers every other tool", 0.2, 16, false, true}, // 0.4, others down to 0.2
+		{"far under the fifth", 0.3, 2, false, false},                             // 0.15 + 0.1
+		{"within the margin of the fifth", 0.4, 3.2, false, true},                 // 0.3 + 0.16
+		{"above the fifth", 0.5, 4, false, true},                                  // 0.45 + 0.2
+		{"into the cosine's top ten, which sets its share", 0.48, 0, false, true}, // 0.42 alone
+		{"no vector, a weak match", math.Inf(-1), 4, false, false},                // 0.2
+		{"a best BM25 lowers every other tool", 0.2, 16, false, true},             // 0.4, others down to 0.2
 		{"strong evidence reweighs every tool", 0, 17, false, true},
 		{"no match: semantic-only stays", 0.3, 0, true, false},
 		{"semantic-only ignores a match under the best", 0.3, 7, true, false},

@@ -593,9 +593,34 @@ func (c *Catalog) rank(query string, unit []float32, opts Options, allowed func(
 		if resp.LexicalEvidence > strongLexicalEvidence {
 			resp.SemanticWeight *= strongLexicalEvidence / resp.LexicalEvidence
 		}
+		// A cosine arm that barely tells its first tool from its
+		// marginRank-th is trusted less: below confidentMargin its share
+		// shrinks in proportion.
+		if m, ok := semanticMargin(semantic.top); ok && m < confidentMargin {
+			resp.SemanticWeight *= m / confidentMargin
+		}
 		return c.blend(resp.SemanticWeight, semantic, lexical), semantic, lexical
 	}
 	return lexical, semantic, lexical
+}
+
+// confidentMargin is the lead of the semantic arm's first cosine over
+// its marginRank-th below which hybrid search lowers the cosine's share
+// in proportion: many tools about as near as the best (a catalog of
+// look-alike tools, a request the encoder cannot place) leave the order
+// to BM25. Chosen with each shared set left out (docs/search.md).
+const confidentMargin = 0.06
+
+// marginRank is the rank whose cosine confidentMargin is measured from.
+const marginRank = 10
+
+// semanticMargin is the semantic arm's first cosine less its
+// marginRank-th, at least 0; false when it ranked fewer tools.
+func semanticMargin(top []ranked) (float64, bool) {
+	if len(top) < marginRank {
+		return 0, false
+	}
+	return max(top[0].score-top[marginRank-1].score, 0), true
 }
 
 // concurrentArms is the number of vectors from which a search ranks its

@@ -939,3 +939,47 @@ func termMap(terms []termFreq) map[string]float64 {
 	}
 	return m
 }
+
+// A cosine arm whose first tool barely leads its tenth gives the order to
+// BM25 in proportion; one with a clear lead keeps its share.
+func TestHybridTrustsTheCosineLessWhenItsLeadIsSmall(t *testing.T) {
+	never := 0.0
+	for _, tc := range []struct {
+		name   string
+		tools  func(i int) fixtureTool
+		query  string
+		shrunk bool
+	}{
+		{"look-alike tools", func(i int) fixtureTool {
+			return fixtureTool{name: fmt.Sprintf("forecast_region_%d", i), description: fmt.Sprintf("Get the weather forecast for region %d.", i),
+				params: `{"type":"object"}`, queries: []string{"weather forecast for the region", fmt.Sprintf("forecast of region %d", i)}}
+		}, "weather forecast for the region", true},
+		{"distinct tools", func(i int) fixtureTool {
+			return fixtureTool{name: fmt.Sprintf("%s_%s", benchVerbs[i], benchNouns[i]), description: fmt.Sprintf("%s the %s.", benchVerbs[i], benchNouns[i]),
+				params: `{"type":"object"}`, queries: []string{fmt.Sprintf("%s my %s", benchVerbs[i], benchNouns[i])}}
+		}, "book a flight", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tools []fixtureTool
+			for i := range 12 {
+				tools = append(tools, tc.tools(i))
+			}
+			c := buildFixture(t, tools, contract.SearchDefaults{Method: "hybrid", TopK: 5})
+			r := search(t, c, tc.query, Options{Embedder: lexicalEmbedder(), MinLexicalEvidence: &never})
+			var cosines []float64
+			for _, v := range c.Vectors {
+				cosines = append(cosines, embedding.Cosine(mustEmbed(t, tc.query), v))
+			}
+			slices.Sort(cosines)
+			slices.Reverse(cosines)
+			margin := cosines[0] - cosines[marginRank-1]
+			w := DefaultSemanticWeight * min(1, strongLexicalEvidence/r.LexicalEvidence)
+			if tc.shrunk {
+				w *= margin / confidentMargin
+			}
+			if tc.shrunk != (margin < confidentMargin) || math.Abs(r.SemanticWeight-w) > 1e-6 {
+				t.Fatalf("lead %.4f of the first cosine over the tenth, evidence %.2f: weight %.4f, want %.4f", margin, r.LexicalEvidence, r.SemanticWeight, w)
+			}
+		})
+	}
+}
