@@ -56,18 +56,7 @@ func (e LexicalEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 
 func embedLexical(s string) []float32 {
 	acc := make([]float64, BuiltinLexicalDimensions)
-	add := func(feature string, weight float64) {
-		h := fnv.New64a()
-		h.Write([]byte(feature))
-		sum := h.Sum64()
-		idx := sum % BuiltinLexicalDimensions
-		// The top bit picks the sign so collisions cancel on average
-		// instead of piling up.
-		if sum>>63 == 1 {
-			weight = -weight
-		}
-		acc[idx] += weight
-	}
+	add := func(feature string, weight float64) { addHashed(acc, feature, weight) }
 
 	var content []string
 	for _, w := range text.Words(s) {
@@ -108,6 +97,19 @@ func embedLexical(s string) []float32 {
 		v[i] = float32(x / norm)
 	}
 	return v
+}
+
+// addHashed adds weight to acc at the place the feature's FNV-1a hash
+// picks (the hashing trick), with the sign its top bit picks so that
+// collisions cancel on average instead of piling up.
+func addHashed(acc []float64, feature string, weight float64) {
+	h := fnv.New64a()
+	h.Write([]byte(feature))
+	sum := h.Sum64()
+	if sum>>63 == 1 {
+		weight = -weight
+	}
+	acc[sum%uint64(len(acc))] += weight
 }
 
 // charNgrams returns the 3- to 5-grams of a word wrapped in boundary marks;

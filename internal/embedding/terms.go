@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"slices"
 
@@ -91,20 +90,13 @@ func (t *Terms) idf(stem string) float64 {
 }
 
 // vector writes the text's unit term vector, scaled by scale, to out
-// (TermDimensions long): each stem's weight at the place its FNV-1a hash
-// picks, with the sign its top bit picks so that collisions cancel on
-// average. A text of stopwords only writes nothing.
+// (TermDimensions long): each stem's weight hashed to its place, as the
+// lexical embedder hashes its features (addHashed). A text of stopwords
+// only writes nothing.
 func (t *Terms) vector(s string, scale float64, out []float32) {
 	var acc [TermDimensions]float64
 	for _, stem := range Stems(s) {
-		h := fnv.New64a()
-		h.Write([]byte(stem))
-		sum := h.Sum64()
-		w := t.idf(stem)
-		if sum>>63 == 1 {
-			w = -w
-		}
-		acc[sum%TermDimensions] += w
+		addHashed(acc[:], stem, t.idf(stem))
 	}
 	var norm float64
 	for _, v := range acc {
