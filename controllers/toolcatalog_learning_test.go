@@ -88,7 +88,8 @@ func TestLearningFromRecordedRequests(t *testing.T) {
 		g.Expect(hasEventNote(eventsFor(g, ns, "learns"), "published version 2: 5 tools, embedded 1 (book_room), 1 of them for new learned requests")).To(BeTrue())
 	}).Should(Succeed())
 	meta := storedMetadata(g, rc, keys)
-	g.Expect(meta["book_room"].LearnedQueries).To(Equal([]string{"fishbowl at ten for the standup please", "grab the fishbowl for standup"}))
+	// Both were recorded twice: a tie, taken in draw order.
+	g.Expect(meta["book_room"].LearnedQueries).To(Equal([]string{"grab the fishbowl for standup", "fishbowl at ten for the standup please"}))
 	for _, other := range []string{"get_weather", "send_email", "create_issue", "run_sql"} {
 		g.Expect(meta[other].LearnedQueries).To(BeEmpty())
 	}

@@ -115,21 +115,52 @@ func run() error {
 	fmt.Printf("dataset %s: %d tools, %d queries; embedder %s; %d queries per tool; catalog built in %s\n",
 		*data, len(ds.Tools), len(ds.Queries), emb.Model(), *perTool, time.Since(start).Round(time.Millisecond))
 	if *replay > 0 {
-		traffic, test := retrieval.Split(ds.Queries)
-		learned := retrieval.Replayed(traffic, *replay)
-		fmt.Printf("\nreplay: %d traffic queries recorded as usage, %d tools learned requests (at most %d each); %d test queries\n\nbefore learning (test queries):\n",
-			len(traffic), len(learned), *replay, len(test))
-		if err := report(ctx, cat, test, emb, *intents); err != nil {
-			return err
-		}
-		learnt, err := retrieval.Build(ctx, ds.Tools, retrieval.BuildOptions{Embedder: emb, Generator: gen, QueriesPerTool: *perTool, Concurrency: *concurrency, Learned: learned})
+		return replayUsage(ctx, ds, cat, retrieval.BuildOptions{Embedder: emb, Generator: gen, QueriesPerTool: *perTool, Concurrency: *concurrency}, *replay, *intents)
+	}
+	return report(ctx, cat, ds.Queries, emb, *intents)
+}
+
+// replayUsage records every other query of ds as usage, learns up to
+// perTool requests per tool from it, and reports the other queries before
+// and after learning: every method, learning's reach, and the queries
+// asking only for tools no traffic recorded, which learning must not
+// lower.
+func replayUsage(ctx context.Context, ds *retrieval.Dataset, before *toolcatalog.Catalog, o retrieval.BuildOptions, perTool int, intents string) error {
+	traffic, test := retrieval.Split(ds.Queries)
+	o.Learned = retrieval.Replayed(traffic, perTool)
+	fmt.Printf("\nreplay: %d traffic queries recorded as usage, %d tools learned requests (at most %d each); %d test queries\n\nbefore learning (test queries):\n",
+		len(traffic), len(o.Learned), perTool, len(test))
+	if err := report(ctx, before, test, o.Embedder, intents); err != nil {
+		return err
+	}
+	hybrid := toolcatalog.Options{Method: toolcatalog.Hybrid, Embedder: o.Embedder, Intents: intents}
+	reach, err := retrieval.LearningReach(ctx, before, traffic, test, hybrid)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nlearning's reach (hybrid): recall@5 %.3f if every recorded tool were found\n", reach)
+	after, err := retrieval.Build(ctx, ds.Tools, o)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nafter learning (test queries):\n")
+	if err := report(ctx, after, test, o.Embedder, intents); err != nil {
+		return err
+	}
+	unrecorded := retrieval.Unrecorded(traffic, test)
+	if len(unrecorded) == 0 {
+		return nil
+	}
+	var recall [2]float64
+	for i, cat := range []*toolcatalog.Catalog{before, after} {
+		m, err := retrieval.Evaluate(ctx, cat, unrecorded, hybrid)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("\nafter learning (test queries):\n")
-		return report(ctx, learnt, test, emb, *intents)
+		recall[i] = m.Recall[5]
 	}
-	return report(ctx, cat, ds.Queries, emb, *intents)
+	fmt.Printf("\n%d test queries ask only for tools no traffic recorded: hybrid recall@5 %.3f before learning, %.3f after\n", len(unrecorded), recall[0], recall[1])
+	return nil
 }
 
 // report evaluates every method on the queries and prints the table.

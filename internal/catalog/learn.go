@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"hash/fnv"
 	"sort"
 	"strings"
 
@@ -22,7 +23,8 @@ type LearnOptions struct {
 // most recorded distinct requests that led to it at least MinCount times,
 // made by at least MinPrincipals principals, and never more often to another tool, at most PerTool, leaving out its
 // curated example queries and requests that differ only in case and
-// spacing. examples maps a tool to its example queries. A tool without
+// spacing. Requests recorded equally often are taken in the order of
+// draw. examples maps a tool to its example queries. A tool without
 // such requests is absent.
 func Learn(recorded []contract.Recorded, examples map[string][]string, o LearnOptions) map[string][]string {
 	// best[request] is the highest count any tool got for the request.
@@ -42,19 +44,23 @@ func Learn(recorded []contract.Recorded, examples map[string][]string, o LearnOp
 	type candidate struct {
 		request string
 		count   int64
+		draw    uint64
 	}
 	byTool := map[string][]candidate{}
 	for k, n := range counts {
 		if n < o.MinCount || n < best[k.request] || principals[k] < o.MinPrincipals {
 			continue
 		}
-		byTool[k.tool] = append(byTool[k.tool], candidate{k.request, n})
+		byTool[k.tool] = append(byTool[k.tool], candidate{k.request, n, draw(k.request)})
 	}
 	out := map[string][]string{}
 	for tool, cs := range byTool {
 		sort.Slice(cs, func(i, j int) bool {
 			if cs[i].count != cs[j].count {
 				return cs[i].count > cs[j].count
+			}
+			if cs[i].draw != cs[j].draw {
+				return cs[i].draw < cs[j].draw
 			}
 			return cs[i].request < cs[j].request
 		})
@@ -80,3 +86,14 @@ func Learn(recorded []contract.Recorded, examples map[string][]string, o LearnOp
 }
 
 func normalizeLearned(s string) string { return contract.NormalizeRequest(s) }
+
+// draw orders requests recorded equally often: a hash of the text (FNV-1a,
+// the same in every process, so a pass picks what the last one did). The
+// requests picked from a tie are then a sample of them, where
+// alphabetical order picked those opening alike ("Can you ...", "Could
+// ...") and said least about the tool.
+func draw(request string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(request))
+	return h.Sum64()
+}

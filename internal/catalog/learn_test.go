@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -28,7 +29,7 @@ func TestLearnPicksFrequentRequestsOfEachTool(t *testing.T) {
 	want := map[string][]string{
 		"book_room":   {"grab the fishbowl", "fishbowl at ten"},
 		"run_sql":     {"open a ticket"},
-		"send_email":  {"mail the team", "tie"},
+		"send_email":  {"tie", "mail the team"}, // equal counts: in draw order
 		"get_weather": {"tie"},
 	}
 	if len(got) != len(want) {
@@ -77,5 +78,32 @@ func TestLearnCountsPrincipals(t *testing.T) {
 	}, nil, LearnOptions{PerTool: 5, MinCount: 2, MinPrincipals: 2})
 	if len(got) != 1 || !slices.Equal(got["book_room"], []string{"grab the fishbowl"}) {
 		t.Fatalf("learned %v", got)
+	}
+}
+
+// Requests recorded equally often are a sample of them, the same whatever
+// order they were recorded in, and not the alphabetically first: those
+// open alike ("Can you ...") and say least about the tool.
+func TestLearnSamplesTiedRequests(t *testing.T) {
+	var recorded []contract.Recorded
+	for i := range 100 {
+		recorded = append(recorded, contract.Recorded{Tool: "chart", Request: fmt.Sprintf("request %02d for a chart", i), Count: 1})
+	}
+	got := Learn(recorded, nil, LearnOptions{PerTool: 5, MinCount: 1})["chart"]
+	if len(got) != 5 {
+		t.Fatalf("learned %q, want 5 requests", got)
+	}
+	late := 0
+	for _, r := range got {
+		if r >= "request 10" {
+			late++
+		}
+	}
+	if late == 0 {
+		t.Errorf("learned %q: all among the ten alphabetically first of 100 tied requests", got)
+	}
+	slices.Reverse(recorded)
+	if again := Learn(recorded, nil, LearnOptions{PerTool: 5, MinCount: 1})["chart"]; !slices.Equal(again, got) {
+		t.Errorf("recorded in another order, learned %q, want %q", again, got)
 	}
 }

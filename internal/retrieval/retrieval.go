@@ -360,3 +360,67 @@ func Replayed(traffic []Query, perTool int) map[string][]string {
 	}
 	return catalog.Learn(recorded, nil, catalog.LearnOptions{PerTool: perTool, MinCount: 1})
 }
+
+// LearningReach is the recall@5 of the test queries if learning from
+// traffic found every tool it recorded: each query's gold tools found in
+// its top five as searched with opts, or recorded for some traffic query
+// (Replayed learns a request for each of those), at most five. Learning
+// moves only the recorded tools' vectors, so it cannot lift a query much
+// past this; a set whose test queries mostly ask for tools no traffic
+// asked for has little to learn.
+func LearningReach(ctx context.Context, c *toolcatalog.Catalog, traffic, test []Query, opts toolcatalog.Options) (float64, error) {
+	recorded := recordedTools(traffic)
+	if len(test) == 0 {
+		return 0, nil
+	}
+	opts.TopK = 5
+	var sum float64
+	for _, q := range test {
+		resp, err := c.Search(ctx, q.Query, opts)
+		if err != nil {
+			return 0, err
+		}
+		found := map[string]bool{}
+		for _, r := range resp.Results {
+			found[r.Tool.Name] = true
+		}
+		gold := map[string]bool{}
+		reached := 0
+		for _, g := range q.Gold {
+			if gold[g] {
+				continue
+			}
+			gold[g] = true
+			if found[g] || recorded[g] {
+				reached++
+			}
+		}
+		sum += float64(min(reached, 5)) / float64(len(gold))
+	}
+	return sum / float64(len(test)), nil
+}
+
+// Unrecorded are the test queries that ask only for tools no traffic query
+// asked for: learning changes none of their tools, so it must not lower
+// them.
+func Unrecorded(traffic, test []Query) []Query {
+	recorded := recordedTools(traffic)
+	var out []Query
+	for _, q := range test {
+		if !slices.ContainsFunc(q.Gold, func(g string) bool { return recorded[g] }) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// recordedTools are the tools some traffic query asked for.
+func recordedTools(traffic []Query) map[string]bool {
+	recorded := map[string]bool{}
+	for _, q := range traffic {
+		for _, g := range q.Gold {
+			recorded[g] = true
+		}
+	}
+	return recorded
+}

@@ -188,3 +188,55 @@ func TestMiniDatasetWithTheBuiltinSentenceModel(t *testing.T) {
 		t.Errorf("hybrid finds the right tool first for %.3f of the paraphrases, semantic for %.3f", top1[toolcatalog.Hybrid], top1[toolcatalog.Semantic])
 	}
 }
+
+// Learning's reach counts a gold tool as found when the search finds it
+// or traffic recorded it, and no other.
+func TestLearningReachCountsFoundAndRecordedTools(t *testing.T) {
+	ctx := context.Background()
+	tools := []Tool{
+		{Name: "get_weather", Description: "Current weather for a city."},
+		{Name: "send_email", Description: "Send an email message."},
+		{Name: "run_sql", Description: "Run a SQL query on a database."},
+	}
+	cat, err := Build(ctx, tools, BuildOptions{Embedder: embedding.LexicalEmbedder{}, Generator: embedding.TemplateQueryGenerator{}, QueriesPerTool: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	test := []Query{
+		{Query: "weather in Paris", Gold: []string{"get_weather"}},            // found
+		{Query: "weather in Paris", Gold: []string{"send_email"}},             // found only if recorded
+		{Query: "weather in Paris", Gold: []string{"get_weather", "run_sql"}}, // half found
+	}
+	opts := toolcatalog.Options{Method: toolcatalog.BM25}
+	for _, tc := range []struct {
+		traffic []Query
+		want    float64
+	}{
+		{nil, (1 + 0 + 0.5) / 3},
+		{[]Query{{Query: "mail my boss", Gold: []string{"send_email"}}}, (1 + 1 + 0.5) / 3},
+		{[]Query{{Query: "mail and a query", Gold: []string{"send_email", "run_sql"}}}, (1 + 1 + 1) / 3},
+	} {
+		got, err := LearningReach(ctx, cat, tc.traffic, test, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("traffic %v: reach %v, want %v", tc.traffic, got, tc.want)
+		}
+	}
+}
+
+// A query is unrecorded when none of its tools is recorded: one with a
+// recorded tool among others is learning's to lift, not to keep.
+func TestUnrecordedAsksOnlyForToolsNoTrafficRecorded(t *testing.T) {
+	traffic := []Query{{Query: "mail my boss", Gold: []string{"send_email"}}}
+	test := []Query{
+		{Query: "mail the team", Gold: []string{"send_email"}},
+		{Query: "weather in Paris", Gold: []string{"get_weather"}},
+		{Query: "mail the weather", Gold: []string{"get_weather", "send_email"}},
+	}
+	got := Unrecorded(traffic, test)
+	if len(got) != 1 || got[0].Query != "weather in Paris" {
+		t.Errorf("unrecorded %v, want only the weather query", got)
+	}
+}
