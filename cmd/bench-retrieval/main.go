@@ -144,22 +144,37 @@ func replayUsage(ctx context.Context, ds *retrieval.Dataset, before *toolcatalog
 		return err
 	}
 	fmt.Printf("\nafter learning (test queries):\n")
-	if err := report(ctx, after, test, o.Embedder, intents); err != nil {
+	if err = report(ctx, after, test, o.Embedder, intents); err != nil {
 		return err
 	}
 	unrecorded := retrieval.Unrecorded(traffic, test)
 	if len(unrecorded) == 0 {
 		return nil
 	}
-	var recall [2]float64
-	for i, cat := range []*toolcatalog.Catalog{before, after} {
-		m, err := retrieval.Evaluate(ctx, cat, unrecorded, hybrid)
-		if err != nil {
-			return err
+	// recall is the hybrid recall@5 of queries before and after learning.
+	recall := func(queries []retrieval.Query) (r [2]float64, err error) {
+		for i, cat := range []*toolcatalog.Catalog{before, after} {
+			var m *retrieval.Metrics
+			if m, err = retrieval.Evaluate(ctx, cat, queries, hybrid); err != nil {
+				return r, err
+			}
+			r[i] = m.Recall[5]
 		}
-		recall[i] = m.Recall[5]
+		return r, nil
 	}
-	fmt.Printf("\n%d test queries ask only for tools no traffic recorded: hybrid recall@5 %.3f before learning, %.3f after\n", len(unrecorded), recall[0], recall[1])
+	r, err := recall(unrecorded)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n%d test queries ask only for tools no traffic recorded: hybrid recall@5 %.3f before learning, %.3f after\n", len(unrecorded), r[0], r[1])
+	unlike, err := retrieval.LeastLike(ctx, o.Embedder, traffic, unrecorded, 0.25)
+	if err != nil || len(unlike) == 0 {
+		return err
+	}
+	if r, err = recall(unlike); err != nil {
+		return err
+	}
+	fmt.Printf("the quarter of them least like any recorded request (%d): %.3f before, %.3f after\n", len(unlike), r[0], r[1])
 	return nil
 }
 

@@ -424,3 +424,43 @@ func recordedTools(traffic []Query) map[string]bool {
 	}
 	return recorded
 }
+
+// LeastLike is the share (0 to 1) of queries least like any traffic
+// query: ranked by the cosine of each to its nearest traffic query, with
+// emb, the lowest first. Learning must not lower these: it moved no tool
+// toward anything they ask.
+func LeastLike(ctx context.Context, emb embedding.Embedder, traffic, queries []Query, share float64) ([]Query, error) {
+	n := int(float64(len(queries)) * share)
+	if n == 0 || len(traffic) == 0 {
+		return nil, nil
+	}
+	texts := make([]string, 0, len(traffic)+len(queries))
+	for _, q := range traffic {
+		texts = append(texts, q.Query)
+	}
+	for _, q := range queries {
+		texts = append(texts, q.Query)
+	}
+	vecs, err := emb.Embed(ctx, texts)
+	if err != nil {
+		return nil, err
+	}
+	recorded, asked := vecs[:len(traffic)], vecs[len(traffic):]
+	nearest := make([]float64, len(queries))
+	for i, v := range asked {
+		nearest[i] = math.Inf(-1)
+		for _, r := range recorded {
+			nearest[i] = max(nearest[i], embedding.Cosine(v, r))
+		}
+	}
+	order := make([]int, len(queries))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return nearest[order[a]] < nearest[order[b]] })
+	out := make([]Query, n)
+	for k, i := range order[:n] {
+		out[k] = queries[i]
+	}
+	return out, nil
+}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -238,5 +239,32 @@ func TestUnrecordedAsksOnlyForToolsNoTrafficRecorded(t *testing.T) {
 	got := Unrecorded(traffic, test)
 	if len(got) != 1 || got[0].Query != "weather in Paris" {
 		t.Errorf("unrecorded %v, want only the weather query", got)
+	}
+}
+
+// The queries least like the traffic come first, and as many as the
+// share asks for.
+func TestLeastLikeTakesTheQueriesFarthestFromTraffic(t *testing.T) {
+	traffic := []Query{{Query: "send an email to the team", Gold: []string{"send_email"}}}
+	queries := []Query{
+		{Query: "send an email to the team today", Gold: []string{"send_email"}},
+		{Query: "weather forecast in Paris", Gold: []string{"get_weather"}},
+		{Query: "send the team an email", Gold: []string{"send_email"}},
+		{Query: "run a database query", Gold: []string{"run_sql"}},
+	}
+	got, err := LeastLike(context.Background(), embedding.LexicalEmbedder{}, traffic, queries, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, q := range got {
+		names = append(names, q.Query)
+	}
+	slices.Sort(names)
+	if want := []string{"run a database query", "weather forecast in Paris"}; !slices.Equal(names, want) {
+		t.Errorf("least like the traffic: %q, want %q", names, want)
+	}
+	if got, _ := LeastLike(context.Background(), embedding.LexicalEmbedder{}, nil, queries, 0.5); len(got) != 0 {
+		t.Errorf("without traffic: %q, want none", got)
 	}
 }
