@@ -369,10 +369,10 @@ func Replayed(traffic []Query, perTool int) map[string][]string {
 // past this; a set whose test queries mostly ask for tools no traffic
 // asked for has little to learn.
 func LearningReach(ctx context.Context, c *toolcatalog.Catalog, traffic, test []Query, opts toolcatalog.Options) (float64, error) {
-	recorded := recordedTools(traffic)
 	if len(test) == 0 {
 		return 0, nil
 	}
+	recorded := recordedTools(traffic)
 	opts.TopK = 5
 	var sum float64
 	for _, q := range test {
@@ -427,8 +427,8 @@ func recordedTools(traffic []Query) map[string]bool {
 
 // LeastLike is the share (0 to 1) of queries least like any traffic
 // query: ranked by the cosine of each to its nearest traffic query, with
-// emb, the lowest first. Learning must not lower these: it moved no tool
-// toward anything they ask.
+// emb, the lowest first. Learning moves tools toward what traffic asked;
+// these ask least like it, so it must not lower them.
 func LeastLike(ctx context.Context, emb embedding.Embedder, traffic, queries []Query, share float64) ([]Query, error) {
 	n := int(float64(len(queries)) * share)
 	if n == 0 || len(traffic) == 0 {
