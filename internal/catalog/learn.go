@@ -89,9 +89,8 @@ func normalizeLearned(s string) string { return contract.NormalizeRequest(s) }
 
 // draw orders requests recorded equally often: a hash of the text (FNV-1a,
 // the same in every process, so a pass picks what the last one did). The
-// requests picked from a tie are then a sample of them, where
-// alphabetical order picked those opening alike ("Can you ...", "Could
-// ...") and said least about the tool.
+// requests picked from a tie are then a sample of them; alphabetical
+// order picked by how a request opens (punctuation first, then "A...").
 func draw(request string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(request))

@@ -82,8 +82,8 @@ func TestLearnCountsPrincipals(t *testing.T) {
 }
 
 // Requests recorded equally often are a sample of them, the same whatever
-// order they were recorded in, and not the alphabetically first: those
-// open alike ("Can you ...") and say least about the tool.
+// order they were recorded in, and not the alphabetically first, which
+// are picked by how they open.
 func TestLearnSamplesTiedRequests(t *testing.T) {
 	var recorded []contract.Recorded
 	for i := range 100 {
