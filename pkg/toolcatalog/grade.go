@@ -144,8 +144,8 @@ func newBlendWatch(order, semantic, lexical []ranked, b Blend) *blendWatch {
 	bw := &blendWatch{w: b.SemanticWeight, evidence: b.LexicalEvidence, minEvidence: b.MinLexicalEvidence, semanticOnly: b.SemanticOnly, kth: math.Inf(-1)}
 	bw.cosHi, bw.cosLo = cosineScale(semantic)
 	bw.marginCos = math.Inf(1)
-	if len(semantic) >= marginRank {
-		bw.marginCos = semantic[marginRank-1].score
+	if at, ok := marginCosine(semantic); ok {
+		bw.marginCos = at
 	}
 	bw.lexHi, bw.lexLo = lexicalScale(lexical)
 	if bw.semanticOnly {

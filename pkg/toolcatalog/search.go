@@ -617,10 +617,20 @@ const marginRank = 10
 // semanticMargin is the semantic arm's first cosine less its
 // marginRank-th, at least 0; false when it ranked fewer tools.
 func semanticMargin(top []ranked) (float64, bool) {
+	at, ok := marginCosine(top)
+	if !ok {
+		return 0, false
+	}
+	return max(top[0].score-at, 0), true
+}
+
+// marginCosine is the semantic arm's marginRank-th cosine, the one its
+// margin is measured from; false when it ranked fewer tools.
+func marginCosine(top []ranked) (float64, bool) {
 	if len(top) < marginRank {
 		return 0, false
 	}
-	return max(top[0].score-top[marginRank-1].score, 0), true
+	return top[marginRank-1].score, true
 }
 
 // concurrentArms is the number of vectors from which a search ranks its
