@@ -140,6 +140,13 @@ func startCluster(onStop func(func() error)) error {
 	fast.Backoff.Duration = 10 * time.Millisecond
 	redisPool = redisconn.NewPool()
 	onStop(func() error { redisPool.Close(); return nil })
+	// Test servers listen on 127.0.0.1; 127.0.0.2 stands for what the
+	// policy denies (a metadata service, an internal host).
+	policy, err := egress.New([]string{"127.0.0.1/32"}, cfg.Host)
+	if err != nil {
+		return err
+	}
+	suiteProviders.Egress = policy
 	ctx, cancel := context.WithCancel(context.Background())
 	if err = (&ToolCatalogReconciler{
 		Client:      mgr.GetClient(),
@@ -152,13 +159,6 @@ func startCluster(onStop func(func() error)) error {
 	}).SetupWithManager(ctx, mgr); err != nil {
 		cancel()
 		return fmt.Errorf("setting up toolcatalog controller: %w", err)
-	}
-	// Test servers listen on 127.0.0.1; 127.0.0.2 stands for what the
-	// policy denies (a metadata service, an internal host).
-	policy, err := egress.New([]string{"127.0.0.1/32"}, cfg.Host)
-	if err != nil {
-		cancel()
-		return err
 	}
 	if err := (&ToolSourceReconciler{
 		Client:    mgr.GetClient(),

@@ -300,9 +300,10 @@ const (
 	// ReasonReconciling (Ready=Unknown) means the first pass has not
 	// finished yet.
 	ReasonReconciling = "Reconciling"
-	// ReasonEgressDenied means an MCP server's URL is outside the egress
-	// policy the platform operators set (--egress-allow); nothing was sent
-	// to it.
+	// ReasonEgressDenied means an MCP server's URL, or a provider's base
+	// URL (spec.embedding.baseURL, spec.queryGeneration.baseURL or its
+	// fallback), is outside the egress policy the platform operators set
+	// (--egress-allow); nothing was sent to it.
 	ReasonEgressDenied = "EgressDenied"
 	// ReasonSyncLimitExceeded means an MCP server lists more tools than a
 	// ToolSource may import (the manager's --source-max-tools); nothing

@@ -174,6 +174,9 @@ func (o *Outcome) Synced() (metav1.ConditionStatus, string, string) {
 	if names := matching(func(f Failure) bool { return f.Kind == embedding.KindAuth }); len(names) > 0 {
 		return metav1.ConditionFalse, v1alpha1.ReasonProviderAuthFailed, fmt.Sprintf("the provider rejected the API key for %d tools (%s): check the apiKeySecretRef Secret", len(names), ListNames(names))
 	}
+	if names := matching(func(f Failure) bool { return f.Kind == embedding.KindDenied }); len(names) > 0 {
+		return metav1.ConditionFalse, v1alpha1.ReasonEgressDenied, fmt.Sprintf("the egress policy refused the provider's address for %d tools (%s), nothing was sent: ask the platform operators to allow the endpoint (--egress-allow) or use another one", len(names), ListNames(names))
+	}
 	if names := matching(byReason(v1alpha1.ReasonQueryGenerationFailed, v1alpha1.ReasonEmbeddingError)); len(names) > 0 {
 		return metav1.ConditionFalse, v1alpha1.ReasonToolsFailed, fmt.Sprintf("%d tools failed to refresh and keep their previous embedding (%s); see status.failingTools", len(names), ListNames(names))
 	}

@@ -330,7 +330,7 @@ func embed(ctx context.Context, e embedding.Embedder, sets []querySet, now time.
 // than embedding them together.
 func isolatable(err error) bool {
 	switch embedding.KindOf(err) {
-	case embedding.KindAuth, embedding.KindDimensionMismatch:
+	case embedding.KindAuth, embedding.KindDimensionMismatch, embedding.KindDenied:
 		return false
 	}
 	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)

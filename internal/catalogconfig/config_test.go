@@ -2,11 +2,15 @@ package catalogconfig
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
+	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
@@ -70,5 +74,42 @@ func TestIntentsSettingIsPublished(t *testing.T) {
 		if cfg.Search.Intents != want {
 			t.Errorf("intents %q publishes %q, want %q", setting, cfg.Search.Intents, want)
 		}
+	}
+}
+
+// Every provider endpoint is a namespace user's choice: each is checked
+// against the egress policy before a client is built, and one the policy
+// refuses is an EgressDenied error naming the field and the flag.
+func TestProviderEndpointsMeetTheEgressPolicy(t *testing.T) {
+	api := func(u string) embedding.OpenAIConfig { return embedding.OpenAIConfig{BaseURL: u} }
+	const denied, public = "http://169.254.169.254/latest/meta-data?x=", "https://api.openai.com/v1"
+	for _, tt := range []struct {
+		field string
+		s     ProviderSettings
+	}{
+		{"spec.embedding.baseURL", ProviderSettings{Embedding: &embedding.OpenAIEmbedderConfig{OpenAIConfig: api(denied), Model: "m"}}},
+		{"spec.queryGeneration.baseURL", ProviderSettings{Generation: &embedding.OpenAIQueryGeneratorConfig{OpenAIConfig: api("http://10.0.0.7/v1"), Models: []string{"m"}}}},
+		{"spec.queryGeneration.fallback.baseURL", ProviderSettings{Generation: &embedding.OpenAIQueryGeneratorConfig{OpenAIConfig: api(public), Models: []string{"m"},
+			Fallback: &embedding.OpenAIFallback{OpenAIConfig: api("http://kubernetes.default.svc/v1"), Model: "m"}}}},
+	} {
+		_, err := BuildProviders(tt.s, nil)
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Reason != v1alpha1.ReasonEgressDenied {
+			t.Errorf("%s: got %v, want EgressDenied", tt.field, err)
+			continue
+		}
+		if !strings.HasPrefix(ce.Message, tt.field+" ") || !strings.Contains(ce.Message, "--egress-allow") || strings.Contains(ce.Message, "meta-data") {
+			t.Errorf("%s: the message does not name the field and the flag, or repeats the path: %s", tt.field, ce.Message)
+		}
+	}
+	// A public endpoint, and a private one the platform operators listed,
+	// are reached.
+	open, err := egress.New([]string{"0.0.0.0/0", "http://10.0.0.7/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := BuildProviders(ProviderSettings{Embedding: &embedding.OpenAIEmbedderConfig{OpenAIConfig: api(public), Model: "m"},
+		Generation: &embedding.OpenAIQueryGeneratorConfig{OpenAIConfig: api("http://10.0.0.7/v1"), Models: []string{"m"}}}, open); err != nil {
+		t.Errorf("allowed endpoints refused: %v", err)
 	}
 }

@@ -5,9 +5,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 )
 
@@ -47,25 +51,73 @@ type Providers struct {
 	Generator embedding.QueryGenerator
 }
 
-// BuildProviders makes the clients the settings describe. A setting the
-// client refuses is a configuration error.
-func BuildProviders(s ProviderSettings) (Providers, error) {
+// BuildProviders makes the clients the settings describe. Every endpoint
+// is a namespace user's choice, so each client reaches its endpoint only
+// through policy (egress.Default() when nil): the URL is checked now, the
+// address when it is dialled, and redirects are not followed. A setting
+// the client refuses is a configuration error; an endpoint the policy
+// refuses, an EgressDenied one.
+func BuildProviders(s ProviderSettings, policy *egress.Policy) (Providers, error) {
+	if policy == nil {
+		policy = egress.Default()
+	}
 	p := Providers{Embedder: embedding.SentenceEmbedder{}, Generator: embedding.TemplateQueryGenerator{}}
 	if s.Embedding != nil {
-		e, err := embedding.NewOpenAIEmbedder(*s.Embedding)
+		cfg := *s.Embedding
+		if err := through(policy, &cfg.OpenAIConfig, "spec.embedding.baseURL"); err != nil {
+			return Providers{}, err
+		}
+		e, err := embedding.NewOpenAIEmbedder(cfg)
 		if err != nil {
 			return Providers{}, &Error{Reason: v1alpha1.ReasonInvalidConfiguration, Message: fmt.Sprintf("spec.embedding: %v", err)}
 		}
 		p.Embedder = e
 	}
 	if s.Generation != nil {
-		g, err := embedding.NewOpenAIQueryGenerator(*s.Generation)
+		cfg := *s.Generation
+		if err := through(policy, &cfg.OpenAIConfig, "spec.queryGeneration.baseURL"); err != nil {
+			return Providers{}, err
+		}
+		if cfg.Fallback != nil {
+			fb := *cfg.Fallback
+			if err := through(policy, &fb.OpenAIConfig, "spec.queryGeneration.fallback.baseURL"); err != nil {
+				return Providers{}, err
+			}
+			cfg.Fallback = &fb
+		}
+		g, err := embedding.NewOpenAIQueryGenerator(cfg)
 		if err != nil {
 			return Providers{}, &Error{Reason: v1alpha1.ReasonInvalidConfiguration, Message: fmt.Sprintf("spec.queryGeneration: %v", err)}
 		}
 		p.Generator = g
 	}
 	return p, nil
+}
+
+// through gives a provider's configuration the policy's HTTP client for
+// its endpoint, keeping the TLS settings of a client set before.
+func through(policy *egress.Policy, c *embedding.OpenAIConfig, field string) error {
+	var transport *http.Transport
+	if c.HTTPClient != nil {
+		transport, _ = c.HTTPClient.Transport.(*http.Transport)
+	}
+	hc, err := policy.Client(c.Endpoint(), transport)
+	if err != nil {
+		return &Error{Reason: v1alpha1.ReasonEgressDenied, Message: DeniedMessage(field, c.Endpoint(), err)}
+	}
+	c.HTTPClient = hc
+	return nil
+}
+
+// DeniedMessage says that the URL in field may not be reached, and how
+// to allow it, without repeating more of the URL than its origin.
+func DeniedMessage(field, raw string, err error) string {
+	origin := "the endpoint"
+	if u, perr := url.Parse(raw); perr == nil && u.Host != "" {
+		origin = u.Scheme + "://" + u.Host + "/"
+	}
+	return fmt.Sprintf("%s %s may not be reached: %v; nothing was sent: ask the platform operators to allow it (--egress-allow %s) or use another endpoint", field, origin,
+		strings.TrimPrefix(err.Error(), egress.ErrDenied.Error()+": "), origin)
 }
 
 // ProviderFactory gives a catalog the clients of its providers.
@@ -80,6 +132,10 @@ type ProviderFactory interface {
 // clients once and reuses them (and their HTTP connections) for as long as
 // the settings' fingerprint stays the same.
 type ProviderCache struct {
+	// Egress is the policy every provider endpoint is reached through;
+	// egress.Default() when nil.
+	Egress *egress.Policy
+
 	mu      sync.Mutex
 	entries map[string]cachedProviders
 }
@@ -100,7 +156,7 @@ func (c *ProviderCache) Providers(catalog string, s ProviderSettings) (Providers
 	if e, ok := c.entries[catalog]; ok && e.fingerprint == fp {
 		return e.providers, nil
 	}
-	p, err := BuildProviders(s)
+	p, err := BuildProviders(s, c.Egress)
 	if err != nil {
 		return Providers{}, err
 	}

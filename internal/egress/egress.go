@@ -1,6 +1,7 @@
 // Package egress decides which network destinations the operator and the
 // gateway may reach on behalf of the objects namespace users write: the
-// MCP servers of ToolSources and of hand-written ToolDefinitions. Every
+// MCP servers of ToolSources and of hand-written ToolDefinitions, and the
+// embedding and chat providers of ToolCatalogs. Every
 // such URL is user input, so a connection is checked twice: the URL
 // against the policy before anything is sent, and the address actually
 // dialled (after DNS) when the connection is made, so a name that resolves
@@ -112,7 +113,7 @@ func New(allow []string, deny ...string) (*Policy, error) {
 }
 
 // FlagHelp describes the --egress-allow flag of the binaries.
-const FlagHelp = "Comma-separated URL prefixes (http://mcp.team-a.svc:8080/) and address ranges (10.0.0.0/8) that MCP servers may be at (env EGRESS_ALLOW). Default: every public address; private networks (RFC 1918, ULA, CGNAT), cluster names, loopback, link-local, cloud metadata, multicast and the API server are reached only when listed."
+const FlagHelp = "Comma-separated URL prefixes (http://mcp.team-a.svc:8080/) and address ranges (10.0.0.0/8) that MCP servers and the catalogs' embedding and chat providers may be at (env EGRESS_ALLOW). Default: every public address; private networks (RFC 1918, ULA, CGNAT), cluster names, loopback, link-local, cloud metadata, multicast and the API server are reached only when listed."
 
 // Unrestricted allows every destination: for a person's own command line,
 // never for what serves other users.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ErrorKind classifies a provider failure by what should happen next.
@@ -33,6 +35,10 @@ const (
 	// KindInvalidInput is input the provider cannot embed, such as an
 	// empty text.
 	KindInvalidInput ErrorKind = "InvalidInput"
+	// KindDenied is an endpoint the egress policy refuses to reach (its
+	// name resolved to a denied address): nothing was sent; the platform
+	// operators must allow it, or the catalog must name another.
+	KindDenied ErrorKind = "EgressDenied"
 )
 
 // Retryable reports whether a failure of this kind may succeed when retried.
@@ -132,4 +138,35 @@ func scrub(msg string, key Secret) string {
 		return msg
 	}
 	return strings.ReplaceAll(msg, key.Reveal(), redacted)
+}
+
+// MaxSummaryBytes bounds what of a failed call's answer reaches an error,
+// and through it a status, an event or a log line.
+const MaxSummaryBytes = 200
+
+// summarize makes a bounded, one-line summary of what a server or the
+// transport said: the key removed, control and invisible characters and
+// line breaks turned into spaces, runs of spaces folded, and the text cut
+// at MaxSummaryBytes. An endpoint is whatever a namespace user wrote, so
+// its answer is never copied whole where others read it.
+func summarize(msg string, key Secret) string {
+	msg = scrub(strings.ToValidUTF8(msg, " "), key)
+	var b strings.Builder
+	space := false
+	for _, r := range msg {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			space = b.Len() > 0
+			continue
+		}
+		if b.Len()+utf8.RuneLen(r)+1 > MaxSummaryBytes-len("…") {
+			b.WriteString("…")
+			break
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	consumeropenai "github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/openai"
 )
 
@@ -54,6 +55,10 @@ func (c OpenAIConfig) baseURL() string {
 	}
 	return DefaultOpenAIBaseURL
 }
+
+// Endpoint is the API root requests go to: BaseURL, or
+// DefaultOpenAIBaseURL when it is empty.
+func (c OpenAIConfig) Endpoint() string { return c.baseURL() }
 
 // post sends one request to path under the base URL and decodes the
 // answer into out; it does not retry: retries, backoff and Retry-After are
@@ -110,18 +115,26 @@ func (c OpenAIConfig) classify(parent, attempt context.Context, provider, model 
 		if msg == "" {
 			msg = http.StatusText(apiErr.StatusCode)
 		}
-		e.Err = fmt.Errorf("HTTP %d: %s", apiErr.StatusCode, scrub(msg, c.APIKey))
+		e.Err = fmt.Errorf("HTTP %d: %s", apiErr.StatusCode, summarize(msg, c.APIKey))
 		e.retryAfterDelay, e.hasRetryAfter = consumeropenai.RetryAfter(apiErr.Header, time.Now())
+	case errors.Is(err, egress.ErrDenied):
+		// The name resolved to an address the policy denies: nothing
+		// was sent.
+		e.Kind = KindDenied
+		e.Err = errors.New(summarize(err.Error(), c.APIKey))
+	case errors.Is(err, egress.ErrRedirect):
+		e.Kind = KindBadRequest
+		e.Err = egress.ErrRedirect
 	case parent.Err() == nil && errors.Is(attempt.Err(), context.DeadlineExceeded):
 		e.Kind = KindTimeout
 		e.Err = fmt.Errorf("no response within %s", c.timeout())
 	case errors.As(err, &netErr):
 		e.Kind = KindUnavailable
-		e.Err = errors.New(scrub(err.Error(), c.APIKey))
+		e.Err = errors.New(summarize(err.Error(), c.APIKey))
 	default:
 		// The body could not be decoded.
 		e.Kind = KindMalformed
-		e.Err = errors.New(scrub(err.Error(), c.APIKey))
+		e.Err = errors.New(summarize(err.Error(), c.APIKey))
 	}
 	return e
 }

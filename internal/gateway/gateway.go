@@ -518,7 +518,7 @@ func (g *Gateway) follow(tc *v1alpha1.ToolCatalog, where string) (*served, error
 	s.usedAt.Store(time.Now().UnixNano())
 	s.sessions = &sessionStore{rc: s.redis, keys: cfg.Keys, idle: g.opts.Limits.SessionIdle, lifetime: g.opts.Limits.SessionLifetime, max: g.opts.Limits.SessionsPerPrincipal}
 	s.cancels = &cancels{s: s, m: map[string]context.CancelFunc{}}
-	if p, buildProvidersErr := catalogconfig.BuildProviders(cfg.Providers); buildProvidersErr == nil {
+	if p, buildProvidersErr := catalogconfig.BuildProviders(cfg.Providers, g.opts.Egress); buildProvidersErr == nil {
 		s.embedder = p.Embedder
 	} else {
 		// Searches fall back to BM25 without a query embedder.

@@ -35,7 +35,8 @@ type managerProcess struct {
 
 func startManagerProcess(t *testing.T, bin, kubeconfigPath string) *managerProcess {
 	t.Helper()
-	cmd := exec.Command(bin, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=error")
+	// The provider answers on loopback.
+	cmd := exec.Command(bin, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=error", "--egress-allow=127.0.0.1/32")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfigPath)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/controllers"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/envflag"
@@ -243,6 +244,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *redisconn.Pool, c Config
 		Recorder:    mgr.GetEventRecorder("toolcatalog-controller"),
 		Redis:       pool,
 		RetryPolicy: c.RetryPolicy,
+		Providers:   &catalogconfig.ProviderCache{Egress: policy},
 		Budget:      catalog.Budget{Time: c.PassBudget},
 		Ledger:      ledger,
 

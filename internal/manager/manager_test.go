@@ -234,7 +234,7 @@ func TestMetricsAndProbesOfARunningManager(t *testing.T) {
 	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, cfg, Config{MetricsAddr: metricsAddr, ProbeAddr: probeAddr, LeaderElectionID: "metrics-test", SkipNameValidation: true})
+		done <- Run(ctx, cfg, Config{MetricsAddr: metricsAddr, ProbeAddr: probeAddr, LeaderElectionID: "metrics-test", SkipNameValidation: true, EgressAllow: []string{"127.0.0.1/32"}})
 	}()
 	defer func() {
 		cancel()

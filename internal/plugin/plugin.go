@@ -20,6 +20,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
+	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/kube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
@@ -33,7 +34,12 @@ type Options struct {
 	// port-forward to an in-cluster Redis); RedisPasswordEnv names an
 	// environment variable with the password to use then.
 	RedisAddr, RedisPasswordEnv string
-	Out, Err                    io.Writer
+	// EgressAllow opens destinations to the catalog's provider endpoints
+	// (egress.New); the endpoints are a namespace user's choice, so by
+	// default private networks, cluster names, loopback and metadata
+	// addresses are not reached from the plugin either.
+	EgressAllow []string
+	Out, Err    io.Writer
 	// RESTConfig, when set, replaces kubeconfig loading (tests).
 	RESTConfig *rest.Config
 }
@@ -54,6 +60,7 @@ func NewCommand(o *Options) *cobra.Command {
 	f.StringVarP(&o.Namespace, "namespace", "n", "", "namespace of the ToolCatalog (default: the context's)")
 	f.StringVar(&o.RedisAddr, "redis-addr", "", "connect to this Redis host:port instead of the catalog's addresses")
 	f.StringVar(&o.RedisPasswordEnv, "redis-password-env", "", "environment variable holding the Redis password, with --redis-addr")
+	f.StringSliceVar(&o.EgressAllow, "egress-allow", nil, "URL prefixes and address ranges the catalog's embedding endpoint may be at, when it is not a public address (as the manager's --egress-allow)")
 	root.AddCommand(o.searchCommand(), o.describeToolCommand(), o.refreshCommand(), o.versionsCommand(), o.diffCommand(), o.purgeRequestsCommand(), o.importCommand(), o.approveCommand(), o.consoleCommand())
 	return root
 }
@@ -122,8 +129,12 @@ func (o *Options) connect(ctx context.Context, kube *kube.Client, tc *v1alpha1.T
 	resolver := &catalogconfig.Resolver{Reader: kube}
 	s.config, err = resolver.Resolve(ctx, tc)
 	if err == nil {
+		var policy *egress.Policy
+		if policy, err = egress.New(o.EgressAllow); err != nil {
+			return nil, fmt.Errorf("--egress-allow: %w", err)
+		}
 		var p catalogconfig.Providers
-		if p, err = catalogconfig.BuildProviders(s.config.Providers); err == nil {
+		if p, err = catalogconfig.BuildProviders(s.config.Providers, policy); err == nil {
 			s.embedder = p.Embedder
 		}
 	}
@@ -132,6 +143,7 @@ func (o *Options) connect(ctx context.Context, kube *kube.Client, tc *v1alpha1.T
 		if !errors.As(err, &ce) || catalogconfig.CheckKeyPrefix(tc) != nil {
 			return nil, err
 		}
+		fmt.Fprintf(o.Err, "warning: %s: queries are ranked by BM25 alone\n", ce.Message)
 		// A provider that cannot be built (its Secret missing, say) does
 		// not stop reading the catalog and searching it with BM25.
 		s.config = &catalogconfig.Config{Keys: catalogconfig.KeysOf(tc)}

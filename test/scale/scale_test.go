@@ -544,7 +544,8 @@ func startManager(t *testing.T, bin string, extra ...string) *managerProcess {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	args := []string{"--metrics-bind-address=" + addr, "--health-probe-bind-address=0", "--zap-log-level=error", "--pass-budget=" + budgetFlag.String()}
+	// The provider answers on loopback.
+	args := []string{"--metrics-bind-address=" + addr, "--health-probe-bind-address=0", "--zap-log-level=error", "--pass-budget=" + budgetFlag.String(), "--egress-allow=127.0.0.1/32"}
 	args = append(args, extra...)
 	lines := &errorLineCounter{}
 	proc := startProcess(t, bin, args, []string{"KUBECONFIG=" + kc}, lines)
