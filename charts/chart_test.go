@@ -163,6 +163,10 @@ func TestChart(t *testing.T) {
 	if err := manifests.CheckProvenancePolicy(rendered["default"]); err != nil {
 		t.Error(err)
 	}
+	// Its rules are config/'s.
+	if err := manifests.SamePolicyRules(rendered["default"], testenv.Kustomize(t, filepath.Join("..", "config", "default"))); err != nil {
+		t.Error(err)
+	}
 
 	// The CRDs of crds/ are the project's, installed as they are.
 	out, err := helmRun(t, helm, "show", "crds", chart)

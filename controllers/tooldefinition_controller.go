@@ -324,7 +324,8 @@ func (r *ToolDefinitionReconciler) enqueueNaming(ctx context.Context, q workqueu
 
 // sourceReason is the reason catalog.ValidateSource refuses td for, with
 // its error: SourceUnconfirmed for a tool the source has not recorded
-// yet, SourceNotOwned for one it did not create; "" and nil when td is
+// yet, ImportEdited for one it created that somebody else edited,
+// SourceNotOwned for one it did not create; "" and nil when td is
 // the source's own or names none.
 func sourceReason(td *v1alpha1.ToolDefinition, ts *v1alpha1.ToolSource) (string, error) {
 	switch err := catalog.ValidateSource(td, ts); {
@@ -332,6 +333,8 @@ func sourceReason(td *v1alpha1.ToolDefinition, ts *v1alpha1.ToolSource) (string,
 		return "", nil
 	case errors.Is(err, catalog.ErrSourceUnconfirmed):
 		return v1alpha1.ReasonSourceUnconfirmed, err
+	case errors.Is(err, catalog.ErrImportEdited):
+		return v1alpha1.ReasonImportEdited, err
 	default:
 		return v1alpha1.ReasonSourceNotOwned, err
 	}

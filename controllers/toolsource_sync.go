@@ -46,6 +46,9 @@ type inventory struct {
 	// adopted counts the ToolDefinitions a source that kept no record
 	// yet took as its own (catalog.Created).
 	adopted int
+	// edited are the owned ToolDefinitions, by tool name, whose spec is
+	// not one the source wrote (catalog.Unedited): somebody else's edit.
+	edited map[string]bool
 }
 
 // other is a ToolDefinition a source did not create that has the name of
@@ -63,11 +66,22 @@ func (r *ToolSourceReconciler) inventory(ctx context.Context, ts *v1alpha1.ToolS
 	if err := r.List(ctx, list, client.InNamespace(ts.Namespace)); err != nil {
 		return nil, fmt.Errorf("listing ToolDefinitions: %w", err)
 	}
-	inv := &inventory{owned: map[string]*v1alpha1.ToolDefinition{}, others: map[string]other{}, used: map[string]bool{}}
+	inv := &inventory{owned: map[string]*v1alpha1.ToolDefinition{}, others: map[string]other{}, used: map[string]bool{}, edited: map[string]bool{}}
 	for i := range list.Items {
 		td := &list.Items[i]
 		inv.used[td.Name] = true
 		if catalog.Created(ts, td) {
+			if !catalog.Unedited(ts, td) {
+				// The cache may hold the spec of before the last sync's
+				// write: only the API server's copy says it was edited.
+				live := &v1alpha1.ToolDefinition{}
+				if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(td), live); client.IgnoreNotFound(err) != nil {
+					return nil, fmt.Errorf("reading ToolDefinition %s: %w", td.Name, err)
+				} else if err == nil && live.UID == td.UID {
+					td = live
+				}
+				inv.edited[td.Spec.Name] = !catalog.Unedited(ts, td)
+			}
 			inv.owned[td.Spec.Name] = td
 			if ts.Status.Imported == nil {
 				inv.adopted++
@@ -83,13 +97,15 @@ func (r *ToolSourceReconciler) inventory(ctx context.Context, ts *v1alpha1.ToolS
 }
 
 // record is the source's record of what it created after a sync: the
-// UIDs of the ToolDefinitions it keeps, sorted. A recorded ToolDefinition
-// the cache does not hold is looked up on the API server before it is
-// forgotten: the cache may not have seen a creation of the last sync yet.
-func (r *ToolSourceReconciler) record(ctx context.Context, ts *v1alpha1.ToolSource, kept []types.UID, removed map[types.UID]bool, inv *inventory) (*v1alpha1.ImportRecord, error) {
-	uids := map[types.UID]bool{}
-	for _, uid := range kept {
-		uids[uid] = true
+// UIDs of the ToolDefinitions it keeps, sorted, each with the hash of the
+// spec it wrote there (written). A recorded ToolDefinition the cache does
+// not hold is looked up on the API server before it is forgotten: the
+// cache may not have seen a creation of the last sync yet; it keeps the
+// hashes recorded for it.
+func (r *ToolSourceReconciler) record(ctx context.Context, ts *v1alpha1.ToolSource, written map[types.UID]string, removed map[types.UID]bool, inv *inventory) (*v1alpha1.ImportRecord, error) {
+	specs := maps.Clone(written)
+	if specs == nil {
+		specs = map[types.UID]string{}
 	}
 	var unseen []types.UID
 	if rec := ts.Status.Imported; rec != nil {
@@ -98,7 +114,7 @@ func (r *ToolSourceReconciler) record(ctx context.Context, ts *v1alpha1.ToolSour
 			cached[td.UID] = true
 		}
 		for _, uid := range rec.UIDs {
-			if !uids[uid] && !removed[uid] && !cached[uid] {
+			if _, kept := specs[uid]; !kept && !removed[uid] && !cached[uid] {
 				unseen = append(unseen, uid)
 			}
 		}
@@ -115,11 +131,61 @@ func (r *ToolSourceReconciler) record(ctx context.Context, ts *v1alpha1.ToolSour
 		}
 		for _, uid := range unseen {
 			if exists[uid] {
-				uids[uid] = true
+				specs[uid] = recordedSpecs(ts.Status.Imported, uid)
 			}
 		}
 	}
-	return &v1alpha1.ImportRecord{UIDs: slices.Sorted(maps.Keys(uids))}, nil
+	return newRecord(specs), nil
+}
+
+// newRecord makes a record of the UIDs and spec hashes given.
+func newRecord(specs map[types.UID]string) *v1alpha1.ImportRecord {
+	rec := &v1alpha1.ImportRecord{UIDs: slices.Sorted(maps.Keys(specs))}
+	rec.Specs = make([]string, len(rec.UIDs))
+	for i, uid := range rec.UIDs {
+		rec.Specs[i] = specs[uid]
+	}
+	return rec
+}
+
+// recordedSpecs are the hashes rec holds for uid: "" when it holds none
+// (a record from before hashes were kept vouches for no spec).
+func recordedSpecs(rec *v1alpha1.ImportRecord, uid types.UID) string {
+	if rec == nil || len(rec.Specs) != len(rec.UIDs) {
+		return ""
+	}
+	if i, found := slices.BinarySearch(rec.UIDs, uid); found {
+		return rec.Specs[i]
+	}
+	return ""
+}
+
+// announce writes, before the source rewrites ToolDefinitions it created,
+// a record that holds both the hash of each one's spec now and of the
+// spec it is about to write, so catalogs serve the tool throughout
+// instead of leaving it out between the write and the sync's final
+// record.
+// rewrites holds, by UID, the hash of the spec now and of the next,
+// space separated.
+func (r *ToolSourceReconciler) announce(ctx context.Context, ts *v1alpha1.ToolSource, rewrites map[types.UID]string) error {
+	rec := ts.Status.Imported
+	if len(rewrites) == 0 || rec == nil || len(rec.Specs) != len(rec.UIDs) {
+		return nil
+	}
+	specs := map[types.UID]string{}
+	for i, uid := range rec.UIDs {
+		specs[uid] = rec.Specs[i]
+		if both, ok := rewrites[uid]; ok {
+			specs[uid] = both
+		}
+	}
+	base := ts.DeepCopy()
+	announced := ts.DeepCopy()
+	announced.Status.Imported = newRecord(specs)
+	if err := r.Status().Patch(ctx, announced, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("recording the ToolDefinitions about to be rewritten: %w", err)
+	}
+	return nil
 }
 
 // approvalGate decides, tool by tool, which upstream version a source
@@ -136,6 +202,10 @@ type approvalGate struct {
 	// previous are the changes pending before this sync, by tool.
 	previous map[string]v1alpha1.PendingChange
 	now      metav1.Time
+	// written are the spec hashes of the source's record; spec makes
+	// the spec the source writes for a tool's upstream version.
+	written map[string]bool
+	spec    func(v1alpha1.ToolDefinitionSpec) v1alpha1.ToolDefinitionSpec
 }
 
 func newApprovalGate(ts *v1alpha1.ToolSource, now metav1.Time) (*approvalGate, []string) {
@@ -144,11 +214,23 @@ func newApprovalGate(ts *v1alpha1.ToolSource, now metav1.Time) (*approvalGate, [
 		open:            selectionChanged(ts),
 		previous:        map[string]v1alpha1.PendingChange{},
 		now:             now,
+		spec: func(upstream v1alpha1.ToolDefinitionSpec) v1alpha1.ToolDefinitionSpec {
+			upstream.Permissions = ts.Spec.Permissions.DeepCopy()
+			return upstream
+		},
 	}
 	var malformed []string
 	g.approvals, malformed = mcpsource.ParseApprovals(ts.Annotations[v1alpha1.AnnotationApprove])
 	for _, p := range ts.Status.PendingChanges {
 		g.previous[p.Tool] = p
+	}
+	if rec := ts.Status.Imported; rec != nil {
+		g.written = map[string]bool{}
+		for _, h := range rec.Specs {
+			for _, one := range strings.Fields(h) {
+				g.written[one] = true
+			}
+		}
 	}
 	return g, malformed
 }
@@ -175,10 +257,16 @@ type decision struct {
 }
 
 // check decides for tool t, which the source owns as have (nil when it
-// has not imported it).
-func (g *approvalGate) check(t mcpsource.Imported, have *v1alpha1.ToolDefinition) (decision, error) {
+// has not imported it). When somebody else edited have, its spec is no
+// baseline: the source writes back upstream's version if that is what
+// it wrote last (restores), and otherwise holds the change as if the
+// tool were new to it, leaving the edited one unserved.
+func (g *approvalGate) check(t mcpsource.Imported, have *v1alpha1.ToolDefinition, edited bool) (decision, error) {
 	upstream := t.Spec
 	if !g.requireApproval || (have == nil && g.open) {
+		return decision{spec: &upstream}, nil
+	}
+	if edited && g.restores(upstream) {
 		return decision{spec: &upstream}, nil
 	}
 	hash, err := mcpsource.SurfaceHash(upstream)
@@ -186,11 +274,19 @@ func (g *approvalGate) check(t mcpsource.Imported, have *v1alpha1.ToolDefinition
 		return decision{}, err
 	}
 	change := v1alpha1.PendingChange{Tool: upstream.Name, UpstreamTool: t.Upstream, SpecHash: hash}
-	if have == nil {
+	switch {
+	case have == nil:
 		change.Change = v1alpha1.ChangeAdded
 		change.Summary = "new tool: " + clip.Truncate(upstream.Description, 200)
 		change.Diff = mcpsource.Review(nil, upstream)
-	} else {
+	case edited:
+		// What was approved is known only by its hash: the change is
+		// shown whole, as for a new tool, not against the edit.
+		change.Change = v1alpha1.ChangeModified
+		change.ToolDefinition = have.Name
+		change.Summary = clip.Truncate("ToolDefinition "+have.Name+" was edited by somebody other than this source and is not served; approving writes the server's version: "+upstream.Description, 300)
+		change.Diff = mcpsource.Review(nil, upstream)
+	default:
 		current, err := mcpsource.SurfaceHash(have.Spec)
 		if err != nil {
 			return decision{}, err
@@ -210,11 +306,18 @@ func (g *approvalGate) check(t mcpsource.Imported, have *v1alpha1.ToolDefinition
 	if p, ok := g.previous[change.Tool]; ok && p.SpecHash == hash && p.Since != nil {
 		change.Since = p.Since
 	}
-	if have == nil {
+	if have == nil || edited {
 		return decision{pending: &change}, nil
 	}
 	kept := mcpsource.KeepSurface(upstream, have.Spec)
 	return decision{spec: &kept, pending: &change}, nil
+}
+
+// restores reports whether upstream, as the source writes it, is a spec
+// the source's record holds: the version it last wrote, which an edit
+// replaced.
+func (g *approvalGate) restores(upstream v1alpha1.ToolDefinitionSpec) bool {
+	return g.written != nil && g.written[catalog.WrittenHash(g.spec(upstream))]
 }
 
 // approved says whether the source's annotation approves hash. The
@@ -235,11 +338,11 @@ type syncResult struct {
 	// ignoredApprovals are the source's ToolDefinitions whose own
 	// approval annotation names a pending change.
 	ignoredApprovals []string
-	// keptUIDs are the ToolDefinitions the source keeps, removedUIDs
-	// those it deleted; record is its record after the sync (nil when
-	// it could not be made), adopted what it took as its own from before
-	// it kept one.
-	keptUIDs    []types.UID
+	// written are the ToolDefinitions the source keeps, with the hashes
+	// of the specs it wrote there; removedUIDs those it deleted; record
+	// is its record after the sync (nil when it could not be made),
+	// adopted what it took as its own from before it kept one.
+	written     map[types.UID]string
 	removedUIDs map[types.UID]bool
 	record      *v1alpha1.ImportRecord
 	adopted     int
@@ -254,22 +357,24 @@ func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSourc
 	if err != nil {
 		return nil, err
 	}
-	res := &syncResult{removedUIDs: map[types.UID]bool{}, adopted: inv.adopted}
+	res := &syncResult{written: map[types.UID]string{}, removedUIDs: map[types.UID]bool{}, adopted: inv.adopted}
 	for _, rj := range rejected {
 		res.skipped = append(res.skipped, v1alpha1.SkippedTool{Tool: rj.Upstream, Reason: rj.Reason})
 	}
 	err = r.applyTools(ctx, ts, tools, inv, res)
-	rec, recErr := r.record(ctx, ts, res.keptUIDs, res.removedUIDs, inv)
+	rec, recErr := r.record(ctx, ts, res.written, res.removedUIDs, inv)
 	res.record = rec
 	return res, errors.Join(err, recErr)
 }
 
 // applyTools applies each listed tool the gate lets through and deletes
-// the source's tools no longer listed.
+// the source's tools no longer listed. Before it rewrites a tool it
+// created, it records the spec it is about to write (announce).
 func (r *ToolSourceReconciler) applyTools(ctx context.Context, ts *v1alpha1.ToolSource, tools []mcpsource.Imported, inv *inventory, res *syncResult) error {
 	gate, malformed := newApprovalGate(ts, metav1.NewTime(now(r.Now)))
 	res.malformedApprovals = malformed
-	keep := map[string]bool{}
+	var plans []toolPlan
+	rewrites := map[types.UID]string{}
 	for _, t := range tools {
 		if o, ok := inv.others[t.Spec.Name]; ok {
 			reason := fmt.Sprintf("tool name %s is already ToolDefinition %s's: the first one is kept; set spec.toolNamePrefix", t.Spec.Name, o.object)
@@ -280,7 +385,8 @@ func (r *ToolSourceReconciler) applyTools(ctx context.Context, ts *v1alpha1.Tool
 			continue
 		}
 		have := inv.owned[t.Spec.Name]
-		d, err := gate.check(t, have)
+		edited := inv.edited[t.Spec.Name]
+		d, err := gate.check(t, have, edited)
 		if err != nil {
 			return fmt.Errorf("checking tool %s: %w", t.Spec.Name, err)
 		}
@@ -293,29 +399,49 @@ func (r *ToolSourceReconciler) applyTools(ctx context.Context, ts *v1alpha1.Tool
 		if d.approved != nil {
 			res.approved = append(res.approved, *d.approved)
 		}
-		if d.spec == nil {
+		p := toolPlan{tool: t, have: have, decision: d}
+		switch {
+		case d.spec == nil && have != nil:
+			// Edited, and the server's version waits for approval: the
+			// edit is kept unserved (its record is not its spec's).
+			p.keep = recordedSpecs(ts.Status.Imported, have.UID)
+		case d.spec == nil:
+			continue
+		case have != nil:
+			p.want = r.wanted(ts, have.Name, *d.spec, d.pending)
+			if now, then := catalog.WrittenHash(have.Spec), catalog.WrittenHash(p.want.Spec); now != then && !edited {
+				rewrites[have.UID] = now + " " + then
+			}
+		default:
+			p.want = r.wanted(ts, mcpsource.ObjectName(t.Spec.Name, inv.used), *d.spec, d.pending)
+		}
+		plans = append(plans, p)
+	}
+	if err := r.announce(ctx, ts, rewrites); err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for _, p := range plans {
+		name := p.tool.Spec.Name
+		if p.want == nil {
+			keep[name] = true
+			res.written[p.have.UID] = p.keep
 			continue
 		}
-		name := ""
-		if have != nil {
-			name = have.Name
-		} else {
-			name = mcpsource.ObjectName(t.Spec.Name, inv.used)
-		}
-		changed, uid, err := r.applyTool(ctx, ts, name, *d.spec, d.pending, have)
+		changed, uid, err := r.applyTool(ctx, ts, p.want, p.have)
 		if errors.Is(err, errWrittenByOthers) {
-			res.skipped = append(res.skipped, v1alpha1.SkippedTool{Tool: t.Upstream, Reason: fmt.Sprintf(
-				"ToolDefinition %s was written by somebody else before this source could create it: it is not served; delete it and the source imports the tool", name)})
+			res.skipped = append(res.skipped, v1alpha1.SkippedTool{Tool: p.tool.Upstream, Reason: fmt.Sprintf(
+				"ToolDefinition %s was written by somebody else before this source could create it: it is not served; delete it and the source imports the tool", p.want.Name)})
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		keep[t.Spec.Name] = true
-		res.keptUIDs = append(res.keptUIDs, uid)
+		keep[name] = true
+		res.written[uid] = catalog.WrittenHash(p.want.Spec)
 		switch {
-		case !changed, d.pending != nil: // a held change is reported as pending
-		case have == nil:
+		case !changed, p.decision.pending != nil: // a held change is reported as pending
+		case p.have == nil:
 			res.created++
 		default:
 			res.updated++
@@ -335,21 +461,38 @@ func (r *ToolSourceReconciler) applyTools(ctx context.Context, ts *v1alpha1.Tool
 	return nil
 }
 
+// toolPlan is what a sync does with one listed tool: apply want, or keep
+// have as it is with the record keep.
+type toolPlan struct {
+	tool     mcpsource.Imported
+	have     *v1alpha1.ToolDefinition
+	decision decision
+	want     *v1alpha1.ToolDefinition
+	keep     string
+}
+
+// wanted is the ToolDefinition the source applies for spec; pending marks
+// a held change on it.
+func (r *ToolSourceReconciler) wanted(ts *v1alpha1.ToolSource, name string, spec v1alpha1.ToolDefinitionSpec, pending *v1alpha1.PendingChange) *v1alpha1.ToolDefinition {
+	want := r.desired(ts, name, spec)
+	if pending != nil {
+		want.Annotations = map[string]string{v1alpha1.AnnotationPendingChange: pending.SpecHash + " " + pending.Summary}
+	}
+	return want
+}
+
 // errWrittenByOthers is applyTool's error for a new tool whose object
 // name was taken, between the source's look and its apply, by an object
 // somebody else wrote.
 var errWrittenByOthers = errors.New("written by others")
 
 // applyTool server-side applies one ToolDefinition, unless it already is
-// as wanted; pending marks a held change on it. It returns whether it
-// wrote, and the UID of the ToolDefinition. A new one counts as created
-// only when the API server's answer shows that the source's apply alone
-// wrote it; errWrittenByOthers otherwise.
-func (r *ToolSourceReconciler) applyTool(ctx context.Context, ts *v1alpha1.ToolSource, name string, spec v1alpha1.ToolDefinitionSpec, pending *v1alpha1.PendingChange, have *v1alpha1.ToolDefinition) (bool, types.UID, error) {
-	want := r.desired(ts, name, spec)
-	if pending != nil {
-		want.Annotations = map[string]string{v1alpha1.AnnotationPendingChange: pending.SpecHash + " " + pending.Summary}
-	}
+// as wanted. It returns whether it wrote, and the UID of the
+// ToolDefinition. A new one counts as created only when the API server's
+// answer shows that the source's apply alone wrote it; errWrittenByOthers
+// otherwise.
+func (r *ToolSourceReconciler) applyTool(ctx context.Context, ts *v1alpha1.ToolSource, want, have *v1alpha1.ToolDefinition) (bool, types.UID, error) {
+	name := want.Name
 	if have != nil && equality.Semantic.DeepEqual(have.Spec, want.Spec) && equality.Semantic.DeepEqual(have.Labels, want.Labels) &&
 		equality.Semantic.DeepEqual(have.OwnerReferences, want.OwnerReferences) &&
 		have.Annotations[v1alpha1.AnnotationPendingChange] == want.Annotations[v1alpha1.AnnotationPendingChange] {

@@ -172,6 +172,12 @@ const (
 	// created (status.imported): catalogs leave it out until the source's
 	// sync records it, or refuses it.
 	ReasonSourceUnconfirmed = "SourceUnconfirmed"
+	// ReasonImportEdited means a ToolSource created this ToolDefinition
+	// but its spec is not one the source wrote (status.imported.specs):
+	// somebody else edited it. Catalogs leave it out; the source writes it
+	// back at its next sync. An imported tool changes on its server or
+	// through its ToolSource, never by editing the ToolDefinition.
+	ReasonImportEdited = "ImportEdited"
 )
 
 // Annotations that request a refresh of a ToolCatalog. A new value of

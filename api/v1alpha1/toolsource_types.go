@@ -284,6 +284,16 @@ type ImportRecord struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=20000
 	UIDs []types.UID `json:"uids,omitempty"`
+	// specs are, in the order of uids, the hashes of the specs the
+	// source wrote to those ToolDefinitions: one, or two (space
+	// separated) while the source rewrites one. A ToolDefinition whose
+	// spec hashes to neither was edited by somebody else, and no catalog
+	// or gateway serves it; the source writes it back.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20000
+	// +kubebuilder:validation:items:MaxLength=64
+	Specs []string `json:"specs,omitempty"`
 }
 
 // +kubebuilder:object:root=true

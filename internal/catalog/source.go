@@ -1,13 +1,18 @@
 package catalog
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
 // Sources finds a ToolSource of the namespace being reconciled by name;
@@ -19,6 +24,10 @@ type Sources func(name string) *v1alpha1.ToolSource
 // not recorded yet: its own creation, which the sync under way records,
 // or one written by somebody else, which the next sync refuses.
 var ErrSourceUnconfirmed = errors.New("not yet recorded by its ToolSource")
+
+// ErrImportEdited is wrapped by ValidateSource's error for a
+// ToolDefinition a source created whose spec is not one the source wrote.
+var ErrImportEdited = errors.New("edited by somebody other than the ToolSource that imported it")
 
 // ValidateSource refuses a ToolDefinition that names a ToolSource without
 // being one the source created: a ToolSource's credentials reach its
@@ -41,6 +50,9 @@ func ValidateSource(td *v1alpha1.ToolDefinition, source *v1alpha1.ToolSource) er
 		if !controlledBy(td, source) {
 			return fmt.Errorf("ToolSource %s created this ToolDefinition, but its owner reference to the source was changed: the source puts it back at its next sync", src.ToolSource)
 		}
+		if !Unedited(source, td) {
+			return fmt.Errorf("this ToolDefinition was %w (%s): catalogs do not serve the edit (they keep the version they published), and the source writes back what it imported at its next sync; change an imported tool on its MCP server, or through the ToolSource's spec", ErrImportEdited, src.ToolSource)
+		}
 		return nil
 	case controlledBy(td, source) && unsynced(source, td):
 		return fmt.Errorf("ToolSource %s %w: catalogs leave it out until the source's sync records it as one it created", src.ToolSource, ErrSourceUnconfirmed)
@@ -59,6 +71,41 @@ func Created(source *v1alpha1.ToolSource, td *v1alpha1.ToolDefinition) bool {
 	}
 	last := source.Status.LastSyncTime
 	return last != nil && controlledBy(td, source) && td.CreationTimestamp.Before(last)
+}
+
+// Unedited reports whether td's spec is one source wrote to it, by the
+// hashes of its record (status.imported.specs), which only the operator
+// writes. A record from before specs were recorded, an entry without one
+// (carried over from such a record), or a record that does not hold td,
+// vouches for nothing here: Created decides those.
+func Unedited(source *v1alpha1.ToolSource, td *v1alpha1.ToolDefinition) bool {
+	rec := source.Status.Imported
+	if rec == nil || len(rec.Specs) != len(rec.UIDs) {
+		return true
+	}
+	i, found := slices.BinarySearch(rec.UIDs, td.UID)
+	if !found || rec.Specs[i] == "" {
+		return true
+	}
+	return slices.Contains(strings.Fields(rec.Specs[i]), WrittenHash(td.Spec))
+}
+
+// WrittenHash identifies a ToolDefinition's whole spec as a source writes
+// it: what the model reads, and what decides where a call goes and who may
+// make it (spec.source, spec.permissions). 128 bits of SHA-256 over its
+// canonical JSON, in unpadded base64url.
+func WrittenHash(spec v1alpha1.ToolDefinitionSpec) string {
+	raw, err := json.Marshal(spec)
+	if err == nil {
+		raw, err = contract.CanonicalJSON(raw)
+	}
+	if err != nil {
+		// A spec the API server stored always encodes; one that does
+		// not matches no record.
+		return "unencodable"
+	}
+	sum := sha256.Sum256(raw)
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
 // unsynced reports whether td was made after source's last sync, so that

@@ -99,7 +99,7 @@ skipped.`,
 	f.StringSliceVar(&include, "include", nil, "only tools whose server name matches one of these globs")
 	f.StringSliceVar(&exclude, "exclude", nil, "leave out tools whose server name matches one of these globs")
 	f.StringVar(&namespace, "to-namespace", "", "metadata.namespace of the ToolDefinitions (default: none, set by kubectl apply)")
-	f.StringVar(&source, "source-name", "", "spec.source.toolSource of every ToolDefinition (the ToolSource that would own them)")
+	f.StringVar(&source, "source-name", "", "spec.source.toolSource of every ToolDefinition (the ToolSource that would own them), to compare with what it imports: only a ToolSource creates such ToolDefinitions, and the admission policies refuse anyone else")
 	_ = cmd.MarkFlagRequired("mcp")
 	return cmd
 }

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -185,4 +186,45 @@ func CheckProvenancePolicy(objs []runtime.Object) error {
 		return fmt.Errorf("the provenance admission policy's condition %q does not let the manager, %s, through", condition, user)
 	}
 	return nil
+}
+
+// SamePolicyRules checks that two renderings (the chart's and config/'s)
+// hold the same admission policies, by the last word of their names, with
+// the same variables and validation expressions (their messages name
+// each rendering's own objects): the chart's copy of a rule must not fall
+// behind.
+func SamePolicyRules(got, want []runtime.Object) error {
+	policies := func(objs []runtime.Object) map[string]*admissionregistrationv1.ValidatingAdmissionPolicy {
+		out := map[string]*admissionregistrationv1.ValidatingAdmissionPolicy{}
+		for _, o := range objs {
+			if v, ok := o.(*admissionregistrationv1.ValidatingAdmissionPolicy); ok {
+				out[v.Name[strings.LastIndexByte(v.Name, '-')+1:]] = v
+			}
+		}
+		return out
+	}
+	g, w := policies(got), policies(want)
+	if len(g) != len(w) {
+		return fmt.Errorf("%d admission policies, want %d", len(g), len(w))
+	}
+	for name, wp := range w {
+		gp := g[name]
+		switch {
+		case gp == nil:
+			return fmt.Errorf("no %s admission policy", name)
+		case !equality.Semantic.DeepEqual(gp.Spec.Variables, wp.Spec.Variables):
+			return fmt.Errorf("the %s admission policy's variables differ:\n%+v\nwant\n%+v", name, gp.Spec.Variables, wp.Spec.Variables)
+		case !slices.Equal(expressions(gp), expressions(wp)):
+			return fmt.Errorf("the %s admission policy's validations differ:\n%q\nwant\n%q", name, expressions(gp), expressions(wp))
+		}
+	}
+	return nil
+}
+
+func expressions(p *admissionregistrationv1.ValidatingAdmissionPolicy) []string {
+	var out []string
+	for _, v := range p.Spec.Validations {
+		out = append(out, v.Expression)
+	}
+	return out
 }
