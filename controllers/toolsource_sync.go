@@ -102,10 +102,10 @@ func (r *ToolSourceReconciler) inventory(ctx context.Context, ts *v1alpha1.ToolS
 // not hold is looked up on the API server before it is forgotten: the
 // cache may not have seen a creation of the last sync yet; it keeps the
 // hashes recorded for it.
-func (r *ToolSourceReconciler) record(ctx context.Context, ts *v1alpha1.ToolSource, written map[types.UID]string, removed map[types.UID]bool, inv *inventory) (*v1alpha1.ImportRecord, error) {
+func (r *ToolSourceReconciler) record(ctx context.Context, ts *v1alpha1.ToolSource, written map[types.UID]recorded, removed map[types.UID]bool, inv *inventory) (*v1alpha1.ImportRecord, error) {
 	specs := maps.Clone(written)
 	if specs == nil {
-		specs = map[types.UID]string{}
+		specs = map[types.UID]recorded{}
 	}
 	var unseen []types.UID
 	if rec := ts.Status.Imported; rec != nil {
@@ -131,33 +131,44 @@ func (r *ToolSourceReconciler) record(ctx context.Context, ts *v1alpha1.ToolSour
 		}
 		for _, uid := range unseen {
 			if exists[uid] {
-				specs[uid] = recordedSpecs(ts.Status.Imported, uid)
+				specs[uid] = recordedOf(ts.Status.Imported, uid)
 			}
 		}
 	}
 	return newRecord(specs), nil
 }
 
-// newRecord makes a record of the UIDs and spec hashes given.
-func newRecord(specs map[types.UID]string) *v1alpha1.ImportRecord {
-	rec := &v1alpha1.ImportRecord{UIDs: slices.Sorted(maps.Keys(specs))}
-	rec.Specs = make([]string, len(rec.UIDs))
+// recorded is what a record holds of one ToolDefinition: the hashes of
+// the specs the source wrote there, and its tool name.
+type recorded struct {
+	specs, tool string
+}
+
+// newRecord makes a record of the ToolDefinitions given.
+func newRecord(entries map[types.UID]recorded) *v1alpha1.ImportRecord {
+	rec := &v1alpha1.ImportRecord{UIDs: slices.Sorted(maps.Keys(entries))}
+	rec.Specs, rec.Tools = make([]string, len(rec.UIDs)), make([]string, len(rec.UIDs))
 	for i, uid := range rec.UIDs {
-		rec.Specs[i] = specs[uid]
+		rec.Specs[i], rec.Tools[i] = entries[uid].specs, entries[uid].tool
 	}
 	return rec
 }
 
-// recordedSpecs are the hashes rec holds for uid: "" when it holds none
-// (a record from before hashes were kept vouches for no spec).
-func recordedSpecs(rec *v1alpha1.ImportRecord, uid types.UID) string {
+// recordedOf is what rec holds of uid: nothing (vouching for no spec)
+// from a record that kept no hashes, or that does not hold it.
+func recordedOf(rec *v1alpha1.ImportRecord, uid types.UID) recorded {
 	if rec == nil || len(rec.Specs) != len(rec.UIDs) {
-		return ""
+		return recorded{}
 	}
-	if i, found := slices.BinarySearch(rec.UIDs, uid); found {
-		return rec.Specs[i]
+	i, found := slices.BinarySearch(rec.UIDs, uid)
+	if !found {
+		return recorded{}
 	}
-	return ""
+	out := recorded{specs: rec.Specs[i]}
+	if len(rec.Tools) == len(rec.UIDs) {
+		out.tool = rec.Tools[i]
+	}
+	return out
 }
 
 // announce writes, before the source rewrites ToolDefinitions it created,
@@ -172,16 +183,16 @@ func (r *ToolSourceReconciler) announce(ctx context.Context, ts *v1alpha1.ToolSo
 	if len(rewrites) == 0 || rec == nil || len(rec.Specs) != len(rec.UIDs) {
 		return nil
 	}
-	specs := map[types.UID]string{}
-	for i, uid := range rec.UIDs {
-		specs[uid] = rec.Specs[i]
+	entries := map[types.UID]recorded{}
+	for _, uid := range rec.UIDs {
+		entries[uid] = recordedOf(rec, uid)
 		if both, ok := rewrites[uid]; ok {
-			specs[uid] = both
+			entries[uid] = recorded{specs: both, tool: entries[uid].tool}
 		}
 	}
 	base := ts.DeepCopy()
 	announced := ts.DeepCopy()
-	announced.Status.Imported = newRecord(specs)
+	announced.Status.Imported = newRecord(entries)
 	if err := r.Status().Patch(ctx, announced, client.MergeFrom(base)); err != nil {
 		return fmt.Errorf("recording the ToolDefinitions about to be rewritten: %w", err)
 	}
@@ -342,7 +353,7 @@ type syncResult struct {
 	// of the specs it wrote there; removedUIDs those it deleted; record
 	// is its record after the sync (nil when it could not be made),
 	// adopted what it took as its own from before it kept one.
-	written     map[types.UID]string
+	written     map[types.UID]recorded
 	removedUIDs map[types.UID]bool
 	record      *v1alpha1.ImportRecord
 	adopted     int
@@ -357,7 +368,7 @@ func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSourc
 	if err != nil {
 		return nil, err
 	}
-	res := &syncResult{written: map[types.UID]string{}, removedUIDs: map[types.UID]bool{}, adopted: inv.adopted}
+	res := &syncResult{written: map[types.UID]recorded{}, removedUIDs: map[types.UID]bool{}, adopted: inv.adopted}
 	for _, rj := range rejected {
 		res.skipped = append(res.skipped, v1alpha1.SkippedTool{Tool: rj.Upstream, Reason: rj.Reason})
 	}
@@ -404,7 +415,8 @@ func (r *ToolSourceReconciler) applyTools(ctx context.Context, ts *v1alpha1.Tool
 		case d.spec == nil && have != nil:
 			// Edited, and the server's version waits for approval: the
 			// edit is kept unserved (its record is not its spec's).
-			p.keep = recordedSpecs(ts.Status.Imported, have.UID)
+			p.keep = recordedOf(ts.Status.Imported, have.UID)
+			p.keep.tool = have.Spec.Name
 		case d.spec == nil:
 			continue
 		case have != nil:
@@ -438,7 +450,7 @@ func (r *ToolSourceReconciler) applyTools(ctx context.Context, ts *v1alpha1.Tool
 			return err
 		}
 		keep[name] = true
-		res.written[uid] = catalog.WrittenHash(p.want.Spec)
+		res.written[uid] = recorded{specs: catalog.WrittenHash(p.want.Spec), tool: p.want.Spec.Name}
 		switch {
 		case !changed, p.decision.pending != nil: // a held change is reported as pending
 		case p.have == nil:
@@ -468,7 +480,7 @@ type toolPlan struct {
 	have     *v1alpha1.ToolDefinition
 	decision decision
 	want     *v1alpha1.ToolDefinition
-	keep     string
+	keep     recorded
 }
 
 // wanted is the ToolDefinition the source applies for spec; pending marks

@@ -282,18 +282,26 @@ type ImportRecord struct {
 	// keeps, sorted.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=20000
+	// +kubebuilder:validation:MaxItems=10000
 	UIDs []types.UID `json:"uids,omitempty"`
 	// specs are, in the order of uids, the hashes of the specs the
 	// source wrote to those ToolDefinitions: one, or two (space
 	// separated) while the source rewrites one. A ToolDefinition whose
-	// spec hashes to neither was edited by somebody else, and no catalog
-	// or gateway serves it; the source writes it back.
+	// spec hashes to neither was edited by somebody else: no catalog
+	// serves the edit, and the source writes its own version back.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=20000
+	// +kubebuilder:validation:MaxItems=10000
 	// +kubebuilder:validation:items:MaxLength=64
 	Specs []string `json:"specs,omitempty"`
+	// tools are, in the order of uids, the tool names (spec.name) of
+	// those ToolDefinitions: the gateway calls a source's server only for
+	// a tool listed here.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:items:MaxLength=64
+	Tools []string `json:"tools,omitempty"`
 }
 
 // +kubebuilder:object:root=true

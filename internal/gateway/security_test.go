@@ -109,9 +109,20 @@ func TestBorrowedToolSourceCredentialsAreRefused(t *testing.T) {
 // manager rewrites what the test wrote.
 func TestInjectedEntriesCannotBorrowCredentials(t *testing.T) {
 	ns, srv, cs := crmSession(t)
-	for _, tt := range []struct{ tool, refusal string }{
-		{"crm_export", "crm_export cannot be called: ToolSource crm names its tools <tool>, not crm_export"},
-		{"export_contacts", "export_contacts cannot be called: ToolSource crm does not import export_contacts (spec.include and spec.exclude)"},
+	// A tool the server offers and the source selects, whose name a
+	// ToolDefinition of another catalog took first: the source skips it,
+	// and no deny list of held tools names it.
+	create(t, testTool(ns, "other", "delete_contact", "Delete a contact."))
+	srv.Tool("delete_contact", "Delete a contact and every note about them.", nil, nil)
+	waitFor(t, "the source to skip delete_contact", func() bool {
+		ts := &v1alpha1.ToolSource{}
+		return kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "crm"}, ts) == nil &&
+			slices.ContainsFunc(ts.Status.SkippedTools, func(s v1alpha1.SkippedTool) bool { return s.Tool == "delete_contact" })
+	})
+	for _, tt := range []struct{ tool, upstream, refusal string }{
+		{"crm_export", "export_contacts", "crm_export cannot be called: ToolSource crm names its tools <tool>, not crm_export"},
+		{"export_contacts", "export_contacts", "export_contacts cannot be called: ToolSource crm does not import export_contacts (spec.include and spec.exclude)"},
+		{"delete_contact", "delete_contact", "delete_contact cannot be called: ToolSource crm has not imported delete_contact"},
 	} {
 		// A pass of the manager may put the catalog back as it should be
 		// at any time: the entry is written again until a call reaches it.
@@ -120,7 +131,7 @@ func TestInjectedEntriesCannotBorrowCredentials(t *testing.T) {
 		waitFor(t, "a call of the injected "+tt.tool, func() bool {
 			if !slices.Contains(listed(t, cs), tt.tool) {
 				_ = tryInject(ns, "crm", contract.Tool{Name: tt.tool, Description: "Export every contact.",
-					Source: &contract.Source{ToolSource: "crm", Tool: "export_contacts"}})
+					Source: &contract.Source{ToolSource: "crm", Tool: tt.upstream}})
 				return false
 			}
 			out, isErr = callTool(t, cs, tt.tool, map[string]any{})

@@ -158,8 +158,10 @@ func stripUnread(in any) (any, error) {
 }
 
 // MaxSourceTools bounds --source-max-tools: a ToolSource's record of
-// what it created (status.imported) holds at most as many UIDs.
-const MaxSourceTools = 20_000
+// what it created (status.imported: a UID, a spec hash and a tool name
+// each, about 130 bytes) holds at most as many, and must fit in one
+// object with the rest of the status, well under etcd's 1.5 MiB.
+const MaxSourceTools = 10_000
 
 var stripManagedFields = cache.TransformStripManagedFields()
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 
@@ -102,14 +103,23 @@ func (cfg Config) Redact(err error) string {
 // Imports refuses a call of tool name (upstream on the server) with a
 // ToolSource's settings unless the source imports that tool now: the name
 // is the source's prefix and the upstream name, its selection takes the
-// upstream tool, and the tool is not a new one still waiting for approval.
-// What Redis says of a tool is not trusted for this: the source is.
+// upstream tool, and the source's record (status.imported.tools, which
+// only the operator writes) lists it. What Redis says of a tool is not
+// trusted for this: the source is. A record from before tool names were
+// kept refuses the new tools still waiting for approval, until the
+// source's next sync records its names.
 func Imports(ts *v1alpha1.ToolSource, name, upstream string) error {
 	switch {
 	case name != ts.Spec.ToolNamePrefix+upstream:
 		return fmt.Errorf("ToolSource %s names its tools %s<tool>, not %s", ts.Name, ts.Spec.ToolNamePrefix, name)
 	case !selected(upstream, ts.Spec.Include, ts.Spec.Exclude):
 		return fmt.Errorf("ToolSource %s does not import %s (spec.include and spec.exclude)", ts.Name, upstream)
+	}
+	if rec := ts.Status.Imported; rec != nil && len(rec.Tools) == len(rec.UIDs) {
+		if !slices.Contains(rec.Tools, name) {
+			return fmt.Errorf("ToolSource %s has not imported %s", ts.Name, name)
+		}
+		return nil
 	}
 	for _, c := range ts.Status.PendingChanges {
 		if c.Tool == name && c.Change == v1alpha1.ChangeAdded {
