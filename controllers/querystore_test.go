@@ -106,3 +106,43 @@ func TestCatalogsOverTheSameToolsPayOnce(t *testing.T) {
 	}).Should(Succeed())
 	g.Expect(billOf(p).since(before)).To(Equal(providerBill{}), "a ToolDefinition renamed with its spec unchanged")
 }
+
+// What one API key's requests produced is not another's: behind a proxy
+// that maps a model name to other models per key, two catalogs of a
+// namespace at the same endpoint and model, with their own keys, each ask
+// the provider; a third with the first one's key pays nothing.
+func TestQueryStoreEntriesAreTheirKeys(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	p := newWireProvider(t)
+	p.APIKeys = []string{"sk-team-a", "sk-team-b"}
+	keyed := func(name, key string) *v1alpha1.ToolCatalog {
+		tc := testCatalog(ns, name, p)
+		tc.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{catalogLabel: "shared"}}
+		ref := &v1alpha1.SecretKeySelector{Name: key, Key: "apiKey"}
+		tc.Spec.Embedding.APIKeySecretRef, tc.Spec.QueryGeneration.APIKeySecretRef = ref, ref
+		return tc
+	}
+	var objs []client.Object
+	for i := range 4 {
+		objs = append(objs, testTool(ns, fmt.Sprintf("tool-%d", i), fmt.Sprintf("do_thing_%d", i), fmt.Sprintf("Do thing number %d for the user.", i), "shared"))
+	}
+	objs = append(objs, secret(ns, "team-a", map[string]string{"apiKey": "sk-team-a"}), secret(ns, "team-b", map[string]string{"apiKey": "sk-team-b"}))
+	createAll(g, objs...)
+
+	start := billOf(p)
+	createAll(g, keyed("first", "team-a"))
+	waitGraded(g, ns, 1, "first")
+	first := billOf(p).since(start)
+	g.Expect(first.chat).To(BeNumerically(">", 0))
+
+	before := billOf(p)
+	createAll(g, keyed("second", "team-b"))
+	waitGraded(g, ns, 1, "second")
+	g.Expect(billOf(p).since(before).chat).To(Equal(first.chat), "another key's catalog took the first key's query sets")
+
+	before = billOf(p)
+	createAll(g, keyed("third", "team-a"))
+	waitGraded(g, ns, 1, "third")
+	g.Expect(billOf(p).since(before)).To(Equal(providerBill{}), "the first key's catalog asked again")
+}

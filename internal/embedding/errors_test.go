@@ -131,3 +131,20 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 		t.Fatalf("the redirect was followed: %d requests reached its target (%v)", internal.Requests(), err)
 	}
 }
+
+// A provider's identity, which keys what the query store keeps, tells API
+// keys apart without holding one.
+func TestIdentityTellsKeysApart(t *testing.T) {
+	identity := func(key Secret) string {
+		e, err := NewOpenAIEmbedder(OpenAIEmbedderConfig{OpenAIConfig: OpenAIConfig{BaseURL: "https://proxy.example/v1", APIKey: key}, Model: "m"})
+		mustf(t, err, "NewOpenAIEmbedder")
+		return e.Identity()
+	}
+	a, b := identity(testAPIKey), identity("sk-another-key-0123456789")
+	if a == b || a != identity(testAPIKey) || identity("") == a {
+		t.Errorf("identities do not follow the key: %q, %q", a, b)
+	}
+	if strings.Contains(a, testAPIKey) || strings.Contains(a, "SECRETKEY") {
+		t.Errorf("the identity holds the key: %q", a)
+	}
+}

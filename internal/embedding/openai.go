@@ -2,6 +2,9 @@ package embedding
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -54,6 +57,20 @@ func (c OpenAIConfig) baseURL() string {
 		return c.BaseURL
 	}
 	return DefaultOpenAIBaseURL
+}
+
+// keyIdentity tells API keys apart in an Identity without holding one:
+// a proxy may map one model name to other models per key, so what one
+// key's requests produced is not another's. An HMAC of the key, keyed by
+// the endpoint, so the same key at two endpoints shows no common value;
+// "-" for no key.
+func (c OpenAIConfig) keyIdentity() string {
+	if c.APIKey == "" {
+		return "-"
+	}
+	m := hmac.New(sha256.New, []byte("toolcatalog key identity\n"+c.baseURL()))
+	m.Write([]byte(c.APIKey.Reveal()))
+	return hex.EncodeToString(m.Sum(nil)[:16])
 }
 
 // Endpoint is the API root requests go to: BaseURL, or

@@ -154,5 +154,5 @@ func indexOf(i *int64) string {
 // Identity names what decides the vectors the embedder returns: its
 // endpoint, model and configured dimensions. API keys play no part.
 func (e *OpenAIEmbedder) Identity() string {
-	return fmt.Sprintf("openai-embeddings\n%s %s %d", e.cfg.baseURL(), e.cfg.Model, e.cfg.Dimensions)
+	return fmt.Sprintf("openai-embeddings\n%s %s %d %s", e.cfg.baseURL(), e.cfg.Model, e.cfg.Dimensions, e.cfg.keyIdentity())
 }

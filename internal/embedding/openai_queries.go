@@ -194,7 +194,7 @@ func queryUserPrompt(req QueryRequest) string {
 func (g *OpenAIQueryGenerator) Identity() string {
 	parts := []string{"openai-chat", shortDigest(querySystemPrompt)}
 	for _, r := range g.routes {
-		parts = append(parts, r.cfg.baseURL()+" "+r.model)
+		parts = append(parts, r.cfg.baseURL()+" "+r.model+" "+r.cfg.keyIdentity())
 	}
 	return strings.Join(parts, "\n")
 }

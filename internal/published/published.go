@@ -48,12 +48,28 @@ type Catalogs struct {
 	// kept between passes, DefaultKeepMinTools when zero (see Release).
 	KeepMinTools int
 
-	// flights are the provider requests the passes and gradings are
-	// making, which the query stores share (querystore.Flights).
-	flights querystore.Flights
-
 	mu   sync.Mutex
 	byID map[string]*memory
+	// flights are the provider requests the passes and gradings are
+	// making, which the query stores of one Redis share
+	// (querystore.Flights), by the Redis's identity: an answer read from
+	// one catalog's Redis is never handed to a catalog of another.
+	flights map[string]*querystore.Flights
+}
+
+// flightsOf are the flights shared by the query stores of the Redis the
+// options name (its addresses, database and credentials).
+func (cs *Catalogs) flightsOf(o redisconn.Options) *querystore.Flights {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	fp := o.Fingerprint()
+	if cs.flights[fp] == nil {
+		if cs.flights == nil {
+			cs.flights = map[string]*querystore.Flights{}
+		}
+		cs.flights[fp] = &querystore.Flights{}
+	}
+	return cs.flights[fp]
 }
 
 // DefaultKeepMinTools is the size from which a catalog's stored state is
@@ -170,7 +186,7 @@ type Catalog struct {
 func (c *Catalog) QueryStore() *querystore.Store {
 	ns, _, _ := strings.Cut(c.id, "/")
 	s := querystore.New(c.rc, ns, 0)
-	s.Flights, s.MaxEntries, s.Now = &c.cs.flights, c.cs.StoreMaxEntries, c.cs.Now
+	s.Flights, s.MaxEntries, s.Now = c.cs.flightsOf(c.cfg.Redis), c.cs.StoreMaxEntries, c.cs.Now
 	s.Observe = func(kind, outcome string, n int) {
 		metrics.QueryStore.WithLabelValues(ns, kind, outcome).Add(float64(n))
 	}

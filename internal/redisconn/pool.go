@@ -28,6 +28,10 @@ type Options struct {
 	TLSFingerprint string
 }
 
+// Fingerprint identifies the Redis the options reach, and as whom,
+// without holding the password itself.
+func (o Options) Fingerprint() string { return o.fingerprint() }
+
 // fingerprint identifies the options without holding the password itself.
 func (o Options) fingerprint() string {
 	h := sha256.New()
