@@ -3,6 +3,7 @@ package controllers
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,6 +31,22 @@ func runPlugin(ns string, args ...string) (string, error) {
 	cmd.SetArgs(append([]string{"--namespace", ns}, args...))
 	err := cmd.ExecuteContext(context.Background())
 	return out.String() + errOut.String(), err
+}
+
+// approveFirstImport waits until a RequireApproval source holds its first
+// n tools, as it holds every tool nobody approved yet, and approves them
+// as an approver would, through the plugin.
+func approveFirstImport(g *WithT, ns, source string, n int) {
+	g.Eventually(func(g Gomega) {
+		pending := getTS(g, ns, source).Status.PendingChanges
+		g.Expect(pending).To(HaveLen(n))
+		for _, p := range pending {
+			g.Expect(p.Change).To(Equal(v1alpha1.ChangeAdded))
+		}
+	}).Should(Succeed())
+	g.Expect(sourceTools(g, ns, source)).To(BeEmpty(), "a first import was applied without approval")
+	out, err := runPlugin(ns, "approve", source, "--all", "--wait", "30s")
+	g.Expect(err).NotTo(HaveOccurred(), out)
 }
 
 // upstreamHash is the spec hash a source computes for a server's tool.
@@ -67,7 +85,8 @@ func TestToolSourceRequireApprovalHoldsUpstreamChanges(t *testing.T) {
 	ts.Spec.SyncInterval = &metav1.Duration{Duration: time.Hour}
 	createAll(g, ts, builtinCatalog(ns, "imported"))
 
-	// The first import is applied.
+	// The first import is held, then approved.
+	approveFirstImport(g, ns, "crm", 2)
 	g.Eventually(func(g Gomega) {
 		ts := getTS(g, ns, "crm")
 		expectCondition(g, ts, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSynced)
@@ -117,9 +136,8 @@ func TestToolSourceRequireApprovalHoldsUpstreamChanges(t *testing.T) {
 	g.Expect(pending["crm_export_contacts"].Diff).To(ContainSubstring("+    Export every contact with their private notes.\n+parameters:\n"))
 	// Events are sent on their own, after the status.
 	g.Eventually(func(g Gomega) {
-		ev := hasEvent(eventsFor(g, ns, "crm"), corev1.EventTypeWarning, v1alpha1.ReasonChangePending)
-		g.Expect(ev).NotTo(BeNil())
-		g.Expect(ev.Note).To(ContainSubstring(want["crm_find_contact"].SpecHash[:12]))
+		g.Expect(eventsFor(g, ns, "crm")).To(ContainElement(And(HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", v1alpha1.ReasonChangePending),
+			HaveField("Action", "Sync"), HaveField("Note", ContainSubstring(want["crm_find_contact"].SpecHash[:12])))))
 	}).Should(Succeed())
 
 	// The sync that saw the changes applied none: the ToolDefinitions keep
@@ -250,11 +268,12 @@ func publishedTools(g Gomega, rc *redis.Client, keys contract.Keys) map[string]c
 	return out
 }
 
-// Under RequireApproval a tool the server adds is held however the source
-// is edited, unless the edit changes what it selects: a new label or sync
-// interval lets nothing in, a new include pattern (the user's own choice)
-// imports what it takes.
-func TestToolSourceApprovalGateOpensOnlyOnANewSelection(t *testing.T) {
+// Under RequireApproval nothing but an approval lets a tool or a change
+// in: not a first sync, an edit of labels or sync interval, a new
+// include pattern, the spec asking for Apply, nor deleting the source and
+// making it again. The return to Apply is approved like a change, for the
+// generation that asks for it.
+func TestToolSourceApprovalGateOpensOnlyByApproval(t *testing.T) {
 	g := gomegaFor(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -264,9 +283,9 @@ func TestToolSourceApprovalGateOpensOnlyOnANewSelection(t *testing.T) {
 	ts.Spec.ChangePolicy = v1alpha1.ChangePolicyRequireApproval
 	ts.Spec.SyncInterval = &metav1.Duration{Duration: time.Hour}
 	createAll(g, ts)
+	approveFirstImport(g, ns, "crm", 1)
 	g.Eventually(func(g Gomega) {
 		g.Expect(sourceTools(g, ns, "crm")).To(HaveKey("find_contact"))
-		g.Expect(getTS(g, ns, "crm").Status.SelectionHash).NotTo(BeEmpty())
 	}).Should(Succeed())
 
 	srv.Tool("export_contacts", "Export every contact with their private notes.", nil, nil)
@@ -281,21 +300,52 @@ func TestToolSourceApprovalGateOpensOnlyOnANewSelection(t *testing.T) {
 		g.Expect(k8sClient.Patch(ctx, ts, patch)).To(Succeed())
 		return ts.Generation
 	}
-	gen := edit(func(ts *v1alpha1.ToolSource) {
+	held := func(what string, gen int64) {
+		g.Eventually(func(g Gomega) {
+			g.Expect(getTS(g, ns, "crm").Status.ObservedGeneration).To(Equal(gen))
+		}).Should(Succeed())
+		g.Expect(sourceTools(g, ns, "crm")).NotTo(HaveKey("export_contacts"), "%s let a held tool in", what)
+		g.Expect(getTS(g, ns, "crm").Status.PendingChanges).To(HaveLen(1))
+	}
+	held("a label edit", edit(func(ts *v1alpha1.ToolSource) {
 		ts.Spec.Labels["team"] = "sales"
 		ts.Spec.SyncInterval = &metav1.Duration{Duration: 2 * time.Hour}
-	})
+	}))
+	held("a new include pattern", edit(func(ts *v1alpha1.ToolSource) { ts.Spec.Include = []string{"*_contact*"} }))
+	held("an exclude that matches nothing", edit(func(ts *v1alpha1.ToolSource) { ts.Spec.Exclude = []string{"nothing_*"} }))
+	gen := edit(func(ts *v1alpha1.ToolSource) { ts.Spec.ChangePolicy = v1alpha1.ChangePolicyApply })
+	held("changePolicy Apply", gen)
 	g.Eventually(func(g Gomega) {
-		g.Expect(getTS(g, ns, "crm").Status.ObservedGeneration).To(Equal(gen))
+		ts := getTS(g, ns, "crm")
+		g.Expect(ts.Status.ChangePolicy).To(Equal(v1alpha1.ChangePolicyRequireApproval))
+		c := expectCondition(g, ts, v1alpha1.ConditionChangePending, metav1.ConditionTrue, v1alpha1.ReasonAwaitingApproval)
+		g.Expect(c.Message).To(ContainSubstring("spec.changePolicy Apply waits for approval, and RequireApproval holds meanwhile: kubectl toolcatalog approve crm --change-policy"))
 	}).Should(Succeed())
-	g.Expect(sourceTools(g, ns, "crm")).NotTo(HaveKey("export_contacts"), "a label edit let a held tool in")
-	g.Expect(getTS(g, ns, "crm").Status.PendingChanges).To(HaveLen(1))
 
-	edit(func(ts *v1alpha1.ToolSource) { ts.Spec.Include = []string{"*_contact*"} })
+	// An approval of the return, by an approver, lets it in.
+	out, err := runPlugin(ns, "approve", "crm", "--change-policy")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring(fmt.Sprintf("(generation %d)", gen)))
 	g.Eventually(func(g Gomega) {
 		g.Expect(sourceTools(g, ns, "crm")).To(HaveKey("export_contacts"))
-		g.Expect(getTS(g, ns, "crm").Status.PendingChanges).To(BeEmpty())
+		ts := getTS(g, ns, "crm")
+		g.Expect(ts.Status.ChangePolicy).To(Equal(v1alpha1.ChangePolicyApply))
+		g.Expect(ts.Status.PendingChanges).To(BeEmpty())
 	}).Should(Succeed())
+
+	// Made again with the same name, it holds everything anew.
+	g.Expect(k8sClient.Delete(ctx, getTS(g, ns, "crm"))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(sourceTools(g, ns, "crm")).To(BeEmpty())
+		g.Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "crm"}, &v1alpha1.ToolSource{}))).To(BeTrue())
+	}).Should(Succeed())
+	again := toolSource(ns, "crm", srv.URL)
+	again.Spec.ChangePolicy = v1alpha1.ChangePolicyRequireApproval
+	createAll(g, again)
+	g.Eventually(func(g Gomega) {
+		g.Expect(getTS(g, ns, "crm").Status.PendingChanges).To(HaveLen(2))
+	}).Should(Succeed())
+	g.Expect(sourceTools(g, ns, "crm")).To(BeEmpty(), "a source made again imported without approval")
 }
 
 // The diffs of many pending changes are kept while they fit together; the
@@ -324,6 +374,7 @@ func TestToolSourceHoldsOutputSchemaChanges(t *testing.T) {
 	ts.Spec.ChangePolicy = v1alpha1.ChangePolicyRequireApproval
 	ts.Spec.SyncInterval = &metav1.Duration{Duration: time.Hour}
 	createAll(g, ts)
+	approveFirstImport(g, ns, "metrics", 1)
 	outputOf := func(g Gomega) string {
 		tools := sourceTools(g, ns, "metrics")
 		g.Expect(tools).To(HaveKey("count_orders"))

@@ -36,6 +36,9 @@ func TestEditedImportIsNotServedAndIsWrittenBack(t *testing.T) {
 			ts.Spec.ChangePolicy = policy
 			ts.Spec.SyncInterval = &metav1.Duration{Duration: time.Hour}
 			createAll(g, ts, builtinCatalog(ns, "imported"))
+			if policy == v1alpha1.ChangePolicyRequireApproval {
+				approveFirstImport(g, ns, "git", 1)
+			}
 			g.Eventually(func(g Gomega) {
 				g.Expect(storedDoc(g, rc, keys).Tools).To(HaveLen(1))
 			}).Should(Succeed())
@@ -70,6 +73,7 @@ func TestEditedImportWithAHeldChangeIsNotServed(t *testing.T) {
 	ts.Spec.ChangePolicy = v1alpha1.ChangePolicyRequireApproval
 	ts.Spec.SyncInterval = &metav1.Duration{Duration: time.Hour}
 	createAll(g, ts, builtinCatalog(ns, "imported"))
+	approveFirstImport(g, ns, "git", 2)
 	g.Eventually(func(g Gomega) {
 		g.Expect(storedDoc(g, rc, keys).Tools).To(HaveLen(2))
 	}).Should(Succeed())

@@ -50,7 +50,8 @@ func TestApprovalGate(t *testing.T) {
 		pending, approvedChange bool
 	}{
 		{"Apply takes every change", source(v1alpha1.ChangePolicyApply, "", true), owned(nil), poisoned.Description, false, false},
-		{"a new selection takes a new tool", source(hold, "", false), nil, poisoned.Description, false, false},
+		{"a first sync holds a new tool", source(hold, "", false), nil, "", true, false},
+		{"a first sync applies an approved tool", source(hold, "crm_find="+hash(poisoned), false), nil, poisoned.Description, false, true},
 		{"a new tool is held after the first sync", source(hold, "", true), nil, "", true, false},
 		{"a change is held, the approved text kept", source(hold, "", true), owned(nil), approved.Description, true, false},
 		{"the source approves the whole hash", source(hold, "crm_find="+hash(poisoned), true), owned(nil), poisoned.Description, false, true},
@@ -80,26 +81,33 @@ func TestApprovalGate(t *testing.T) {
 	}
 }
 
-// A source selects anew until a sync of it succeeds: a first sync that
-// stalled (its Secret missing) observes the generation, and still lets
-// the first tools in without approval once it succeeds.
-func TestSelectionChanged(t *testing.T) {
-	spec := v1alpha1.ToolSourceSpec{MCP: v1alpha1.MCPServerSpec{URL: "http://crm/mcp"}}
-	synced := metav1.Now()
-	tests := []struct {
-		name   string
-		status v1alpha1.ToolSourceStatus
-		want   bool
-	}{
-		{"never synced", v1alpha1.ToolSourceStatus{}, true},
-		{"a first sync stalled", v1alpha1.ToolSourceStatus{ObservedGeneration: 1}, true},
-		{"synced before selections were recorded", v1alpha1.ToolSourceStatus{ObservedGeneration: 3, LastSyncTime: &synced}, false},
-		{"synced with this selection", v1alpha1.ToolSourceStatus{ObservedGeneration: 3, LastSyncTime: &synced, SelectionHash: mcpsource.SelectionHash(spec)}, false},
-		{"synced with another selection", v1alpha1.ToolSourceStatus{ObservedGeneration: 3, LastSyncTime: &synced, SelectionHash: "other"}, true},
+// Under RequireApproval the policy in force stays RequireApproval when the
+// spec asks for Apply, until an approval names the generation that asks:
+// an approval left from an earlier return approves no later one.
+func TestPolicyInForce(t *testing.T) {
+	pending := []metav1.Condition{{Type: v1alpha1.ConditionChangePending, Status: metav1.ConditionFalse}}
+	source := func(spec, status v1alpha1.ChangePolicy, generation int64, conditions []metav1.Condition) *v1alpha1.ToolSource {
+		ts := &v1alpha1.ToolSource{Spec: v1alpha1.ToolSourceSpec{ChangePolicy: spec}}
+		ts.Generation, ts.Status.ChangePolicy, ts.Status.Conditions = generation, status, conditions
+		return ts
 	}
-	for _, tt := range tests {
-		if got := selectionChanged(&v1alpha1.ToolSource{Spec: spec, Status: tt.status}); got != tt.want {
-			t.Errorf("%s: selectionChanged = %v, want %v", tt.name, got, tt.want)
+	const hold, apply = v1alpha1.ChangePolicyRequireApproval, v1alpha1.ChangePolicyApply
+	for _, tt := range []struct {
+		name      string
+		ts        *v1alpha1.ToolSource
+		approvals map[string]string
+		want      v1alpha1.ChangePolicy
+	}{
+		{"asks for RequireApproval", source(hold, apply, 2, nil), nil, hold},
+		{"Apply, never held", source(apply, "", 1, nil), nil, apply},
+		{"Apply, was Apply", source(apply, apply, 4, nil), nil, apply},
+		{"back to Apply, not approved", source(apply, hold, 4, nil), nil, hold},
+		{"back to Apply, approved", source(apply, hold, 4, nil), map[string]string{mcpsource.ApprovePolicy: "4"}, apply},
+		{"back to Apply, an earlier approval", source(apply, hold, 6, nil), map[string]string{mcpsource.ApprovePolicy: "4"}, hold},
+		{"back to Apply, held by a status from before it was recorded", source(apply, "", 4, pending), nil, hold},
+	} {
+		if got := mcpsource.PolicyInForce(tt.ts, tt.approvals); got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
 		}
 	}
 }

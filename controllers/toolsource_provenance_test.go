@@ -52,6 +52,7 @@ func TestForgedOwnershipIsNotAdopted(t *testing.T) {
 	ts.Spec.ChangePolicy = v1alpha1.ChangePolicyRequireApproval
 	ts.Spec.SyncInterval = &metav1.Duration{Duration: time.Hour}
 	createAll(g, ts, builtinCatalog(ns, "imported"))
+	approveFirstImport(g, ns, "crm", 1)
 	g.Eventually(func(g Gomega) {
 		g.Expect(publishedTools(g, rc, keys)).To(HaveKey("crm_find_contact"))
 	}).Should(Succeed())

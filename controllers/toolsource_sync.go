@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -200,14 +201,12 @@ func (r *ToolSourceReconciler) announce(ctx context.Context, ts *v1alpha1.ToolSo
 }
 
 // approvalGate decides, tool by tool, which upstream version a source
-// applies under its change policy.
+// applies under the change policy in force. Under RequireApproval nothing
+// opens it but an approval: not a first sync, a new selection, a source
+// made again with the same name, nor a spec asking for Apply (until the
+// return to Apply is approved).
 type approvalGate struct {
 	requireApproval bool
-	// open is true when the source's selection (URL, prefix, include,
-	// exclude) changed since its last successful sync, or it never
-	// synced: the tools the new selection takes are the user's own
-	// choice, not an upstream change. No other edit opens it.
-	open bool
 	// approvals are the source's approval annotation: tool → hash.
 	approvals map[string]string
 	// previous are the changes pending before this sync, by tool.
@@ -221,10 +220,8 @@ type approvalGate struct {
 
 func newApprovalGate(ts *v1alpha1.ToolSource, now metav1.Time) (*approvalGate, []string) {
 	g := &approvalGate{
-		requireApproval: ts.Spec.ChangePolicy == v1alpha1.ChangePolicyRequireApproval,
-		open:            selectionChanged(ts),
-		previous:        map[string]v1alpha1.PendingChange{},
-		now:             now,
+		previous: map[string]v1alpha1.PendingChange{},
+		now:      now,
 		spec: func(upstream v1alpha1.ToolDefinitionSpec) v1alpha1.ToolDefinitionSpec {
 			upstream.Permissions = ts.Spec.Permissions.DeepCopy()
 			return upstream
@@ -232,6 +229,7 @@ func newApprovalGate(ts *v1alpha1.ToolSource, now metav1.Time) (*approvalGate, [
 	}
 	var malformed []string
 	g.approvals, malformed = mcpsource.ParseApprovals(ts.Annotations[v1alpha1.AnnotationApprove])
+	g.requireApproval = mcpsource.PolicyInForce(ts, g.approvals) == v1alpha1.ChangePolicyRequireApproval
 	for _, p := range ts.Status.PendingChanges {
 		g.previous[p.Tool] = p
 	}
@@ -244,17 +242,6 @@ func newApprovalGate(ts *v1alpha1.ToolSource, now metav1.Time) (*approvalGate, [
 		}
 	}
 	return g, malformed
-}
-
-// selectionChanged reports whether the source selects anew: it never
-// synced, or its selection changed since it last did. A source last
-// synced before selections were recorded counts as unchanged: what it
-// changed since is unknown, so nothing gets in without approval.
-func selectionChanged(ts *v1alpha1.ToolSource) bool {
-	if ts.Status.SelectionHash == "" {
-		return ts.Status.LastSyncTime == nil
-	}
-	return ts.Status.SelectionHash != mcpsource.SelectionHash(ts.Spec)
 }
 
 // decision is what the gate decided for one tool.
@@ -274,7 +261,7 @@ type decision struct {
 // tool were new to it, leaving the edited one unserved.
 func (g *approvalGate) check(t mcpsource.Imported, have *v1alpha1.ToolDefinition, edited bool) (decision, error) {
 	upstream := t.Spec
-	if !g.requireApproval || (have == nil && g.open) {
+	if !g.requireApproval {
 		return decision{spec: &upstream}, nil
 	}
 	if edited && g.restores(upstream) {
@@ -575,19 +562,29 @@ func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsou
 		msg += fmt.Sprintf("; %d upstream changes await approval (see status.pendingChanges)", len(pending))
 	}
 	setCondition(ts, v1alpha1.ConditionSynced, metav1.ConditionTrue, v1alpha1.ReasonSynced, msg)
+	approvals, _ := mcpsource.ParseApprovals(ts.Annotations[v1alpha1.AnnotationApprove])
+	inForce := mcpsource.PolicyInForce(ts, approvals)
+	st.ChangePolicy = inForce
+	switchHeld := inForce != cmp.Or(ts.Spec.ChangePolicy, v1alpha1.ChangePolicyApply)
 	switch {
-	case ts.Spec.ChangePolicy != v1alpha1.ChangePolicyRequireApproval && len(pending) == 0:
+	case inForce != v1alpha1.ChangePolicyRequireApproval && len(pending) == 0:
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionChangePending)
-	case len(pending) == 0:
+	case len(pending) == 0 && !switchHeld:
 		setCondition(ts, v1alpha1.ConditionChangePending, metav1.ConditionFalse, v1alpha1.ReasonNoPendingChanges, "no upstream change waits for approval")
 	default:
 		var parts []string
 		for _, p := range pending {
 			parts = append(parts, fmt.Sprintf("%s (%s)", p.Tool, strings.ToLower(string(p.Change))))
 		}
-		setCondition(ts, v1alpha1.ConditionChangePending, metav1.ConditionTrue, v1alpha1.ReasonAwaitingApproval, clip.Truncate(fmt.Sprintf(
-			"%d upstream changes wait for approval: %s; the approved versions are served meanwhile; review status.pendingChanges, then kubectl toolcatalog approve %s TOOL",
-			len(pending), strings.Join(parts, ", "), ts.Name), 2048))
+		waiting := ""
+		if len(pending) > 0 {
+			waiting = fmt.Sprintf("%d upstream changes wait for approval: %s; the approved versions are served meanwhile; review status.pendingChanges, then kubectl toolcatalog approve %s TOOL",
+				len(pending), strings.Join(parts, ", "), ts.Name)
+		}
+		if switchHeld {
+			waiting = strings.TrimPrefix(waiting+fmt.Sprintf("; spec.changePolicy %s waits for approval, and RequireApproval holds meanwhile: kubectl toolcatalog approve %s --change-policy", ts.Spec.ChangePolicy, ts.Name), "; ")
+		}
+		setCondition(ts, v1alpha1.ConditionChangePending, metav1.ConditionTrue, v1alpha1.ReasonAwaitingApproval, clip.Truncate(waiting, 2048))
 	}
 
 	if res.created+res.updated+res.removed > 0 {
@@ -607,7 +604,13 @@ func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsou
 		for _, p := range newlyPending {
 			parts = append(parts, fmt.Sprintf("%s: %s (spec hash %s)", p.Tool, clip.Truncate(p.Summary, 300), p.SpecHash[:mcpsource.ShortHash]))
 		}
-		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, v1alpha1.ReasonChangePending, "Sync", "%s",
+		// A first import held whole is an action of its own, so the
+		// changes the server makes later are a series of their own too.
+		action := "Sync"
+		if st.Imported == nil || len(st.Imported.UIDs) == 0 {
+			action = "HoldImport"
+		}
+		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, v1alpha1.ReasonChangePending, action, "%s",
 			clip.Truncate(fmt.Sprintf("approve with kubectl toolcatalog approve %s TOOL: %s", ts.Name, strings.Join(parts, "; ")), 1024))
 	}
 	for _, a := range res.approved {

@@ -48,13 +48,17 @@ type ToolSourceSpec struct {
 	// +kubebuilder:default="5m"
 	SyncInterval *metav1.Duration `json:"syncInterval,omitempty"`
 
-	// changePolicy says what happens when the server changes a tool after
-	// its first import. Apply updates the ToolDefinition at once.
-	// RequireApproval holds every change to a tool's description,
-	// parameters or annotations, and every tool the server adds later, until
-	// a person approves its spec hash (kubectl toolcatalog approve, or the
-	// toolcatalog.dev/approve annotation); meanwhile catalogs keep serving
-	// the approved version. Tools the server removes are removed either way.
+	// changePolicy says what happens when the server offers a tool or
+	// changes one. Apply imports and updates the ToolDefinitions at once.
+	// RequireApproval holds every tool not yet approved (those of the
+	// first sync, of a new selection, of a source made again with the
+	// same name, and those the server adds later) and every change to a
+	// tool's description, parameters or annotations, until a person who
+	// may approve the source approves its spec hash (kubectl toolcatalog
+	// approve, or the toolcatalog.dev/approve annotation); meanwhile
+	// catalogs keep serving the approved versions. Going back to Apply
+	// is itself held until approved (status.changePolicy). Tools the
+	// server removes are removed either way.
 	// +optional
 	// +kubebuilder:default=Apply
 	ChangePolicy ChangePolicy `json:"changePolicy,omitempty"`
@@ -232,11 +236,15 @@ type ToolSourceStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// selectionHash identifies the selection (spec.mcp.url,
 	// toolNamePrefix, include and exclude) of the last successful sync.
-	// Under RequireApproval, a tool is imported without approval only by
-	// the first sync of a new selection: editing labels, syncInterval or
-	// anything else does not let new upstream tools in.
 	// +optional
 	SelectionHash string `json:"selectionHash,omitempty"`
+	// changePolicy is the change policy the last sync enforced:
+	// RequireApproval from the first sync under it until an approver
+	// approves the return to Apply that spec.changePolicy asks for (the
+	// toolcatalog.dev/approve entry changePolicy/Apply=GENERATION, with
+	// the source's metadata.generation that asks for it).
+	// +optional
+	ChangePolicy ChangePolicy `json:"changePolicy,omitempty"`
 	// imported records the ToolDefinitions this source created, by the
 	// UIDs the API server returned to it. Only these are the source's own:
 	// a ToolDefinition that names the source, or carries an owner

@@ -203,6 +203,17 @@ Ctrl-C stops everything. Published versions:
 	}
 	egressAllow = append(slices.Clone(egressAllow), docsURL)
 	go reportPublished(ctx, c)
+	// The sample ToolSource holds its first import for approval, as every
+	// RequireApproval source does: the local runner approves it as you
+	// would, once you had read it.
+	go func() {
+		n, approveErr := samples.ApproveFirstImport(ctx, c, client.ObjectKey{Namespace: "default", Name: "docs"}, 5*time.Minute)
+		if approveErr != nil {
+			fmt.Printf("the first import of ToolSource docs was not approved: %v\n", approveErr)
+			return
+		}
+		fmt.Printf("approved the first import of ToolSource docs (%d tools), as `kubectl toolcatalog approve docs --all` does\n", n)
+	}()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	gatewayDone := make(chan error, 1)

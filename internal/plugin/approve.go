@@ -21,9 +21,9 @@ import (
 
 func (o *Options) approveCommand() *cobra.Command {
 	var (
-		all     bool
-		hash    string
-		waitFor time.Duration
+		all, policy bool
+		hash        string
+		waitFor     time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "approve SOURCE [TOOL...]",
@@ -31,10 +31,12 @@ func (o *Options) approveCommand() *cobra.Command {
 		Long: `Without a tool, approve lists the changes the ToolSource holds for approval.
 With tools, it approves the version of each that is pending now, by its spec
 hash: a later upstream change needs a new approval. --hash refuses when the
-pending change is no longer the one you reviewed.`,
+pending change is no longer the one you reviewed. --change-policy approves
+the source's return from RequireApproval to Apply, as its spec asks now.`,
 		Example: `  kubectl toolcatalog approve crm
   kubectl toolcatalog approve crm crm_find_contact --hash d9d71e5ebc23 --wait 30s
-  kubectl toolcatalog approve crm --all`,
+  kubectl toolcatalog approve crm --all
+  kubectl toolcatalog approve crm --change-policy`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -47,6 +49,13 @@ pending change is no longer the one you reviewed.`,
 				return fmt.Errorf("reading ToolSource %s/%s: %w", ns, args[0], getErr)
 			}
 			out := cmd.OutOrStdout()
+			if policy {
+				if approveErr := mcpsource.ApprovePolicyChange(ctx, kube, ts); approveErr != nil {
+					return approveErr
+				}
+				fmt.Fprintf(out, "approved the return of ToolSource %s to changePolicy Apply (generation %d)\n", ts.Name, ts.Generation)
+				return nil
+			}
 			if len(args) == 1 && !all {
 				return listPending(out, ts)
 			}
@@ -71,6 +80,7 @@ pending change is no longer the one you reviewed.`,
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "approve every pending change")
+	cmd.Flags().BoolVar(&policy, "change-policy", false, "approve the source's return to changePolicy Apply, which its spec asks for now")
 	cmd.Flags().StringVar(&hash, "hash", "", "the spec hash (or its first 12 or more digits) you reviewed; refuse if the pending change has another")
 	cmd.Flags().DurationVar(&waitFor, "wait", 0, "wait up to this long for the source to apply the approved versions")
 	return cmd
