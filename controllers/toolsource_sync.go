@@ -427,7 +427,7 @@ func (r *ToolSourceReconciler) applyTools(ctx context.Context, ts *v1alpha1.Tool
 			res.written[p.have.UID] = p.keep
 			continue
 		}
-		changed, uid, err := r.applyTool(ctx, ts, p.want, p.have)
+		changed, uid, written, err := r.applyTool(ctx, ts, p.want, p.have)
 		if errors.Is(err, errWrittenByOthers) {
 			res.skipped = append(res.skipped, v1alpha1.SkippedTool{Tool: p.tool.Upstream, Reason: fmt.Sprintf(
 				"ToolDefinition %s was written by somebody else before this source could create it: it is not served; delete it and the source imports the tool", p.want.Name)})
@@ -437,7 +437,7 @@ func (r *ToolSourceReconciler) applyTools(ctx context.Context, ts *v1alpha1.Tool
 			return err
 		}
 		keep[name] = true
-		res.written[uid] = recorded{specs: catalog.WrittenHash(p.want.Spec), tool: p.want.Spec.Name}
+		res.written[uid] = recorded{specs: written, tool: p.want.Spec.Name}
 		switch {
 		case !changed, p.decision.pending != nil: // a held change is reported as pending
 		case p.have == nil:
@@ -486,20 +486,21 @@ func (r *ToolSourceReconciler) wanted(ts *v1alpha1.ToolSource, name string, spec
 var errWrittenByOthers = errors.New("written by others")
 
 // applyTool server-side applies one ToolDefinition, unless it already is
-// as wanted. It returns whether it wrote, and the UID of the
-// ToolDefinition. A new one counts as created only when the API server's
-// answer shows that the source's apply alone wrote it; errWrittenByOthers
+// as wanted. It returns whether it wrote, the UID of the ToolDefinition
+// and the hash of its spec as the API server keeps it (its answer to the
+// apply). A new one counts as created only when the API server's answer
+// shows that the source's apply alone wrote it; errWrittenByOthers
 // otherwise.
-func (r *ToolSourceReconciler) applyTool(ctx context.Context, ts *v1alpha1.ToolSource, want, have *v1alpha1.ToolDefinition) (bool, types.UID, error) {
+func (r *ToolSourceReconciler) applyTool(ctx context.Context, ts *v1alpha1.ToolSource, want, have *v1alpha1.ToolDefinition) (bool, types.UID, string, error) {
 	name := want.Name
 	if have != nil && equality.Semantic.DeepEqual(have.Spec, want.Spec) && equality.Semantic.DeepEqual(have.Labels, want.Labels) &&
 		equality.Semantic.DeepEqual(have.OwnerReferences, want.OwnerReferences) &&
 		have.Annotations[v1alpha1.AnnotationPendingChange] == want.Annotations[v1alpha1.AnnotationPendingChange] {
-		return false, have.UID, nil
+		return false, have.UID, catalog.WrittenHash(have.Spec), nil
 	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(want)
 	if err != nil {
-		return false, "", err
+		return false, "", "", err
 	}
 	delete(u, "status")
 	unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
@@ -509,12 +510,16 @@ func (r *ToolSourceReconciler) applyTool(ctx context.Context, ts *v1alpha1.ToolS
 	}
 	applied := &unstructured.Unstructured{Object: u}
 	if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(sourceFieldOwner), client.ForceOwnership); err != nil {
-		return false, "", fmt.Errorf("applying ToolDefinition %s: %w", name, err)
+		return false, "", "", fmt.Errorf("applying ToolDefinition %s: %w", name, err)
 	}
 	if have == nil && !catalog.Created(ts, &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{UID: applied.GetUID()}}) && !appliedAlone(applied) {
-		return false, "", errWrittenByOthers
+		return false, "", "", errWrittenByOthers
 	}
-	return true, applied.GetUID(), nil
+	stored := &v1alpha1.ToolDefinition{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(applied.Object, stored); err != nil {
+		return false, "", "", fmt.Errorf("reading the API server's answer for ToolDefinition %s: %w", name, err)
+	}
+	return true, applied.GetUID(), catalog.WrittenHash(stored.Spec), nil
 }
 
 // appliedAlone reports whether the API server's answer to an apply shows
