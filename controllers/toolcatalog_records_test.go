@@ -42,7 +42,13 @@ func TestRecordsFollowThePass(t *testing.T) {
 	g.Expect(tc.Status.Version).To(BeEquivalentTo(2))
 	expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
 	g.Expect(d.r.records().Len()).To(Equal(1), "the second outcome was queued twice")
-	email := getTD(g, ns, "email")
+	// The ToolDefinition's own status says the spec hash of the edit once
+	// its reconciler has seen it.
+	var email *v1alpha1.ToolDefinition
+	g.Eventually(func(g Gomega) {
+		email = getTD(g, ns, "email")
+		g.Expect(email.Status.ObservedGeneration).To(Equal(email.Generation))
+	}).Should(Succeed())
 	rec, known := d.r.Ledger.recordFor("direct", email, nil)
 	g.Expect(known).To(BeTrue())
 	g.Expect(rec.CatalogVersion).To(BeEquivalentTo(2), "the ledger holds the superseded outcome's records")
