@@ -19,6 +19,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/toolcatalog/tool-catalog-operator/internal/budget"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
@@ -115,7 +116,7 @@ type Authenticator struct {
 
 	mu      sync.Mutex
 	cached  map[[sha256.Size]byte]reviewed
-	sources sourceLimiters
+	sources *budget.PerSource
 }
 
 // sourceKey holds the source of a request in its context.
@@ -127,63 +128,17 @@ func WithSource(ctx context.Context, source string) context.Context {
 	return context.WithValue(ctx, sourceKey{}, source)
 }
 
-// maxSources bounds the sources with a bucket of their own; past it,
-// sources not seen lately share one.
-const maxSources = 4096
-
-// sourceLimiters are the review buckets of each source.
-type sourceLimiters struct {
-	m        map[string]*sourceBucket
-	overflow *rate.Limiter
-	// swept is when sources idle for a minute were last dropped.
-	swept time.Time
-}
-
-type sourceBucket struct {
-	lim  *rate.Limiter
-	seen time.Time
-}
-
-// allowSource takes a review from the bucket of ctx's source; called with
-// a.mu held.
+// allowSource takes a review from the bucket of ctx's source.
 func (a *Authenticator) allowSource(ctx context.Context) bool {
-	if a.SourceLimit <= 0 {
-		return true
-	}
 	source, _ := ctx.Value(sourceKey{}).(string)
-	now := time.Now()
-	ls := &a.sources
-	if ls.m == nil {
-		ls.m = map[string]*sourceBucket{}
-		ls.overflow = rate.NewLimiter(a.SourceLimit, a.SourceBurst)
+	a.mu.Lock()
+	if a.sources == nil {
+		a.sources = &budget.PerSource{Limit: a.SourceLimit, Burst: a.SourceBurst}
 	}
-	b := ls.m[source]
-	// A full table is swept at most once a second: a flood of new
-	// sources costs no walk of it each.
-	if b == nil && len(ls.m) >= maxSources && now.Sub(ls.swept) > time.Second {
-		ls.swept = now
-		for k, o := range ls.m {
-			if now.Sub(o.seen) > time.Minute {
-				delete(ls.m, k)
-			}
-		}
-	}
-	if b == nil {
-		if len(ls.m) >= maxSources {
-			return ls.overflow.AllowN(now, 1)
-		}
-		b = &sourceBucket{lim: rate.NewLimiter(a.SourceLimit, a.SourceBurst)}
-		ls.m[source] = b
-	}
-	b.seen = now
-	return b.lim.AllowN(now, 1)
+	sources := a.sources
+	a.mu.Unlock()
+	return sources.Allow(source)
 }
-
-// reviewable reports whether a TokenReview could accept token: a
-// service-account token is a JWT with an issuer, issued for one of the
-// audiences the review asks for. Anything else is refused without a
-// review, so made-up tokens cost the gateway nothing and the API server
-// no request.
 
 type reviewed struct {
 	principal Principal
@@ -248,10 +203,7 @@ func (a *Authenticator) authenticate(ctx context.Context, token string) (Princip
 	// Tokens not seen lately cost a review or, with a key ID the gateway
 	// does not know, a read of the issuer's keys: they are rate limited,
 	// per source first, then all together.
-	a.mu.Lock()
-	allowed := a.allowSource(ctx)
-	a.mu.Unlock()
-	if !allowed || (a.Limiter != nil && !a.Limiter.Allow()) {
+	if !a.allowSource(ctx) || (a.Limiter != nil && !a.Limiter.Allow()) {
 		return Principal{}, ErrTooManyReviews
 	}
 	p, expiry, err := v.Verify(ctx, token)

@@ -14,6 +14,9 @@ package metricsauth
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -28,6 +31,8 @@ import (
 	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/toolcatalog/tool-catalog-operator/internal/budget"
 )
 
 // Answers are kept this long: allowed a minute, refused ten seconds.
@@ -39,8 +44,19 @@ const (
 )
 
 // reviewRate bounds the reviews a second of tokens not seen lately, in
-// bursts of twice as many: a scraper needs one a minute.
-const reviewRate = 5
+// bursts of twice as many: a scraper needs one a minute. Each client
+// address takes from a share of its own first (sourceRate, in bursts of
+// sourceBurst), so one address sending made-up tokens cannot spend them
+// all; and a token allowed within knownFor, whose kept answer expired,
+// is reviewed again from a share of its own (knownRate), so the
+// scrapers already let in are never locked out by newcomers.
+const (
+	reviewRate  = 5
+	sourceRate  = 1
+	sourceBurst = 3
+	knownRate   = 1
+	knownFor    = time.Hour
+)
 
 // Provider is a metricsserver.Options.FilterProvider.
 func Provider(cfg *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
@@ -55,8 +71,7 @@ func Provider(cfg *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
 		return nil, err
 	}
 	return func(log logr.Logger, next http.Handler) (http.Handler, error) {
-		return &guard{authn: authn, authz: authz, next: next, log: log, kept: map[[sha256.Size]byte]answer{},
-			limiter: rate.NewLimiter(reviewRate, 2*reviewRate)}, nil
+		return newGuard(authn, authz, next, log), nil
 	}, nil
 }
 
@@ -84,9 +99,24 @@ type guard struct {
 	next    http.Handler
 	log     logr.Logger
 	limiter *rate.Limiter
+	// sources are the shares of each client address, known the share of
+	// the tokens allowed lately.
+	sources *budget.PerSource
+	known   *rate.Limiter
+	// allowedTTL and refusedTTL are how long answers are kept.
+	allowedTTL, refusedTTL time.Duration
 
 	mu   sync.Mutex
 	kept map[[sha256.Size]byte]answer
+	// allowed holds when each token allowed lately was last allowed.
+	allowed map[[sha256.Size]byte]time.Time
+}
+
+func newGuard(authn authenticationclient.AuthenticationV1Interface, authz authorizationclient.AuthorizationV1Interface, next http.Handler, log logr.Logger) *guard {
+	return &guard{authn: authn, authz: authz, next: next, log: log,
+		limiter: rate.NewLimiter(reviewRate, 2*reviewRate), sources: &budget.PerSource{Limit: sourceRate, Burst: sourceBurst},
+		known: rate.NewLimiter(knownRate, 2*knownRate), allowedTTL: allowedTTL, refusedTTL: refusedTTL,
+		kept: map[[sha256.Size]byte]answer{}, allowed: map[[sha256.Size]byte]time.Time{}}
 }
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -99,7 +129,11 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	verb := strings.ToLower(r.Method)
 	sum := sha256.Sum256([]byte(verb + " " + r.URL.Path + " " + token))
-	code := g.decide(r.Context(), sum, token, verb, r.URL.Path)
+	source, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		source = r.RemoteAddr
+	}
+	code := g.decide(r.Context(), sum, token, verb, r.URL.Path, source)
 	switch code {
 	case 0:
 		g.next.ServeHTTP(w, r)
@@ -117,16 +151,28 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // decide returns 0 when the token's identity may verb path, else the
-// HTTP status to answer; answers are kept a while.
-func (g *guard) decide(ctx context.Context, sum [sha256.Size]byte, token, verb, path string) int {
+// HTTP status to answer; answers are kept a while. A token that cannot
+// be one the API server issued (not a JWT naming its issuer) is refused
+// without a review; a new one is reviewed from its source's share, then
+// from everyone's; one allowed lately, from the share of those.
+func (g *guard) decide(ctx context.Context, sum [sha256.Size]byte, token, verb, path, source string) int {
 	now := time.Now()
 	g.mu.Lock()
-	if a, ok := g.kept[sum]; ok && now.Before(a.until) {
-		g.mu.Unlock()
+	a, ok := g.kept[sum]
+	last, known := g.allowed[sum]
+	g.mu.Unlock()
+	if ok && now.Before(a.until) {
 		return a.code
 	}
-	g.mu.Unlock()
-	if !g.limiter.Allow() {
+	if !jwtWithIssuer(token) {
+		return g.keep(sum, http.StatusUnauthorized, now)
+	}
+	switch {
+	case known && now.Sub(last) < knownFor:
+		if !g.known.Allow() {
+			return http.StatusTooManyRequests
+		}
+	case !g.sources.Allow(source) || !g.limiter.Allow():
 		return http.StatusTooManyRequests
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -158,14 +204,45 @@ func (g *guard) decide(ctx context.Context, sum [sha256.Size]byte, token, verb, 
 	return g.keep(sum, 0, now)
 }
 
+// jwtWithIssuer reports whether token is shaped as the tokens the API
+// server issues and reviews: a JWT whose claims name an issuer. The
+// shape is not proof of anything; it only spares a review for tokens
+// that could never pass one.
+func jwtWithIssuer(token string) bool {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 || len(token) > 16<<10 {
+		return false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return false
+	}
+	var claims struct {
+		Issuer string `json:"iss"`
+	}
+	return json.Unmarshal(raw, &claims) == nil && claims.Issuer != ""
+}
+
 // keep remembers an answer and returns its code.
 func (g *guard) keep(sum [sha256.Size]byte, code int, now time.Time) int {
-	ttl := allowedTTL
+	ttl := g.allowedTTL
 	if code != 0 {
-		ttl = refusedTTL
+		ttl = g.refusedTTL
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if code == 0 {
+		if len(g.allowed) >= maxKept {
+			for k, at := range g.allowed {
+				if now.Sub(at) >= knownFor {
+					delete(g.allowed, k)
+				}
+			}
+		}
+		if len(g.allowed) < maxKept {
+			g.allowed[sum] = now
+		}
+	}
 	if len(g.kept) >= maxKept {
 		for k, a := range g.kept {
 			if now.After(a.until) {
