@@ -239,16 +239,23 @@ type TokenReviewer struct {
 	// Without them the API server's own audience would do: Run sets
 	// DefaultTokenAudience when none is configured.
 	Audiences []string
+	// Keys, when set, refuse a token no key of the cluster signed
+	// before it costs a review.
+	Keys *ServiceAccountKeys
 }
 
 // Accepts takes JWTs that name an issuer and, when audiences are set, one
-// of them: other tokens would cost a review only to be refused.
+// of them, and with Keys, that a key of the cluster signed: other tokens
+// would cost a review only to be refused.
 func (t *TokenReviewer) Accepts(token string) bool {
 	claims := unverifiedClaims(token)
 	if claims.Issuer == "" {
 		return false
 	}
-	return len(t.Audiences) == 0 || slices.ContainsFunc(claims.Audience, func(aud string) bool { return slices.Contains(t.Audiences, aud) })
+	if len(t.Audiences) > 0 && !slices.ContainsFunc(claims.Audience, func(aud string) bool { return slices.Contains(t.Audiences, aud) }) {
+		return false
+	}
+	return t.Keys == nil || t.Keys.check(context.Background(), token) != notSignedByCluster
 }
 
 // Costly is true: each check is a request to the API server.

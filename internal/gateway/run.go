@@ -173,7 +173,12 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 		}
 		auth.Verifiers = append(auth.Verifiers, iss)
 	}
-	auth.Verifiers = append(auth.Verifiers, &TokenReviewer{Reviews: direct, Audiences: audiences})
+	keysClient, err := rest.HTTPClientFor(restConfig)
+	if err != nil {
+		return err
+	}
+	auth.Verifiers = append(auth.Verifiers, &TokenReviewer{Reviews: direct, Audiences: audiences,
+		Keys: &ServiceAccountKeys{Fetch: FetchKeys(keysClient, strings.TrimSuffix(restConfig.Host, "/")+"/openid/v1/jwks")}})
 	policy, err := egress.New(cfg.EgressAllow, restConfig.Host)
 	if err != nil {
 		return fmt.Errorf("--egress-allow: %w", err)

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -378,6 +379,42 @@ func TestTokenFloodsLeaveReviewsToOthers(t *testing.T) {
 		if p, err := a.Authenticate(WithSource(t.Context(), fmt.Sprintf("10.0.1.%d", i)), token); err != nil || p.User != "system:serviceaccount:"+ns+":agent-"+fmt.Sprint(i) {
 			t.Fatalf("agent %d's new token: %+v, %v", i, p, err)
 		}
+	}
+}
+
+// Tokens shaped as the cluster's service-account tokens (a JWT naming an
+// issuer and the gateway's audience) but signed by no key of the cluster
+// cost no review, however many addresses send them: the cluster's keys
+// (/openid/v1/jwks) tell them apart. Before, 500 of them from 100
+// addresses left 3 of 10 legitimate new tokens a 429, and behind one
+// proxy address all 10; now none, with no per-source share at all.
+func TestForgedServiceAccountTokensCostNoReview(t *testing.T) {
+	ns := newNamespace(t)
+	hc, err := rest.HTTPClientFor(restConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := &ServiceAccountKeys{Fetch: FetchKeys(hc, strings.TrimSuffix(restConfig.Host, "/")+"/openid/v1/jwks")}
+	reviews := &countingCreates{Client: kube}
+	a := &Authenticator{Verifiers: []Verifier{&TokenReviewer{Reviews: reviews, Audiences: []string{DefaultTokenAudience}, Keys: keys}}, Limiter: rate.NewLimiter(0, 10)}
+	proxy := WithSource(t.Context(), "10.0.0.1")
+	for i := range 500 {
+		from := WithSource(t.Context(), fmt.Sprintf("10.0.%d.%d", i/100, i%100))
+		if _, err := a.Authenticate(from, madeUpToken(fmt.Sprint(i))); !errors.Is(err, ErrUnauthenticated) {
+			t.Fatalf("a forged token: %v", err)
+		}
+	}
+	if n := reviews.n.Load(); n != 0 {
+		t.Fatalf("%d TokenReviews of forged tokens", n)
+	}
+	for i := range 10 {
+		token := serviceAccountToken(t, ns, fmt.Sprintf("agent-%d", i), DefaultTokenAudience).Status.Token
+		if p, err := a.Authenticate(proxy, token); err != nil || p.User != "system:serviceaccount:"+ns+":agent-"+fmt.Sprint(i) {
+			t.Fatalf("agent %d's new token behind the proxy: %+v, %v", i, p, err)
+		}
+	}
+	if n := reviews.n.Load(); n != 10 {
+		t.Fatalf("%d TokenReviews of the 10 agents' tokens, want 10: a signed token is still reviewed", n)
 	}
 }
 
