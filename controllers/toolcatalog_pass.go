@@ -105,7 +105,11 @@ func (r *ToolCatalogReconciler) hold(ctx context.Context, tc *v1alpha1.ToolCatal
 		cur = o.Build.Document
 	}
 	hctx, span := step(ctx, "pin")
-	h, err := st.Hold(hctx, cur, pin)
+	published := map[int64]string{}
+	for _, v := range tc.Status.PublishedVersions {
+		published[v.Version] = v.SchemaHash
+	}
+	h, err := st.Hold(hctx, cur, pin, published)
 	endStep(span, err)
 	if err != nil {
 		return h, redisError(tc, err)
@@ -137,7 +141,7 @@ type publishedState interface {
 	Learned(ctx context.Context, stored catalog.Stored, tools []*catalog.Tool) (map[string][]string, error)
 	Stage(ctx context.Context, stored catalog.Stored, b catalog.Build) error
 	Publish(ctx context.Context, stored catalog.Stored, b catalog.Build, floor int64) (int64, error)
-	Hold(ctx context.Context, cur *contract.Document, pin int64) (published.Hold, error)
+	Hold(ctx context.Context, cur *contract.Document, pin int64, published map[int64]string) (published.Hold, error)
 	// Release lets go of what is kept of a small catalog's stored state
 	// once the pass and its grading's hand-over are done.
 	Release()

@@ -3,6 +3,7 @@ package controllers
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -44,6 +45,7 @@ func applyStatus(tc *v1alpha1.ToolCatalog, res passResult) {
 	if o.Published {
 		at := metav1.NewTime(res.at)
 		st.LastPublishedTime = &at
+		st.PublishedVersions = recordVersion(st.PublishedVersions, o.Version, o.Build.Document.SchemaHash)
 	}
 	st.FailingTools = o.FailingTools()
 	st.ObservedGeneration = tc.Generation
@@ -181,4 +183,16 @@ func failuresChanged(a, b []v1alpha1.ToolFailure) bool {
 		}
 	}
 	return false
+}
+
+// maxPublishedVersions is how many published versions status keeps the
+// schema hashes of: more than a catalog retains by default (5).
+const maxPublishedVersions = 32
+
+// recordVersion adds a published version to those kept, dropping the
+// oldest past maxPublishedVersions.
+func recordVersion(kept []v1alpha1.PublishedVersion, version int64, schemaHash string) []v1alpha1.PublishedVersion {
+	kept = slices.DeleteFunc(slices.Clone(kept), func(v v1alpha1.PublishedVersion) bool { return v.Version >= version })
+	kept = append(kept, v1alpha1.PublishedVersion{Version: version, SchemaHash: schemaHash})
+	return kept[max(0, len(kept)-maxPublishedVersions):]
 }

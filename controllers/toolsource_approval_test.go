@@ -47,6 +47,10 @@ func approveFirstImport(g *WithT, ns, source string, n int) {
 	g.Expect(sourceTools(g, ns, source)).To(BeEmpty(), "a first import was applied without approval")
 	out, err := runPlugin(ns, "approve", source, "--all", "--wait", "30s")
 	g.Expect(err).NotTo(HaveOccurred(), out)
+	// The sync that applied them has recorded it too.
+	g.Eventually(func(g Gomega) {
+		g.Expect(getTS(g, ns, source).Status.PendingChanges).To(BeEmpty())
+	}).Should(Succeed())
 }
 
 // upstreamHash is the spec hash a source computes for a server's tool.

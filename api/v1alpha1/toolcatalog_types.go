@@ -590,6 +590,16 @@ type ToolCatalogStatus struct {
 	// +optional
 	SchemaHash string `json:"schemaHash,omitempty"`
 
+	// publishedVersions are the last versions this catalog published,
+	// with their schema hashes: a version rebuilt from the change records
+	// in Redis (to pin it) must hash to what was published, or it is
+	// refused. Only the operator writes it.
+	// +optional
+	// +listType=map
+	// +listMapKey=version
+	// +kubebuilder:validation:MaxItems=32
+	PublishedVersions []PublishedVersion `json:"publishedVersions,omitempty"`
+
 	// counts summarises the selected tools.
 	// +optional
 	Counts *ToolCounts `json:"counts,omitempty"`
@@ -821,3 +831,14 @@ type ToolCatalogList struct {
 // GetConditions returns a pointer to the status conditions, for helpers that
 // set conditions on either kind.
 func (t *ToolCatalog) GetConditions() *[]metav1.Condition { return &t.Status.Conditions }
+
+// PublishedVersion is a version a catalog published and its schema hash.
+type PublishedVersion struct {
+	// version is the version number.
+	// +required
+	Version int64 `json:"version"`
+	// schemaHash is the version's schema hash as published.
+	// +required
+	// +kubebuilder:validation:MaxLength=128
+	SchemaHash string `json:"schemaHash"`
+}

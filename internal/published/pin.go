@@ -45,15 +45,19 @@ type pinned struct {
 // it is missing or holds another version, deletes it when pin is 0, and
 // announces either. A version that cannot be pinned leaves whatever was
 // served and is reported in Hold.Refused.
-func (c *Catalog) Hold(ctx context.Context, cur *contract.Document, pin int64) (Hold, error) {
-	h, err := c.hold(ctx, cur, pin)
+//
+// published are the schema hashes of the versions the catalog published
+// (status.publishedVersions): a version rebuilt to be pinned must hash to
+// its own, when known (store.Pin).
+func (c *Catalog) Hold(ctx context.Context, cur *contract.Document, pin int64, published map[int64]string) (Hold, error) {
+	h, err := c.hold(ctx, cur, pin, published)
 	if err != nil {
 		metrics.RedisErrors.WithLabelValues(c.id, "write").Inc()
 	}
 	return h, err
 }
 
-func (c *Catalog) hold(ctx context.Context, cur *contract.Document, pin int64) (Hold, error) {
+func (c *Catalog) hold(ctx context.Context, cur *contract.Document, pin int64, published map[int64]string) (Hold, error) {
 	k := c.cfg.Keys
 	have, present, err := c.readPinned(ctx)
 	if err != nil {
@@ -72,7 +76,7 @@ func (c *Catalog) hold(ctx context.Context, cur *contract.Document, pin int64) (
 	}
 	var h Hold
 	if have == nil || have.version != pin {
-		doc, err := store.Pin(ctx, c.rc, k, cur, pin)
+		doc, err := store.Pin(ctx, c.rc, k, cur, pin, published[pin])
 		switch {
 		case errors.Is(err, store.ErrCannotPin):
 			h.Refused = err

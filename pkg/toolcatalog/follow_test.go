@@ -558,7 +558,7 @@ func TestFollowServesThePinnedVersion(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := store.Pin(ctx, c, k, v2, 1); err != nil {
+	if _, err := store.Pin(ctx, c, k, v2, 1, ""); err != nil {
 		t.Fatal(err)
 	}
 	announce(v2, 1)
@@ -573,7 +573,7 @@ func TestFollowServesThePinnedVersion(t *testing.T) {
 	// Version 3 is published and announced, and not served; moving the
 	// pin to 2 afterwards proves its notice was handled first.
 	v3 := publish(t, c, k, channel, 3, true)
-	if _, err := store.Pin(ctx, c, k, v3, 2); err != nil {
+	if _, err := store.Pin(ctx, c, k, v3, 2, ""); err != nil {
 		t.Fatal(err)
 	}
 	announce(v3, 2)
@@ -586,7 +586,7 @@ func TestFollowServesThePinnedVersion(t *testing.T) {
 
 	// Pinned at the current version and unpinned, with no notice: the
 	// periodic check follows both.
-	if _, err := store.Pin(ctx, c, k, v3, 3); err != nil {
+	if _, err := store.Pin(ctx, c, k, v3, 3, ""); err != nil {
 		t.Fatal(err)
 	}
 	if reloaded, err := f.Check(ctx); err != nil || !reloaded || !f.Current().Pinned {

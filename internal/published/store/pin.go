@@ -18,13 +18,22 @@ import (
 // before records kept them). The error says which.
 var ErrCannotPin = errors.New("the version cannot be pinned")
 
+// ErrTampered wraps ErrCannotPin for a version whose rebuilt copy is not
+// the one published.
+var ErrTampered = fmt.Errorf("%w: its change records were altered", ErrCannotPin)
+
 // Pin writes the copy of version n that readers serve while the catalog
 // is pinned (contract.Keys.Pinned), guarded like Write by WATCH on
 // P:version: cur is the current document as the pass read it. Version n
 // is the current one with the change records since applied backwards,
 // vectors and metadata included (contract.Keys.ChangesBefore); everything
 // is written in one MULTI/EXEC. It returns the pinned document.
-func Pin(ctx context.Context, c redis.UniversalClient, k contract.Keys, cur *contract.Document, n int64) (*contract.Document, error) {
+//
+// published, when set, is the schema hash version n had when the operator
+// published it: a version rebuilt from the change records (which anyone
+// who may write the catalog's Redis could change) that hashes otherwise
+// is refused with ErrTampered, and nothing is written.
+func Pin(ctx context.Context, c redis.UniversalClient, k contract.Keys, cur *contract.Document, n int64, published string) (*contract.Document, error) {
 	if cur == nil || n < 1 || n > cur.Version {
 		latest := int64(0)
 		if cur != nil {
@@ -35,6 +44,13 @@ func Pin(ctx context.Context, c redis.UniversalClient, k contract.Keys, cur *con
 	back, err := readBack(ctx, c, k, cur, n)
 	if err != nil {
 		return nil, err
+	}
+	if published != "" {
+		check := *back.doc
+		check.Tools = slices.Clone(back.doc.Tools)
+		if sealErr := check.Seal(); sealErr != nil || check.SchemaHash != published {
+			return nil, fmt.Errorf("%w: version %d rebuilt from the change records in Redis hashes to %.12s, not to %.12s as published: a record was changed after it was written", ErrTampered, n, check.SchemaHash, published)
+		}
 	}
 	pinned := k.Pinned()
 	err = guarded(ctx, c, k, cur.Version, func(p redis.Pipeliner) {

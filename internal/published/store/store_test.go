@@ -331,7 +331,7 @@ func TestDeleteRemovesEveryKeyAndNothingElse(t *testing.T) {
 			prev = d
 		}
 		if kk == k {
-			if _, err := Pin(ctx, c, k, prev, 2); err != nil {
+			if _, err := Pin(ctx, c, k, prev, 2, ""); err != nil {
 				t.Fatal(err)
 			}
 		}
