@@ -1109,3 +1109,23 @@ func TestReadStateSharesTheSelectionsStrings(t *testing.T) {
 		t.Error("the published metadata holds its own copies of the tool's strings")
 	}
 }
+
+// The hash of what a source wrote is kept by UID and generation, which
+// name one spec: a new generation is hashed anew, and an object that was
+// never stored (generation 0) is never kept.
+func TestWrittenHashOfFollowsTheGeneration(t *testing.T) {
+	td := &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{UID: "uid-kept", Generation: 1}, Spec: v1alpha1.ToolDefinitionSpec{Name: "a", Description: "one"}}
+	if writtenHashOf(td) != WrittenHash(td.Spec) {
+		t.Fatal("the kept hash is not the spec's")
+	}
+	td.Generation, td.Spec.Description = 2, "two"
+	if writtenHashOf(td) != WrittenHash(td.Spec) {
+		t.Fatal("a new generation took the hash of the one before")
+	}
+	unstored := &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{UID: "uid-unstored"}, Spec: v1alpha1.ToolDefinitionSpec{Name: "a", Description: "one"}}
+	writtenHashOf(unstored)
+	unstored.Spec.Description = "two"
+	if writtenHashOf(unstored) != WrittenHash(unstored.Spec) {
+		t.Fatal("an object never stored was kept by its generation 0")
+	}
+}
