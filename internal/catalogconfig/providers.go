@@ -103,15 +103,15 @@ func through(policy *egress.Policy, c *embedding.OpenAIConfig, field string) err
 	}
 	hc, err := policy.Client(c.Endpoint(), transport)
 	if err != nil {
-		return &Error{Reason: v1alpha1.ReasonEgressDenied, Message: DeniedMessage(field, c.Endpoint(), err)}
+		return &Error{Reason: v1alpha1.ReasonEgressDenied, Message: deniedMessage(field, c.Endpoint(), err)}
 	}
 	c.HTTPClient = hc
 	return nil
 }
 
-// DeniedMessage says that the URL in field may not be reached, and how
+// deniedMessage says that the URL in field may not be reached, and how
 // to allow it, without repeating more of the URL than its origin.
-func DeniedMessage(field, raw string, err error) string {
+func deniedMessage(field, raw string, err error) string {
 	origin := "the endpoint"
 	if u, perr := url.Parse(raw); perr == nil && u.Host != "" {
 		origin = u.Scheme + "://" + u.Host + "/"

@@ -160,25 +160,25 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	if cfg.StaticTokens != "" {
 		auth.Verifiers = append(auth.Verifiers, &StaticTokens{Path: cfg.StaticTokens})
 	}
+	// The API server's keys of its service-account tokens, read by the
+	// issuer of the cluster's own tokens and by the TokenReviewer alike.
+	keysClient, err := rest.HTTPClientFor(restConfig)
+	if err != nil {
+		return err
+	}
+	keysURL := strings.TrimSuffix(restConfig.Host, "/") + "/openid/v1/jwks"
 	for _, spec := range cfg.OIDCIssuers {
 		iss, issuerErr := ParseOIDCIssuer(spec)
 		if issuerErr != nil {
 			return fmt.Errorf("--oidc-issuer: %w", issuerErr)
 		}
 		if iss.Cluster {
-			if iss.HTTPClient, issuerErr = rest.HTTPClientFor(restConfig); issuerErr != nil {
-				return fmt.Errorf("--oidc-issuer %s: %w", iss.URL, issuerErr)
-			}
-			iss.KeysURL = strings.TrimSuffix(restConfig.Host, "/") + "/openid/v1/jwks"
+			iss.HTTPClient, iss.KeysURL = keysClient, keysURL
 		}
 		auth.Verifiers = append(auth.Verifiers, iss)
 	}
-	keysClient, err := rest.HTTPClientFor(restConfig)
-	if err != nil {
-		return err
-	}
 	auth.Verifiers = append(auth.Verifiers, &TokenReviewer{Reviews: direct, Audiences: audiences,
-		Keys: &ServiceAccountKeys{Fetch: FetchKeys(keysClient, strings.TrimSuffix(restConfig.Host, "/")+"/openid/v1/jwks")}})
+		Keys: &ServiceAccountKeys{Fetch: FetchKeys(keysClient, keysURL)}})
 	policy, err := egress.New(cfg.EgressAllow, restConfig.Host)
 	if err != nil {
 		return fmt.Errorf("--egress-allow: %w", err)
