@@ -17,7 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube/crkube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
+	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
 )
 
@@ -66,8 +68,9 @@ func forgedTool(ns, name string, uid string) *v1alpha1.ToolDefinition {
 // operator would refuse anyway: an owner reference to a ToolSource from
 // anyone but the manager, a ToolDefinition naming a ToolSource or an edit
 // of its spec from anyone but the manager, and an approval from anyone
-// who may not "approve" the ToolSource. What they leave alone still works: the same
-// users' other writes, the manager's own, and an approver's approval.
+// who may not "approve" the ToolSource or in anyone's name but the
+// maker's. What they leave alone still works: the same users' other
+// writes, the manager's own, and an approver's approval.
 func TestAdmissionPolicies(t *testing.T) {
 	objs := render(t, "default")
 	cfg, admin := apiServer(t)
@@ -151,37 +154,30 @@ func TestAdmissionPolicies(t *testing.T) {
 	}
 	editSpec("an edit after taking the owner reference off")
 
-	// Who may edit the source may not approve with it; an approver may.
-	sourceRule := rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"toolsources"}, Verbs: []string{"get", "patch"}}
-	editor := userClient(t, admin, cfg, ns, "ts-editor", "", sourceRule)
+	// Who may make approvals but not approve the source approves
+	// nothing; an approver may not approve in somebody else's name, and
+	// approves in their own.
+	approvalRule := rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"toolsourceapprovals", "toolsources"}, Verbs: []string{"create", "get"}}
+	maker := userClient(t, admin, cfg, ns, "ts-editor", "", approvalRule)
 	approver := userClient(t, admin, cfg, ns, "reviewer", "tool-catalog-approver")
-	approve := func(c client.Client, annotations map[string]string) error {
-		ts := &v1alpha1.ToolSource{}
-		if getErr := c.Get(ctx, client.ObjectKeyFromObject(source), ts); getErr != nil {
-			t.Fatal(getErr)
-		}
-		patch := client.MergeFrom(ts.DeepCopy())
-		if ts.Annotations == nil {
-			ts.Annotations = map[string]string{}
-		}
-		for k, v := range annotations {
-			ts.Annotations[k] = v
-		}
-		return c.Patch(ctx, ts, patch)
+	pending := []v1alpha1.PendingChange{{Tool: "crm_export_contacts", SpecHash: strings.Repeat("ab", 32)}}
+	_, err = mcpsource.Approve(ctx, crkube.Creator(maker), source, pending)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ts-editor may not approve changes of ToolSource crm: approving needs the approve verb on toolsources (the tool-catalog-approver ClusterRole)") {
+		t.Fatalf("an approval by who may not approve: %v", err)
 	}
-	approval := map[string]string{v1alpha1.AnnotationApprove: "crm_export_contacts=" + strings.Repeat("ab", 32)}
-	err = approve(editor, approval)
-	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ts-editor may not approve changes of ToolSource crm: the toolcatalog.dev/approve annotation needs the approve verb on toolsources (the tool-catalog-approver ClusterRole)") {
-		t.Fatalf("an editor's approval: %v", err)
+	forgedBy := &v1alpha1.ToolSourceApproval{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "crm-"},
+		Spec: v1alpha1.ToolSourceApprovalSpec{Source: "crm", SourceUID: string(source.UID), Approver: v1alpha1.Approver{Username: "alice"},
+			Tools: []v1alpha1.ApprovedTool{{Tool: pending[0].Tool, SpecHash: pending[0].SpecHash}}}}
+	err = approver.Create(ctx, forgedBy)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "reviewer may not approve in the name of alice: spec.approver must be you") {
+		t.Fatalf("an approval in somebody else's name: %v", err)
 	}
-	if err := approve(editor, map[string]string{"team": "sales"}); err != nil {
-		t.Fatalf("an editor's other annotation: %v", err)
-	}
-	if err := approve(approver, approval); err != nil {
+	made, err := mcpsource.Approve(ctx, crkube.Creator(approver), source, pending)
+	if err != nil {
 		t.Fatalf("the approver's approval: %v", err)
 	}
-	if err := admin.Get(ctx, client.ObjectKeyFromObject(source), source); err != nil || source.Annotations[v1alpha1.AnnotationApprove] != approval[v1alpha1.AnnotationApprove] {
-		t.Fatalf("the approval is not on the source: %v %v", err, source.Annotations)
+	if made.Spec.Approver.Username != "reviewer" || made.Spec.SourceUID != string(source.UID) {
+		t.Fatalf("the approval made: %+v", made.Spec)
 	}
 }
 

@@ -42,7 +42,7 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 3, "ServiceAccount": 2, "ClusterRole": 6, "ClusterRoleBinding": 4, "Role": 1, "RoleBinding": 1, "Deployment": 2, "Service": 2,
+	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 4, "ServiceAccount": 2, "ClusterRole": 6, "ClusterRoleBinding": 4, "Role": 1, "RoleBinding": 1, "Deployment": 2, "Service": 2,
 		"ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2}
 	for k, n := range want {
 		if count[k] != n {
@@ -98,7 +98,7 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 	// Least privilege: no wildcards, read-only Secrets; ToolDefinitions
 	// are created, patched (server-side apply) and deleted only for the
 	// ToolSources that own them, never updated; nothing else is created
-	// or deleted but events.
+	// or deleted but events, and spent approvals deleted.
 	for _, r := range role.Rules {
 		for _, v := range append(append([]string{}, r.Verbs...), append(r.Resources, r.APIGroups...)...) {
 			if v == "*" {
@@ -113,7 +113,7 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 				if res == "tooldefinitions" && v == "update" {
 					t.Errorf("%s may update %s; ToolSources apply them", role.Name, res)
 				}
-				if (v == "delete" || v == "create") && res != "events" && res != "tooldefinitions" {
+				if (v == "delete" || v == "create") && res != "events" && res != "tooldefinitions" && (v != "delete" || res != "toolsourceapprovals") {
 					t.Errorf("%s may %s %s", role.Name, v, res)
 				}
 			}

@@ -211,49 +211,58 @@ func TestToolSourceRequireApprovalHoldsUpstreamChanges(t *testing.T) {
 		g.Expect(hasEvent(eventsFor(g, ns, "crm"), corev1.EventTypeNormal, v1alpha1.ReasonChangeApproved)).NotTo(BeNil())
 	}).Should(Succeed())
 
-	// A malformed approval approves nothing and is reported.
+	// The approve annotation approves nothing, on the source or on the
+	// ToolDefinition: whoever may edit either could write it. The sync
+	// that reports both leaves the changes held.
 	annotate := func(obj client.Object, value string) {
 		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
 		obj.SetAnnotations(map[string]string{v1alpha1.AnnotationApprove: value})
 		g.Expect(k8sClient.Patch(ctx, obj, patch)).To(Succeed())
 	}
-	src := getTS(g, ns, "crm")
-	approvals := src.Annotations[v1alpha1.AnnotationApprove]
-	annotate(src, approvals+",crm_export_contacts=abc")
-	g.Eventually(func(g Gomega) {
-		ev := hasEvent(eventsFor(g, ns, "crm"), corev1.EventTypeWarning, v1alpha1.ReasonApprovalIgnored)
-		g.Expect(ev).NotTo(BeNil())
-		g.Expect(ev.Note).To(ContainSubstring("crm_export_contacts=abc"))
-	}).Should(Succeed())
-	g.Expect(sourceTools(g, ns, "crm")).NotTo(HaveKey("crm_export_contacts"))
-
-	// A prefix of the hash approves nothing: a server choosing its text
-	// could make another version with the same first digits. Nor does an
-	// approval on the ToolDefinition, which whoever may edit the tool
-	// could write: the sync that reports it ignored (and so also read the
-	// prefix, set before) leaves both changes held.
-	annotate(getTS(g, ns, "crm"), approvals+",crm_export_contacts="+want["crm_export_contacts"].SpecHash[:12])
 	annotate(getTD(g, ns, "crm-delete-contact"), want["crm_delete_contact"].SpecHash)
+	annotate(getTS(g, ns, "crm"), "crm_export_contacts="+want["crm_export_contacts"].SpecHash)
 	g.Eventually(func(g Gomega) {
 		g.Expect(eventsFor(g, ns, "crm")).To(ContainElement(And(HaveField("Reason", v1alpha1.ReasonApprovalIgnored),
 			HaveField("Note", ContainSubstring("on ToolDefinitions crm-delete-contact approves nothing")))))
+		g.Expect(eventsFor(g, ns, "crm")).To(ContainElement(And(HaveField("Reason", v1alpha1.ReasonApprovalIgnored),
+			HaveField("Note", ContainSubstring("annotation toolcatalog.dev/approve approves nothing: an approval is a ToolSourceApproval")))))
 	}).Should(Succeed())
 	g.Expect(sourceTools(g, ns, "crm")).NotTo(HaveKey("crm_export_contacts"))
 	g.Expect(publishedTools(g, rc, keys)["crm_delete_contact"].Annotations).To(BeNil())
+
+	// An approval whose approver may not approve the source approves
+	// nothing, admission policies or not (none is installed here): the
+	// sync asks the API server and reports the refusal. A prefix of the
+	// hash is not an approval at all.
+	src := getTS(g, ns, "crm")
+	byMallory := &v1alpha1.ToolSourceApproval{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "crm-"},
+		Spec: v1alpha1.ToolSourceApprovalSpec{Source: "crm", SourceUID: string(src.UID), Approver: v1alpha1.Approver{Username: "mallory", Groups: []string{"system:authenticated"}},
+			Tools: []v1alpha1.ApprovedTool{{Tool: "crm_delete_contact", SpecHash: want["crm_delete_contact"].SpecHash}}}}
+	prefix := byMallory.DeepCopy()
+	prefix.Spec.Tools[0].SpecHash = want["crm_delete_contact"].SpecHash[:12]
+	g.Expect(apierrors.IsInvalid(k8sClient.Create(ctx, prefix))).To(BeTrue())
+	g.Expect(k8sClient.Create(ctx, byMallory)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		ev := hasEvent(eventsFor(g, ns, "crm"), corev1.EventTypeWarning, v1alpha1.ReasonApprovalRefused)
+		g.Expect(ev).NotTo(BeNil())
+		g.Expect(ev.Note).To(ContainSubstring(byMallory.Name + " by mallory: mallory may not approve ToolSource crm (the approve verb on toolsources"))
+	}).Should(Succeed())
+	g.Expect(publishedTools(g, rc, keys)["crm_delete_contact"].Annotations).To(BeNil())
 	g.Expect(getTS(g, ns, "crm").Status.PendingChanges).To(ContainElement(HaveField("Tool", "crm_delete_contact")))
 
-	// The hint, approved on the source, is applied.
-	approvals += ",crm_delete_contact=" + want["crm_delete_contact"].SpecHash
-	annotate(getTS(g, ns, "crm"), approvals)
+	// The hint, approved by one who may approve, is applied.
+	out, err = runPlugin(ns, "approve", "crm", "crm_delete_contact")
+	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Eventually(func(g Gomega) {
 		tools := publishedTools(g, rc, keys)
 		g.Expect(tools["crm_delete_contact"].Annotations).NotTo(BeNil())
 		g.Expect(*tools["crm_delete_contact"].Annotations.DestructiveHint).To(BeTrue())
 	}).WithTimeout(20 * time.Second).Should(Succeed())
 
-	// The new tool, approved on the source by its whole hash, is created
-	// and published.
-	annotate(getTS(g, ns, "crm"), approvals+",crm_export_contacts="+want["crm_export_contacts"].SpecHash)
+	// The new tool, approved by its whole hash, is created and
+	// published; the approvals, spent, are deleted, the refused one too.
+	out, err = runPlugin(ns, "approve", "crm", "crm_export_contacts")
+	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Eventually(func(g Gomega) {
 		tools := publishedTools(g, rc, keys)
 		g.Expect(tools).To(HaveKey("crm_export_contacts"))
@@ -261,6 +270,11 @@ func TestToolSourceRequireApprovalHoldsUpstreamChanges(t *testing.T) {
 		g.Expect(ts.Status.PendingChanges).To(BeEmpty())
 		expectCondition(g, ts, v1alpha1.ConditionChangePending, metav1.ConditionFalse, v1alpha1.ReasonNoPendingChanges)
 	}).WithTimeout(20 * time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		var left v1alpha1.ToolSourceApprovalList
+		g.Expect(k8sClient.List(ctx, &left, client.InNamespace(ns))).To(Succeed())
+		g.Expect(left.Items).To(BeEmpty())
+	}).Should(Succeed())
 }
 
 // published are a catalog's published tools by name.

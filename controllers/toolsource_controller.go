@@ -83,6 +83,7 @@ type liveSession struct {
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolsources/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolsources/finalizers,verbs=update
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=tooldefinitions,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolsourceapprovals,verbs=get;list;watch;delete
 
 // Reconcile lists the source's tools and makes its ToolDefinitions match.
 func (r *ToolSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -133,6 +134,10 @@ func (r *ToolSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return patchStatus(ctx, r.Client, base, ts)
 	}); perr != nil {
 		return ctrl.Result{}, perr
+	}
+	if err == nil {
+		// What the sync applied is recorded: its approvals are spent.
+		r.spendApprovals(ctx, ts)
 	}
 	// A server that is down or refused us is tried again sooner than the
 	// interval, never later.
@@ -191,7 +196,12 @@ func (r *ToolSourceReconciler) importTools(ctx context.Context, ts *v1alpha1.Too
 	if err != nil {
 		return &stepError{kind: stalled, reason: v1alpha1.ReasonInvalidConfiguration, message: err.Error(), err: err}
 	}
-	res, err := r.apply(ctx, ts, imported, rejected)
+	approvals, err := r.approvals(ctx, ts)
+	if err != nil {
+		return &stepError{kind: transient, reason: v1alpha1.ReasonApplyFailed, err: err,
+			message: fmt.Sprintf("cannot read the approvals of this source: %v; the ToolDefinitions already imported are kept, retrying with backoff", err)}
+	}
+	res, err := r.apply(ctx, ts, imported, rejected, approvals.set)
 	if res != nil && res.record != nil {
 		// Even after a failure: what was created is the source's.
 		ts.Status.Imported = res.record
@@ -202,6 +212,7 @@ func (r *ToolSourceReconciler) importTools(ctx context.Context, ts *v1alpha1.Too
 			message: fmt.Sprintf("listed %d tools of MCP server %s but could not apply them: %v; the ToolDefinitions already imported are kept, retrying with backoff", len(tools), ts.Spec.MCP.URL, err)}
 	}
 	r.recordSync(ts, s.Server, res)
+	r.recordApprovals(ts, approvals)
 	return nil
 }
 
@@ -336,8 +347,8 @@ func (r *ToolSourceReconciler) sourcesForSecret(ctx context.Context, obj client.
 var specOrMetadataChanged = predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{})
 
 // SetupWithManager registers the controller: sources, the ToolDefinitions
-// they own, the Secrets they refer to, and the servers' list_changed
-// notifications.
+// they own, the Secrets they refer to, their approvals, and the servers'
+// list_changed notifications.
 func (r *ToolSourceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.sessions = map[string]*liveSession{}
 	r.changed = make(chan event.GenericEvent, 64)
@@ -347,6 +358,7 @@ func (r *ToolSourceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.ToolSource{}, builder.WithPredicates(specOrMetadataChanged)).
 		Owns(&v1alpha1.ToolDefinition{}, builder.WithPredicates(specOrMetadataChanged)).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.sourcesForSecret)).
+		Watches(&v1alpha1.ToolSourceApproval{}, handler.EnqueueRequestsFromMapFunc(sourceForApproval)).
 		WatchesRawSource(source.Channel(r.changed, &handler.EnqueueRequestForObject{})).
 		Named("toolsource").
 		Complete(quietOnShutdown(r))

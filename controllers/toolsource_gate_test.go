@@ -29,20 +29,37 @@ func TestApprovalGate(t *testing.T) {
 	owned := func(annotations map[string]string) *v1alpha1.ToolDefinition {
 		return &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Name: "crm-find", Annotations: annotations}, Spec: approved}
 	}
-	source := func(policy v1alpha1.ChangePolicy, approvals string, synced bool) *v1alpha1.ToolSource {
-		ts := &v1alpha1.ToolSource{Spec: v1alpha1.ToolSourceSpec{ChangePolicy: policy, MCP: v1alpha1.MCPServerSpec{URL: "http://crm/mcp"}}}
-		if approvals != "" {
-			ts.Annotations = map[string]string{v1alpha1.AnnotationApprove: approvals}
-		}
+	type sourced struct {
+		ts        *v1alpha1.ToolSource
+		approvals mcpsource.Approvals
+	}
+	// source is a source of the policy and what approvals of it (of
+	// source UID uid) approve: hashes of crm_find.
+	approvedBy := func(policy v1alpha1.ChangePolicy, uid types.UID, synced bool, hashes ...string) sourced {
+		ts := &v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Name: "crm", UID: "uid-2"},
+			Spec: v1alpha1.ToolSourceSpec{ChangePolicy: policy, MCP: v1alpha1.MCPServerSpec{URL: "http://crm/mcp"}}}
 		if synced {
 			ts.Status.ObservedGeneration, ts.Status.SelectionHash = 1, mcpsource.SelectionHash(ts.Spec)
 		}
-		return ts
+		var a mcpsource.Approvals
+		for _, h := range hashes {
+			a.Approve(ts, &v1alpha1.ToolSourceApproval{Spec: v1alpha1.ToolSourceApprovalSpec{Source: "crm", SourceUID: string(uid),
+				Tools: []v1alpha1.ApprovedTool{{Tool: "crm_find", SpecHash: h}}}})
+		}
+		return sourced{ts, a}
 	}
+	source := func(policy v1alpha1.ChangePolicy, approved string, synced bool) sourced {
+		if approved == "" {
+			return approvedBy(policy, "uid-2", synced)
+		}
+		return approvedBy(policy, "uid-2", synced, approved)
+	}
+	annotated := source(v1alpha1.ChangePolicyRequireApproval, "", true)
+	annotated.ts.Annotations = map[string]string{v1alpha1.AnnotationApprove: "crm_find=" + hash(poisoned)}
 	const hold = v1alpha1.ChangePolicyRequireApproval
 	tests := []struct {
 		name string
-		ts   *v1alpha1.ToolSource
+		ts   sourced
 		have *v1alpha1.ToolDefinition
 		// applied is the description applied ("" for nothing); pending
 		// and approvedChange say whether a change is held or let through.
@@ -51,18 +68,20 @@ func TestApprovalGate(t *testing.T) {
 	}{
 		{"Apply takes every change", source(v1alpha1.ChangePolicyApply, "", true), owned(nil), poisoned.Description, false, false},
 		{"a first sync holds a new tool", source(hold, "", false), nil, "", true, false},
-		{"a first sync applies an approved tool", source(hold, "crm_find="+hash(poisoned), false), nil, poisoned.Description, false, true},
+		{"a first sync applies an approved tool", source(hold, hash(poisoned), false), nil, poisoned.Description, false, true},
 		{"a new tool is held after the first sync", source(hold, "", true), nil, "", true, false},
 		{"a change is held, the approved text kept", source(hold, "", true), owned(nil), approved.Description, true, false},
-		{"the source approves the whole hash", source(hold, "crm_find="+hash(poisoned), true), owned(nil), poisoned.Description, false, true},
-		{"a prefix of the hash approves nothing", source(hold, "crm_find="+hash(poisoned)[:12], true), owned(nil), approved.Description, true, false},
-		{"the approval of another version approves nothing", source(hold, "crm_find="+hash(approved), true), owned(nil), approved.Description, true, false},
+		{"an approval of the whole hash", source(hold, hash(poisoned), true), owned(nil), poisoned.Description, false, true},
+		{"a prefix of the hash approves nothing", source(hold, hash(poisoned)[:12], true), owned(nil), approved.Description, true, false},
+		{"the approval of another version approves nothing", source(hold, hash(approved), true), owned(nil), approved.Description, true, false},
+		{"an approval of an earlier source of the name approves nothing", approvedBy(hold, "uid-1", true, hash(poisoned)), owned(nil), approved.Description, true, false},
+		{"the source's approve annotation approves nothing", annotated, owned(nil), approved.Description, true, false},
 		{"the ToolDefinition's own annotation approves nothing", source(hold, "", true), owned(map[string]string{v1alpha1.AnnotationApprove: hash(poisoned)}), approved.Description, true, false},
 		{"a new selection does not let a change in", source(hold, "", false), owned(nil), approved.Description, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			gate, _ := newApprovalGate(tt.ts, metav1.Now())
+			gate := newApprovalGate(tt.ts.ts, tt.ts.approvals, metav1.Now())
 			d, err := gate.check(mcpsource.Imported{Upstream: "find", Spec: poisoned}, tt.have, false)
 			if err != nil {
 				t.Fatal(err)
@@ -87,26 +106,30 @@ func TestApprovalGate(t *testing.T) {
 func TestPolicyInForce(t *testing.T) {
 	pending := []metav1.Condition{{Type: v1alpha1.ConditionChangePending, Status: metav1.ConditionFalse}}
 	source := func(spec, status v1alpha1.ChangePolicy, generation int64, conditions []metav1.Condition) *v1alpha1.ToolSource {
-		ts := &v1alpha1.ToolSource{Spec: v1alpha1.ToolSourceSpec{ChangePolicy: spec}}
+		ts := &v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Name: "crm", UID: "uid-2"}, Spec: v1alpha1.ToolSourceSpec{ChangePolicy: spec}}
 		ts.Generation, ts.Status.ChangePolicy, ts.Status.Conditions = generation, status, conditions
 		return ts
 	}
 	const hold, apply = v1alpha1.ChangePolicyRequireApproval, v1alpha1.ChangePolicyApply
 	for _, tt := range []struct {
-		name      string
-		ts        *v1alpha1.ToolSource
-		approvals map[string]string
-		want      v1alpha1.ChangePolicy
+		name     string
+		ts       *v1alpha1.ToolSource
+		approved int64 // the generation an approval approves the return at
+		want     v1alpha1.ChangePolicy
 	}{
-		{"asks for RequireApproval", source(hold, apply, 2, nil), nil, hold},
-		{"Apply, never held", source(apply, "", 1, nil), nil, apply},
-		{"Apply, was Apply", source(apply, apply, 4, nil), nil, apply},
-		{"back to Apply, not approved", source(apply, hold, 4, nil), nil, hold},
-		{"back to Apply, approved", source(apply, hold, 4, nil), map[string]string{mcpsource.ApprovePolicy: "4"}, apply},
-		{"back to Apply, an earlier approval", source(apply, hold, 6, nil), map[string]string{mcpsource.ApprovePolicy: "4"}, hold},
-		{"back to Apply, held by a status from before it was recorded", source(apply, "", 4, pending), nil, hold},
+		{"asks for RequireApproval", source(hold, apply, 2, nil), 0, hold},
+		{"Apply, never held", source(apply, "", 1, nil), 0, apply},
+		{"Apply, was Apply", source(apply, apply, 4, nil), 0, apply},
+		{"back to Apply, not approved", source(apply, hold, 4, nil), 0, hold},
+		{"back to Apply, approved", source(apply, hold, 4, nil), 4, apply},
+		{"back to Apply, an earlier approval", source(apply, hold, 6, nil), 4, hold},
+		{"back to Apply, held by a status from before it was recorded", source(apply, "", 4, pending), 0, hold},
 	} {
-		if got := mcpsource.PolicyInForce(tt.ts, tt.approvals); got != tt.want {
+		var approvals mcpsource.Approvals
+		if tt.approved != 0 {
+			approvals.Approve(tt.ts, &v1alpha1.ToolSourceApproval{Spec: v1alpha1.ToolSourceApprovalSpec{Source: "crm", SourceUID: "uid-2", ChangePolicyGeneration: &tt.approved}})
+		}
+		if got := mcpsource.PolicyInForce(tt.ts, approvals); got != tt.want {
 			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
 		}
 	}
@@ -127,7 +150,7 @@ func TestApprovalGateAfterAnEdit(t *testing.T) {
 		return ts
 	}
 
-	gate, _ := newApprovalGate(source(upstream), metav1.Now())
+	gate := newApprovalGate(source(upstream), mcpsource.Approvals{}, metav1.Now())
 	d, err := gate.check(mcpsource.Imported{Upstream: "find", Spec: upstream}, edit, true)
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +159,7 @@ func TestApprovalGateAfterAnEdit(t *testing.T) {
 		t.Errorf("the version the source wrote is not written back: %+v", d)
 	}
 
-	gate, _ = newApprovalGate(source(written), metav1.Now())
+	gate = newApprovalGate(source(written), mcpsource.Approvals{}, metav1.Now())
 	d, err = gate.check(mcpsource.Imported{Upstream: "find", Spec: upstream}, edit, true)
 	if err != nil {
 		t.Fatal(err)

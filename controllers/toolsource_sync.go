@@ -207,8 +207,8 @@ func (r *ToolSourceReconciler) announce(ctx context.Context, ts *v1alpha1.ToolSo
 // return to Apply is approved).
 type approvalGate struct {
 	requireApproval bool
-	// approvals are the source's approval annotation: tool → hash.
-	approvals map[string]string
+	// approvals are what the source's approvals approve.
+	approvals mcpsource.Approvals
 	// previous are the changes pending before this sync, by tool.
 	previous map[string]v1alpha1.PendingChange
 	now      metav1.Time
@@ -218,18 +218,17 @@ type approvalGate struct {
 	spec    func(v1alpha1.ToolDefinitionSpec) v1alpha1.ToolDefinitionSpec
 }
 
-func newApprovalGate(ts *v1alpha1.ToolSource, now metav1.Time) (*approvalGate, []string) {
+func newApprovalGate(ts *v1alpha1.ToolSource, approvals mcpsource.Approvals, now metav1.Time) *approvalGate {
 	g := &approvalGate{
-		previous: map[string]v1alpha1.PendingChange{},
-		now:      now,
+		approvals: approvals,
+		previous:  map[string]v1alpha1.PendingChange{},
+		now:       now,
 		spec: func(upstream v1alpha1.ToolDefinitionSpec) v1alpha1.ToolDefinitionSpec {
 			upstream.Permissions = ts.Spec.Permissions.DeepCopy()
 			return upstream
 		},
 	}
-	var malformed []string
-	g.approvals, malformed = mcpsource.ParseApprovals(ts.Annotations[v1alpha1.AnnotationApprove])
-	g.requireApproval = mcpsource.PolicyInForce(ts, g.approvals) == v1alpha1.ChangePolicyRequireApproval
+	g.requireApproval = mcpsource.PolicyInForce(ts, approvals) == v1alpha1.ChangePolicyRequireApproval
 	for _, p := range ts.Status.PendingChanges {
 		g.previous[p.Tool] = p
 	}
@@ -241,7 +240,7 @@ func newApprovalGate(ts *v1alpha1.ToolSource, now metav1.Time) (*approvalGate, [
 			}
 		}
 	}
-	return g, malformed
+	return g
 }
 
 // decision is what the gate decided for one tool.
@@ -318,11 +317,11 @@ func (g *approvalGate) restores(upstream v1alpha1.ToolDefinitionSpec) bool {
 	return g.written != nil && g.written[catalog.WrittenHash(g.spec(upstream))]
 }
 
-// approved says whether the source's annotation approves hash. The
-// ToolDefinition's own annotations approve nothing: whoever may edit a
-// tool could write them.
+// approved says whether an approval of the source approves hash. No
+// annotation approves anything: whoever may edit an object could write
+// it.
 func (g *approvalGate) approved(tool, hash string) bool {
-	return mcpsource.Approves(g.approvals[tool], hash)
+	return g.approvals.Approves(tool, hash)
 }
 
 // syncResult is what one sync did.
@@ -332,7 +331,8 @@ type syncResult struct {
 	skipped                   []v1alpha1.SkippedTool
 	pending                   []v1alpha1.PendingChange
 	approved                  []v1alpha1.PendingChange
-	malformedApprovals        []string
+	// inForce is the change policy the sync enforced.
+	inForce v1alpha1.ChangePolicy
 	// ignoredApprovals are the source's ToolDefinitions whose own
 	// approval annotation names a pending change.
 	ignoredApprovals []string
@@ -350,16 +350,17 @@ type syncResult struct {
 // change policy allows, and makes its record of them. The result is
 // returned with an error too: what was created before the error is in
 // its record.
-func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSource, tools []mcpsource.Imported, rejected []mcpsource.Rejected) (*syncResult, error) {
+func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSource, tools []mcpsource.Imported, rejected []mcpsource.Rejected, approvals mcpsource.Approvals) (*syncResult, error) {
 	inv, err := r.inventory(ctx, ts)
 	if err != nil {
 		return nil, err
 	}
-	res := &syncResult{written: map[types.UID]recorded{}, removedUIDs: map[types.UID]bool{}, adopted: inv.adopted}
+	res := &syncResult{written: map[types.UID]recorded{}, removedUIDs: map[types.UID]bool{}, adopted: inv.adopted,
+		inForce: mcpsource.PolicyInForce(ts, approvals)}
 	for _, rj := range rejected {
 		res.skipped = append(res.skipped, v1alpha1.SkippedTool{Tool: rj.Upstream, Reason: rj.Reason})
 	}
-	err = r.applyTools(ctx, ts, tools, inv, res)
+	err = r.applyTools(ctx, ts, tools, inv, res, approvals)
 	rec, recErr := r.record(ctx, ts, res.written, res.removedUIDs, inv)
 	res.record = rec
 	return res, errors.Join(err, recErr)
@@ -368,9 +369,8 @@ func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSourc
 // applyTools applies each listed tool the gate lets through and deletes
 // the source's tools no longer listed. Before it rewrites a tool it
 // created, it records the spec it is about to write (announce).
-func (r *ToolSourceReconciler) applyTools(ctx context.Context, ts *v1alpha1.ToolSource, tools []mcpsource.Imported, inv *inventory, res *syncResult) error {
-	gate, malformed := newApprovalGate(ts, metav1.NewTime(now(r.Now)))
-	res.malformedApprovals = malformed
+func (r *ToolSourceReconciler) applyTools(ctx context.Context, ts *v1alpha1.ToolSource, tools []mcpsource.Imported, inv *inventory, res *syncResult, approvals mcpsource.Approvals) error {
+	gate := newApprovalGate(ts, approvals, metav1.NewTime(now(r.Now)))
 	var plans []toolPlan
 	rewrites := map[types.UID]string{}
 	for _, t := range tools {
@@ -567,8 +567,7 @@ func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsou
 		msg += fmt.Sprintf("; %d upstream changes await approval (see status.pendingChanges)", len(pending))
 	}
 	setCondition(ts, v1alpha1.ConditionSynced, metav1.ConditionTrue, v1alpha1.ReasonSynced, msg)
-	approvals, _ := mcpsource.ParseApprovals(ts.Annotations[v1alpha1.AnnotationApprove])
-	inForce := mcpsource.PolicyInForce(ts, approvals)
+	inForce := res.inForce
 	st.ChangePolicy = inForce
 	switchHeld := inForce != cmp.Or(ts.Spec.ChangePolicy, v1alpha1.ChangePolicyApply)
 	switch {
@@ -630,11 +629,6 @@ func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsou
 		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, v1alpha1.ReasonApprovalIgnored, "Sync",
 			"annotation %s on ToolDefinitions %s approves nothing: approve on the ToolSource, with kubectl toolcatalog approve %s TOOL (editing a tool is not approving it)",
 			v1alpha1.AnnotationApprove, strings.Join(res.ignoredApprovals, ", "), ts.Name)
-	}
-	if len(res.malformedApprovals) > 0 {
-		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, v1alpha1.ReasonApprovalIgnored, "Approve",
-			"annotation %s: entries %s are not TOOL=SPECHASH (the whole spec hash, 64 hex digits) and approve nothing",
-			v1alpha1.AnnotationApprove, strings.Join(res.malformedApprovals, ", "))
 	}
 }
 

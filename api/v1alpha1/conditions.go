@@ -90,9 +90,12 @@ const (
 	ReasonChangePending = "ChangePending"
 	// ReasonChangeApproved is the event of an approved change applied.
 	ReasonChangeApproved = "ChangeApproved"
-	// ReasonApprovalIgnored is the Warning event of an approval annotation
-	// entry that approves nothing (not TOOL=SPECHASH with a whole hash).
+	// ReasonApprovalIgnored is the Warning event of an approve annotation,
+	// which approves nothing: approvals are ToolSourceApprovals.
 	ReasonApprovalIgnored = "ApprovalIgnored"
+	// ReasonApprovalRefused is the Warning event of ToolSourceApprovals
+	// that approve nothing: their approver may not approve the source.
+	ReasonApprovalRefused = "ApprovalRefused"
 	// ReasonImportsRecorded is the event of a source that took the
 	// ToolDefinitions it controlled before it kept a record
 	// (status.imported) as its own, once.
@@ -101,14 +104,10 @@ const (
 
 // Annotations of change approval (ToolSource changePolicy RequireApproval).
 const (
-	// AnnotationApprove approves upstream changes, on a ToolSource only:
-	// a comma-separated list of TOOL=SPECHASH (tool as published, prefix
-	// included). Each SPECHASH is the whole 64-digit hash; a prefix
-	// approves nothing. An approval names one version of a tool: a later
-	// change needs a new one. On a ToolDefinition it approves nothing:
-	// editing a tool is not approving it. The admission policy
-	// tool-catalog-approval lets only those who may "approve" the
-	// ToolSource (the tool-catalog-approver ClusterRole) set it.
+	// AnnotationApprove approves nothing, on a ToolSource or a
+	// ToolDefinition: whoever may edit an object could write it. An
+	// approval is a ToolSourceApproval; a sync that finds the annotation
+	// says so in a Warning event.
 	AnnotationApprove = "toolcatalog.dev/approve"
 
 	// AnnotationPendingChange is set by a ToolSource on a ToolDefinition

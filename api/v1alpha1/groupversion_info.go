@@ -23,7 +23,8 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &ToolDefinition{}, &ToolDefinitionList{}, &ToolCatalog{}, &ToolCatalogList{}, &ToolSource{}, &ToolSourceList{})
+	s.AddKnownTypes(GroupVersion, &ToolDefinition{}, &ToolDefinitionList{}, &ToolCatalog{}, &ToolCatalogList{}, &ToolSource{}, &ToolSourceList{},
+		&ToolSourceApproval{}, &ToolSourceApprovalList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

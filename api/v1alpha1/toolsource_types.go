@@ -55,7 +55,7 @@ type ToolSourceSpec struct {
 	// same name, and those the server adds later) and every change to a
 	// tool's description, parameters or annotations, until a person who
 	// may approve the source approves its spec hash (kubectl toolcatalog
-	// approve, or the toolcatalog.dev/approve annotation); meanwhile
+	// approve, which makes a ToolSourceApproval); meanwhile
 	// catalogs keep serving the approved versions. Going back to Apply
 	// is itself held until approved (status.changePolicy). Tools the
 	// server removes are removed either way.
@@ -240,9 +240,9 @@ type ToolSourceStatus struct {
 	SelectionHash string `json:"selectionHash,omitempty"`
 	// changePolicy is the change policy the last sync enforced:
 	// RequireApproval from the first sync under it until an approver
-	// approves the return to Apply that spec.changePolicy asks for (the
-	// toolcatalog.dev/approve entry changePolicy/Apply=GENERATION, with
-	// the source's metadata.generation that asks for it).
+	// approves the return to Apply that spec.changePolicy asks for (a
+	// ToolSourceApproval whose changePolicyGeneration is the source's
+	// metadata.generation that asks for it).
 	// +optional
 	ChangePolicy ChangePolicy `json:"changePolicy,omitempty"`
 	// imported records the ToolDefinitions this source created, by the

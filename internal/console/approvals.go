@@ -93,7 +93,7 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 	}
 	chosen, err := mcpsource.ChoosePending(ts.Status.PendingChanges, []string{tool}, false, hash)
 	if err == nil {
-		err = mcpsource.Approve(ctx, s.Kube, ts, chosen)
+		_, err = mcpsource.Approve(ctx, s.Kube, ts, chosen)
 	}
 	if err != nil {
 		back("failed", "Approving "+tool+" of "+key.String()+": "+apiMessage(err))

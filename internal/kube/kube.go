@@ -1,7 +1,7 @@
 // Package kube is the Kubernetes client of the kubectl plugin and its
-// console: get, list and merge-patch of the project's kinds, Secrets and
-// Namespaces, acting as the user, over client-go's REST client with a
-// scheme of those kinds only.
+// console: get, list, create and merge-patch of the project's kinds,
+// Secrets and Namespaces, acting as the user, over client-go's REST
+// client with a scheme of those kinds only.
 //
 // The manager and the gateway use controller-runtime's client. The plugin
 // does not: that client registers every built-in API group (client-go's
@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"strings"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -49,11 +50,14 @@ type resource struct {
 
 // resources are the kinds the client serves.
 var resources = map[schema.GroupVersionKind]resource{
-	v1alpha1.GroupVersion.WithKind("ToolCatalog"):    {"toolcatalogs", true},
-	v1alpha1.GroupVersion.WithKind("ToolDefinition"): {"tooldefinitions", true},
-	v1alpha1.GroupVersion.WithKind("ToolSource"):     {"toolsources", true},
-	corev1.SchemeGroupVersion.WithKind("Secret"):     {"secrets", true},
-	corev1.SchemeGroupVersion.WithKind("Namespace"):  {"namespaces", false},
+	v1alpha1.GroupVersion.WithKind("ToolCatalog"):        {"toolcatalogs", true},
+	v1alpha1.GroupVersion.WithKind("ToolDefinition"):     {"tooldefinitions", true},
+	v1alpha1.GroupVersion.WithKind("ToolSource"):         {"toolsources", true},
+	v1alpha1.GroupVersion.WithKind("ToolSourceApproval"): {"toolsourceapprovals", true},
+	// Only created: a SelfSubjectReview says who the client is.
+	authenticationv1.SchemeGroupVersion.WithKind("SelfSubjectReview"): {"selfsubjectreviews", false},
+	corev1.SchemeGroupVersion.WithKind("Secret"):                      {"secrets", true},
+	corev1.SchemeGroupVersion.WithKind("Namespace"):                   {"namespaces", false},
 }
 
 // Client reads and patches the kinds of resources as the identity of its
@@ -70,6 +74,7 @@ func New(cfg *rest.Config) (*Client, error) {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	utilruntime.Must(authenticationv1.AddToScheme(scheme))
 	codecs := serializer.WithoutConversionCodecFactory{CodecFactory: serializer.NewCodecFactory(scheme)}
 	c := &Client{scheme: scheme, rest: map[schema.GroupVersion]*rest.RESTClient{}}
 	for gvk := range resources {
@@ -144,6 +149,29 @@ func (c *Client) MergePatch(ctx context.Context, obj Object, patch []byte) error
 	}
 	return rc.Patch(types.MergePatchType).NamespaceIfScoped(obj.GetNamespace(), r.namespaced).Resource(r.plural).Name(obj.GetName()).
 		Body(patch).Do(ctx).Into(obj)
+}
+
+// Create creates obj's object and reads the result back into obj.
+func (c *Client) Create(ctx context.Context, obj Object) error {
+	rc, r, err := c.where(obj)
+	if err != nil {
+		return err
+	}
+	return rc.Post().NamespaceIfScoped(obj.GetNamespace(), r.namespaced).Resource(r.plural).Body(obj).Do(ctx).Into(obj)
+}
+
+// WhoAmI is the user the API server authenticates the client as (a
+// SelfSubjectReview, as kubectl auth whoami makes).
+func (c *Client) WhoAmI(ctx context.Context) (v1alpha1.Approver, error) {
+	review := &authenticationv1.SelfSubjectReview{}
+	if err := c.Create(ctx, review); err != nil {
+		return v1alpha1.Approver{}, err
+	}
+	u := review.Status.UserInfo
+	if u.Username == "" {
+		return v1alpha1.Approver{}, fmt.Errorf("the API server authenticated no user name")
+	}
+	return v1alpha1.Approver{Username: u.Username, UID: u.UID, Groups: u.Groups}, nil
 }
 
 // AnnotationsPatch is the merge patch setting the given annotations, and

@@ -6,16 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -99,76 +96,11 @@ const ShortHash = 12
 
 var hexDigits = regexp.MustCompile(`^[0-9a-f]+$`)
 
-// ApprovePolicy is the approval annotation's entry for a source's return
-// from RequireApproval to Apply: ApprovePolicy=GENERATION approves what
-// the source asks for at that metadata.generation, so an approval left in
-// the annotation approves no later return. No tool name holds a "/".
-const ApprovePolicy = "changePolicy/Apply"
-
-var digits = regexp.MustCompile(`^[0-9]{1,19}$`)
-
-// ParseApprovals reads a ToolSource's approval annotation:
-// TOOL=SPECHASH[,TOOL=SPECHASH...], and ApprovePolicy=GENERATION. Entries
-// that are not of that form are returned apart, to be reported.
-func ParseApprovals(value string) (approved map[string]string, malformed []string) {
-	approved = map[string]string{}
-	for entry := range strings.SplitSeq(value, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
-		tool, hash, ok := strings.Cut(entry, "=")
-		tool, hash = strings.TrimSpace(tool), strings.ToLower(strings.TrimSpace(hash))
-		if ok && tool == ApprovePolicy && digits.MatchString(hash) {
-			approved[tool] = hash
-			continue
-		}
-		if !ok || !toolName.MatchString(tool) || !ValidApprovalHash(hash) {
-			malformed = append(malformed, entry)
-			continue
-		}
-		approved[tool] = hash
-	}
-	return approved, malformed
-}
-
-// FormatApprovals writes approvals back as an annotation value, in tool
-// order.
-func FormatApprovals(approved map[string]string) string {
-	var parts []string
-	for _, tool := range slices.Sorted(maps.Keys(approved)) {
-		parts = append(parts, tool+"="+approved[tool])
-	}
-	return strings.Join(parts, ",")
-}
-
-// PolicyInForce is the change policy a sync of ts enforces:
-// RequireApproval while its spec asks for it, and after, until the
-// approvals hold ApprovePolicy for its current generation. A status from
-// before the policy in force was recorded shows RequireApproval by its
-// ChangePending condition, which only such a source has.
-func PolicyInForce(ts *v1alpha1.ToolSource, approvals map[string]string) v1alpha1.ChangePolicy {
-	if ts.Spec.ChangePolicy == v1alpha1.ChangePolicyRequireApproval {
-		return v1alpha1.ChangePolicyRequireApproval
-	}
-	held := ts.Status.ChangePolicy == v1alpha1.ChangePolicyRequireApproval ||
-		ts.Status.ChangePolicy == "" && meta.FindStatusCondition(ts.Status.Conditions, v1alpha1.ConditionChangePending) != nil
-	if held && approvals[ApprovePolicy] != strconv.FormatInt(ts.Generation, 10) {
-		return v1alpha1.ChangePolicyRequireApproval
-	}
-	return v1alpha1.ChangePolicyApply
-}
-
 // ValidApprovalHash says whether s is a whole spec hash: 64 hex digits. A
 // prefix is not enough: a server that can choose its tool's text could
 // make another version whose hash starts the same.
 func ValidApprovalHash(s string) bool {
 	return len(s) == sha256.Size*2 && hexDigits.MatchString(s)
-}
-
-// Approves says whether an approval names hash.
-func Approves(approval, hash string) bool {
-	return ValidApprovalHash(approval) && approval == hash
 }
 
 // Reviewed says whether a hash a person noted while reviewing (at least

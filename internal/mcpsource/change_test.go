@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 )
@@ -104,26 +105,62 @@ func TestDiffSaysWhatChanged(t *testing.T) {
 
 func TestApprovals(t *testing.T) {
 	const hash = "d9d71e5ebc234e7e6b9bf6a90f4a44adb4f571dd3b59926f7add6b64f52089c4"
-	upper := strings.ToUpper(hash)
-	approved, malformed := ParseApprovals(" crm_find=" + hash + ", crm_new=" + upper + " ,bad,crm_x=abc,crm_short=702bc31947e5,=" + hash + ",crm y=" + hash + ",")
-	if len(approved) != 2 || approved["crm_find"] != hash || approved["crm_new"] != hash {
-		t.Errorf("approved %v", approved)
+	ts := &v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Namespace: "sales", Name: "crm", UID: "uid-2", Generation: 4}}
+	approval := func(ns, source, uid string, tools ...v1alpha1.ApprovedTool) *v1alpha1.ToolSourceApproval {
+		return &v1alpha1.ToolSourceApproval{ObjectMeta: metav1.ObjectMeta{Namespace: ns},
+			Spec: v1alpha1.ToolSourceApprovalSpec{Source: source, SourceUID: uid, Tools: tools}}
 	}
-	if strings.Join(malformed, "|") != "bad|crm_x=abc|crm_short=702bc31947e5|="+hash+"|crm y="+hash {
-		t.Errorf("malformed %q", malformed)
+	var a Approvals
+	a.Approve(ts, approval("sales", "crm", "uid-2", v1alpha1.ApprovedTool{Tool: "crm_find", SpecHash: hash}, v1alpha1.ApprovedTool{Tool: "crm_short", SpecHash: hash[:12]}))
+	// Another source, an earlier source of the same name, another
+	// namespace: none approves anything of this one.
+	a.Approve(ts, approval("sales", "erp", "uid-2", v1alpha1.ApprovedTool{Tool: "crm_other", SpecHash: hash}))
+	a.Approve(ts, approval("sales", "crm", "uid-1", v1alpha1.ApprovedTool{Tool: "crm_old", SpecHash: hash}))
+	a.Approve(ts, approval("hr", "crm", "uid-2", v1alpha1.ApprovedTool{Tool: "crm_hr", SpecHash: hash}))
+	for _, tt := range []struct {
+		tool, hash string
+		want       bool
+	}{{"crm_find", hash, true}, {"crm_find", hash[:12], false}, {"crm_short", hash[:12], false}, {"crm_other", hash, false},
+		{"crm_old", hash, false}, {"crm_hr", hash, false}, {"crm_find", strings.Repeat("0", 64), false}} {
+		if got := a.Approves(tt.tool, tt.hash); got != tt.want {
+			t.Errorf("Approves(%s, %s) = %v, want %v", tt.tool, tt.hash, got, tt.want)
+		}
 	}
-	if got := FormatApprovals(approved); got != "crm_find="+hash+",crm_new="+hash {
-		t.Errorf("formatted %s", got)
+	for noted, want := range map[string]bool{hash: true, hash[:12]: true, hash[:11]: false, "702bc31947e5": false, "": false, hash + "0": false} {
+		if got := Reviewed(noted, hash); got != want {
+			t.Errorf("Reviewed(%q) = %v, want %v", noted, got, want)
+		}
 	}
-	for approval, want := range map[string]bool{
-		hash: true, hash[:12]: false, hash[:63]: false, "702bc31947e5": false, "": false, hash + "0": false,
+}
+
+// An approval is spent once nothing it approves is held.
+func TestSpent(t *testing.T) {
+	const hash = "d9d71e5ebc234e7e6b9bf6a90f4a44adb4f571dd3b59926f7add6b64f52089c4"
+	held := &v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Generation: 3}, Status: v1alpha1.ToolSourceStatus{
+		ChangePolicy: v1alpha1.ChangePolicyRequireApproval, PendingChanges: []v1alpha1.PendingChange{{Tool: "crm_find", SpecHash: hash}}}}
+	tools := func(hash string) *v1alpha1.ToolSourceApproval {
+		return &v1alpha1.ToolSourceApproval{Spec: v1alpha1.ToolSourceApprovalSpec{Tools: []v1alpha1.ApprovedTool{{Tool: "crm_find", SpecHash: hash}}}}
+	}
+	policy := func(g int64) *v1alpha1.ToolSourceApproval {
+		return &v1alpha1.ToolSourceApproval{Spec: v1alpha1.ToolSourceApprovalSpec{ChangePolicyGeneration: &g}}
+	}
+	for name, tt := range map[string]struct {
+		ap   *v1alpha1.ToolSourceApproval
+		want bool
+	}{
+		"the pending version":            {tools(hash), false},
+		"a version no longer pending":    {tools(strings.Repeat("ab", 32)), true},
+		"the return to Apply, held":      {policy(3), false},
+		"an earlier generation's return": {policy(2), true},
 	} {
-		if got := Approves(approval, hash); got != want {
-			t.Errorf("Approves(%q) = %v, want %v", approval, got, want)
+		if got := Spent(held, tt.ap); got != tt.want {
+			t.Errorf("%s: Spent = %v, want %v", name, got, tt.want)
 		}
-		if got := Reviewed(approval, hash); got != (approval != "" && len(approval) >= ShortHash && strings.HasPrefix(hash, approval)) {
-			t.Errorf("Reviewed(%q) = %v", approval, got)
-		}
+	}
+	applied := held.DeepCopy()
+	applied.Status.PendingChanges, applied.Status.ChangePolicy = nil, v1alpha1.ChangePolicyApply
+	if !Spent(applied, tools(hash)) || !Spent(applied, policy(3)) {
+		t.Error("approvals of what was applied are not spent")
 	}
 }
 

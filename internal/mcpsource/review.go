@@ -2,17 +2,14 @@ package mcpsource
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	udiff "github.com/aymanbagabas/go-udiff"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
-	"github.com/toolcatalog/tool-catalog-operator/internal/kube"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -134,43 +131,4 @@ func ChoosePending(pending []v1alpha1.PendingChange, tools []string, all bool, h
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-// Patcher merge-patches an object: kube.Client.
-type Patcher interface {
-	MergePatch(ctx context.Context, obj kube.Object, patch []byte) error
-}
-
-// Approve approves the chosen pending changes of a source by their spec
-// hashes, in its approve annotation, with the caller's client: what the
-// caller may not patch is refused by the API server.
-func Approve(ctx context.Context, c Patcher, ts *v1alpha1.ToolSource, chosen []v1alpha1.PendingChange) error {
-	approvals, _ := ParseApprovals(ts.Annotations[v1alpha1.AnnotationApprove])
-	for _, p := range chosen {
-		approvals[p.Tool] = p.SpecHash
-	}
-	value := FormatApprovals(approvals)
-	if err := c.MergePatch(ctx, ts, kube.AnnotationsPatch(map[string]*string{v1alpha1.AnnotationApprove: &value})); err != nil {
-		return fmt.Errorf("approving: %w", err)
-	}
-	return nil
-}
-
-// ApprovePolicyChange approves ts's return from RequireApproval to Apply,
-// as its spec asks for at its current generation; it refuses when the
-// spec does not ask for it, or nothing holds it.
-func ApprovePolicyChange(ctx context.Context, c Patcher, ts *v1alpha1.ToolSource) error {
-	approvals, _ := ParseApprovals(ts.Annotations[v1alpha1.AnnotationApprove])
-	if ts.Spec.ChangePolicy == v1alpha1.ChangePolicyRequireApproval {
-		return fmt.Errorf("ToolSource %s asks for changePolicy RequireApproval: there is no return to Apply to approve", ts.Name)
-	}
-	if PolicyInForce(ts, approvals) != v1alpha1.ChangePolicyRequireApproval {
-		return fmt.Errorf("ToolSource %s is not held under RequireApproval (status.changePolicy %q): there is nothing to approve", ts.Name, ts.Status.ChangePolicy)
-	}
-	approvals[ApprovePolicy] = strconv.FormatInt(ts.Generation, 10)
-	value := FormatApprovals(approvals)
-	if err := c.MergePatch(ctx, ts, kube.AnnotationsPatch(map[string]*string{v1alpha1.AnnotationApprove: &value})); err != nil {
-		return fmt.Errorf("approving: %w", err)
-	}
-	return nil
 }

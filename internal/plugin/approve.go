@@ -30,7 +30,10 @@ func (o *Options) approveCommand() *cobra.Command {
 		Short: "List or approve the upstream tool changes a ToolSource holds (changePolicy RequireApproval)",
 		Long: `Without a tool, approve lists the changes the ToolSource holds for approval.
 With tools, it approves the version of each that is pending now, by its spec
-hash: a later upstream change needs a new approval. --hash refuses when the
+hash: a later upstream change needs a new approval. An approval is a
+ToolSourceApproval made as you (kubectl auth whoami): making one needs create
+on toolsourceapprovals, and the operator applies it only if you may "approve"
+the source (the tool-catalog-approver ClusterRole). --hash refuses when the
 pending change is no longer the one you reviewed. --change-policy approves
 the source's return from RequireApproval to Apply, as its spec asks now.`,
 		Example: `  kubectl toolcatalog approve crm
@@ -50,10 +53,11 @@ the source's return from RequireApproval to Apply, as its spec asks now.`,
 			}
 			out := cmd.OutOrStdout()
 			if policy {
-				if approveErr := mcpsource.ApprovePolicyChange(ctx, kube, ts); approveErr != nil {
+				ap, approveErr := mcpsource.ApprovePolicyChange(ctx, kube, ts)
+				if approveErr != nil {
 					return approveErr
 				}
-				fmt.Fprintf(out, "approved the return of ToolSource %s to changePolicy Apply (generation %d)\n", ts.Name, ts.Generation)
+				fmt.Fprintf(out, "approved the return of ToolSource %s to changePolicy Apply (generation %d) as %s: ToolSourceApproval %s\n", ts.Name, ts.Generation, ap.Spec.Approver.Username, ap.Name)
 				return nil
 			}
 			if len(args) == 1 && !all {
@@ -63,9 +67,11 @@ the source's return from RequireApproval to Apply, as its spec asks now.`,
 			if err != nil {
 				return err
 			}
-			if err := mcpsource.Approve(ctx, kube, ts, chosen); err != nil {
+			ap, err := mcpsource.Approve(ctx, kube, ts, chosen)
+			if err != nil {
 				return err
 			}
+			fmt.Fprintf(out, "ToolSourceApproval %s approves, as %s:\n", ap.Name, ap.Spec.Approver.Username)
 			for _, p := range chosen {
 				fmt.Fprintf(out, "approved %s (%s, spec hash %s): %s\n", p.Tool, strings.ToLower(string(p.Change)), p.SpecHash[:mcpsource.ShortHash], mcpsource.Visible(p.Summary))
 			}

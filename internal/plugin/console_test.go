@@ -549,9 +549,8 @@ func TestConsoleExplainsEmptyAndUnpublishedCatalogs(t *testing.T) {
 
 // The approvals page shows a held upstream change whole; a user bound to
 // a read-only Role is refused with the API server's message, and Approve,
-// as a user who may patch ToolSources, patches the approval as
-// kubectl toolcatalog approve --hash does: the ToolDefinition takes the
-// new version.
+// as a user who may approve, makes the approval as kubectl toolcatalog
+// approve --hash does: the ToolDefinition takes the new version.
 func TestConsoleApprovesAPendingChange(t *testing.T) {
 	shared.Use(t)
 	ctx := context.Background()
@@ -571,13 +570,7 @@ func TestConsoleApprovesAPendingChange(t *testing.T) {
 		return tds.Items[0].Spec.Description
 	}
 	// The first import is held too: approved as an approver would.
-	held := &v1alpha1.ToolSource{}
-	testenv.WaitFor(t, "the first import held", 30*time.Second, func() bool {
-		return k8s.Get(ctx, client.ObjectKeyFromObject(ts), held) == nil && len(held.Status.PendingChanges) == 1
-	})
-	approval := client.MergeFrom(held.DeepCopy())
-	held.Annotations = map[string]string{v1alpha1.AnnotationApprove: "find_contact=" + held.Status.PendingChanges[0].SpecHash}
-	if err := k8s.Patch(ctx, held, approval); err != nil {
+	if _, err := samples.ApproveFirstImport(ctx, k8s, client.ObjectKeyFromObject(ts), 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, "the first import", 30*time.Second, func() bool { return description() == "Find a contact by name." })
@@ -588,7 +581,7 @@ func TestConsoleApprovesAPendingChange(t *testing.T) {
 		return k8s.Get(ctx, client.ObjectKeyFromObject(ts), got) == nil && len(got.Status.PendingChanges) == 1
 	})
 
-	// A viewer: may read ToolSources, not patch them.
+	// A viewer: may read ToolSources, not approve them.
 	viewer := "console-viewer"
 	create := func(o client.Object) {
 		if err := k8s.Create(ctx, o); err != nil {
@@ -615,14 +608,14 @@ func TestConsoleApprovesAPendingChange(t *testing.T) {
 	do(t, bctx, chromedp.Click(chromedp.CSS(`main form button`)), chromedp.WaitVisible(chromedp.CSS(`.denied`)))
 	refused := text(t, bctx)
 	screenshot(t, bctx, "approvals-refused")
-	if want := `toolsources.toolcatalog.dev "crm" is forbidden: User "console-viewer" cannot patch resource "toolsources"`; !strings.Contains(refused, want) {
+	if want := `toolsourceapprovals.toolcatalog.dev is forbidden: User "console-viewer" cannot create resource "toolsourceapprovals"`; !strings.Contains(refused, want) {
 		t.Errorf("the viewer's approval: want the API server's %q:\n%s", want, refused)
 	}
 	if d := description(); d != "Find a contact by name." {
 		t.Fatalf("the viewer's refused approval changed the tool: %q", d)
 	}
 
-	// As a user who may patch ToolSources.
+	// As a user who may approve.
 	admin := startConsoleAs(t, cfg)
 	do(t, bctx, chromedp.Navigate(admin+"approvals"), chromedp.Click(chromedp.CSS(`main form button`)), chromedp.WaitVisible(chromedp.CSS(`.done`)))
 	if done := text(t, bctx); !strings.Contains(done, "Approved find_contact of "+ns+"/crm at spec hash") {

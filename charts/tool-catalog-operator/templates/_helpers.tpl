@@ -103,6 +103,9 @@ controllers' RBAC markers. */}}
 - apiGroups: [toolcatalog.dev]
   resources: [tooldefinitions]
   verbs: [create, delete, get, list, patch, watch]
+- apiGroups: [toolcatalog.dev]
+  resources: [toolsourceapprovals]
+  verbs: [delete, get, list, watch]
 {{- end }}
 
 {{/* The gateway reads catalogs and sources (watched) and the Secrets

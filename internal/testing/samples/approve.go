@@ -9,13 +9,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube/crkube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 )
 
 // ApproveFirstImport waits until the ToolSource at key holds its first
 // import for approval (RequireApproval holds every tool nobody approved)
 // and approves all of it, as `kubectl toolcatalog approve SOURCE --all`
-// does. It returns the number of tools approved.
+// does, with a ToolSourceApproval made as c's user. It returns the number of tools approved.
 func ApproveFirstImport(ctx context.Context, c client.Client, key client.ObjectKey, timeout time.Duration) (int, error) {
 	ts := &v1alpha1.ToolSource{}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
@@ -27,16 +28,7 @@ func ApproveFirstImport(ctx context.Context, c client.Client, key client.ObjectK
 	if err != nil {
 		return 0, fmt.Errorf("waiting for ToolSource %s to hold its first import: %w", key, err)
 	}
-	approvals, _ := mcpsource.ParseApprovals(ts.Annotations[v1alpha1.AnnotationApprove])
-	for _, p := range ts.Status.PendingChanges {
-		approvals[p.Tool] = p.SpecHash
-	}
-	patch := client.MergeFrom(ts.DeepCopy())
-	if ts.Annotations == nil {
-		ts.Annotations = map[string]string{}
-	}
-	ts.Annotations[v1alpha1.AnnotationApprove] = mcpsource.FormatApprovals(approvals)
-	if err := c.Patch(ctx, ts, patch); err != nil {
+	if _, err := mcpsource.Approve(ctx, crkube.Creator(c), ts, ts.Status.PendingChanges); err != nil {
 		return 0, fmt.Errorf("approving the first import of ToolSource %s: %w", key, err)
 	}
 	return len(ts.Status.PendingChanges), nil
