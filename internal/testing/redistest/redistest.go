@@ -44,6 +44,8 @@ type Server struct {
 	// every write, so a killed server comes back with what it acknowledged.
 	durable bool
 	proc    *process
+	// args are the server's arguments, for Restart.
+	args []string
 }
 
 // process is one run of redis-server.
@@ -205,6 +207,13 @@ func startOnPort(bin, dir string, port int, cluster, durable bool) (*Server, err
 	if cluster {
 		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes-"+strconv.Itoa(port)+".conf")
 	}
+	return launch(bin, dir, port, durable, args...)
+}
+
+// launch runs bin with args, on port, logging into dir, and waits until
+// it answers.
+func launch(bin, dir string, port int, durable bool, args ...string) (*Server, error) {
+	logFile := filepath.Join(dir, "redis-"+strconv.Itoa(port)+".log")
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
@@ -215,7 +224,7 @@ func startOnPort(bin, dir string, port int, cluster, durable bool) (*Server, err
 		proc.waitErr = cmd.Wait()
 		close(proc.exited)
 	}()
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, durable: durable, proc: proc}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, durable: durable, proc: proc, args: args}
 	if err := s.waitReady(); err != nil {
 		_ = s.Stop()
 		log, _ := os.ReadFile(logFile)
@@ -260,7 +269,7 @@ func (s *Server) Restart() error {
 	}
 	_, portStr, _ := net.SplitHostPort(s.Addr)
 	port, _ := strconv.Atoi(portStr)
-	next, err := startOnPort(bin, s.dir, port, false, s.durable)
+	next, err := launch(bin, s.dir, port, s.durable, s.args...)
 	if err != nil {
 		return err
 	}
