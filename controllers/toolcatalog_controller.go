@@ -98,6 +98,7 @@ type ToolCatalogReconciler struct {
 	recordsOnce   sync.Once
 	recording     *records
 	pace          pacer
+	redisRetry    redisRetries
 }
 
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolcatalogs,verbs=get;list;watch;update;patch
@@ -181,6 +182,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			r.grades().Forget(req.NamespacedName)
 			r.records().forget(req.NamespacedName)
 			r.pace.forget(req.NamespacedName)
+			r.redisRetry.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -229,6 +231,11 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			res.grade()
 		}
 	}
+	if se := (*stepError)(nil); errors.As(res.err, &se) && se.reason == v1alpha1.ReasonRedisUnavailable {
+		// Its status says why; the next pass comes within seconds.
+		return ctrl.Result{RequeueAfter: r.redisRetry.next(req.NamespacedName)}, nil
+	}
+	r.redisRetry.forget(req.NamespacedName)
 	return res.requeue(patchErr)
 }
 

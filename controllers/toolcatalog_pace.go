@@ -73,3 +73,40 @@ func (ps *pacer) forget(key client.ObjectKey) {
 	defer ps.mu.Unlock()
 	delete(ps.byKey, key)
 }
+
+// A catalog whose Redis cannot be reached is tried again after
+// redisRetryBase, doubling to redisRetryMax and never more, whatever the
+// outage's length: the first pass after a failover or a restart comes
+// within seconds, where the queue's own backoff would have grown to
+// minutes. A failed pass costs a dial and the reads it needs before its
+// first write.
+const (
+	redisRetryBase = 250 * time.Millisecond
+	redisRetryMax  = 4 * time.Second
+)
+
+// redisRetries counts each catalog's passes failed in a row on Redis.
+type redisRetries struct {
+	mu    sync.Mutex
+	byKey map[client.ObjectKey]int
+}
+
+// next counts one more failure and says how long to wait.
+func (rr *redisRetries) next(key client.ObjectKey) time.Duration {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	if rr.byKey == nil {
+		rr.byKey = map[client.ObjectKey]int{}
+	}
+	n := rr.byKey[key]
+	rr.byKey[key] = n + 1
+	return min(redisRetryMax, redisRetryBase<<min(n, 16))
+}
+
+// forget drops the count: after a pass that reached Redis, or a deleted
+// catalog.
+func (rr *redisRetries) forget(key client.ObjectKey) {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	delete(rr.byKey, key)
+}

@@ -296,7 +296,7 @@ func listError(err error) error {
 // redisError classifies a failure to read or write Redis.
 func redisError(tc *v1alpha1.ToolCatalog, err error) error {
 	return &stepError{reason: v1alpha1.ReasonRedisUnavailable, also: []string{v1alpha1.ConditionPublished}, err: err,
-		message: fmt.Sprintf("cannot reach Redis at %s: %v; retrying with backoff, nothing was written", joinAddresses(tc), err)}
+		message: fmt.Sprintf("cannot reach Redis at %s: %v; retrying every few seconds, nothing was written", joinAddresses(tc), err)}
 }
 
 // step starts the span of one step of the pass.

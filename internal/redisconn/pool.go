@@ -8,9 +8,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
 // Options are the connection settings of one catalog's Redis.
@@ -37,23 +38,6 @@ func (o Options) fingerprint() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%q|%s|%s|%d|%s|%s|%t|%s", o.Addresses, o.Mode, o.MasterName, o.DB, o.Username, o.Password, o.TLS != nil, o.TLSFingerprint)
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-func (o Options) universal() *redis.UniversalOptions {
-	return &redis.UniversalOptions{
-		Addrs:         o.Addresses,
-		MasterName:    o.MasterName,
-		IsClusterMode: o.Mode == "cluster",
-		DB:            o.DB,
-		Username:      o.Username,
-		Password:      o.Password,
-		TLSConfig:     o.TLS,
-		// Fail fast: the reconciler's queue does the backing off.
-		DialTimeout:  5 * time.Second,
-		ReadTimeout:  10 * time.Second,
-		WriteTimeout: 10 * time.Second,
-		MaxRetries:   1,
-	}
 }
 
 // Pool keeps the catalogs' clients: one per set of options, shared by
@@ -119,8 +103,12 @@ func (p *Pool) size() int {
 	return len(p.clients)
 }
 
-// NewClient returns a client for the options, outside any pool.
-func NewClient(o Options) redis.UniversalClient { return redis.NewUniversalClient(o.universal()) }
+// NewClient returns a client for the options, outside any pool: the
+// contract's client, which follows failovers (contract.NewClient).
+func NewClient(o Options) redis.UniversalClient {
+	return contract.NewClient(contract.ClientOptions{Addresses: o.Addresses, Mode: o.Mode, MasterName: o.MasterName, DB: o.DB,
+		Username: o.Username, Password: o.Password, TLS: o.TLS})
+}
 
 // Forget drops a catalog's use of its client, which is closed when no
 // other catalog uses it.
