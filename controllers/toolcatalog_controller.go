@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
@@ -77,6 +78,10 @@ type ToolCatalogReconciler struct {
 	// QueryStoreMaxEntries bounds each namespace's query store
 	// (querystore.DefaultMaxEntries when zero).
 	QueryStoreMaxEntries int
+	// LossProbeInterval is how often the published versions are read
+	// back to find what Redis lost (published.DefaultLossProbeInterval
+	// when zero).
+	LossProbeInterval time.Duration
 	// GradingMaxBytes bounds the catalogs' grading states together
 	// (grading.DefaultMaxBytes when zero); GradingIdle, when set, drops a
 	// catalog's state after that long without a grading.
@@ -99,6 +104,8 @@ type ToolCatalogReconciler struct {
 	recording     *records
 	pace          pacer
 	redisRetry    redisRetries
+	// lost carries the catalogs whose Redis lost what they published.
+	lost chan event.GenericEvent
 }
 
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolcatalogs,verbs=get;list;watch;update;patch
@@ -212,8 +219,23 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	// each in a trace of its own.
 	ctx, span := telemetry.Tracer().Start(ctx, "ToolCatalog pass", trace.WithAttributes(attribute.String("toolcatalog.catalog", req.String())))
 	defer span.End()
+	loss := r.catalogs().TakeLoss(catalogID(tc))
+	if loss != nil {
+		base := tc.DeepCopy()
+		reportLoss(tc, loss)
+		if err := patchStatus(ctx, r.Client, base, tc); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	base := tc.DeepCopy()
 	res := r.runPass(ctx, tc)
+	if loss == nil {
+		// Found by the pass's own read.
+		loss = r.catalogs().TakeLoss(catalogID(tc))
+	}
+	if loss != nil {
+		r.recordLoss(tc, loss, res)
+	}
 	if res.err != nil {
 		span.SetStatus(codes.Error, res.err.Error())
 	}
@@ -354,6 +376,10 @@ func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	if err := mgr.Add(r.records()); err != nil {
 		return fmt.Errorf("adding the records writer: %w", err)
 	}
+	r.lost = make(chan event.GenericEvent, 64)
+	if err := mgr.Add(r.lossWatcher()); err != nil {
+		return fmt.Errorf("adding the loss probe: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ToolCatalog{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&v1alpha1.ToolDefinition{}, handler.Funcs{
@@ -376,6 +402,8 @@ func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.catalogsForSecret)).
 		// A source's record decides which of its tools are served.
 		Watches(&v1alpha1.ToolSource{}, handler.EnqueueRequestsFromMapFunc(r.catalogsForSource), builder.WithPredicates(importsChanged)).
+		// A catalog whose Redis lost what it published is published again.
+		WatchesRawSource(source.Channel(r.lost, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		Named("toolcatalog").
 		Complete(quietOnShutdown(r))

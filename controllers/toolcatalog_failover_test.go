@@ -6,10 +6,13 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
@@ -69,4 +72,68 @@ func TestClusterFailoverDuringAnEdit(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		expectCondition(g, getTC(g, ns, "tools"), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
 	}).Should(Succeed())
+}
+
+// A Redis restarted empty, or flushed, is found within seconds (the
+// resync is an hour away here) and the catalog published again as a
+// newer version, with a Warning event that says what was lost; the
+// status says Published=False with reason PublishedDataLost meanwhile.
+func TestLostPublishedDataIsPublishedAgain(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	p := newProvider(t, ns)
+	own := redistest.New(t)
+	tc, rc, k := ownRedisCatalog(t, ns, p, own)
+	tc.Spec.Publish.ResyncInterval = &metav1.Duration{Duration: time.Hour}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), tc) })
+	manyTools(g, ns, 3, "Tool number %d.", tc)
+
+	for round, forget := range []struct {
+		how string
+		do  func()
+	}{
+		{"restarted empty", func() {
+			g.Expect(own.Kill()).To(Succeed())
+			g.Expect(own.Restart()).To(Succeed())
+		}},
+		{"flushed", func() { g.Expect(rc.FlushAll(context.Background()).Err()).To(Succeed()) }},
+	} {
+		var before int64
+		g.Eventually(func(g Gomega) {
+			d, v := publishedDescription(rc, k, "tool_0001")
+			g.Expect(d).To(Equal("Tool number 1."))
+			before = v
+		}).Should(Succeed())
+		embeds, generated := len(p.EmbeddingRequests()), p.generated()
+		forget.do()
+		at := time.Now()
+		g.Eventually(func(g Gomega) {
+			d, v := publishedDescription(rc, k, "tool_0001")
+			g.Expect(d).To(Equal("Tool number 1."))
+			g.Expect(v).To(BeNumerically(">", before))
+		}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+		t.Logf("Redis %s: version %d published again as %d, %s later; %d embeddings requests and %d query generations to the provider since (the query store was in the Redis that forgot)",
+			forget.how, before, storedDoc(g, rc, k).Version, time.Since(at).Round(time.Millisecond), len(p.EmbeddingRequests())-embeds, p.generated()-generated)
+		// Events of one reason make a series that keeps its first note.
+		g.Eventually(func(g Gomega) {
+			ev := hasEvent(eventsFor(g, ns, "tools"), corev1.EventTypeWarning, v1alpha1.ReasonPublishedDataLost)
+			g.Expect(ev).NotTo(BeNil())
+			g.Expect(ev.Note).To(MatchRegexp(`^Redis lost published version \d+ \(it holds no version: restarted empty, flushed, evicted, or failed over to a replica that had not received it\); published the current state again as version \d+`))
+			g.Expect(testutil.ToFloat64(metrics.PublishedDataLost.WithLabelValues(ns + "/tools"))).To(BeEquivalentTo(round + 1))
+			cur := getTC(g, ns, "tools")
+			g.Expect(cur.Status.Version).To(BeNumerically(">", before))
+			expectCondition(g, cur, v1alpha1.ConditionPublished, metav1.ConditionTrue, v1alpha1.ReasonVersionPublished)
+		}).Should(Succeed())
+	}
+}
+
+// generated counts the generator's calls.
+func (p *provider) generated() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, c := range p.calls {
+		n += c
+	}
+	return n
 }

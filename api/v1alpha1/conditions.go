@@ -254,8 +254,14 @@ const (
 	// ReasonUpToDate (Published=True) means Redis already holds the
 	// current catalog.
 	ReasonUpToDate = "UpToDate"
+	// ReasonPublishedDataLost (Published=False) means the catalog's Redis
+	// no longer holds the version published there (restarted empty,
+	// flushed, evicted, or failed over to a replica that had not received
+	// it): the current state is being published again, as a newer
+	// version.
+	ReasonPublishedDataLost = "PublishedDataLost"
 	// ReasonRedisUnavailable means Redis could not be read or written;
-	// the pass is retried with backoff and nothing was half-written.
+	// the pass is retried within seconds and nothing was half-written.
 	ReasonRedisUnavailable = "RedisUnavailable"
 	// ReasonSecretNotFound means a referenced Secret or key is missing.
 	ReasonSecretNotFound = "SecretNotFound"

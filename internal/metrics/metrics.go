@@ -83,6 +83,13 @@ var (
 		Help: "Failed Redis operations, by catalog and operation (read, write, notify, delete).",
 	}, []string{"catalog", "operation"})
 
+	// PublishedDataLost counts the times a catalog's Redis was found to
+	// hold less than the manager had published there.
+	PublishedDataLost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolcatalog_published_data_lost_total",
+		Help: "Times a catalog's Redis was found without the version the manager published there (restarted empty, flushed, evicted, failed over to a replica without it); the catalog is published again.",
+	}, []string{"catalog"})
+
 	// QueryStore counts what the query store found for a namespace's
 	// catalogs (internal/querystore).
 	QueryStore = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -92,7 +99,7 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ProviderRequests, ProviderLatency, ToolsEmbedded, Tools, PublishDuration, Version, RedisErrors, SelfRecall, Quality, GradingSearches, GradingScans, QueryStore)
+	crmetrics.Registry.MustRegister(ProviderRequests, ProviderLatency, ToolsEmbedded, Tools, PublishDuration, Version, RedisErrors, PublishedDataLost, SelfRecall, Quality, GradingSearches, GradingScans, QueryStore)
 }
 
 // ObserveProviderRequest records one provider request.
@@ -106,7 +113,7 @@ func ForgetCatalog(catalog string) {
 	for _, v := range []*prometheus.GaugeVec{Tools, Version, SelfRecall, Quality} {
 		v.DeletePartialMatch(prometheus.Labels{"catalog": catalog})
 	}
-	for _, v := range []*prometheus.CounterVec{ToolsEmbedded, RedisErrors, GradingSearches, GradingScans} {
+	for _, v := range []*prometheus.CounterVec{ToolsEmbedded, RedisErrors, PublishedDataLost, GradingSearches, GradingScans} {
 		v.DeletePartialMatch(prometheus.Labels{"catalog": catalog})
 	}
 	PublishDuration.DeletePartialMatch(prometheus.Labels{"catalog": catalog})

@@ -90,6 +90,10 @@ type memory struct {
 	queries   QueryVectors
 	// pinned is the catalog's pinned copy as last read or written.
 	pinned *pinned
+	// seen is the version last written or read in the catalog's Redis,
+	// lost what a probe or a read found short of it (loss.go).
+	seen *seen
+	lost *Loss
 }
 
 // snapshot is a stored state and the stamp Redis had when it was read.
@@ -245,6 +249,7 @@ func (c *Catalog) read(ctx context.Context, fresh bool, tools []*catalog.Tool) (
 		if err != nil {
 			return catalog.Stored{}, err
 		}
+		c.check(stamp.Version)
 		if stamp == kept.stamp && c.cs.now().Sub(kept.readAt) < c.cfg.Resync {
 			return kept.stored.WithStaged(staged.StagedMetadata, staged.StagedVectors), nil
 		}
@@ -273,6 +278,8 @@ func (c *Catalog) read(ctx context.Context, fresh bool, tools []*catalog.Tool) (
 	published := *snap
 	published.StagedMetadata, published.StagedVectors = nil, nil
 	stored := catalog.ReadStored(&published)
+	c.check(stored.Version)
+	c.saw(stored.Version)
 	stored.Share(tools)
 	if snap.Head != nil && stored.DocErr == nil {
 		c.keep(&snapshot{uid: c.uid, where: c.where(), stamp: snap.Stamp(), stored: stored, readAt: c.cs.now()})
@@ -425,6 +432,7 @@ func (c *Catalog) Publish(ctx context.Context, stored catalog.Stored, b catalog.
 		metrics.RedisErrors.WithLabelValues(c.id, "notify").Inc()
 		ctrl.LoggerFrom(ctx).Error(err, "Published version but could not announce it", "version", version)
 	}
+	c.saw(version)
 	c.keepPublished(ctx, stored, b, version)
 	return version, nil
 }

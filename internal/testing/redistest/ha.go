@@ -300,20 +300,26 @@ func (c *HACluster) owner(ctx context.Context, key string, skip *Server) (*Serve
 			continue
 		}
 		cl := n.Client()
-		slot, err := cl.ClusterKeySlot(ctx, key).Result()
+		slot, err1 := cl.ClusterKeySlot(ctx, key).Result()
 		info, err2 := cl.ClusterInfo(ctx).Result()
-		slots, err3 := cl.ClusterSlots(ctx).Result()
+		shards, err3 := cl.ClusterShards(ctx).Result()
 		_ = cl.Close()
-		if err := errors.Join(err, err2, err3); err != nil {
+		if err := errors.Join(err1, err2, err3); err != nil {
 			return nil, err
 		}
 		if !strings.Contains(info, "cluster_state:ok") {
 			return nil, fmt.Errorf("cluster state of %s is not ok", n.Addr)
 		}
-		for _, r := range slots {
-			if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
+		for _, sh := range shards {
+			if !slices.ContainsFunc(sh.Slots, func(r redis.SlotRange) bool { return r.Start <= slot && slot <= r.End }) {
+				continue
+			}
+			for _, node := range sh.Nodes {
+				if node.Role != "master" || node.Health != "online" {
+					continue
+				}
 				for _, m := range c.Nodes {
-					if m.Addr == r.Nodes[0].Addr {
+					if m.Addr == net.JoinHostPort(node.IP, strconv.FormatInt(node.Port, 10)) {
 						return m, nil
 					}
 				}
@@ -359,8 +365,8 @@ func startSentinel(bin, dir string, i int, name, primary string) (*Server, error
 		body := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n"+
 			"sentinel monitor %s %s %s 2\nsentinel down-after-milliseconds %s %d\nsentinel failover-timeout %s 5000\n",
 			p, dir, filepath.Join(dir, fmt.Sprintf("sentinel-%d.log", i)), name, host, port, name, nodeTimeout.Milliseconds(), name)
-		if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
-			return nil, err
+		if writeErr := os.WriteFile(conf, []byte(body), 0o600); writeErr != nil {
+			return nil, writeErr
 		}
 		s, err := launch(bin, dir, p, false, conf, "--sentinel")
 		if err == nil {
