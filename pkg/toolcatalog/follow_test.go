@@ -717,3 +717,52 @@ func TestSharedNoticesDoNotWaitForASlowFollower(t *testing.T) {
 	close(block)
 	eventually(t, "ns/slow to catch up", func() bool { return slow.Current().Version() == 3 })
 }
+
+// While Redis is down, a follower keeps serving what it loaded and its
+// subscription's failures are reported ever less often (the retries
+// double), not ten times a second; once Redis is back, it follows again.
+func TestFollowerRidesThroughARedisOutage(t *testing.T) {
+	own := redistest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := contract.NewClient(contract.ClientOptions{Addresses: []string{own.Addr}})
+	t.Cleanup(func() { _ = c.Close() })
+	k, channel := Keys("ns", "outage"), "updates:outage"
+	publish(t, c, k, channel, 1, false)
+	var mu sync.Mutex
+	var errs []time.Time
+	f, err := Follow(ctx, c, k, FollowOptions{Channel: channel, RecheckInterval: time.Hour, OnError: func(error) {
+		mu.Lock()
+		errs = append(errs, time.Now())
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := own.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	reported := func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(errs)
+	}
+	eventually(t, "five failures reported", func() bool { return len(reported()) >= 5 })
+	got := reported()
+	// Spaced 100 ms, 200 ms, 400 ms, ...: the fifth comes at least 700 ms
+	// after the second (at 100 ms each, 300 ms).
+	if gap := got[4].Sub(got[1]); gap < 700*time.Millisecond {
+		t.Errorf("failures 2 to 5 reported within %s: the retries are not spaced", gap)
+	}
+	if f.Current().Version() != 1 {
+		t.Errorf("serving version %d during the outage, want 1", f.Current().Version())
+	}
+	if err := own.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	// Restarted empty: a version published now, with no notice, is found
+	// when the subscription comes back.
+	publish(t, c, k, channel, 1, false)
+	publish(t, c, k, channel, 2, false)
+	eventually(t, "version 2 after the outage", func() bool { return f.Current().Version() == 2 })
+}

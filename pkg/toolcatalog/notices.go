@@ -120,22 +120,34 @@ func (n *Notices) leave(channel, catalog string, ch *noticeChannel, w *noticeWat
 // notice to the watchers of the catalog it names and of every notice, a
 // subscription (go-redis subscribing again after a reconnect, when
 // notices may have been missed) to all.
+// A subscription that fails is tried again after receiveRetryBase,
+// doubling to receiveRetryMax while it keeps failing.
+const (
+	receiveRetryBase = 100 * time.Millisecond
+	receiveRetryMax  = 5 * time.Second
+)
+
 func (n *Notices) receive(ctx context.Context, channel string, ch *noticeChannel) {
+	wait := time.Duration(0)
 	for {
 		m, err := ch.ps.Receive(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
-			// go-redis reconnects and resubscribes by itself.
-			n.report(fmt.Errorf("receiving notices on %s: %w", channel, err))
+			// go-redis reconnects and resubscribes by itself; while Redis
+			// is down, the attempts and the reports of their failures
+			// are spaced, doubling to receiveRetryMax.
+			wait = min(receiveRetryMax, max(receiveRetryBase, 2*wait))
+			n.report(fmt.Errorf("receiving notices on %s (trying again in %s): %w", channel, wait, err))
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(wait):
 			}
 			continue
 		}
+		wait = 0
 		catalog, every := "", false
 		switch msg := m.(type) {
 		case *redis.Subscription:
