@@ -61,6 +61,9 @@ type sessionStore struct {
 	idle     time.Duration
 	lifetime time.Duration
 	max      int
+	// known are the sessions this replica has seen, for a Redis that
+	// does not answer (knownsessions.go).
+	known knownSessions
 }
 
 // openScript opens a session unless its principal already holds max:
@@ -101,23 +104,55 @@ func (st *sessionStore) open(ctx context.Context, id, principal string, rec sess
 	case ok == 0:
 		return errTooManySessions
 	}
+	st.known.remember(id, knownSession{rec: rec, principal: principal, view: rec.View, used: time.UnixMilli(rec.Opened)}, st.idle)
 	return nil
 }
 
 // touch returns a session's record, nil when there is none; the idle
-// timeout starts again when view is the one that opened it.
+// timeout starts again when view is the one that opened it. While Redis
+// does not answer, a session this replica has seen is answered from what
+// it saw, and one it has not waits briefly for Redis.
 func (st *sessionStore) touch(ctx context.Context, id, principal, view string, now time.Time) (*sessionRecord, error) {
+	deadline := time.Now().Add(sessionWait)
+	for {
+		patience := time.Until(deadline)
+		if st.known.has(id) {
+			// Redis answers within milliseconds, or it is failing over.
+			patience = min(patience, knownSessionPatience)
+		}
+		rctx, cancel := context.WithTimeout(ctx, max(patience, sessionWaitStep))
+		rec, err := st.touchRedis(rctx, id, principal, view, now)
+		cancel()
+		if err == nil || !contract.TopologyError(err) {
+			return rec, err
+		}
+		if known, ok := st.known.recall(id, principal, now, st.idle); ok {
+			return known, nil
+		}
+		if time.Until(deadline) < sessionWaitStep || pause(ctx, sessionWaitStep) != nil {
+			return nil, err
+		}
+	}
+}
+
+// touchRedis is touch as Redis answers it.
+func (st *sessionStore) touchRedis(ctx context.Context, id, principal, view string, now time.Time) (*sessionRecord, error) {
 	raw, err := touchScript.Run(ctx, st.rc, []string{st.keys.GatewaySession(id), st.keys.GatewaySessions(principal)},
 		st.idle.Milliseconds(), now.UnixMilli(), id, view).Text()
 	switch {
 	case errors.Is(err, redis.Nil):
+		st.known.forget(id)
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("reading a session: %w", err)
 	}
 	var rec sessionRecord
 	if len(raw) > 1024 || json.Unmarshal([]byte(raw), &rec) != nil {
+		st.known.forget(id)
 		return nil, nil // not a record of the gateway's: no session
+	}
+	if rec.View == view {
+		st.known.remember(id, knownSession{rec: rec, principal: principal, view: view, used: now}, st.idle)
 	}
 	return &rec, nil
 }
@@ -129,6 +164,7 @@ func (st *sessionStore) exists(ctx context.Context, id string) (bool, error) {
 }
 
 func (st *sessionStore) close(ctx context.Context, id, principal string) error {
+	st.known.forget(id)
 	_, err := st.rc.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Del(ctx, st.keys.GatewaySession(id))
 		p.ZRem(ctx, st.keys.GatewaySessions(principal), id)

@@ -251,11 +251,16 @@ func mcpTool(t contract.Tool) *mcp.Tool {
 // replica holding its stream may list on another, whose notice has not
 // come yet (or was lost), and would otherwise keep the old list with no
 // further notice. Checking costs one Redis round trip per listing; when
-// Redis cannot say, the version loaded is listed.
+// Redis cannot say within knownSessionPatience (it is failing over), the
+// version loaded is listed.
 func (v *view) countLists(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method == "tools/list" {
-			if _, err := v.s.follower.Check(ctx); err != nil {
+			// Redis answers within milliseconds, or it is failing over.
+			cctx, cancel := context.WithTimeout(ctx, knownSessionPatience)
+			_, err := v.s.follower.Check(cctx)
+			cancel()
+			if err != nil {
 				v.s.g.opts.Log.V(1).Info("Listing the version loaded; cannot check the one served", "catalog", v.s.id, "error", err.Error())
 			}
 		}
