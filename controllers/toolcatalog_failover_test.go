@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -36,42 +37,62 @@ func publishedDescription(rc redis.UniversalClient, k contract.Keys, tool string
 	return "", d.Version
 }
 
-// An edit made while the Redis Cluster node that holds the catalog's
-// slot is failing over is published seconds after the promotion: the
-// manager's client reloads the slot map as soon as the dead node fails
-// to answer, and a catalog whose Redis fails is tried again within
-// seconds, not after a backoff grown during the outage. (The 30 s bound
-// is a floor, against the minute the old client took to reload and the
+// An edit made while the catalog's Redis primary is failing over (the
+// Cluster node that holds the catalog's slot, or the Sentinel set's
+// primary) is published seconds after the promotion: the manager's
+// client reloads the slot map as soon as the dead node fails to answer,
+// and a catalog whose Redis fails is tried again within seconds, not
+// after a backoff grown during the outage. (The 30 s bound is a floor,
+// against the minute the old Cluster client took to reload and the
 // queue's backoff; the figure is logged.)
-func TestClusterFailoverDuringAnEdit(t *testing.T) {
-	g := gomegaFor(t)
-	ns := newNamespace(t)
-	p := newProvider(t, ns)
-	cluster := redistest.NewHACluster(t)
-	rc := contract.NewClient(contract.ClientOptions{Addresses: cluster.Addrs(), Mode: "cluster"})
-	t.Cleanup(func() { _ = rc.Close() })
-	k := catalogKeys(ns, "tools")
+func TestFailoverDuringAnEdit(t *testing.T) {
+	for _, mode := range []v1alpha1.RedisMode{v1alpha1.RedisModeCluster, v1alpha1.RedisModeSentinel} {
+		t.Run(string(mode), func(t *testing.T) {
+			g := gomegaFor(t)
+			ns := newNamespace(t)
+			p := newProvider(t, ns)
+			k := catalogKeys(ns, "tools")
+			tc := testCatalog(ns, "tools", p)
+			var (
+				kill  func() time.Time
+				nodes []*redistest.Server
+			)
+			if mode == v1alpha1.RedisModeCluster {
+				cluster := redistest.NewHACluster(t)
+				tc.Spec.Redis = v1alpha1.RedisSpec{Mode: mode, Addresses: cluster.Addrs()}
+				kill, nodes = func() time.Time { _, at := cluster.KillOwner(t, k.Head()); return at }, cluster.Nodes
+			} else {
+				set := redistest.NewSentinels(t)
+				tc.Spec.Redis = v1alpha1.RedisSpec{Mode: mode, MasterName: set.MasterName, Addresses: set.Addrs()}
+				kill, nodes = func() time.Time { _, at := set.KillPrimary(t); return at }, set.Nodes
+			}
+			rc := contract.NewClient(contract.ClientOptions{Addresses: tc.Spec.Redis.Addresses, Mode: string(mode), MasterName: tc.Spec.Redis.MasterName})
+			t.Cleanup(func() { _ = rc.Close() })
+			tc.Spec.Publish.ResyncInterval = &metav1.Duration{Duration: time.Hour}
+			t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), tc) })
+			manyTools(g, ns, 3, "Tool number %d.", tc)
+			g.Eventually(func(g Gomega) {
+				d, _ := publishedDescription(rc, k, "tool_0001")
+				g.Expect(d).To(Equal("Tool number 1."))
+			}).Should(Succeed())
 
-	tc := testCatalog(ns, "tools", p)
-	tc.Spec.Redis = v1alpha1.RedisSpec{Mode: v1alpha1.RedisModeCluster, Addresses: cluster.Addrs()}
-	tc.Spec.Publish.ResyncInterval = &metav1.Duration{Duration: time.Hour}
-	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), tc) })
-	manyTools(g, ns, 3, "Tool number %d.", tc)
-	g.Eventually(func(g Gomega) {
-		d, _ := publishedDescription(rc, k, "tool_0001")
-		g.Expect(d).To(Equal("Tool number 1."))
-	}).Should(Succeed())
-
-	_, promoted := cluster.KillOwner(t, k.Head())
-	editTD(g, ns, "tool-0001", func(td *v1alpha1.ToolDefinition) { td.Spec.Description = "Tool number 1, edited during a failover." })
-	g.Eventually(func(g Gomega) {
-		d, _ := publishedDescription(rc, k, "tool_0001")
-		g.Expect(d).To(Equal("Tool number 1, edited during a failover."))
-	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
-	t.Logf("the edit made during the failover was published %s after the promotion", time.Since(promoted).Round(time.Millisecond))
-	g.Eventually(func(g Gomega) {
-		expectCondition(g, getTC(g, ns, "tools"), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
-	}).Should(Succeed())
+			killed := time.Now()
+			promotedAt := make(chan time.Time, 1)
+			go func() { promotedAt <- kill() }()
+			g.Eventually(func() bool { return slices.ContainsFunc(nodes, (*redistest.Server).Exited) }).Should(BeTrue())
+			editTD(g, ns, "tool-0001", func(td *v1alpha1.ToolDefinition) { td.Spec.Description = "Tool number 1, edited during a failover." })
+			promoted := <-promotedAt
+			g.Eventually(func(g Gomega) {
+				d, _ := publishedDescription(rc, k, "tool_0001")
+				g.Expect(d).To(Equal("Tool number 1, edited during a failover."))
+			}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+			t.Logf("%s: promoted %s after the kill; the edit made during the failover was published %s after the promotion", mode,
+				promoted.Sub(killed).Round(time.Millisecond), time.Since(promoted).Round(time.Millisecond))
+			g.Eventually(func(g Gomega) {
+				expectCondition(g, getTC(g, ns, "tools"), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
+			}).Should(Succeed())
+		})
+	}
 }
 
 // A Redis restarted empty, or flushed, is found within seconds (the
