@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
+	"github.com/toolcatalog/tool-catalog-operator/internal/published/store"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
@@ -102,7 +103,9 @@ func TestFailoverDuringAnEdit(t *testing.T) {
 func TestLostPublishedDataIsPublishedAgain(t *testing.T) {
 	g := gomegaFor(t)
 	ns := newNamespace(t)
-	p := newProvider(t, ns)
+	// Over the wire, as a real provider: the query store keeps its
+	// answers.
+	p := newWireProvider(t)
 	own := redistest.New(t)
 	tc, rc, k := ownRedisCatalog(t, ns, p, own)
 	tc.Spec.Publish.ResyncInterval = &metav1.Duration{Duration: time.Hour}
@@ -118,6 +121,8 @@ func TestLostPublishedDataIsPublishedAgain(t *testing.T) {
 			g.Expect(own.Restart()).To(Succeed())
 		}},
 		{"flushed", func() { g.Expect(rc.FlushAll(context.Background()).Err()).To(Succeed()) }},
+		// The catalog's keys evicted, the namespace's query store kept.
+		{"without the catalog's keys", func() { g.Expect(store.Delete(context.Background(), rc, k)).To(Succeed()) }},
 	} {
 		var before int64
 		g.Eventually(func(g Gomega) {
@@ -125,7 +130,7 @@ func TestLostPublishedDataIsPublishedAgain(t *testing.T) {
 			g.Expect(d).To(Equal("Tool number 1."))
 			before = v
 		}).Should(Succeed())
-		embeds, generated := len(p.EmbeddingRequests()), p.generated()
+		embeds, generated := len(p.EmbeddingRequests()), len(p.ChatRequests())
 		forget.do()
 		at := time.Now()
 		g.Eventually(func(g Gomega) {
@@ -133,8 +138,13 @@ func TestLostPublishedDataIsPublishedAgain(t *testing.T) {
 			g.Expect(d).To(Equal("Tool number 1."))
 			g.Expect(v).To(BeNumerically(">", before))
 		}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
-		t.Logf("Redis %s: version %d published again as %d, %s later; %d embeddings requests and %d query generations to the provider since (the query store was in the Redis that forgot)",
-			forget.how, before, storedDoc(g, rc, k).Version, time.Since(at).Round(time.Millisecond), len(p.EmbeddingRequests())-embeds, p.generated()-generated)
+		t.Logf("Redis %s: version %d published again as %d, %s later; %d embeddings requests and %d query generations to the provider since",
+			forget.how, before, storedDoc(g, rc, k).Version, time.Since(at).Round(time.Millisecond), len(p.EmbeddingRequests())-embeds, len(p.ChatRequests())-generated)
+		if forget.how == "without the catalog's keys" {
+			// What the query store holds is not paid for again.
+			g.Expect(len(p.EmbeddingRequests()) - embeds).To(BeZero())
+			g.Expect(len(p.ChatRequests()) - generated).To(BeZero())
+		}
 		// Events of one reason make a series that keeps its first note.
 		g.Eventually(func(g Gomega) {
 			ev := hasEvent(eventsFor(g, ns, "tools"), corev1.EventTypeWarning, v1alpha1.ReasonPublishedDataLost)
@@ -146,15 +156,4 @@ func TestLostPublishedDataIsPublishedAgain(t *testing.T) {
 			expectCondition(g, cur, v1alpha1.ConditionPublished, metav1.ConditionTrue, v1alpha1.ReasonVersionPublished)
 		}).Should(Succeed())
 	}
-}
-
-// generated counts the generator's calls.
-func (p *provider) generated() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, c := range p.calls {
-		n += c
-	}
-	return n
 }
