@@ -35,6 +35,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 	_ "github.com/toolcatalog/tool-catalog-operator/internal/metrics" // registers the operator's metrics
 	"github.com/toolcatalog/tool-catalog-operator/internal/metricsauth"
+	"github.com/toolcatalog/tool-catalog-operator/internal/published"
 	"github.com/toolcatalog/tool-catalog-operator/internal/querystore"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
@@ -64,6 +65,9 @@ type Config struct {
 	// QueryStoreMaxEntries bounds the query store of each namespace
 	// (querystore.DefaultMaxEntries when 0).
 	QueryStoreMaxEntries int
+	// LossProbeInterval is how often the published versions are read
+	// back to find what Redis lost.
+	LossProbeInterval time.Duration
 	// GradingMaxBytes bounds the catalogs' grading states together;
 	// GradingIdle, when set, drops a catalog's after that long unused.
 	GradingMaxBytes int64
@@ -124,6 +128,7 @@ func BindFlags(fs *flag.FlagSet) *Config {
 		return nil
 	})
 	fs.DurationVar(&c.GradingIdle, "grading-idle", 0, "How long a catalog's grading state is kept without a grading before it leaves memory, and the catalog's next version is graded from scratch; 0 (the default) keeps it until --grading-max-memory needs the room.")
+	fs.DurationVar(&c.LossProbeInterval, "loss-probe-interval", published.DefaultLossProbeInterval, "How often each published catalog's version is read back from its Redis (one GET per catalog, pipelined per Redis) to find a Redis that restarted empty, was flushed or failed over without it; the catalog is then published again.")
 	fs.IntVar(&c.QueryStoreMaxEntries, "query-store-max-entries", querystore.DefaultMaxEntries, "How many query sets and vectors the query store keeps per namespace and Redis; past it, the least recently used go.")
 	return c
 }
@@ -251,6 +256,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *redisconn.Pool, c Config
 		Ledger:      ledger,
 
 		QueryStoreMaxEntries: c.QueryStoreMaxEntries,
+		LossProbeInterval:    c.LossProbeInterval,
 		GradingMaxBytes:      c.GradingMaxBytes,
 		GradingIdle:          c.GradingIdle,
 	}).SetupWithManager(ctx, mgr); err != nil {
