@@ -33,9 +33,11 @@ type ClientOptions struct {
 // The timing every client of a catalog's Redis shares: fail fast (the
 // caller retries), and follow a Cluster's topology within seconds.
 const (
-	// ClientDialTimeout bounds a connection attempt; ClientReadTimeout and
-	// ClientWriteTimeout a command.
-	ClientDialTimeout  = 5 * time.Second
+	// ClientDialTimeout bounds a connection attempt, which is not
+	// repeated (go-redis would try five times): a node that does not
+	// answer in time is taken for gone, and the topology is asked again.
+	// ClientReadTimeout and ClientWriteTimeout bound a command.
+	ClientDialTimeout  = 3 * time.Second
 	ClientReadTimeout  = 10 * time.Second
 	ClientWriteTimeout = 10 * time.Second
 	// ClusterStateReload is how old a Cluster client's slot map may grow
@@ -53,16 +55,17 @@ const (
 // is tried again once, after a short backoff; callers retry the rest.
 func NewClient(o ClientOptions) redis.UniversalClient {
 	u := &redis.UniversalOptions{
-		Addrs:        o.Addresses,
-		MasterName:   o.MasterName,
-		DB:           o.DB,
-		Username:     o.Username,
-		Password:     o.Password,
-		TLSConfig:    o.TLS,
-		DialTimeout:  ClientDialTimeout,
-		ReadTimeout:  ClientReadTimeout,
-		WriteTimeout: ClientWriteTimeout,
-		MaxRetries:   1,
+		Addrs:         o.Addresses,
+		MasterName:    o.MasterName,
+		DB:            o.DB,
+		Username:      o.Username,
+		Password:      o.Password,
+		TLSConfig:     o.TLS,
+		DialTimeout:   ClientDialTimeout,
+		DialerRetries: 1,
+		ReadTimeout:   ClientReadTimeout,
+		WriteTimeout:  ClientWriteTimeout,
+		MaxRetries:    1,
 	}
 	switch o.Mode {
 	case "cluster":
