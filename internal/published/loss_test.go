@@ -27,8 +27,8 @@ func TestProbeFindsWhatRedisLost(t *testing.T) {
 	// Deleted behind the manager's back: lost, once.
 	rc := f.srv.Client()
 	defer rc.Close()
-	if err := store.Delete(ctx, rc, f.cfg.Keys); err != nil {
-		t.Fatal(err)
+	if deleteErr := store.Delete(ctx, rc, f.cfg.Keys); deleteErr != nil {
+		t.Fatal(deleteErr)
 	}
 	if lost := f.cs.Probe(ctx); !slices.Equal(lost, []string{"ns/c"}) {
 		t.Fatalf("the probe after the delete: %v", lost)
@@ -47,15 +47,15 @@ func TestProbeFindsWhatRedisLost(t *testing.T) {
 	if err != nil || v2 <= v1 {
 		t.Fatalf("published again as %d: %v", v2, err)
 	}
-	if err := rc.Set(ctx, f.cfg.Keys.Version(), v2+5, 0).Err(); err != nil {
-		t.Fatal(err)
+	if setErr := rc.Set(ctx, f.cfg.Keys.Version(), v2+5, 0).Err(); setErr != nil {
+		t.Fatal(setErr)
 	}
 	if lost := f.cs.Probe(ctx); len(lost) != 0 {
 		t.Fatalf("a newer version is no loss: %v", lost)
 	}
 	// An older one is, found by a pass's read as well as by the probe.
-	if err := rc.Set(ctx, f.cfg.Keys.Version(), 1, 0).Err(); err != nil {
-		t.Fatal(err)
+	if setErr := rc.Set(ctx, f.cfg.Keys.Version(), 1, 0).Err(); setErr != nil {
+		t.Fatal(setErr)
 	}
 	st = f.open()
 	_ = f.read(st, true)
@@ -64,12 +64,12 @@ func TestProbeFindsWhatRedisLost(t *testing.T) {
 	}
 	// A Redis that does not answer says nothing.
 	st = f.open()
-	if err := rc.Set(ctx, f.cfg.Keys.Version(), 9, 0).Err(); err != nil {
-		t.Fatal(err)
+	if setErr := rc.Set(ctx, f.cfg.Keys.Version(), 9, 0).Err(); setErr != nil {
+		t.Fatal(setErr)
 	}
 	_ = f.read(st, true)
-	if err := f.srv.Kill(); err != nil {
-		t.Fatal(err)
+	if setErr := f.srv.Kill(); setErr != nil {
+		t.Fatal(setErr)
 	}
 	if lost := f.cs.Probe(ctx); len(lost) != 0 {
 		t.Fatalf("a Redis that does not answer: %v", lost)
