@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcptest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
@@ -33,13 +35,15 @@ func publishedIn(t *testing.T, rc redis.UniversalClient, ns, name string, n int)
 // A 2025-11-25 session keeps being answered while the catalog's Redis
 // fails over: its replica answers the sessions it has seen from what it
 // saw while no primary answers, so not one request of a client busy
-// throughout the failover fails; the catalog, already loaded, keeps
-// answering too.
+// throughout the failover fails: listings, searches and calls proxied
+// upstream; the catalog, already loaded, keeps answering too.
 func TestSessionsRideThroughAFailover(t *testing.T) {
 	for _, mode := range []v1alpha1.RedisMode{v1alpha1.RedisModeSentinel, v1alpha1.RedisModeCluster} {
 		t.Run(string(mode), func(t *testing.T) {
 			ns := newNamespace(t)
-			tc := testCatalog(ns, "ha", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff})
+			srv := mcptest.New(t, mcptest.Options{Name: "echo"})
+			srv.Tool("echo", "Echo the arguments.", nil, nil)
+			tc := testCatalog(ns, "ha", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOn})
 			var kill func() time.Time
 			switch mode {
 			case v1alpha1.RedisModeSentinel:
@@ -57,8 +61,8 @@ func TestSessionsRideThroughAFailover(t *testing.T) {
 			rc := contract.NewClient(contract.ClientOptions{Addresses: tc.Spec.Redis.Addresses, Mode: string(mode), MasterName: tc.Spec.Redis.MasterName})
 			t.Cleanup(func() { _ = rc.Close() })
 			create(t, tc)
-			create(t, standardTools(ns, "ha")...)
-			publishedIn(t, rc, ns, "ha", 5)
+			create(t, append(standardTools(ns, "ha"), testTool(ns, "ha", "echo", "Echo the arguments back.", upstream(srv.URL, "echo")))...)
+			publishedIn(t, rc, ns, "ha", 6)
 			_, base := ownGateway(t, Limits{})
 			cs := connectSession(t, base, ns, "ha", aliceToken)
 
@@ -79,7 +83,16 @@ func TestSessionsRideThroughAFailover(t *testing.T) {
 					}
 					requests.Add(1)
 					began := time.Now()
-					_, err := cs.ListTools(context.Background(), nil)
+					// A listing, a search and a call proxied upstream.
+					var err error
+					switch requests.Load() % 3 {
+					case 0:
+						_, err = cs.ListTools(context.Background(), nil)
+					case 1:
+						err = callFailure(cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "tool_search", Arguments: map[string]any{"query": "weather in Oslo"}}))
+					default:
+						err = callFailure(cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "tool_call", Arguments: map[string]any{"name": "echo", "arguments": map[string]any{}}}))
+					}
 					mu.Lock()
 					slowest = max(slowest, time.Since(began))
 					if err != nil {
@@ -102,6 +115,23 @@ func TestSessionsRideThroughAFailover(t *testing.T) {
 			}
 		})
 	}
+}
+
+// callFailure is a call's error, or its result's when it is one.
+func callFailure(res *mcp.CallToolResult, err error) error {
+	if err != nil {
+		return err
+	}
+	if res.IsError {
+		var b strings.Builder
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				b.WriteString(tc.Text)
+			}
+		}
+		return fmt.Errorf("tool error: %s", b.String())
+	}
+	return nil
 }
 
 // After Redis restarts empty, a session it no longer knows is answered

@@ -126,14 +126,19 @@ func (s *Sentinels) Primary(ctx context.Context) (*Server, error) {
 	return nil, fmt.Errorf("no sentinel answered: %v", lastErr)
 }
 
-// KillPrimary kills the primary with SIGKILL and waits until the
-// sentinels have promoted the replica and it accepts writes; it returns
-// the killed node and when the promotion was seen.
+// KillPrimary kills the primary with SIGKILL, once its replica has
+// everything it acknowledged (a failover that loses writes is a test of
+// its own), and waits until the sentinels have promoted the replica and
+// it accepts writes; it returns the killed node and when the promotion
+// was seen.
 func (s *Sentinels) KillPrimary(t testing.TB) (*Server, time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	old, err := s.Primary(ctx)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := replicated(ctx, old.Addr, "redistest:replicated"); err != nil {
 		t.Fatal(err)
 	}
 	if err := old.Kill(); err != nil {
@@ -259,14 +264,19 @@ func (c *HACluster) Addrs() []string {
 	return out
 }
 
-// KillOwner kills, with SIGKILL, the primary that owns key's slot and
-// waits until its replica owns the slot and the cluster is ok again; it
-// returns the killed node and when the promotion was seen.
+// KillOwner kills, with SIGKILL, the primary that owns key's slot, once
+// its replica has everything it acknowledged (a failover that loses
+// writes is a test of its own), and waits until the replica owns the slot
+// and the cluster is ok again; it returns the killed node and when the
+// promotion was seen.
 func (c *HACluster) KillOwner(t testing.TB, key string) (*Server, time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	owner, err := c.owner(ctx, key, nil)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := replicated(ctx, owner.Addr, key); err != nil {
 		t.Fatal(err)
 	}
 	if err := owner.Kill(); err != nil {
@@ -388,6 +398,30 @@ func replicaInSync(ctx context.Context, addr string) error {
 	}
 	if !strings.Contains(info, "master_link_status:up") || strings.Contains(info, "master_sync_in_progress:1") {
 		return fmt.Errorf("replica %s is not in sync", addr)
+	}
+	return nil
+}
+
+// replicated waits until a replica of the primary at addr has every
+// write it acknowledged: a write of its own, in key's slot, then WAIT on
+// the same connection (the replication stream keeps the primary's order).
+func replicated(ctx context.Context, addr, key string) error {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer func() { _ = c.Close() }()
+	conn := c.Conn()
+	defer func() { _ = conn.Close() }()
+	marker := key + ":redistest"
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i:], '}'); j > 1 {
+			marker = key[i:i+j+1] + ":redistest"
+		}
+	}
+	if err := conn.Set(ctx, marker, "1", time.Minute).Err(); err != nil {
+		return fmt.Errorf("writing before the kill: %w", err)
+	}
+	n, err := conn.Wait(ctx, 1, 10*time.Second).Result()
+	if err != nil || n < 1 {
+		return fmt.Errorf("no replica of %s acknowledged the writes before the kill (%d): %v", addr, n, err)
 	}
 	return nil
 }

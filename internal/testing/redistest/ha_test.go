@@ -48,10 +48,12 @@ func TestHAClusterFailsOver(t *testing.T) {
 	if err != nil || owner == killed {
 		t.Fatalf("owner after the failover: %v %v", owner, err)
 	}
-	// What it holds depends on what reached it before the kill
-	// (replication is asynchronous); that it takes writes does not.
+	// It holds what the killed primary acknowledged, and takes writes.
 	oc := owner.Client()
 	defer oc.Close()
+	if got, err := oc.Get(ctx, "{p}k").Result(); err != nil || got != "before" {
+		t.Fatalf("the promoted replica has %q, %v", got, err)
+	}
 	if err := oc.Set(ctx, "{p}k", "after", 0).Err(); err != nil {
 		t.Fatalf("the promoted replica refuses a write: %v", err)
 	}
