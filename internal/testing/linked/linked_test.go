@@ -1,10 +1,12 @@
-// Package linked holds the test that keeps each binary from linking what
-// makes it large and that it has no use for; `make build` prints the
-// sizes that result.
+// Package linked holds the tests that keep each binary from linking what
+// makes it large and that it has no use for, and within its size budget;
+// `make build` prints the sizes.
 package linked
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -45,6 +47,39 @@ func TestBinariesLinkOnlyWhatTheyUse(t *testing.T) {
 				if linked[p] {
 					t.Errorf("%s links %s: %s", cmd, p, heavy[p])
 				}
+			}
+		})
+	}
+}
+
+// budgets are the sizes, in MB (10^6 bytes), a release build of each
+// binary may reach: the plugin is downloaded by every user of kubectl,
+// the images are pulled on every node that runs them.
+var budgets = map[string]float64{
+	"manager":             60,
+	"toolcatalog-gateway": 55,
+	"kubectl-toolcatalog": 45,
+}
+
+// A release build (the flags of make build) of each binary stays within
+// its budget.
+func TestReleaseBuildsStayWithinTheirBudgets(t *testing.T) {
+	dir := t.TempDir()
+	for cmd, budget := range budgets {
+		t.Run(cmd, func(t *testing.T) {
+			bin := filepath.Join(dir, cmd)
+			out, err := exec.Command("go", "build", "-trimpath", "-tags", "grpcnotrace", "-ldflags=-s -w", "-o", bin, module+"/cmd/"+cmd).CombinedOutput()
+			if err != nil {
+				t.Fatalf("go build: %v\n%s", err, out)
+			}
+			st, err := os.Stat(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			size := float64(st.Size()) / 1e6
+			t.Logf("%s: %.1f MB (budget %.0f MB)", cmd, size, budget)
+			if size > budget {
+				t.Errorf("a release build of %s is %.1f MB, past its budget of %.0f MB: see what it links with go list -deps, and TestBinariesLinkOnlyWhatTheyUse", cmd, size, budget)
 			}
 		})
 	}
