@@ -59,7 +59,7 @@ import (
 
 var (
 	sizesFlag   = flag.String("scale.sizes", "100", "catalog sizes to measure, comma-separated")
-	shapesFlag  = flag.String("scale.shapes", "distinct,alike", "how each size's tools look, comma-separated: distinct (each its own words and vector) or alike (families from templates, near one another in words and vectors)")
+	shapesFlag  = flag.String("scale.shapes", "distinct,alike,shared", "how each size's tools look, comma-separated: distinct (each its own words and vector), alike (families from templates, near one another in words and vectors) or shared (long templated descriptions, three parameters with an enum, a toolset per verb, and generated requests drawn from 20 that many tools share)")
 	editsFlag   = flag.Int("scale.edits", 3, "description edits measured, the median reported (TestScale makes one more first, reported on its own)")
 	slowFlag    = flag.Int("scale.slow-tools", 40, "tools applied before their catalog for the slow first build (0 skips it)")
 	latencyFlag = flag.Duration("scale.chat-latency", 200*time.Millisecond, "latency of every chat request in the slow first build")
@@ -167,8 +167,8 @@ func TestScale(t *testing.T) {
 		}
 		for _, sh := range strings.Split(*shapesFlag, ",") {
 			sh := shape(strings.TrimSpace(sh))
-			if sh != distinct && sh != alike {
-				t.Fatalf("-scale.shapes: %q is neither distinct nor alike", sh)
+			if sh != distinct && sh != alike && sh != shared {
+				t.Fatalf("-scale.shapes: %q is not distinct, alike or shared", sh)
 			}
 			t.Run(fmt.Sprintf("%d-%s-tools", n, sh), func(t *testing.T) { measureSize(t, bin, n, sh, tab) })
 		}
@@ -451,7 +451,9 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 	}
 	stopProfile()
 	for i, c := range chatPerEdit {
-		if c != 1 || embPerEdit[i] != 1 {
+		// A shared tool's new requests are other tools' too: the query
+		// store has their vectors.
+		if c != 1 || embPerEdit[i] != 1 && (sh != shared || embPerEdit[i] != 0) {
 			t.Errorf("edit %d made %d chat and %d embeddings requests, want 1 and 1", i+1, c, embPerEdit[i])
 		}
 	}
@@ -799,6 +801,10 @@ func newProvider(t *testing.T, latency time.Duration, sh shape) *openaitest.Serv
 			return
 		}
 		count, _ := strconv.Atoi(m[1])
+		if sh == shared {
+			openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON(sharedQueries(prompt, count)...))
+			return
+		}
 		if sh == alike {
 			openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON(alikeQueries(prompt, count)...))
 			return
@@ -815,7 +821,7 @@ func newProvider(t *testing.T, latency time.Duration, sh shape) *openaitest.Serv
 		openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON(qs...))
 	}
 	p.OnEmbeddings = func(w http.ResponseWriter, _ *http.Request, _ int, req openaitest.EmbeddingsRequest) {
-		if sh == alike {
+		if sh == alike || sh == shared {
 			openaitest.WriteEmbeddingsWith(w, req, wordsVector, nil)
 			return
 		}
@@ -875,7 +881,63 @@ const (
 	// alike tools come from templates in families, as generated tool
 	// families do: most of their words are another tool's too.
 	alike shape = "alike"
+	// shared tools have long descriptions from templates over verbs,
+	// nouns and systems, three parameters (one an undescribed enum), a
+	// toolset per verb, and generated requests drawn from a fixed 20, so
+	// that many tools share each request and its intent: the shape of a
+	// large generated API surface.
+	shared shape = "shared"
 )
+
+var (
+	sharedVerbs = []string{"Find", "Create", "Update", "Delete", "List", "Export", "Import", "Archive", "Restore", "Approve",
+		"Reject", "Assign", "Close", "Reopen", "Merge", "Split", "Tag", "Sync", "Audit", "Summarize"}
+	sharedNouns = []string{"invoice", "order", "ticket", "shipment", "account", "payment", "product", "subscription", "user", "contract",
+		"lead", "campaign", "asset", "device", "incident", "project", "task", "vendor", "warehouse", "report",
+		"meeting", "document", "expense", "refund", "deployment"}
+	sharedSystems = []string{"Salesforce", "Zendesk", "Jira", "SAP", "Workday", "HubSpot", "ServiceNow", "Stripe", "Shopify", "NetSuite",
+		"GitHub", "Slack", "Confluence", "Asana", "Okta", "Datadog", "PagerDuty", "Intercom", "Xero", "Airtable"}
+	// sharedRequests are what the provider answers every tool's request
+	// generation with, a tool's count of them chosen by its prompt.
+	sharedRequests = []string{"will it rain tomorrow in Paris", "scale the api deployment to 5 replicas", "find the invoice for order 1234",
+		"who owns the checkout service", "close all tickets older than 30 days", "export last month's expenses to a spreadsheet",
+		"what meetings do I have this afternoon", "refund the duplicate payment from yesterday", "assign the outage incident to the on-call engineer",
+		"list the deployments that failed today", "summarize the contract with Acme", "approve the pending purchase orders",
+		"sync the customer list with the CRM", "archive the projects finished last year", "restore the document I deleted",
+		"tag the open leads from the campaign", "audit who changed the admin settings", "merge the duplicate accounts for Jane Doe",
+		"update the shipping address on my order", "create a task to renew the subscription"}
+)
+
+// sharedDescription is shared tool i's description.
+func sharedDescription(i int) string {
+	v, n, sys := sharedWords(i)
+	return fmt.Sprintf("%s %s records in %s for workspace %d. Accepts filters such as date range, owner and status, and returns matching %ss with ids, timestamps and links. Use when the user asks to %s a %s.",
+		v, n, sys, i%97, n, strings.ToLower(v), n)
+}
+
+// sharedWords are shared tool i's verb, noun and system.
+func sharedWords(i int) (verb, noun, system string) {
+	return sharedVerbs[i%len(sharedVerbs)], sharedNouns[i/len(sharedVerbs)%len(sharedNouns)],
+		sharedSystems[i/(len(sharedVerbs)*len(sharedNouns))%len(sharedSystems)]
+}
+
+// sharedQueries are count of sharedRequests, chosen by the prompt.
+func sharedQueries(prompt string, count int) []string {
+	h := fnv.New32a()
+	h.Write([]byte(prompt))
+	start := int(h.Sum32() % uint32(len(sharedRequests)))
+	qs := make([]string, min(count, len(sharedRequests)))
+	for i := range qs {
+		qs[i] = sharedRequests[(start+i*7)%len(sharedRequests)]
+	}
+	return qs
+}
+
+// sharedParameters are the parameters of every shared tool: an id and a
+// limit, described, and a region enum, not.
+const sharedParameters = `{"type":"object","properties":{"id":{"type":"string","description":"the record's id"},` +
+	`"limit":{"type":"integer","minimum":1,"maximum":100,"description":"how many records to return"},` +
+	`"region":{"type":"string","enum":["eu","us","apac"]}},"required":["id"]}`
 
 var (
 	alikeVerbs    = []string{"Get", "Update", "List", "Delete", "Export"}
@@ -886,8 +948,11 @@ var (
 
 // description is tool i's description.
 func (sh shape) description(name string, i int) string {
-	if sh == alike {
+	switch sh {
+	case alike:
 		return alikeDescription(i, "")
+	case shared:
+		return sharedDescription(i)
 	}
 	return fmt.Sprintf("Tool %s does one specific thing, number %d, for the users who ask for it.", name, i)
 }
@@ -904,8 +969,11 @@ func alikeDescription(i int, more string) string {
 // edited is tool i's description after its edit-th edit: for alike tools,
 // one the requests for it name.
 func (sh shape) edited(name string, i, edit int) string {
-	if sh == alike {
+	switch sh {
+	case alike:
 		return alikeDescription(i, fmt.Sprintf(" and its revision %d", edit))
+	case shared:
+		return sharedDescription(i) + " Also supports bulk mode."
 	}
 	return fmt.Sprintf("Tool %s, edited %d times: it does one specific thing better.", name, edit)
 }
@@ -941,13 +1009,20 @@ func catalogObject(ns, name string, p *openaitest.Server) *v1alpha1.ToolCatalog 
 func applyTools(t *testing.T, ns, catalog string, n int, sh shape) {
 	createAll(t, n, func(i int) client.Object {
 		name := fmt.Sprintf("tool-%05d", i)
+		spec := v1alpha1.ToolDefinitionSpec{
+			Name:        strings.ReplaceAll(name, "-", "_"),
+			Description: sh.description(name, i),
+			Parameters:  &apiextensionsv1.JSON{Raw: []byte(toolParameters)},
+		}
+		if sh == shared {
+			verb, noun, _ := sharedWords(i)
+			spec.Name = fmt.Sprintf("%s_%s_%d", strings.ToLower(verb), noun, i)
+			spec.Parameters = &apiextensionsv1.JSON{Raw: []byte(sharedParameters)}
+			spec.Toolset = strings.ToLower(verb)
+		}
 		return &v1alpha1.ToolDefinition{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{label: catalog}},
-			Spec: v1alpha1.ToolDefinitionSpec{
-				Name:        strings.ReplaceAll(name, "-", "_"),
-				Description: sh.description(name, i),
-				Parameters:  &apiextensionsv1.JSON{Raw: []byte(toolParameters)},
-			},
+			Spec:       spec,
 		}
 	})
 }
