@@ -883,9 +883,9 @@ const (
 	alike shape = "alike"
 	// shared tools have long descriptions from templates over verbs,
 	// nouns and systems, three parameters (one an undescribed enum), a
-	// toolset per verb, and generated requests drawn from a fixed 20, so
-	// that many tools share each request and its intent: the shape of a
-	// large generated API surface.
+	// toolset per verb, and generated requests drawn from a fixed 20 (a
+	// third of them asking for two things), so that many tools share each
+	// request and its intents: the shape of a large generated API surface.
 	shared shape = "shared"
 )
 
@@ -898,11 +898,12 @@ var (
 	sharedSystems = []string{"Salesforce", "Zendesk", "Jira", "SAP", "Workday", "HubSpot", "ServiceNow", "Stripe", "Shopify", "NetSuite",
 		"GitHub", "Slack", "Confluence", "Asana", "Okta", "Datadog", "PagerDuty", "Intercom", "Xero", "Airtable"}
 	// sharedRequests are what the provider answers every tool's request
-	// generation with, a tool's count of them chosen by its prompt.
-	sharedRequests = []string{"will it rain tomorrow in Paris", "scale the api deployment to 5 replicas", "find the invoice for order 1234",
-		"who owns the checkout service", "close all tickets older than 30 days", "export last month's expenses to a spreadsheet",
-		"what meetings do I have this afternoon", "refund the duplicate payment from yesterday", "assign the outage incident to the on-call engineer",
-		"list the deployments that failed today", "summarize the contract with Acme", "approve the pending purchase orders",
+	// generation with, a tool's count of them chosen by its prompt; some
+	// ask for two things, as people do.
+	sharedRequests = []string{"will it rain tomorrow in Paris", "scale the api deployment to 5 replicas and also check the error logs", "find the invoice for order 1234, then email it to the customer",
+		"who owns the checkout service", "close all tickets older than 30 days. Then notify their owners", "export last month's expenses to a spreadsheet, then share it with finance",
+		"what meetings do I have this afternoon", "refund the duplicate payment from yesterday and also tell the customer", "assign the outage incident to the on-call engineer",
+		"list the deployments that failed today, then restart them", "summarize the contract with Acme", "approve the pending purchase orders",
 		"sync the customer list with the CRM", "archive the projects finished last year", "restore the document I deleted",
 		"tag the open leads from the campaign", "audit who changed the admin settings", "merge the duplicate accounts for Jane Doe",
 		"update the shipping address on my order", "create a task to renew the subscription"}
