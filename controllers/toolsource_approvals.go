@@ -19,8 +19,8 @@ import (
 )
 
 // The approvals of one source a sync reads are bounded, the newest kept,
-// and so are the spent ones it deletes and the distinct approvers whose
-// right it reviews.
+// and so are the spent ones a sync deletes and the distinct approvers
+// whose right it reviews.
 const (
 	maxApprovals = 200
 	maxApprovers = 20
@@ -30,17 +30,9 @@ const (
 // verb "approve" on toolsources (the tool-catalog-approver ClusterRole).
 const VerbApprove = "approve"
 
-// spend deletes an approval that approves nothing its source still holds,
-// as the status the last sync wrote says: an approval is read until what
-// it approves is applied, and no longer.
-func (r *ToolSourceReconciler) spend(ctx context.Context, ap *v1alpha1.ToolSourceApproval) {
-	err := r.Delete(ctx, ap, client.Preconditions{UID: &ap.UID})
-	if client.IgnoreNotFound(err) != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Deleting a spent approval; the next sync tries again", "approval", ap.Name)
-	}
-}
-
-// spendApprovals deletes the approvals of ts spent, as its status says.
+// spendApprovals deletes the approvals of ts that approve nothing it
+// still holds, as the status a sync just wrote says: an approval is read
+// until what it approves is applied, and no longer.
 func (r *ToolSourceReconciler) spendApprovals(ctx context.Context, ts *v1alpha1.ToolSource) {
 	var list v1alpha1.ToolSourceApprovalList
 	if err := r.List(ctx, &list, client.InNamespace(ts.Namespace)); err != nil {
@@ -51,7 +43,10 @@ func (r *ToolSourceReconciler) spendApprovals(ctx context.Context, ts *v1alpha1.
 	for i := range list.Items {
 		ap := &list.Items[i]
 		if spent < maxApprovals && mcpsource.For(ts, ap) && mcpsource.Spent(ts, ap) {
-			r.spend(ctx, ap)
+			err := r.Delete(ctx, ap, client.Preconditions{UID: &ap.UID})
+			if client.IgnoreNotFound(err) != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "Deleting a spent approval; the next sync tries again", "approval", ap.Name)
+			}
 			spent++
 		}
 	}
@@ -79,19 +74,12 @@ func (r *ToolSourceReconciler) approvals(ctx context.Context, ts *v1alpha1.ToolS
 		return nil, fmt.Errorf("listing the ToolSourceApprovals of namespace %s: %w", ts.Namespace, err)
 	}
 	out := &sourceApprovals{}
-	spent := 0
 	for _, ap := range list.Items {
-		if !mcpsource.For(ts, &ap) {
-			continue
+		// A spent approval approves nothing still held; the sync that
+		// recorded so deletes it (spendApprovals).
+		if mcpsource.For(ts, &ap) && !mcpsource.Spent(ts, &ap) {
+			out.all = append(out.all, ap)
 		}
-		if mcpsource.Spent(ts, &ap) {
-			if spent < maxApprovals {
-				r.spend(ctx, &ap)
-			}
-			spent++
-			continue
-		}
-		out.all = append(out.all, ap)
 	}
 	// Newest first.
 	slices.SortFunc(out.all, func(a, b v1alpha1.ToolSourceApproval) int {

@@ -348,12 +348,7 @@ func startNode(bin, dir string, args ...string) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		all := append([]string{
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-			"--logfile", filepath.Join(dir, "redis-"+strconv.Itoa(port)+".log"),
-			"--save", "", "--appendonly", "no", "--daemonize", "no",
-		}, args...)
-		s, err := launch(bin, dir, port, false, all...)
+		s, err := startOnPort(bin, dir, port, false, false, args...)
 		if err == nil {
 			return s, nil
 		}

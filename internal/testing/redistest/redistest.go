@@ -188,7 +188,9 @@ func startOnce(bin, dir string, cluster, durable bool) (*Server, error) {
 	return s, nil
 }
 
-func startOnPort(bin, dir string, port int, cluster, durable bool) (*Server, error) {
+// startOnPort starts redis-server on port with the package's settings
+// (loopback, no snapshots, append-only when durable) and extra arguments.
+func startOnPort(bin, dir string, port int, cluster, durable bool, extra ...string) (*Server, error) {
 	logFile := filepath.Join(dir, "redis-"+strconv.Itoa(port)+".log")
 	appendOnly := "no"
 	if durable {
@@ -207,7 +209,7 @@ func startOnPort(bin, dir string, port int, cluster, durable bool) (*Server, err
 	if cluster {
 		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes-"+strconv.Itoa(port)+".conf")
 	}
-	return launch(bin, dir, port, durable, args...)
+	return launch(bin, dir, port, durable, append(args, extra...)...)
 }
 
 // launch runs bin with args, on port, logging into dir, and waits until
