@@ -6,13 +6,14 @@
 // the grading of published versions in internal/grading.
 //
 // A reconciler writes its own object's status with one merge patch at
-// the end of a reconcile (patchStatus; a catalog's first reconcile also
+// the end of a reconcile (reconcile.PatchStatus, from internal/reconcile,
+// the vocabulary they share; a catalog's first reconcile also
 // says at once that its first pass is under way), from a copy whose
 // conditions its steps set: each step owns its conditions (Published and
 // EmbeddingsSynced of a catalog, Valid and Embedded of a tool, Synced of
-// a source), and a step's failure is a stepError that is stalled (the
+// a source), and a step's failure is a *reconcile.Error that is stalled (the
 // user must change something), waiting (an outside server) or transient
-// (retried with backoff). summarize then derives Ready from the owned
+// (retried with backoff). reconcile.Summarize then derives Ready from the owned
 // conditions, or from the failure, and the Stalled and Reconciling
 // conditions kstatus reads; no step sets Ready. Each part of a status has
 // one writer. A ToolDefinition's status is its reconciler's
@@ -21,7 +22,7 @@
 // records writer queues the tools whose record changed, and the
 // ToolDefinition reconciler writes them with the Embedded, Ready and
 // Confusable conditions they imply (tooldefinition_status.go), guarded
-// by the resourceVersion (patchStatusGuarded), so a change costs one
+// by the resourceVersion (reconcile.PatchStatusGuarded), so a change costs one
 // write. The grading (internal/grading) writes a catalog's
 // status.quality after the pass that published the graded version, fed
 // by the pass, and hands the confusable tools it finds to the ledger.

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -9,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -201,9 +201,9 @@ func (l *Ledger) tell(ctx context.Context, key types.NamespacedName) bool {
 // source is what the ToolDefinition reconciler watches for the ledger's
 // news.
 func (l *Ledger) source() source.Source {
-	return source.TypedChannel(l.changed, handler.TypedFuncs[types.NamespacedName, reconcile.Request]{
+	return source.TypedChannel(l.changed, handler.TypedFuncs[types.NamespacedName, ctrl.Request]{
 		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[types.NamespacedName], q workqueueLimiter) {
-			q.Add(reconcile.Request{NamespacedName: e.Object})
+			q.Add(ctrl.Request{NamespacedName: e.Object})
 		},
 	})
 }

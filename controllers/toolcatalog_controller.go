@@ -28,7 +28,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -39,6 +38,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/kube/crkube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
 	"github.com/toolcatalog/tool-catalog-operator/internal/published"
+	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 )
@@ -171,7 +171,7 @@ func (r *ToolCatalogReconciler) budget() catalog.Budget {
 }
 
 // workqueueLimiter is the queue event handlers add requests to.
-type workqueueLimiter = workqueue.TypedRateLimitingInterface[reconcile.Request]
+type workqueueLimiter = workqueue.TypedRateLimitingInterface[ctrl.Request]
 
 func catalogID(tc *v1alpha1.ToolCatalog) string { return tc.Namespace + "/" + tc.Name }
 
@@ -203,7 +203,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		// Say at once that the first pass is under way.
 		base := tc.DeepCopy()
 		summarizeFirstPass(tc)
-		if err := patchStatus(ctx, r.Client, base, tc); err != nil {
+		if err := reconcile.PatchStatus(ctx, r.Client, base, tc); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -223,7 +223,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if loss != nil {
 		base := tc.DeepCopy()
 		reportLoss(tc, loss)
-		if err := patchStatus(ctx, r.Client, base, tc); err != nil {
+		if err := reconcile.PatchStatus(ctx, r.Client, base, tc); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -243,7 +243,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	r.recordEvents(base, tc, res)
 	// The catalog's own status says what is published as soon as it is;
 	// the ToolDefinitions' records follow, written off the pass.
-	patchErr := patchStatus(ctx, r.Client, base, tc)
+	patchErr := reconcile.PatchStatus(ctx, r.Client, base, tc)
 	if res.outcome != nil && res.outcome.Published {
 		r.pace.published(req.NamespacedName, started, r.now())
 	}
@@ -253,7 +253,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			res.grade()
 		}
 	}
-	if se := (*stepError)(nil); errors.As(res.err, &se) && se.reason == v1alpha1.ReasonRedisUnavailable {
+	if reconcile.HasReason(res.err, v1alpha1.ReasonRedisUnavailable) {
 		// Its status says why; the next pass comes within seconds.
 		return ctrl.Result{RequeueAfter: r.redisRetry.next(req.NamespacedName)}, nil
 	}
@@ -267,7 +267,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 // other errors go back to the rate-limited queue.
 func (res passResult) requeue(patchErr error) (ctrl.Result, error) {
 	if err := errors.Join(res.err, patchErr); err != nil {
-		return requeueFor(err, res.resync, res.resync)
+		return reconcile.RequeueFor(err, res.resync, res.resync)
 	}
 	if n := res.outcome.RetryableFailures(); n > 0 {
 		return ctrl.Result{}, fmt.Errorf("%d tools failed to refresh with transient errors; retrying with backoff", n)
@@ -406,7 +406,7 @@ func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		WatchesRawSource(source.Channel(r.lost, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		Named("toolcatalog").
-		Complete(quietOnShutdown(r))
+		Complete(reconcile.QuietOnShutdown(r))
 }
 
 // validityChanged reports whether a ToolDefinition's reconciler changed
@@ -441,7 +441,7 @@ func (r *ToolCatalogReconciler) enqueueSelecting(ctx context.Context, q workqueu
 			r.catalogs().Changed(key.String(), obj.GetName())
 			if !seen[tc] {
 				seen[tc] = true
-				q.Add(reconcile.Request{NamespacedName: key})
+				q.Add(ctrl.Request{NamespacedName: key})
 			}
 		}
 	}
@@ -493,7 +493,7 @@ func selectingCatalogs(ctx context.Context, c client.Reader, namespace string) (
 
 // catalogsForSource queues the catalogs that select what a ToolSource
 // imports: its ToolDefinitions carry its labels and its name.
-func (r *ToolCatalogReconciler) catalogsForSource(ctx context.Context, obj client.Object) []reconcile.Request {
+func (r *ToolCatalogReconciler) catalogsForSource(ctx context.Context, obj client.Object) []ctrl.Request {
 	ts, ok := obj.(*v1alpha1.ToolSource)
 	if !ok {
 		return nil
@@ -509,9 +509,9 @@ func (r *ToolCatalogReconciler) catalogsForSource(ctx context.Context, obj clien
 	// it are valid, whatever their labels: the next pass of each catalog
 	// of the namespace looks at every tool.
 	r.catalogs().AllChangedIn(ts.Namespace)
-	reqs := make([]reconcile.Request, 0, len(names))
+	reqs := make([]ctrl.Request, 0, len(names))
 	for _, name := range names {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ts.Namespace, Name: name}})
+		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ts.Namespace, Name: name}})
 	}
 	return reqs
 }
@@ -525,15 +525,15 @@ var importsChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool 
 		!equality.Semantic.DeepEqual(before.Status.LastSyncTime, after.Status.LastSyncTime) && before.Status.Imported == nil)
 }}
 
-func (r *ToolCatalogReconciler) catalogsForSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+func (r *ToolCatalogReconciler) catalogsForSecret(ctx context.Context, obj client.Object) []ctrl.Request {
 	list := &v1alpha1.ToolCatalogList{}
 	if err := r.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{secretRefIndex: obj.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing ToolCatalogs by Secret")
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
+	reqs := make([]ctrl.Request, 0, len(list.Items))
 	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 	}
 	return reqs
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/published"
+	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
 )
 
 // lossWatcher probes, while the manager leads, the published versions of
@@ -36,9 +37,9 @@ func (r *ToolCatalogReconciler) lossWatcher() manager.Runnable {
 // are False (reason PublishedDataLost) and the catalog is Reconciling.
 func reportLoss(tc *v1alpha1.ToolCatalog, loss *published.Loss) {
 	msg := loss.Message() + "; publishing the current state again"
-	setCondition(tc, v1alpha1.ConditionPublished, metav1.ConditionFalse, v1alpha1.ReasonPublishedDataLost, msg)
-	setCondition(tc, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonPublishedDataLost, msg)
-	setCondition(tc, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonPublishedDataLost, msg)
+	reconcile.SetCondition(tc, v1alpha1.ConditionPublished, metav1.ConditionFalse, v1alpha1.ReasonPublishedDataLost, msg)
+	reconcile.SetCondition(tc, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonPublishedDataLost, msg)
+	reconcile.SetCondition(tc, v1alpha1.ConditionReconciling, metav1.ConditionTrue, v1alpha1.ReasonPublishedDataLost, msg)
 }
 
 // recordLoss is the Warning event of a loss, once the pass that followed

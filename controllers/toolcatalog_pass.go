@@ -19,6 +19,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/grading"
 	"github.com/toolcatalog/tool-catalog-operator/internal/published"
+	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
@@ -121,9 +122,9 @@ func (r *ToolCatalogReconciler) hold(ctx context.Context, tc *v1alpha1.ToolCatal
 func configError(err error) error {
 	var cerr *catalogconfig.Error
 	if errors.As(err, &cerr) {
-		return &stepError{reason: cerr.Reason, message: cerr.Message, kind: stalled, also: []string{v1alpha1.ConditionPublished}, err: err}
+		return &reconcile.Error{Reason: cerr.Reason, Message: cerr.Message, Kind: reconcile.Stalled, Also: []string{v1alpha1.ConditionPublished}, Err: err}
 	}
-	return &stepError{reason: v1alpha1.ReasonAPIError, message: fmt.Sprintf("resolving the configuration: %v; retrying with backoff", err), err: err}
+	return &reconcile.Error{Reason: v1alpha1.ReasonAPIError, Message: fmt.Sprintf("resolving the configuration: %v; retrying with backoff", err), Err: err}
 }
 
 // publishedState is the pass's Redis work for one catalog, one call per
@@ -245,11 +246,11 @@ func (r *ToolCatalogReconciler) selection(ctx context.Context, tc *v1alpha1.Tool
 func (r *ToolCatalogReconciler) selectFrom(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, s *catalog.Selector, objects []string, whole bool) (catalog.Selection, bool, error) {
 	selector, err := metav1.LabelSelectorAsSelector(&tc.Spec.Selector)
 	if err != nil {
-		return catalog.Selection{}, true, &stepError{reason: v1alpha1.ReasonInvalidConfiguration, message: fmt.Sprintf("spec.selector: %v", err), kind: stalled, also: []string{v1alpha1.ConditionPublished}, err: err}
+		return catalog.Selection{}, true, &reconcile.Error{Reason: v1alpha1.ReasonInvalidConfiguration, Message: fmt.Sprintf("spec.selector: %v", err), Kind: reconcile.Stalled, Also: []string{v1alpha1.ConditionPublished}, Err: err}
 	}
 	sources, err := toolSources(ctx, r.Client, tc.Namespace)
 	if err != nil {
-		return catalog.Selection{}, true, &stepError{reason: v1alpha1.ReasonAPIError, message: fmt.Sprintf("%v; retrying with backoff", err), err: err}
+		return catalog.Selection{}, true, &reconcile.Error{Reason: v1alpha1.ReasonAPIError, Message: fmt.Sprintf("%v; retrying with backoff", err), Err: err}
 	}
 	made, now := s.Made(), r.now()
 	if !whole && made.Key == selector.String() && now.Sub(made.At) < cfg.Resync {
@@ -290,13 +291,13 @@ func listError(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &stepError{reason: v1alpha1.ReasonAPIError, message: fmt.Sprintf("listing ToolDefinitions: %v; retrying with backoff", err), err: err}
+	return &reconcile.Error{Reason: v1alpha1.ReasonAPIError, Message: fmt.Sprintf("listing ToolDefinitions: %v; retrying with backoff", err), Err: err}
 }
 
 // redisError classifies a failure to read or write Redis.
 func redisError(tc *v1alpha1.ToolCatalog, err error) error {
-	return &stepError{reason: v1alpha1.ReasonRedisUnavailable, also: []string{v1alpha1.ConditionPublished}, err: err,
-		message: fmt.Sprintf("cannot reach Redis at %s: %v; retrying every few seconds, nothing was written", joinAddresses(tc), err)}
+	return &reconcile.Error{Reason: v1alpha1.ReasonRedisUnavailable, Also: []string{v1alpha1.ConditionPublished}, Err: err,
+		Message: fmt.Sprintf("cannot reach Redis at %s: %v; retrying every few seconds, nothing was written", joinAddresses(tc), err)}
 }
 
 // step starts the span of one step of the pass.

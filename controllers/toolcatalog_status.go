@@ -13,6 +13,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
 	"github.com/toolcatalog/tool-catalog-operator/internal/published"
+	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -51,14 +52,14 @@ func applyStatus(tc *v1alpha1.ToolCatalog, res passResult) {
 	st.ObservedGeneration = tc.Generation
 	observeCounts(tc, counts)
 
-	pub := condition(metav1.ConditionTrue, v1alpha1.ReasonUpToDate, fmt.Sprintf("version %d is current with %d tools", o.Version, len(o.Build.Document.Tools)))
+	pub := reconcile.Condition(metav1.ConditionTrue, v1alpha1.ReasonUpToDate, fmt.Sprintf("version %d is current with %d tools", o.Version, len(o.Build.Document.Tools)))
 	switch {
 	case o.Build.Blocked != "":
-		pub = condition(metav1.ConditionFalse, v1alpha1.ReasonPublishBlocked, o.Build.Blocked)
+		pub = reconcile.Condition(metav1.ConditionFalse, v1alpha1.ReasonPublishBlocked, o.Build.Blocked)
 	case o.Published:
-		pub = condition(metav1.ConditionTrue, v1alpha1.ReasonVersionPublished, fmt.Sprintf("version %d published with %d tools", o.Version, len(o.Build.Document.Tools)))
+		pub = reconcile.Condition(metav1.ConditionTrue, v1alpha1.ReasonVersionPublished, fmt.Sprintf("version %d published with %d tools", o.Version, len(o.Build.Document.Tools)))
 	}
-	synced := condition(o.Synced())
+	synced := reconcile.Condition(o.Synced())
 	serves := fmt.Sprintf("version %d serves %d tools", o.Version, len(o.Build.Document.Tools))
 	progress := ""
 	if len(o.Remaining()) > 0 {
@@ -67,20 +68,20 @@ func applyStatus(tc *v1alpha1.ToolCatalog, res passResult) {
 			synced.Message = progress + "; " + serves
 		}
 	}
-	setCondition(tc, v1alpha1.ConditionPublished, pub.Status, pub.Reason, pub.Message)
-	setCondition(tc, v1alpha1.ConditionEmbeddingsSynced, synced.Status, synced.Reason, synced.Message)
+	reconcile.SetCondition(tc, v1alpha1.ConditionPublished, pub.Status, pub.Reason, pub.Message)
+	reconcile.SetCondition(tc, v1alpha1.ConditionEmbeddingsSynced, synced.Status, synced.Reason, synced.Message)
 	if res.held {
 		applyPin(tc, res.hold, o.Version)
 	}
 	if st.Pin != nil {
 		serves = fmt.Sprintf("version %d serves %d tools, held by a pin at version %d", o.Version, len(o.Build.Document.Tools), st.Pin.Version)
 	}
-	summarize(tc, summary{
-		err:      res.err,
-		owned:    []string{v1alpha1.ConditionPublished, v1alpha1.ConditionPinned, v1alpha1.ConditionEmbeddingsSynced},
-		ready:    condition(metav1.ConditionTrue, v1alpha1.ReasonSucceeded, serves),
-		reason:   v1alpha1.ReasonRefreshing,
-		progress: progress,
+	reconcile.Summarize(tc, reconcile.Summary{
+		Err:      res.err,
+		Owned:    []string{v1alpha1.ConditionPublished, v1alpha1.ConditionPinned, v1alpha1.ConditionEmbeddingsSynced},
+		Ready:    reconcile.Condition(metav1.ConditionTrue, v1alpha1.ReasonSucceeded, serves),
+		Reason:   v1alpha1.ReasonRefreshing,
+		Progress: progress,
 	})
 }
 
@@ -102,10 +103,10 @@ func applyPin(tc *v1alpha1.ToolCatalog, h published.Hold, newest int64) {
 		if h.Version > 0 {
 			serving = fmt.Sprintf("version %d, pinned before", h.Version)
 		}
-		setCondition(tc, v1alpha1.ConditionPinned, metav1.ConditionFalse, v1alpha1.ReasonPinUnavailable,
+		reconcile.SetCondition(tc, v1alpha1.ConditionPinned, metav1.ConditionFalse, v1alpha1.ReasonPinUnavailable,
 			fmt.Sprintf("%v; serving %s. Set spec.publish.pinVersion to a retained version or clear it", h.Refused, serving))
 	default:
-		setCondition(tc, v1alpha1.ConditionPinned, metav1.ConditionTrue, v1alpha1.ReasonPinned,
+		reconcile.SetCondition(tc, v1alpha1.ConditionPinned, metav1.ConditionTrue, v1alpha1.ReasonPinned,
 			fmt.Sprintf("consumers are served version %d; version %d is published and served once spec.publish.pinVersion is cleared (%d tools changed since)", h.Version, newest, h.Changed))
 	}
 }
@@ -114,27 +115,27 @@ func applyPin(tc *v1alpha1.ToolCatalog, h published.Hold, newest int64) {
 // answer, that it is under way.
 func summarizeFirstPass(tc *v1alpha1.ToolCatalog) {
 	const progress = "first pass in progress"
-	summarize(tc, summary{ready: condition(metav1.ConditionUnknown, v1alpha1.ReasonReconciling, progress), reason: v1alpha1.ReasonReconciling, progress: progress})
+	reconcile.Summarize(tc, reconcile.Summary{Ready: reconcile.Condition(metav1.ConditionUnknown, v1alpha1.ReasonReconciling, progress), Reason: v1alpha1.ReasonReconciling, Progress: progress})
 }
 
 // applyError reports a pass that stopped before an outcome. A write
 // conflict (another writer published first) changes nothing: the retry
 // follows at once.
 func applyError(tc *v1alpha1.ToolCatalog, err error) {
-	var se *stepError
+	se := reconcile.As(err)
 	switch {
 	case errors.Is(err, contract.ErrConflict):
 		if meta.FindStatusCondition(tc.Status.Conditions, v1alpha1.ConditionReady) == nil {
 			summarizeFirstPass(tc)
 		}
 		return
-	case errors.As(err, &se) && se.kind == stalled:
+	case se != nil && se.Kind == reconcile.Stalled:
 		// Only a change can fix it: this generation has its answer.
 		tc.Status.ObservedGeneration = tc.Generation
 	case se == nil:
 		err = fmt.Errorf("the pass failed: %w", err)
 	}
-	summarize(tc, summary{err: err})
+	reconcile.Summarize(tc, reconcile.Summary{Err: err})
 }
 
 func observeCounts(tc *v1alpha1.ToolCatalog, c v1alpha1.ToolCounts) {
@@ -170,7 +171,7 @@ func (r *ToolCatalogReconciler) recordEvents(base, tc *v1alpha1.ToolCatalog, res
 		}
 	}
 	// Failing tools have the event above.
-	recordReady(r.Recorder, base, tc, "Reconcile", v1alpha1.ReasonToolsFailed)
+	reconcile.RecordReady(r.Recorder, base, tc, "Reconcile", v1alpha1.ReasonToolsFailed)
 }
 
 func failuresChanged(a, b []v1alpha1.ToolFailure) bool {

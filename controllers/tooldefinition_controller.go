@@ -20,10 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
 	"github.com/toolcatalog/tool-catalog-operator/internal/toolschema"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -60,7 +60,7 @@ func (r *ToolDefinitionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 
 	base := td.DeepCopy()
 	defer func() {
-		err := patchStatusGuarded(ctx, r.Client, base, td, client.FieldOwner(toolDefinitionFieldOwner))
+		err := reconcile.PatchStatusGuarded(ctx, r.Client, base, td, client.FieldOwner(toolDefinitionFieldOwner))
 		if retErr == nil && apierrors.IsConflict(err) {
 			// The cache had not caught up with the last write (this
 			// reconciler's own, or a source's): read again, without
@@ -93,20 +93,20 @@ func (r *ToolDefinitionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 // selects has nothing to wait for and is Ready; one a catalog has yet to
 // embed is Ready=False, which kstatus reads as in progress too.
 func summarizeTool(td *v1alpha1.ToolDefinition, err error) {
-	s := summary{owned: []string{v1alpha1.ConditionValid, v1alpha1.ConditionEmbedded}, err: err}
+	s := reconcile.Summary{Owned: []string{v1alpha1.ConditionValid, v1alpha1.ConditionEmbedded}, Err: err}
 	if embedded := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionEmbedded); embedded != nil && embedded.Reason == v1alpha1.ReasonNotSelected {
-		s.owned = s.owned[:1]
-		s.ready = condition(metav1.ConditionTrue, v1alpha1.ReasonSpecValid, "tool spec is valid; no catalog selects it")
+		s.Owned = s.Owned[:1]
+		s.Ready = reconcile.Condition(metav1.ConditionTrue, v1alpha1.ReasonSpecValid, "tool spec is valid; no catalog selects it")
 	}
 	valid := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid)
 	switch {
 	case err != nil:
 	case valid != nil && valid.Status == metav1.ConditionFalse && valid.Reason == v1alpha1.ReasonSourceUnconfirmed:
-		s.reason, s.progress = valid.Reason, valid.Message
+		s.Reason, s.Progress = valid.Reason, valid.Message
 	case valid != nil && valid.Status == metav1.ConditionFalse:
-		s.err = &stepError{kind: stalled, reason: valid.Reason, message: valid.Message}
+		s.Err = &reconcile.Error{Kind: reconcile.Stalled, Reason: valid.Reason, Message: valid.Message}
 	}
-	summarize(td, s)
+	reconcile.Summarize(td, s)
 }
 
 // namedSource reads the ToolSource that spec.source.toolSource names:
@@ -157,7 +157,7 @@ func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *
 	} else if why, err := sourceReason(td, source); err != nil {
 		status, reason, message = metav1.ConditionFalse, why, err.Error()
 	}
-	setCondition(td, v1alpha1.ConditionValid, status, reason, message)
+	reconcile.SetCondition(td, v1alpha1.ConditionValid, status, reason, message)
 	r.recordValidTransition(base, td)
 	if status == metav1.ConditionFalse {
 		ctrl.LoggerFrom(ctx).Info("Tool spec rejected", "reason", reason, "detail", message)
@@ -202,7 +202,7 @@ func (r *ToolDefinitionReconciler) reconcilePendingChange(base, td *v1alpha1.Too
 	}
 	message := clip.Truncate(fmt.Sprintf("ToolSource %s holds an upstream change to this tool for approval (spec hash %s): %s; catalogs serve the approved version until kubectl toolcatalog approve %s %s",
 		source, hash, summary, source, td.Spec.Name), 2048)
-	setCondition(td, v1alpha1.ConditionChangePending, metav1.ConditionTrue, v1alpha1.ReasonAwaitingApproval, message)
+	reconcile.SetCondition(td, v1alpha1.ConditionChangePending, metav1.ConditionTrue, v1alpha1.ReasonAwaitingApproval, message)
 	if before := meta.FindStatusCondition(base.Status.Conditions, v1alpha1.ConditionChangePending); before == nil || before.Message != message {
 		r.Recorder.Eventf(td, nil, corev1.EventTypeWarning, v1alpha1.ReasonAwaitingApproval, "HoldChange", "%s", clip.Truncate(message, 1024))
 	}
@@ -283,7 +283,7 @@ func (r *ToolDefinitionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// overlapping.
 		WithOptions(controller.Options{MaxConcurrentReconciles: toolDefinitionWorkers}).
 		Named("tooldefinition").
-		Complete(quietOnShutdown(r))
+		Complete(reconcile.QuietOnShutdown(r))
 }
 
 // conflictRetry is how soon a ToolDefinition whose status write met a
@@ -318,7 +318,7 @@ func (r *ToolDefinitionReconciler) enqueueNaming(ctx context.Context, q workqueu
 				continue
 			}
 		}
-		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(td)})
+		q.Add(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(td)})
 	}
 }
 
@@ -358,7 +358,7 @@ func (r *ToolDefinitionReconciler) enqueueSelected(ctx context.Context, q workqu
 			continue
 		}
 		for i := range list.Items {
-			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+			q.Add(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 )
 
@@ -71,7 +72,7 @@ func deriveEmbedded(td *v1alpha1.ToolDefinition, catalogs []string) {
 	case len(pending) > 0:
 		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonEmbeddingPending, strings.Join(pending, "; ")
 	}
-	setCondition(td, v1alpha1.ConditionEmbedded, status, reason, clip.Truncate(message, 1024))
+	reconcile.SetCondition(td, v1alpha1.ConditionEmbedded, status, reason, clip.Truncate(message, 1024))
 }
 
 // deriveConfusable sets Confusable from the records that name a tool the
@@ -88,7 +89,7 @@ func deriveConfusable(td *v1alpha1.ToolDefinition) {
 		meta.RemoveStatusCondition(&td.Status.Conditions, v1alpha1.ConditionConfusable)
 		return
 	}
-	setCondition(td, v1alpha1.ConditionConfusable, metav1.ConditionTrue, v1alpha1.ReasonConfusableWith, clip.Truncate(strings.Join(messages, "; "), 1024))
+	reconcile.SetCondition(td, v1alpha1.ConditionConfusable, metav1.ConditionTrue, v1alpha1.ReasonConfusableWith, clip.Truncate(strings.Join(messages, "; "), 1024))
 }
 
 // confusableMessage is a Confusable condition's message.

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
 )
 
 // Embedded follows from the records the selecting catalogs wrote, and
@@ -44,9 +45,9 @@ func TestDeriveEmbedded(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			td := &v1alpha1.ToolDefinition{Status: v1alpha1.ToolDefinitionStatus{SpecHash: "h1", Catalogs: tt.records}}
 			if tt.valid {
-				setCondition(td, v1alpha1.ConditionValid, metav1.ConditionTrue, v1alpha1.ReasonSpecValid, "tool spec is valid")
+				reconcile.SetCondition(td, v1alpha1.ConditionValid, metav1.ConditionTrue, v1alpha1.ReasonSpecValid, "tool spec is valid")
 			} else {
-				setCondition(td, v1alpha1.ConditionValid, metav1.ConditionFalse, v1alpha1.ReasonInvalidParametersSchema, "bad")
+				reconcile.SetCondition(td, v1alpha1.ConditionValid, metav1.ConditionFalse, v1alpha1.ReasonInvalidParametersSchema, "bad")
 			}
 			deriveEmbedded(td, tt.catalogs)
 			summarizeTool(td, nil)

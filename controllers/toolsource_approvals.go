@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
@@ -166,10 +165,10 @@ func (r *ToolSourceReconciler) recordApprovals(ts *v1alpha1.ToolSource, found *s
 }
 
 // sourceForApproval is the source an approval approves.
-func sourceForApproval(_ context.Context, obj client.Object) []reconcile.Request {
+func sourceForApproval(_ context.Context, obj client.Object) []ctrl.Request {
 	ap, ok := obj.(*v1alpha1.ToolSourceApproval)
 	if !ok || ap.Spec.Source == "" {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ap.Namespace, Name: ap.Spec.Source}}}
+	return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: ap.Namespace, Name: ap.Spec.Source}}}
 }

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,6 +30,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/kube/crkube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
+	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
 	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
 )
 
@@ -113,9 +113,9 @@ func (r *ToolSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	base := ts.DeepCopy()
 	err := r.sync(ctx, ts)
-	if se := (*stepError)(nil); errors.As(err, &se) {
-		setFailed(ts, se, v1alpha1.ConditionSynced)
-		if se.kind == stalled {
+	if se := reconcile.As(err); se != nil {
+		reconcile.SetFailed(ts, se, v1alpha1.ConditionSynced)
+		if se.Kind == reconcile.Stalled {
 			// Only a change can fix it: this generation has its answer.
 			ts.Status.ObservedGeneration = ts.Generation
 		}
@@ -126,12 +126,12 @@ func (r *ToolSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		ts.Status.ObservedGeneration = ts.Generation
 		ts.Status.SelectionHash = mcpsource.SelectionHash(ts.Spec)
 	}
-	summarize(ts, summary{owned: []string{v1alpha1.ConditionSynced}, err: err})
-	recordReady(r.Recorder, base, ts, "Sync")
+	reconcile.Summarize(ts, reconcile.Summary{Owned: []string{v1alpha1.ConditionSynced}, Err: err})
+	reconcile.RecordReady(r.Recorder, base, ts, "Sync")
 	// The record of what the sync created is the only proof that the
 	// source created it: a write that fails is tried again at once.
 	if perr := retry.OnError(retry.DefaultBackoff, func(error) bool { return true }, func() error {
-		return patchStatus(ctx, r.Client, base, ts)
+		return reconcile.PatchStatus(ctx, r.Client, base, ts)
 	}); perr != nil {
 		return ctrl.Result{}, perr
 	}
@@ -141,23 +141,23 @@ func (r *ToolSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	// A server that is down or refused us is tried again sooner than the
 	// interval, never later.
-	return requeueFor(err, interval, min(interval, 30*time.Second))
+	return reconcile.RequeueFor(err, interval, min(interval, 30*time.Second))
 }
 
 // sync lists the tools and applies the ToolDefinitions. A failure is a
-// stepError: the spec or a Secret to fix (stalled), the MCP server
+// *reconcile.Error: the spec or a Secret to fix (stalled), the MCP server
 // (waiting), or the API server (transient).
 func (r *ToolSourceReconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource) error {
 	url := ts.Spec.MCP.URL
 	fail := func(reason, message string, err error) error {
-		return &stepError{kind: waiting, reason: reason, message: message, err: err}
+		return &reconcile.Error{Kind: reconcile.Waiting, Reason: reason, Message: message, Err: err}
 	}
 	cfg, err := r.connection(ctx, ts)
 	if unusable := (*secrets.UnusableError)(nil); errors.As(err, &unusable) {
-		return &stepError{kind: stalled, reason: v1alpha1.ReasonSecretNotFound, message: unusable.Message + "; the ToolDefinitions already imported are kept", err: err}
+		return &reconcile.Error{Kind: reconcile.Stalled, Reason: v1alpha1.ReasonSecretNotFound, Message: unusable.Message + "; the ToolDefinitions already imported are kept", Err: err}
 	}
 	if err != nil {
-		return &stepError{kind: stalled, reason: v1alpha1.ReasonInvalidConfiguration, message: err.Error(), err: err}
+		return &reconcile.Error{Kind: reconcile.Stalled, Reason: v1alpha1.ReasonInvalidConfiguration, Message: err.Error(), Err: err}
 	}
 	timeout := cmp.Or(r.SyncTimeout, DefaultSyncTimeout)
 	talk, cancel := context.WithTimeout(ctx, timeout)
@@ -194,12 +194,12 @@ func (r *ToolSourceReconciler) importTools(ctx context.Context, ts *v1alpha1.Too
 	imported, rejected, err := mcpsource.Convert(tools, mcpsource.Options{Prefix: ts.Spec.ToolNamePrefix, Include: ts.Spec.Include, Exclude: ts.Spec.Exclude,
 		ToolSource: ts.Name, URL: ts.Spec.MCP.URL})
 	if err != nil {
-		return &stepError{kind: stalled, reason: v1alpha1.ReasonInvalidConfiguration, message: err.Error(), err: err}
+		return &reconcile.Error{Kind: reconcile.Stalled, Reason: v1alpha1.ReasonInvalidConfiguration, Message: err.Error(), Err: err}
 	}
 	approvals, err := r.approvals(ctx, ts)
 	if err != nil {
-		return &stepError{kind: transient, reason: v1alpha1.ReasonApplyFailed, err: err,
-			message: fmt.Sprintf("cannot read the approvals of this source: %v; the ToolDefinitions already imported are kept, retrying with backoff", err)}
+		return &reconcile.Error{Kind: reconcile.Transient, Reason: v1alpha1.ReasonApplyFailed, Err: err,
+			Message: fmt.Sprintf("cannot read the approvals of this source: %v; the ToolDefinitions already imported are kept, retrying with backoff", err)}
 	}
 	res, err := r.apply(ctx, ts, imported, rejected, approvals.set)
 	if res != nil && res.record != nil {
@@ -208,8 +208,8 @@ func (r *ToolSourceReconciler) importTools(ctx context.Context, ts *v1alpha1.Too
 	}
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Applying the tools of a source")
-		return &stepError{kind: transient, reason: v1alpha1.ReasonApplyFailed, err: err,
-			message: fmt.Sprintf("listed %d tools of MCP server %s but could not apply them: %v; the ToolDefinitions already imported are kept, retrying with backoff", len(tools), ts.Spec.MCP.URL, err)}
+		return &reconcile.Error{Kind: reconcile.Transient, Reason: v1alpha1.ReasonApplyFailed, Err: err,
+			Message: fmt.Sprintf("listed %d tools of MCP server %s but could not apply them: %v; the ToolDefinitions already imported are kept, retrying with backoff", len(tools), ts.Spec.MCP.URL, err)}
 	}
 	r.recordSync(ts, s.Server, res)
 	r.recordApprovals(ts, approvals)
@@ -327,16 +327,16 @@ func secretNames(ts *v1alpha1.ToolSource) []string {
 
 // sourcesForSecret queues the sources of a Secret's namespace that refer
 // to it, so a rotated token is used at once.
-func (r *ToolSourceReconciler) sourcesForSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+func (r *ToolSourceReconciler) sourcesForSecret(ctx context.Context, obj client.Object) []ctrl.Request {
 	list := &v1alpha1.ToolSourceList{}
 	if err := r.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing ToolSources of a Secret")
 		return nil
 	}
-	var reqs []reconcile.Request
+	var reqs []ctrl.Request
 	for i := range list.Items {
 		if slices.Contains(secretNames(&list.Items[i]), obj.GetName()) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 	}
 	return reqs
@@ -361,5 +361,5 @@ func (r *ToolSourceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.ToolSourceApproval{}, handler.EnqueueRequestsFromMapFunc(sourceForApproval)).
 		WatchesRawSource(source.Channel(r.changed, &handler.EnqueueRequestForObject{})).
 		Named("toolsource").
-		Complete(quietOnShutdown(r))
+		Complete(reconcile.QuietOnShutdown(r))
 }

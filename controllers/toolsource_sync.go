@@ -22,6 +22,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
+	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 )
 
@@ -566,7 +567,7 @@ func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsou
 	if len(pending) > 0 {
 		msg += fmt.Sprintf("; %d upstream changes await approval (see status.pendingChanges)", len(pending))
 	}
-	setCondition(ts, v1alpha1.ConditionSynced, metav1.ConditionTrue, v1alpha1.ReasonSynced, msg)
+	reconcile.SetCondition(ts, v1alpha1.ConditionSynced, metav1.ConditionTrue, v1alpha1.ReasonSynced, msg)
 	inForce := res.inForce
 	st.ChangePolicy = inForce
 	switchHeld := inForce != cmp.Or(ts.Spec.ChangePolicy, v1alpha1.ChangePolicyApply)
@@ -574,7 +575,7 @@ func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsou
 	case inForce != v1alpha1.ChangePolicyRequireApproval && len(pending) == 0:
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionChangePending)
 	case len(pending) == 0 && !switchHeld:
-		setCondition(ts, v1alpha1.ConditionChangePending, metav1.ConditionFalse, v1alpha1.ReasonNoPendingChanges, "no upstream change waits for approval")
+		reconcile.SetCondition(ts, v1alpha1.ConditionChangePending, metav1.ConditionFalse, v1alpha1.ReasonNoPendingChanges, "no upstream change waits for approval")
 	default:
 		var parts []string
 		for _, p := range pending {
@@ -588,7 +589,7 @@ func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsou
 		if switchHeld {
 			waiting = strings.TrimPrefix(waiting+fmt.Sprintf("; spec.changePolicy %s waits for approval, and RequireApproval holds meanwhile: kubectl toolcatalog approve %s --change-policy", ts.Spec.ChangePolicy, ts.Name), "; ")
 		}
-		setCondition(ts, v1alpha1.ConditionChangePending, metav1.ConditionTrue, v1alpha1.ReasonAwaitingApproval, clip.Truncate(waiting, 2048))
+		reconcile.SetCondition(ts, v1alpha1.ConditionChangePending, metav1.ConditionTrue, v1alpha1.ReasonAwaitingApproval, clip.Truncate(waiting, 2048))
 	}
 
 	if res.created+res.updated+res.removed > 0 {
