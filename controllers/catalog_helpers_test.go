@@ -18,11 +18,19 @@ import (
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/grading"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube/cached"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube/crkube"
+	"github.com/toolcatalog/tool-catalog-operator/internal/published"
+	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/openaitest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -443,5 +451,20 @@ func createAll(g *WithT, objs ...client.Object) {
 			}).WithTimeout(90 * time.Second).Should(Succeed())
 		}
 		g.Expect(k8sClient.Create(context.Background(), o)).To(Succeed())
+	}
+}
+
+// catalogReconciler wires a ToolCatalog reconciler as the manager does
+// (internal/manager.Setup): c reads and writes, apiReader reads Secrets,
+// informers (nil: none) is the cache the pass reads ToolDefinitions from.
+func catalogReconciler(c client.Client, apiReader client.Reader, rec events.EventRecorder, informers cache.Informers, retry *embedding.RetryPolicy, providers catalogconfig.ProviderFactory, writer *records.Writer, now func() time.Time) *ToolCatalogReconciler {
+	resolver := &catalogconfig.Resolver{Reader: crkube.Getter(apiReader), RetryPolicy: retry}
+	catalogs := &published.Catalogs{Pool: redisPool, Now: now}
+	grades := grading.New(c, rec, now, writer.Graded)
+	objects := &cached.Objects{Reader: c, Informers: informers}
+	return &ToolCatalogReconciler{
+		Client: c, Recorder: rec, Now: now,
+		Pass:     &catalog.Pass{Configs: resolver, Providers: providers, Stores: catalogs, Objects: objects, Now: now},
+		Catalogs: catalogs, Resolver: resolver, Providers: providers, Grades: grades, Records: writer,
 	}
 }

@@ -13,7 +13,9 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
-	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube/cached"
+	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
 )
 
@@ -43,9 +45,9 @@ func TestPublishedVersionGolden(t *testing.T) {
 	createAll(g, weather, issue, email)
 
 	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	pool := redisconn.NewPool()
-	t.Cleanup(pool.Close)
-	r := &ToolCatalogReconciler{Client: k8sClient, APIReader: k8sClient, Redis: pool, Ledger: NewLedger(), Now: func() time.Time { return at }}
+	clock := func() time.Time { return at }
+	objects := &cached.Objects{Reader: k8sClient}
+	pass := catalogReconciler(k8sClient, k8sClient, nil, nil, nil, &catalogconfig.ProviderCache{}, records.NewWriter(records.NewLedger(), objects, k8sClient), clock).Pass
 	rc := own.Client()
 	var dumps string
 	for i, edit := range []func(){nil, func() {
@@ -55,10 +57,10 @@ func TestPublishedVersionGolden(t *testing.T) {
 			edit()
 			at = at.Add(time.Minute)
 		}
-		res := r.runPass(ctx, tc)
-		g.Expect(res.err).NotTo(HaveOccurred())
-		g.Expect(res.outcome.Version).To(BeEquivalentTo(i + 1))
-		tc.Status.Version = res.outcome.Version
+		res := pass.Run(ctx, tc)
+		g.Expect(res.Err).NotTo(HaveOccurred())
+		g.Expect(res.Outcome.Version).To(BeEquivalentTo(i + 1))
+		tc.Status.Version = res.Outcome.Version
 		d, err := redistest.Dump(ctx, rc, "*")
 		g.Expect(err).NotTo(HaveOccurred())
 		dumps += "# after pass " + string(rune('1'+i)) + "\n" + d

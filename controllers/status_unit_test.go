@@ -42,7 +42,7 @@ func TestApplyStatus(t *testing.T) {
 	}
 	tests := []struct {
 		name                      string
-		res                       passResult
+		res                       catalog.PassResult
 		published, synced, ready  string
 		observed, version         int64
 		reconciling, handledToken bool
@@ -50,23 +50,23 @@ func TestApplyStatus(t *testing.T) {
 		// Reconciling (a failure retried, work left) as InProgress.
 		stalled bool
 	}{
-		{name: "a version published", res: passResult{outcome: outcome(3, true)},
+		{name: "a version published", res: catalog.PassResult{Outcome: outcome(3, true)},
 			published: "True/VersionPublished", synced: "True/" + v1alpha1.ReasonAllEmbedded, ready: "True/Succeeded", observed: 2, version: 3},
-		{name: "nothing to publish", res: passResult{outcome: outcome(3, false)},
+		{name: "nothing to publish", res: catalog.PassResult{Outcome: outcome(3, false)},
 			published: "True/UpToDate", synced: "True/" + v1alpha1.ReasonAllEmbedded, ready: "True/Succeeded", observed: 2, version: 3},
-		{name: "publishing blocked", res: passResult{outcome: outcome(3, false, func(o *catalog.Outcome) { o.Build.Blocked = "model change staged" })},
+		{name: "publishing blocked", res: catalog.PassResult{Outcome: outcome(3, false, func(o *catalog.Outcome) { o.Build.Blocked = "model change staged" })},
 			published: "False/PublishBlocked", synced: "False/PublishBlocked", ready: "False/PublishBlocked", observed: 2, version: 3},
-		{name: "work left for the next pass", res: passResult{outcome: outcome(3, true, func(o *catalog.Outcome) { o.Refreshed.Unreached = []string{"b"} })},
+		{name: "work left for the next pass", res: catalog.PassResult{Outcome: outcome(3, true, func(o *catalog.Outcome) { o.Refreshed.Unreached = []string{"b"} })},
 			published: "True/VersionPublished", ready: "-", observed: 2, version: 3, reconciling: true},
-		{name: "a refresh request handled", res: passResult{outcome: outcome(3, true), request: catalog.Request{Token: "t1"}},
+		{name: "a refresh request handled", res: catalog.PassResult{Outcome: outcome(3, true), Request: catalog.Request{Token: "t1"}},
 			published: "True/VersionPublished", synced: "True/" + v1alpha1.ReasonAllEmbedded, ready: "True/Succeeded", observed: 2, version: 3, handledToken: true},
-		{name: "a stalled configuration moves observedGeneration", res: passResult{err: &reconcile.Error{Kind: reconcile.Stalled, Also: []string{v1alpha1.ConditionPublished}, Reason: v1alpha1.ReasonSecretNotFound, Message: "secret x"}},
+		{name: "a stalled configuration moves observedGeneration", res: catalog.PassResult{Err: &reconcile.Error{Kind: reconcile.Stalled, Also: []string{v1alpha1.ConditionPublished}, Reason: v1alpha1.ReasonSecretNotFound, Message: "secret x"}},
 			published: "False/SecretNotFound", synced: "-", ready: "False/SecretNotFound", observed: 2, version: 1, stalled: true},
-		{name: "Redis down keeps observedGeneration", res: passResult{err: &reconcile.Error{Kind: reconcile.Transient, Also: []string{v1alpha1.ConditionPublished}, Reason: v1alpha1.ReasonRedisUnavailable, Message: "down"}},
+		{name: "Redis down keeps observedGeneration", res: catalog.PassResult{Err: &reconcile.Error{Kind: reconcile.Transient, Also: []string{v1alpha1.ConditionPublished}, Reason: v1alpha1.ReasonRedisUnavailable, Message: "down"}},
 			published: "False/RedisUnavailable", synced: "-", ready: "False/RedisUnavailable", observed: 1, version: 1, reconciling: true},
-		{name: "an API error touches only Ready", res: passResult{err: &reconcile.Error{Kind: reconcile.Transient, Reason: v1alpha1.ReasonAPIError, Message: "listing"}},
+		{name: "an API error touches only Ready", res: catalog.PassResult{Err: &reconcile.Error{Kind: reconcile.Transient, Reason: v1alpha1.ReasonAPIError, Message: "listing"}},
 			published: "-", synced: "-", ready: "False/" + v1alpha1.ReasonAPIError, observed: 1, version: 1, reconciling: true},
-		{name: "a write conflict changes nothing but says a first pass is under way", res: passResult{err: fmt.Errorf("publish: %w", contract.ErrConflict)},
+		{name: "a write conflict changes nothing but says a first pass is under way", res: catalog.PassResult{Err: fmt.Errorf("publish: %w", contract.ErrConflict)},
 			published: "-", synced: "-", ready: "Unknown/Reconciling", observed: 1, version: 1, reconciling: true},
 	}
 	for _, tt := range tests {
@@ -74,15 +74,15 @@ func TestApplyStatus(t *testing.T) {
 			tc := &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", Generation: 2}}
 			tc.Status.ObservedGeneration, tc.Status.Version = 1, 1
 			at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-			tt.res.at = at
+			tt.res.At = at
 			applyStatus(tc, tt.res)
-			if published := tt.res.outcome != nil && tt.res.outcome.Published; published != (tc.Status.LastPublishedTime != nil) ||
+			if published := tt.res.Outcome != nil && tt.res.Outcome.Published; published != (tc.Status.LastPublishedTime != nil) ||
 				(published && !tc.Status.LastPublishedTime.Time.Equal(at)) {
 				t.Errorf("lastPublishedTime = %v; want the pass's clock reading when it published", tc.Status.LastPublishedTime)
 			}
 			got := []string{cond(tc, v1alpha1.ConditionPublished), cond(tc, v1alpha1.ConditionEmbeddingsSynced), cond(tc, v1alpha1.ConditionReady)}
 			want := []string{tt.published, tt.synced, tt.ready}
-			if tt.reconciling && tt.res.outcome != nil {
+			if tt.reconciling && tt.res.Outcome != nil {
 				want[1], want[2] = got[1], got[2] // Refreshing; checked below
 			}
 			if !slices.Equal(got, want) {
@@ -109,40 +109,25 @@ func TestPassResultRequeue(t *testing.T) {
 	apiErr := errors.New("patching status: conflict")
 	tests := []struct {
 		name     string
-		res      passResult
+		res      catalog.PassResult
 		patchErr error
 		after    time.Duration
 		retried  bool
 	}{
-		{"done waits for the resync", passResult{outcome: outcome(1, true), resync: resync}, nil, resync, false},
-		{"pending work follows at once", passResult{outcome: outcome(1, true, func(o *catalog.Outcome) { o.Refreshed.Unreached = []string{"b"} }), resync: resync}, nil, pendingRequeue, false},
-		{"transient tool failures back off", passResult{outcome: outcome(1, true, func(o *catalog.Outcome) {
+		{"done waits for the resync", catalog.PassResult{Outcome: outcome(1, true), Resync: resync}, nil, resync, false},
+		{"pending work follows at once", catalog.PassResult{Outcome: outcome(1, true, func(o *catalog.Outcome) { o.Refreshed.Unreached = []string{"b"} }), Resync: resync}, nil, pendingRequeue, false},
+		{"transient tool failures back off", catalog.PassResult{Outcome: outcome(1, true, func(o *catalog.Outcome) {
 			o.Refreshed.Failures = []catalog.Failure{{Object: "b", Tool: "b", Reason: "ProviderUnavailable", Kind: embedding.KindUnavailable}}
-		}), resync: resync}, nil, 0, true},
-		{"a user's failure waits even when the status write failed", passResult{err: &reconcile.Error{Kind: reconcile.Stalled}, resync: resync}, apiErr, resync, false},
-		{"a failed status write backs off", passResult{outcome: outcome(1, true), resync: resync}, apiErr, 0, true},
+		}), Resync: resync}, nil, 0, true},
+		{"a user's failure waits even when the status write failed", catalog.PassResult{Err: &reconcile.Error{Kind: reconcile.Stalled}, Resync: resync}, apiErr, resync, false},
+		{"a failed status write backs off", catalog.PassResult{Outcome: outcome(1, true), Resync: resync}, apiErr, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res, err := tt.res.requeue(tt.patchErr)
+			res, err := requeue(tt.res, tt.patchErr)
 			if res.RequeueAfter != tt.after || (err != nil) != tt.retried {
 				t.Fatalf("requeue = %+v, %v; want RequeueAfter %s, error returned %t", res, err, tt.after, tt.retried)
 			}
 		})
-	}
-}
-
-func TestConfusableTools(t *testing.T) {
-	q := &v1alpha1.CatalogQuality{ConfusablePairs: []v1alpha1.ConfusablePair{
-		{Tools: []string{"a", "b"}, Similarity: "0.97"},
-		{Tools: []string{"a", "c"}, Similarity: "0.91"},
-		{Tools: []string{"broken"}, Similarity: "0.90"},
-	}}
-	got := confusableTools(q)
-	if got["a"].Name != "b" || got["b"].Name != "a" || got["c"].Name != "a" || got["c"].Similarity != "0.91" || len(got) != 3 {
-		t.Fatalf("confusableTools = %v; a tool names its most similar other tool", got)
-	}
-	if len(confusableTools(nil)) != 0 {
-		t.Fatal("no grading, no confusable tools")
 	}
 }

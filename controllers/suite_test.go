@@ -27,6 +27,8 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube/cached"
+	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/suite"
@@ -50,7 +52,7 @@ var (
 	// ToolDefinition reconciler. Direct catalogs have ledgers of their
 	// own, which no reconciler reads: the suite's cache does not hold
 	// them.
-	suiteLedger = NewLedger()
+	suiteLedger = records.NewLedger()
 	// suiteProviders is the reconciler's provider factory.
 	suiteProviders = &injectedProviders{
 		generators: map[string]embedding.QueryGenerator{}, last: map[string]embedding.Embedder{}, builds: map[string]int{},
@@ -148,15 +150,8 @@ func startCluster(onStop func(func() error)) error {
 	}
 	suiteProviders.Egress = policy
 	ctx, cancel := context.WithCancel(context.Background())
-	if err = (&ToolCatalogReconciler{
-		Client:      mgr.GetClient(),
-		APIReader:   mgr.GetAPIReader(),
-		Recorder:    mgr.GetEventRecorder("toolcatalog-controller"),
-		Redis:       redisPool,
-		RetryPolicy: &fast,
-		Providers:   suiteProviders,
-		Ledger:      suiteLedger,
-	}).SetupWithManager(ctx, mgr); err != nil {
+	writer := records.NewWriter(suiteLedger, &cached.Objects{Reader: mgr.GetClient(), Informers: mgr.GetCache()}, mgr.GetClient())
+	if err = catalogReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("toolcatalog-controller"), mgr.GetCache(), &fast, suiteProviders, writer, nil).SetupWithManager(ctx, mgr); err != nil {
 		cancel()
 		return fmt.Errorf("setting up toolcatalog controller: %w", err)
 	}

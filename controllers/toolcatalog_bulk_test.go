@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/grading"
+	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 )
 
 func TestCatalogBulkApplyMakesFewVersionsAndCalls(t *testing.T) {
@@ -80,7 +81,7 @@ func TestCatalogBulkApplyMakesFewVersionsAndCalls(t *testing.T) {
 		g.Expect(k8sClient.List(t.Context(), list, client.InNamespace(ns))).To(Succeed())
 		ready := 0
 		for i := range list.Items {
-			if rec := recordOf(&list.Items[i], "bulk"); rec != nil && rec.CatalogVersion > 0 &&
+			if rec := records.Of(&list.Items[i], "bulk"); rec != nil && rec.CatalogVersion > 0 &&
 				meta.IsStatusConditionTrue(list.Items[i].Status.Conditions, v1alpha1.ConditionReady) {
 				ready++
 			}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -21,7 +20,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -33,77 +31,53 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
-	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/grading"
-	"github.com/toolcatalog/tool-catalog-operator/internal/kube/crkube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
 	"github.com/toolcatalog/tool-catalog-operator/internal/published"
 	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
-	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
+	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 )
 
 const (
 	// secretRefIndex indexes ToolCatalogs by the Secrets they refer to.
 	secretRefIndex = ".spec.secretRefs"
-	// defaultPassTimeout bounds one pass's provider and Redis work.
-	defaultPassTimeout = 10 * time.Minute
 	// pendingRequeue is how soon a pass follows a restricted refresh that
 	// left work behind.
 	pendingRequeue = time.Second
 )
 
 // ToolCatalogReconciler keeps a catalog's embeddings current and publishes
-// it to Redis as versions.
+// it to Redis as versions. A reconcile is: get, finalizer, pace, one pass
+// (catalog.Pass), the status derived from what it came to, one patch, and
+// the hand-overs (the ToolDefinitions' records, the grading). Its
+// collaborators are built once by the manager and handed in.
 type ToolCatalogReconciler struct {
 	client.Client
-	// APIReader reads Secrets without caching them.
-	APIReader client.Reader
-	Recorder  events.EventRecorder
-	// Redis holds one client per catalog.
-	Redis *redisconn.Pool
-	// RetryPolicy overrides the providers' retry policy (tests shorten it).
-	RetryPolicy *embedding.RetryPolicy
-	// Providers gives each catalog its provider clients; a
-	// catalogconfig.ProviderCache (clients reused while the settings stay
-	// the same) when nil.
+	Recorder events.EventRecorder
+	// Pass runs one refresh of a catalog.
+	Pass *catalog.Pass
+	// Catalogs keeps every catalog's published state and does the
+	// passes' Redis work; the Pass opens its catalogs here.
+	Catalogs *published.Catalogs
+	// Resolver resolves a catalog's settings for its cleanup.
+	Resolver *catalogconfig.Resolver
+	// Providers is the Pass's provider factory, told of deleted catalogs.
 	Providers catalogconfig.ProviderFactory
-	// PassTimeout bounds one pass's provider work should a provider hang;
-	// defaultPassTimeout when zero.
-	PassTimeout time.Duration
-	// Budget bounds the provider work of one pass (catalog.Budget); the
-	// chunk follows the catalog's concurrency and the time is
-	// catalog.DefaultPassBudget when zero.
-	Budget catalog.Budget
-	// QueryStoreMaxEntries bounds each namespace's query store
-	// (querystore.DefaultMaxEntries when zero).
-	QueryStoreMaxEntries int
+	// Grades grades the versions published; Records takes the
+	// ToolDefinitions' records of the passes and gradings to their
+	// reconciler. Both run with the manager.
+	Grades  *grading.Grades
+	Records *records.Writer
 	// LossProbeInterval is how often the published versions are read
 	// back to find what Redis lost (published.DefaultLossProbeInterval
 	// when zero).
 	LossProbeInterval time.Duration
-	// GradingMaxBytes bounds the catalogs' grading states together
-	// (grading.DefaultMaxBytes when zero); GradingIdle, when set, drops a
-	// catalog's state after that long without a grading.
-	GradingMaxBytes int64
-	GradingIdle     time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
-	// Ledger takes the ToolDefinitions' records of the passes and
-	// gradings to the ToolDefinition reconciler, which shares it.
-	Ledger *Ledger
 
-	// informers is the manager's cache, read by toolDefinitions.
-	informers     cache.Informers
-	providersOnce sync.Once
-	publishedOnce sync.Once
-	state         *published.Catalogs
-	gradesOnce    sync.Once
-	grading       *grading.Grades
-	recordsOnce   sync.Once
-	recording     *records
-	pace          pacer
-	redisRetry    redisRetries
+	pace       pacer
+	redisRetry redisRetries
 	// lost carries the catalogs whose Redis lost what they published.
 	lost chan event.GenericEvent
 }
@@ -113,67 +87,12 @@ type ToolCatalogReconciler struct {
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolcatalogs/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
-func (r *ToolCatalogReconciler) resolver() *catalogconfig.Resolver {
-	return &catalogconfig.Resolver{Reader: crkube.Getter(r.APIReader), RetryPolicy: r.RetryPolicy, Observe: metrics.ObserveProviderRequest}
-}
-
-func (r *ToolCatalogReconciler) providers() catalogconfig.ProviderFactory {
-	r.providersOnce.Do(func() {
-		if r.Providers == nil {
-			r.Providers = &catalogconfig.ProviderCache{}
-		}
-	})
-	return r.Providers
-}
-
-// catalogs keeps every catalog's published state and does the passes'
-// Redis work.
-func (r *ToolCatalogReconciler) catalogs() *published.Catalogs {
-	r.publishedOnce.Do(func() {
-		r.state = &published.Catalogs{Pool: r.Redis, Now: r.Now, StoreMaxEntries: r.QueryStoreMaxEntries}
-	})
-	return r.state
-}
-
-// grades runs the gradings of published versions (internal/grading),
-// telling the records writer of the confusable tools each finds.
-func (r *ToolCatalogReconciler) grades() *grading.Grades {
-	r.gradesOnce.Do(func() {
-		r.grading = grading.New(r.Client, r.Recorder, r.Now, func(tc *v1alpha1.ToolCatalog) { r.records().graded(tc) })
-		r.grading.MaxBytes, r.grading.Idle = r.GradingMaxBytes, r.GradingIdle
-	})
-	return r.grading
-}
-
-func (r *ToolCatalogReconciler) records() *records {
-	r.recordsOnce.Do(func() { r.recording = newRecords(r) })
-	return r.recording
-}
-
 func (r *ToolCatalogReconciler) now() time.Time { return now(r.Now) }
-
-func (r *ToolCatalogReconciler) passTimeout() time.Duration {
-	if r.PassTimeout > 0 {
-		return r.PassTimeout
-	}
-	return defaultPassTimeout
-}
-
-func (r *ToolCatalogReconciler) budget() catalog.Budget {
-	b := r.Budget
-	if b.Time == 0 {
-		b.Time = catalog.DefaultPassBudget
-	}
-	if b.Clock == nil {
-		b.Clock = r.now
-	}
-	return b
-}
 
 // workqueueLimiter is the queue event handlers add requests to.
 type workqueueLimiter = workqueue.TypedRateLimitingInterface[ctrl.Request]
 
-func catalogID(tc *v1alpha1.ToolCatalog) string { return tc.Namespace + "/" + tc.Name }
+func catalogID(tc *v1alpha1.ToolCatalog) string { return catalog.ID(tc) }
 
 func joinAddresses(tc *v1alpha1.ToolCatalog) string {
 	return strings.Join(tc.Spec.Redis.Addresses, ",")
@@ -185,9 +104,9 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	tc := &v1alpha1.ToolCatalog{}
 	if err := r.Get(ctx, req.NamespacedName, tc); err != nil {
 		if client.IgnoreNotFound(err) == nil {
-			r.catalogs().Forget(req.String())
-			r.grades().Forget(req.NamespacedName)
-			r.records().forget(req.NamespacedName)
+			r.Catalogs.Forget(req.String())
+			r.Grades.Forget(req.NamespacedName)
+			r.Records.Forget(req.NamespacedName)
 			r.pace.forget(req.NamespacedName)
 			r.redisRetry.forget(req.NamespacedName)
 		}
@@ -219,7 +138,7 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	// each in a trace of its own.
 	ctx, span := telemetry.Tracer().Start(ctx, "ToolCatalog pass", trace.WithAttributes(attribute.String("toolcatalog.catalog", req.String())))
 	defer span.End()
-	loss := r.catalogs().TakeLoss(catalogID(tc))
+	loss := r.Catalogs.TakeLoss(catalogID(tc))
 	if loss != nil {
 		base := tc.DeepCopy()
 		reportLoss(tc, loss)
@@ -228,54 +147,55 @@ func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 	}
 	base := tc.DeepCopy()
-	res := r.runPass(ctx, tc)
+	res := r.Pass.Run(ctx, tc)
 	if loss == nil {
 		// Found by the pass's own read.
-		loss = r.catalogs().TakeLoss(catalogID(tc))
+		loss = r.Catalogs.TakeLoss(catalogID(tc))
 	}
 	if loss != nil {
 		r.recordLoss(tc, loss, res)
 	}
-	if res.err != nil {
-		span.SetStatus(codes.Error, res.err.Error())
+	if res.Err != nil {
+		span.SetStatus(codes.Error, res.Err.Error())
 	}
 	applyStatus(tc, res)
 	r.recordEvents(base, tc, res)
 	// The catalog's own status says what is published as soon as it is;
 	// the ToolDefinitions' records follow, written off the pass.
 	patchErr := reconcile.PatchStatus(ctx, r.Client, base, tc)
-	if res.outcome != nil && res.outcome.Published {
+	if res.Outcome != nil && res.Outcome.Published {
 		r.pace.published(req.NamespacedName, started, r.now())
 	}
 	if patchErr == nil {
-		r.records().submit(tc, res.outcome)
-		if res.grade != nil {
-			res.grade()
+		r.Records.Submit(tc, res.Outcome)
+		if res.Store != nil {
+			r.Grades.Submit(tc, res.Embedder, res.Store, res.Outcome)
+			res.Store.Release()
 		}
 	}
-	if reconcile.HasReason(res.err, v1alpha1.ReasonRedisUnavailable) {
+	if reconcile.HasReason(res.Err, v1alpha1.ReasonRedisUnavailable) {
 		// Its status says why; the next pass comes within seconds.
 		return ctrl.Result{RequeueAfter: r.redisRetry.next(req.NamespacedName)}, nil
 	}
 	r.redisRetry.forget(req.NamespacedName)
-	return res.requeue(patchErr)
+	return requeue(res, patchErr)
 }
 
 // requeue says when the catalog is due again. A user-fixable error waits
 // for the resync (fixing it changes the catalog or a watched Secret, which
 // triggers a pass), even when the status could not be written either;
 // other errors go back to the rate-limited queue.
-func (res passResult) requeue(patchErr error) (ctrl.Result, error) {
-	if err := errors.Join(res.err, patchErr); err != nil {
-		return reconcile.RequeueFor(err, res.resync, res.resync)
+func requeue(res catalog.PassResult, patchErr error) (ctrl.Result, error) {
+	if err := errors.Join(res.Err, patchErr); err != nil {
+		return reconcile.RequeueFor(err, res.Resync, res.Resync)
 	}
-	if n := res.outcome.RetryableFailures(); n > 0 {
+	if n := res.Outcome.RetryableFailures(); n > 0 {
 		return ctrl.Result{}, fmt.Errorf("%d tools failed to refresh with transient errors; retrying with backoff", n)
 	}
-	if len(res.outcome.Pending()) > 0 || len(res.outcome.Remaining()) > 0 {
+	if len(res.Outcome.Pending()) > 0 || len(res.Outcome.Remaining()) > 0 {
 		return ctrl.Result{RequeueAfter: pendingRequeue}, nil
 	}
-	return ctrl.Result{RequeueAfter: res.resync}, nil
+	return ctrl.Result{RequeueAfter: res.Resync}, nil
 }
 
 func (r *ToolCatalogReconciler) ensureFinalizer(ctx context.Context, tc *v1alpha1.ToolCatalog) error {
@@ -303,11 +223,11 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 	}
 	// The ToolDefinition reconciler takes the catalog's records off its
 	// tools: a catalog being deleted selects none.
-	r.records().forget(client.ObjectKeyFromObject(tc))
-	r.catalogs().Forget(catalogID(tc))
-	r.grades().Forget(client.ObjectKeyFromObject(tc))
+	r.Records.Forget(client.ObjectKeyFromObject(tc))
+	r.Catalogs.Forget(catalogID(tc))
+	r.Grades.Forget(client.ObjectKeyFromObject(tc))
 	r.pace.forget(client.ObjectKeyFromObject(tc))
-	r.providers().Forget(catalogID(tc))
+	r.Providers.Forget(catalogID(tc))
 	metrics.ForgetCatalog(catalogID(tc))
 	patch := client.MergeFrom(tc.DeepCopy())
 	controllerutil.RemoveFinalizer(tc, v1alpha1.FinalizerCleanup)
@@ -322,7 +242,7 @@ func (r *ToolCatalogReconciler) deleteKeys(ctx context.Context, tc *v1alpha1.Too
 		return nil // never published: its prefix was refused
 	}
 	keys := catalogconfig.KeysOf(tc)
-	opts, err := r.resolver().RedisOptions(ctx, tc)
+	opts, err := r.Resolver.RedisOptions(ctx, tc)
 	var cerr *catalogconfig.Error
 	switch {
 	case errors.As(err, &cerr):
@@ -334,7 +254,7 @@ func (r *ToolCatalogReconciler) deleteKeys(ctx context.Context, tc *v1alpha1.Too
 	}
 	// Only what this catalog published is deleted: a head with another
 	// catalog's UID (written by someone else under these keys) is not its.
-	owner, err := r.catalogs().Remove(ctx, catalogID(tc), string(tc.UID), keys, opts)
+	owner, err := r.Catalogs.Remove(ctx, catalogID(tc), string(tc.UID), keys, opts)
 	if owner != "" {
 		r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonForeignKeys, "Cleanup",
 			"the keys under %s hold a version of catalog UID %s, not this catalog's: left in place", keys.Prefix, owner)
@@ -361,19 +281,18 @@ func isRedisAuthError(err error) bool {
 // label and validity changes, before and after), the ToolSources of
 // those, and the Secrets they refer to.
 func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	r.informers = mgr.GetCache()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ToolCatalog{}, secretRefIndex, func(o client.Object) []string {
 		return catalogconfig.SecretNames(o.(*v1alpha1.ToolCatalog))
 	}); err != nil {
 		return fmt.Errorf("indexing catalogs by secret: %w", err)
 	}
-	if r.Ledger == nil {
-		return errors.New("the ToolCatalog reconciler needs the Ledger of the ToolDefinition reconciler")
+	if r.Pass == nil || r.Catalogs == nil || r.Resolver == nil || r.Providers == nil || r.Grades == nil || r.Records == nil {
+		return errors.New("the ToolCatalog reconciler needs its pass, published catalogs, resolver, providers, grading and records writer")
 	}
-	if err := mgr.Add(r.grades()); err != nil {
+	if err := mgr.Add(r.Grades); err != nil {
 		return fmt.Errorf("adding the grading: %w", err)
 	}
-	if err := mgr.Add(r.records()); err != nil {
+	if err := mgr.Add(r.Records); err != nil {
 		return fmt.Errorf("adding the records writer: %w", err)
 	}
 	r.lost = make(chan event.GenericEvent, 64)
@@ -438,7 +357,7 @@ func (r *ToolCatalogReconciler) enqueueSelecting(ctx context.Context, q workqueu
 		for _, tc := range names {
 			key := client.ObjectKey{Namespace: obj.GetNamespace(), Name: tc}
 			// Told before it is queued: its pass looks at what changed.
-			r.catalogs().Changed(key.String(), obj.GetName())
+			r.Catalogs.Changed(key.String(), obj.GetName())
 			if !seen[tc] {
 				seen[tc] = true
 				q.Add(ctrl.Request{NamespacedName: key})
@@ -508,7 +427,7 @@ func (r *ToolCatalogReconciler) catalogsForSource(ctx context.Context, obj clien
 	// The source's record decides which of the ToolDefinitions naming
 	// it are valid, whatever their labels: the next pass of each catalog
 	// of the namespace looks at every tool.
-	r.catalogs().AllChangedIn(ts.Namespace)
+	r.Catalogs.AllChangedIn(ts.Namespace)
 	reqs := make([]ctrl.Request, 0, len(names))
 	for _, name := range names {
 		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ts.Namespace, Name: name}})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -117,7 +118,7 @@ func TestCatalogPublishesFirstVersion(t *testing.T) {
 	expectCondition(g, tc, v1alpha1.ConditionEmbeddingsSynced, metav1.ConditionTrue, v1alpha1.ReasonAllEmbedded)
 	g.Eventually(func(g Gomega) {
 		td := getTD(g, ns, "issue")
-		rec := recordOf(td, "tools")
+		rec := records.Of(td, "tools")
 		g.Expect(rec).NotTo(BeNil())
 		g.Expect(rec.SpecHash).To(Equal(td.Status.SpecHash))
 		g.Expect(rec.Model).To(Equal(testEmbeddingModel))
@@ -178,10 +179,10 @@ func TestCatalogReembedsOnlyTheEditedTool(t *testing.T) {
 
 	g.Eventually(func(g Gomega) {
 		td := getTD(g, ns, "weather")
-		g.Expect(recordOf(td, "tools").CatalogVersion).To(BeEquivalentTo(2))
-		g.Expect(recordOf(td, "tools").SpecHash).To(Equal(td.Status.SpecHash))
+		g.Expect(records.Of(td, "tools").CatalogVersion).To(BeEquivalentTo(2))
+		g.Expect(records.Of(td, "tools").SpecHash).To(Equal(td.Status.SpecHash))
 		expectCondition(g, td, v1alpha1.ConditionEmbedded, metav1.ConditionTrue, v1alpha1.ReasonEmbedded)
-		g.Expect(recordOf(getTD(g, ns, "issue"), "tools").CatalogVersion).To(BeEquivalentTo(1))
+		g.Expect(records.Of(getTD(g, ns, "issue"), "tools").CatalogVersion).To(BeEquivalentTo(1))
 	}).Should(Succeed())
 
 	// A change the model does not read (a label) makes no version and no

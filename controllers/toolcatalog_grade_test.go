@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
+	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -70,7 +71,7 @@ func TestSelfGradingNamesConfusableTools(t *testing.T) {
 			c := expectCondition(g, td, v1alpha1.ConditionConfusable, metav1.ConditionTrue, v1alpha1.ReasonConfusableWith)
 			g.Expect(c.Message).To(ContainSubstring(other))
 			g.Expect(c.Message).To(ContainSubstring("similarity " + q.ConfusablePairs[0].Similarity))
-			rec := recordOf(td, "graded")
+			rec := records.Of(td, "graded")
 			g.Expect(rec).NotTo(BeNil())
 			g.Expect(rec.ConfusableWith).To(Equal(&v1alpha1.ConfusableTool{Name: other, Similarity: q.ConfusablePairs[0].Similarity}))
 		}).Should(Succeed())
@@ -91,7 +92,7 @@ func TestSelfGradingNamesConfusableTools(t *testing.T) {
 	// marked it has run) and carries no such condition.
 	g.Eventually(func(g Gomega) {
 		td := getTD(g, ns, "weather")
-		g.Expect(recordOf(td, "graded")).NotTo(BeNil())
+		g.Expect(records.Of(td, "graded")).NotTo(BeNil())
 		g.Expect(conditionOf(td, v1alpha1.ConditionReady).Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(conditionOf(td, v1alpha1.ConditionConfusable)).To(BeNil())
 	}).Should(Succeed())
@@ -129,7 +130,7 @@ func TestSelfGradingNamesConfusableTools(t *testing.T) {
 		g.Eventually(func(g Gomega) {
 			td := getTD(g, ns, name)
 			g.Expect(conditionOf(td, v1alpha1.ConditionConfusable)).To(BeNil())
-			g.Expect(recordOf(td, "graded").ConfusableWith).To(BeNil())
+			g.Expect(records.Of(td, "graded").ConfusableWith).To(BeNil())
 		}).Should(Succeed())
 	}
 }
@@ -151,11 +152,11 @@ func TestGradingFollowsThePass(t *testing.T) {
 	g.Expect(tc.Status.Version).To(BeEquivalentTo(1))
 	expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
 	g.Expect(tc.Status.Quality).To(BeNil(), "the pass graded the version itself")
-	g.Expect(d.r.grades().Len()).To(Equal(1), "the pass handed no version to the grading")
+	g.Expect(d.r.Grades.Len()).To(Equal(1), "the pass handed no version to the grading")
 
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan error)
-	go func() { done <- d.r.grades().Start(ctx) }()
+	go func() { done <- d.r.Grades.Start(ctx) }()
 	t.Cleanup(func() { stop(); <-done })
 	g.Eventually(func(g Gomega) {
 		q := d.get().Status.Quality
@@ -177,7 +178,7 @@ func TestIdleGradingStateIsDropped(t *testing.T) {
 		testTool(ns, "calendar", "create_event", "Create an event in the user's calendar.", "direct"),
 	)
 	d := newDirectCatalog(t, g, builtinCatalog(ns, "direct"))
-	gs := d.r.grades()
+	gs := d.r.Grades
 	gs.Idle = time.Second
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan error)

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
@@ -36,7 +37,7 @@ func TestCatalogDropsDeletedAndUnlabelledTools(t *testing.T) {
 	// The unlabelled tool no longer carries this catalog's record.
 	g.Eventually(func(g Gomega) {
 		td := getTD(g, ns, "issue")
-		g.Expect(recordOf(td, "tools")).To(BeNil())
+		g.Expect(records.Of(td, "tools")).To(BeNil())
 		expectCondition(g, td, v1alpha1.ConditionEmbedded, metav1.ConditionFalse, v1alpha1.ReasonNotSelected)
 	}).Should(Succeed())
 }
@@ -73,7 +74,7 @@ func TestCatalogReportsConflictsAndRejectedTools(t *testing.T) {
 	_, ok = storedDoc(g, rc, k).ToolByName("broken_tool")
 	g.Expect(ok).To(BeFalse())
 	g.Eventually(func(g Gomega) {
-		rec := recordOf(getTD(g, ns, "email-v2"), "tools")
+		rec := records.Of(getTD(g, ns, "email-v2"), "tools")
 		g.Expect(rec).NotTo(BeNil())
 		g.Expect(rec.Reason).To(Equal(v1alpha1.ReasonNameConflict))
 		g.Expect(rec.Message).To(ContainSubstring("email, email-v2"))

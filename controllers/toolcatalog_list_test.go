@@ -10,9 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube/cached"
 )
 
-// toolDefinitions lists the cache's own objects that the selector matches,
+// cached.Objects lists the cache's own objects that the selector matches,
 // without a copy: two listings hand out the same objects. Without the
 // cache's index it lists through the client, to the same tools.
 func TestToolDefinitionsAreTheCachesOwn(t *testing.T) {
@@ -25,7 +26,7 @@ func TestToolDefinitionsAreTheCachesOwn(t *testing.T) {
 		g.Expect(k8sClient.Create(ctx, td)).To(Succeed())
 	}
 	sel := labels.SelectorFromSet(labels.Set{"team": "x"})
-	r := &ToolCatalogReconciler{Client: suiteManager.GetClient(), informers: suiteManager.GetCache()}
+	r := &cached.Objects{Reader: suiteManager.GetClient(), Informers: suiteManager.GetCache()}
 	names := func(tds []*v1alpha1.ToolDefinition) []string {
 		var out []string
 		for _, td := range tds {
@@ -37,11 +38,11 @@ func TestToolDefinitionsAreTheCachesOwn(t *testing.T) {
 	var first []*v1alpha1.ToolDefinition
 	g.Eventually(func(g Gomega) {
 		var err error
-		first, err = r.toolDefinitions(ctx, ns, sel)
+		first, err = r.ToolDefinitions(ctx, ns, sel)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(names(first)).To(Equal([]string{"a", "b"}))
 	}).Should(Succeed())
-	again, err := r.toolDefinitions(ctx, ns, sel)
+	again, err := r.ToolDefinitions(ctx, ns, sel)
 	g.Expect(err).NotTo(HaveOccurred())
 	byName := map[string]*v1alpha1.ToolDefinition{}
 	for _, td := range first {
@@ -51,7 +52,7 @@ func TestToolDefinitionsAreTheCachesOwn(t *testing.T) {
 		g.Expect(td).To(BeIdenticalTo(byName[td.Name]), "a second listing copied %s", td.Name)
 	}
 
-	listed, err := (&ToolCatalogReconciler{Client: suiteManager.GetClient()}).toolDefinitions(ctx, ns, sel)
+	listed, err := (&cached.Objects{Reader: suiteManager.GetClient()}).ToolDefinitions(ctx, ns, sel)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(names(listed)).To(Equal([]string{"a", "b"}))
 	g.Expect(listed[0]).NotTo(BeIdenticalTo(byName[listed[0].Name]), "the client's list is a copy")

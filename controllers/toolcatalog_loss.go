@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/published"
 	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
 )
@@ -21,7 +22,7 @@ import (
 // makes the pass of each catalog found short due at once.
 func (r *ToolCatalogReconciler) lossWatcher() manager.Runnable {
 	return manager.RunnableFunc(func(ctx context.Context) error {
-		r.catalogs().WatchLosses(ctx, r.LossProbeInterval, func(id string) {
+		r.Catalogs.WatchLosses(ctx, r.LossProbeInterval, func(id string) {
 			ns, name, _ := strings.Cut(id, "/")
 			select {
 			case r.lost <- event.GenericEvent{Object: &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}}:
@@ -44,9 +45,9 @@ func reportLoss(tc *v1alpha1.ToolCatalog, loss *published.Loss) {
 
 // recordLoss is the Warning event of a loss, once the pass that followed
 // it is done: what was lost, and what the pass did about it.
-func (r *ToolCatalogReconciler) recordLoss(tc *v1alpha1.ToolCatalog, loss *published.Loss, res passResult) {
+func (r *ToolCatalogReconciler) recordLoss(tc *v1alpha1.ToolCatalog, loss *published.Loss, res catalog.PassResult) {
 	then := "it is published again as soon as Redis answers"
-	if o := res.outcome; o != nil && o.Published && res.err == nil {
+	if o := res.Outcome; o != nil && o.Published && res.Err == nil {
 		then = fmt.Sprintf("published the current state again as version %d, %s after the loss was found", o.Version, r.now().Sub(loss.At).Round(time.Millisecond))
 	}
 	r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonPublishedDataLost, "Republish", "%s; %s", loss.Message(), then)

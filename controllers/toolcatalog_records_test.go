@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 )
 
 // The ToolDefinitions' records follow the pass, through the ledger: a
@@ -29,7 +30,7 @@ func TestRecordsFollowThePass(t *testing.T) {
 	_, err := d.reconcile()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d.get().Status.Version).To(BeEquivalentTo(1))
-	g.Expect(d.r.records().Len()).To(Equal(1), "the pass handed no outcome to the records writer")
+	g.Expect(d.r.Records.Len()).To(Equal(1), "the pass handed no outcome to the records writer")
 
 	// An edit is published, its status written, with the records of
 	// version 1 still untold.
@@ -41,7 +42,7 @@ func TestRecordsFollowThePass(t *testing.T) {
 	tc := d.get()
 	g.Expect(tc.Status.Version).To(BeEquivalentTo(2))
 	expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
-	g.Expect(d.r.records().Len()).To(Equal(1), "the second outcome was queued twice")
+	g.Expect(d.r.Records.Len()).To(Equal(1), "the second outcome was queued twice")
 	// The ToolDefinition's own status says the spec hash of the edit once
 	// its reconciler has seen it.
 	var email *v1alpha1.ToolDefinition
@@ -49,18 +50,18 @@ func TestRecordsFollowThePass(t *testing.T) {
 		email = getTD(g, ns, "email")
 		g.Expect(email.Status.ObservedGeneration).To(Equal(email.Generation))
 	}).Should(Succeed())
-	rec, known := d.r.Ledger.recordFor("direct", email, nil)
+	rec, known := d.r.Records.Ledger().RecordFor("direct", email, nil)
 	g.Expect(known).To(BeTrue())
 	g.Expect(rec.CatalogVersion).To(BeEquivalentTo(2), "the ledger holds the superseded outcome's records")
 	g.Expect(rec.SpecHash).To(Equal(email.Status.SpecHash))
 
 	key := client.ObjectKeyFromObject(d.tc)
 	told := func() []string {
-		d.r.records().run(t.Context(), key)
+		d.r.Records.Turn(t.Context(), key)
 		var names []string
 		for {
 			select {
-			case e := <-d.r.Ledger.changed:
+			case e := <-d.r.Records.Ledger().Changed():
 				names = append(names, e.Object.Name)
 			default:
 				return names
@@ -81,17 +82,17 @@ func TestRecordsFollowThePass(t *testing.T) {
 	// Every tool is looked at when asked (after a restart), and one whose
 	// record stands is not told.
 	weather := getTD(g, ns, "weather")
-	rec, _ = d.r.Ledger.recordFor("direct", weather, nil)
+	rec, _ = d.r.Records.Ledger().RecordFor("direct", weather, nil)
 	weather.Status.Catalogs = []v1alpha1.CatalogEmbeddingStatus{*rec}
 	g.Expect(k8sClient.Status().Update(t.Context(), weather)).To(Succeed())
-	d.r.records().check(key, nil, true)
+	d.r.Records.Check(key, nil, true)
 	g.Expect(told()).To(ConsistOf("email"))
 
 	// A ToolDefinition's update that shows a record the ledger no longer
 	// holds (the records writer looked while the cache lacked the
 	// reconciler's last write) brings it back to its reconciler; one that
 	// shows the ledger's record does not.
-	behind := d.r.Ledger.behind()
+	behind := d.r.Records.Ledger().Behind()
 	weather = getTD(g, ns, "weather")
 	g.Expect(behind.Update(event.UpdateEvent{ObjectOld: weather, ObjectNew: weather})).To(BeFalse())
 	stale := weather.DeepCopy()
@@ -130,8 +131,8 @@ func TestDeletedCatalogRecordsGo(t *testing.T) {
 	g.Expect(k8sClient.Delete(context.Background(), getTC(g, ns, "more"))).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		td := getTD(g, ns, "weather")
-		g.Expect(recordOf(td, "more")).To(BeNil())
-		g.Expect(recordOf(td, "tools")).NotTo(BeNil())
+		g.Expect(records.Of(td, "more")).To(BeNil())
+		g.Expect(records.Of(td, "tools")).NotTo(BeNil())
 		expectCondition(g, td, v1alpha1.ConditionEmbedded, metav1.ConditionTrue, v1alpha1.ReasonEmbedded)
 	}).Should(Succeed())
 
@@ -144,10 +145,10 @@ func TestDeletedCatalogRecordsGo(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		td := getTD(g, ns, "weather")
 		g.Expect(td.Status.ObservedGeneration).To(Equal(td.Generation))
-		g.Expect(recordOf(td, "tools")).NotTo(BeNil())
-		g.Expect(recordOf(td, "tools").SpecHash).To(Equal(td.Status.SpecHash))
+		g.Expect(records.Of(td, "tools")).NotTo(BeNil())
+		g.Expect(records.Of(td, "tools").SpecHash).To(Equal(td.Status.SpecHash))
 	}).Should(Succeed())
-	g.Expect(recordOf(getTD(g, ns, "weather"), "more")).To(BeNil())
+	g.Expect(records.Of(getTD(g, ns, "weather"), "more")).To(BeNil())
 }
 
 // toolOfTwoCatalogs makes a namespace with a tool, weather, that two
@@ -162,8 +163,8 @@ func toolOfTwoCatalogs(t *testing.T) (*WithT, string) {
 		builtinCatalog(ns, "tools"), more)
 	g.Eventually(func(g Gomega) {
 		td := getTD(g, ns, "weather")
-		g.Expect(recordOf(td, "tools")).NotTo(BeNil())
-		g.Expect(recordOf(td, "more")).NotTo(BeNil())
+		g.Expect(records.Of(td, "tools")).NotTo(BeNil())
+		g.Expect(records.Of(td, "more")).NotTo(BeNil())
 		expectCondition(g, td, v1alpha1.ConditionEmbedded, metav1.ConditionTrue, v1alpha1.ReasonEmbedded)
 	}).Should(Succeed())
 	return g, ns

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -151,7 +152,7 @@ func TestCatalogProviderFailures(t *testing.T) {
 	g.Expect(e.Description).To(HaveSuffix("Now with more detail."))
 	g.Eventually(func(g Gomega) {
 		td := getTD(g, ns, "weather")
-		rec := recordOf(td, "tools")
+		rec := records.Of(td, "tools")
 		g.Expect(rec.Reason).To(Equal(v1alpha1.ReasonQueryGenerationFailed))
 		expectCondition(g, td, v1alpha1.ConditionEmbedded, metav1.ConditionFalse, v1alpha1.ReasonEmbeddingFailed)
 		g.Expect(hasEvent(eventsFor(g, ns, "tools"), "Warning", v1alpha1.ReasonToolsFailed)).NotTo(BeNil())

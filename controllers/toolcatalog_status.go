@@ -12,7 +12,6 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
-	"github.com/toolcatalog/tool-catalog-operator/internal/published"
 	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
@@ -25,16 +24,16 @@ import (
 // only a change can fix), and a refresh request is recorded as handled
 // only when the pass committed: a write conflict or an outage leaves it
 // for the retry.
-func applyStatus(tc *v1alpha1.ToolCatalog, res passResult) {
-	if res.outcome == nil {
-		applyError(tc, res.err)
+func applyStatus(tc *v1alpha1.ToolCatalog, res catalog.PassResult) {
+	if res.Outcome == nil {
+		applyError(tc, res.Err)
 		return
 	}
-	o := res.outcome
+	o := res.Outcome
 	st := &tc.Status
-	if res.request.Token != "" {
-		st.LastHandledRefreshAt = res.request.Token
-		st.LastRefresh = res.request.Result(o.Plans)
+	if res.Request.Token != "" {
+		st.LastHandledRefreshAt = res.Request.Token
+		st.LastRefresh = res.Request.Result(o.Plans)
 	}
 	counts := o.Counts()
 	st.Counts = &counts
@@ -44,7 +43,7 @@ func applyStatus(tc *v1alpha1.ToolCatalog, res passResult) {
 		st.SchemaHash = o.Stored.Doc.SchemaHash
 	}
 	if o.Published {
-		at := metav1.NewTime(res.at)
+		at := metav1.NewTime(res.At)
 		st.LastPublishedTime = &at
 		st.PublishedVersions = recordVersion(st.PublishedVersions, o.Version, o.Build.Document.SchemaHash)
 	}
@@ -70,14 +69,14 @@ func applyStatus(tc *v1alpha1.ToolCatalog, res passResult) {
 	}
 	reconcile.SetCondition(tc, v1alpha1.ConditionPublished, pub.Status, pub.Reason, pub.Message)
 	reconcile.SetCondition(tc, v1alpha1.ConditionEmbeddingsSynced, synced.Status, synced.Reason, synced.Message)
-	if res.held {
-		applyPin(tc, res.hold, o.Version)
+	if res.Held {
+		applyPin(tc, res.Hold, o.Version)
 	}
 	if st.Pin != nil {
 		serves = fmt.Sprintf("version %d serves %d tools, held by a pin at version %d", o.Version, len(o.Build.Document.Tools), st.Pin.Version)
 	}
 	reconcile.Summarize(tc, reconcile.Summary{
-		Err:      res.err,
+		Err:      res.Err,
 		Owned:    []string{v1alpha1.ConditionPublished, v1alpha1.ConditionPinned, v1alpha1.ConditionEmbeddingsSynced},
 		Ready:    reconcile.Condition(metav1.ConditionTrue, v1alpha1.ReasonSucceeded, serves),
 		Reason:   v1alpha1.ReasonRefreshing,
@@ -87,7 +86,7 @@ func applyStatus(tc *v1alpha1.ToolCatalog, res passResult) {
 
 // applyPin reports what a pinned catalog serves: status.pin and the
 // Pinned condition, both absent when spec.publish.pinVersion is not set.
-func applyPin(tc *v1alpha1.ToolCatalog, h published.Hold, newest int64) {
+func applyPin(tc *v1alpha1.ToolCatalog, h catalog.Hold, newest int64) {
 	st := &tc.Status
 	st.Pin = nil
 	if h.Version > 0 {
@@ -148,12 +147,12 @@ func observeCounts(tc *v1alpha1.ToolCatalog, c v1alpha1.ToolCounts) {
 
 // recordEvents emits events for what changed, comparing the old status
 // with the new one: never on a no-op pass.
-func (r *ToolCatalogReconciler) recordEvents(base, tc *v1alpha1.ToolCatalog, res passResult) {
-	if o := res.outcome; o != nil {
+func (r *ToolCatalogReconciler) recordEvents(base, tc *v1alpha1.ToolCatalog, res catalog.PassResult) {
+	if o := res.Outcome; o != nil {
 		if o.Published {
 			r.Recorder.Eventf(tc, nil, corev1.EventTypeNormal, v1alpha1.ReasonVersionPublished, "Publish", "published version %d: %s", o.Version, o.Summary())
 		}
-		switch h := res.hold; {
+		switch h := res.Hold; {
 		case h.Set:
 			r.Recorder.Eventf(tc, nil, corev1.EventTypeNormal, v1alpha1.ReasonPinned, "Pin", "serving version %d to consumers; version %d stays published, %d tools changed since", h.Version, o.Version, h.Changed)
 		case h.Cleared:
@@ -166,7 +165,7 @@ func (r *ToolCatalogReconciler) recordEvents(base, tc *v1alpha1.ToolCatalog, res
 			}
 			r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonToolsFailed, "Refresh", "%d tools not refreshed: %s", len(failures), catalog.ListNames(parts))
 		}
-		if lr := tc.Status.LastRefresh; res.request.Token != "" && lr != nil && lr.Result != v1alpha1.RefreshSucceeded {
+		if lr := tc.Status.LastRefresh; res.Request.Token != "" && lr != nil && lr.Result != v1alpha1.RefreshSucceeded {
 			r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonInvalidRefreshRequest, "Refresh", "%s", lr.Message)
 		}
 	}

@@ -20,6 +20,8 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube/cached"
+	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 )
 
 // A pass whose write loses to another writer must not use up a refresh
@@ -98,7 +100,8 @@ func newDirectCatalog(t *testing.T, g *WithT, tc *v1alpha1.ToolCatalog) *directC
 	g.Expect(broadcaster.StartRecordingToSinkWithContext(t.Context())).To(Succeed())
 	fast := embedding.DefaultRetryPolicy()
 	fast.MaxRetries = 0
-	d.r = &ToolCatalogReconciler{Client: c, APIReader: wc, Recorder: broadcaster.NewRecorder(testScheme, "direct-test"), Redis: redisPool, RetryPolicy: &fast, Providers: suiteProviders, Ledger: NewLedger()}
+	writer := records.NewWriter(records.NewLedger(), &cached.Objects{Reader: c}, c)
+	d.r = catalogReconciler(c, wc, broadcaster.NewRecorder(testScheme, "direct-test"), nil, &fast, suiteProviders, writer, nil)
 	if tc.Labels == nil {
 		tc.Labels = map[string]string{}
 	}
@@ -195,7 +198,7 @@ func TestLongCatalogNamesKeepTheirOwnRecords(t *testing.T) {
 			for _, td := range []string{"weather", "email"} {
 				obj := getTD(g, ns, td)
 				for _, name := range names {
-					rec := recordOf(obj, name)
+					rec := records.Of(obj, name)
 					g.Expect(rec).NotTo(BeNil(), "%s has no record of %s", td, name)
 					g.Expect(rec.CatalogVersion).To(BeEquivalentTo(1))
 				}

@@ -24,6 +24,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
+	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 	"github.com/toolcatalog/tool-catalog-operator/internal/toolschema"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -38,7 +39,7 @@ type ToolDefinitionReconciler struct {
 	Recorder events.EventRecorder
 	// Ledger holds the catalogs' records of the tools; the ToolCatalog
 	// reconciler shares it.
-	Ledger *Ledger
+	Ledger *records.Ledger
 }
 
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=tooldefinitions,verbs=get;list;watch
@@ -174,7 +175,7 @@ func (r *ToolDefinitionReconciler) reconcileCatalogs(ctx context.Context, td *v1
 		// records and conditions as they are and retry.
 		return err
 	}
-	setRecords(td, catalogs, r.Ledger.recordFor)
+	setRecords(td, catalogs, r.Ledger.RecordFor)
 	deriveEmbedded(td, catalogs)
 	deriveConfusable(td)
 	return nil
@@ -249,8 +250,8 @@ func (r *ToolDefinitionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ToolDefinition{}, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, ownersChanged,
-			r.Ledger.behind()))).
-		WatchesRawSource(r.Ledger.source()).
+			r.Ledger.Behind()))).
+		WatchesRawSource(r.Ledger.Source()).
 		Watches(&v1alpha1.ToolCatalog{}, handler.Funcs{
 			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueueLimiter) {
 				r.enqueueSelected(ctx, q, e.Object)

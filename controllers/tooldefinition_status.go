@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
+	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 )
 
@@ -32,7 +33,7 @@ const toolDefinitionFieldOwner = "toolcatalog.dev/tooldefinition-controller"
 func setRecords(td *v1alpha1.ToolDefinition, catalogs []string, recordFor func(string, *v1alpha1.ToolDefinition, *v1alpha1.CatalogEmbeddingStatus) (*v1alpha1.CatalogEmbeddingStatus, bool)) {
 	var recs []v1alpha1.CatalogEmbeddingStatus
 	for _, name := range slices.Sorted(slices.Values(catalogs)) {
-		have := recordOf(td, name)
+		have := records.Of(td, name)
 		rec, known := recordFor(name, td, have)
 		if !known {
 			rec = have
@@ -50,7 +51,7 @@ func deriveEmbedded(td *v1alpha1.ToolDefinition, catalogs []string) {
 	catalogs = slices.Sorted(slices.Values(catalogs))
 	var failed, pending, done []string
 	for _, name := range catalogs {
-		rec := recordOf(td, name)
+		rec := records.Of(td, name)
 		switch {
 		case rec == nil:
 			pending = append(pending, name+" has not processed it yet")
@@ -96,13 +97,4 @@ func deriveConfusable(td *v1alpha1.ToolDefinition) {
 func confusableMessage(catalogName string, c *v1alpha1.ConfusableTool) string {
 	return fmt.Sprintf("catalog %s: the queries of this tool and of %s retrieve each other (similarity %s); reword one description so a model can tell them apart",
 		catalogName, c.Name, c.Similarity)
-}
-
-func recordOf(td *v1alpha1.ToolDefinition, catalog string) *v1alpha1.CatalogEmbeddingStatus {
-	for i := range td.Status.Catalogs {
-		if td.Status.Catalogs[i].Catalog == catalog {
-			return &td.Status.Catalogs[i]
-		}
-	}
-	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcptest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
@@ -150,9 +151,9 @@ func TestToolSourceImportsAndFollowsAnMCPServer(t *testing.T) {
 		q := getTC(g, ns, "imported").Status.Quality
 		g.Expect(q).NotTo(BeNil())
 		g.Expect(q.Version).To(Equal(to))
-		confusable := confusableTools(q)
+		confusable := records.ConfusableTools(q)
 		for name, td := range sourceTools(g, ns, "docs") {
-			rec := recordOf(td, "imported")
+			rec := records.Of(td, "imported")
 			g.Expect(rec).NotTo(BeNil())
 			g.Expect(rec.SpecHash).To(Equal(td.Status.SpecHash), "%s", name)
 			g.Expect(rec.ConfusableWith).To(Equal(confusable[td.Spec.Name]), "%s", name)
@@ -165,7 +166,7 @@ func TestToolSourceImportsAndFollowsAnMCPServer(t *testing.T) {
 			g.Expect(conditionOf(td, v1alpha1.ConditionConfusable) != nil).To(Equal(rec.ConfusableWith != nil), "%s", name)
 			written[name] = sourceWrite(td)
 		}
-		rec := recordOf(sourceTools(g, ns, "docs")["docs_page_1"], "imported")
+		rec := records.Of(sourceTools(g, ns, "docs")["docs_page_1"], "imported")
 		g.Expect(rec).NotTo(BeNil())
 		g.Expect(rec.CatalogVersion).To(Equal(to))
 	}).Should(Succeed())

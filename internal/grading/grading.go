@@ -36,7 +36,6 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/handoff"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
-	"github.com/toolcatalog/tool-catalog-operator/internal/published"
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
@@ -96,7 +95,7 @@ type Published interface {
 	// Kept is the stored state of a version read or published.
 	Kept(version int64) (catalog.Stored, bool)
 	// QueryVectors holds the query vectors the passes embedded.
-	QueryVectors() *published.QueryVectors
+	QueryVectors() *catalog.QueryVectors
 	// Vectors reads published vectors.
 	Vectors(ctx context.Context, names []string) (map[string]string, error)
 	// RecordQuality keeps a version's grading with the retained ones.
@@ -111,7 +110,7 @@ type gradeJob struct {
 	// changed names the tools changed since the version last graded.
 	changed map[string]bool
 	// queries holds the query vectors the passes embedded.
-	queries *published.QueryVectors
+	queries *catalog.QueryVectors
 	// vectors reads the published vectors of tools.
 	vectors func(ctx context.Context, names []string) (map[string]string, error)
 	// record keeps the grading in Redis with the retained versions'.

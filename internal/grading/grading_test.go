@@ -11,12 +11,12 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
-	"github.com/toolcatalog/tool-catalog-operator/internal/published"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/selfgrade"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // The sample of tools a version grades, as a plain test: no API server,
@@ -113,7 +113,7 @@ func TestGradingStateSizeBoundsItsHeap(t *testing.T) {
 	for _, c := range []struct{ tools, words int }{{200, 12}, {1000, 60}, {selfgrade.KeptMinTools + 500, 12}} {
 		t.Run(fmt.Sprintf("%d tools of %d words", c.tools, c.words), func(t *testing.T) {
 			stored, vectors := gradedCatalog(t, c.tools, c.words)
-			queries := &published.QueryVectors{}
+			queries := &catalog.QueryVectors{}
 			job := &gradeJob{version: 1, stored: stored, emb: embedding.LexicalEmbedder{}, changed: map[string]bool{}, queries: queries,
 				vectors: func(_ context.Context, names []string) (map[string]string, error) {
 					out := make(map[string]string, len(names))
@@ -125,7 +125,7 @@ func TestGradingStateSizeBoundsItsHeap(t *testing.T) {
 			// A first grading fills what the process keeps for any
 			// catalog (the bounded stem cache), which no state holds.
 			warm := *job
-			warm.queries = &published.QueryVectors{}
+			warm.queries = &catalog.QueryVectors{}
 			if _, _, err := (&gradeState{grader: selfgrade.New(-1, 0)}).grade(t.Context(), &warm); err != nil {
 				t.Fatal(err)
 			}
@@ -251,7 +251,7 @@ func TestGradingTellsTheIndexWhatChanged(t *testing.T) {
 	rec := &touchRecorder{Grader: selfgrade.New(-1, 0)}
 	st := &gradeState{grader: rec}
 	for _, v := range []catalog.Stored{v1, v2, v1} {
-		job := &gradeJob{version: v.Version, stored: v, emb: embedding.LexicalEmbedder{}, changed: map[string]bool{}, queries: &published.QueryVectors{},
+		job := &gradeJob{version: v.Version, stored: v, emb: embedding.LexicalEmbedder{}, changed: map[string]bool{}, queries: &catalog.QueryVectors{},
 			vectors: func(_ context.Context, names []string) (map[string]string, error) {
 				out := make(map[string]string, len(names))
 				for _, n := range names {

@@ -32,11 +32,16 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/envflag"
+	"github.com/toolcatalog/tool-catalog-operator/internal/grading"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube/cached"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube/crkube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
+	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
 	_ "github.com/toolcatalog/tool-catalog-operator/internal/metrics" // registers the operator's metrics
 	"github.com/toolcatalog/tool-catalog-operator/internal/metricsauth"
 	"github.com/toolcatalog/tool-catalog-operator/internal/published"
 	"github.com/toolcatalog/tool-catalog-operator/internal/querystore"
+	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
 )
@@ -237,28 +242,35 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *redisconn.Pool, c Config
 	}
 	// The catalogs' passes hand the ToolDefinitions' records to the
 	// ToolDefinition reconciler, the one writer of their status.
-	ledger := controllers.NewLedger()
+	objects := &cached.Objects{Reader: mgr.GetClient(), Informers: mgr.GetCache()}
+	writer := records.NewWriter(records.NewLedger(), objects, mgr.GetClient())
 	if err := (&controllers.ToolDefinitionReconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("tooldefinition-controller"),
-		Ledger:   ledger,
+		Ledger:   writer.Ledger(),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the tooldefinition controller: %w", err)
 	}
+	// Every collaborator of the catalogs' reconciler is built here, once.
+	recorder := mgr.GetEventRecorder("toolcatalog-controller")
+	resolver := &catalogconfig.Resolver{Reader: crkube.Getter(mgr.GetAPIReader()), RetryPolicy: c.RetryPolicy, Observe: metrics.ObserveProviderRequest}
+	providers := &catalogconfig.ProviderCache{Egress: policy}
+	catalogs := &published.Catalogs{Pool: pool, StoreMaxEntries: c.QueryStoreMaxEntries}
+	grades := grading.New(mgr.GetClient(), recorder, nil, writer.Graded)
+	grades.MaxBytes, grades.Idle = c.GradingMaxBytes, c.GradingIdle
 	if err := (&controllers.ToolCatalogReconciler{
-		Client:      mgr.GetClient(),
-		APIReader:   mgr.GetAPIReader(),
-		Recorder:    mgr.GetEventRecorder("toolcatalog-controller"),
-		Redis:       pool,
-		RetryPolicy: c.RetryPolicy,
-		Providers:   &catalogconfig.ProviderCache{Egress: policy},
-		Budget:      catalog.Budget{Time: c.PassBudget},
-		Ledger:      ledger,
-
-		QueryStoreMaxEntries: c.QueryStoreMaxEntries,
-		LossProbeInterval:    c.LossProbeInterval,
-		GradingMaxBytes:      c.GradingMaxBytes,
-		GradingIdle:          c.GradingIdle,
+		Client:   mgr.GetClient(),
+		Recorder: recorder,
+		Pass: &catalog.Pass{
+			Configs: resolver, Providers: providers, Stores: catalogs, Objects: objects,
+			Budget: catalog.Budget{Time: c.PassBudget},
+		},
+		Catalogs:          catalogs,
+		Resolver:          resolver,
+		Providers:         providers,
+		Grades:            grades,
+		Records:           writer,
+		LossProbeInterval: c.LossProbeInterval,
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the toolcatalog controller: %w", err)
 	}

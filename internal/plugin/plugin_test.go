@@ -22,8 +22,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
-	"github.com/toolcatalog/tool-catalog-operator/controllers"
-	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcptest"
@@ -71,23 +69,10 @@ func startSuite(onStop func(func() error)) error {
 	}
 	pool := redisconn.NewPool()
 	onStop(func() error { pool.Close(); return nil })
-	ledger := controllers.NewLedger()
-	if err = (&controllers.ToolCatalogReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("toolcatalog-controller"), Redis: pool, Ledger: ledger}).SetupWithManager(ctx, mgr); err != nil {
-		return err
-	}
-	// The ToolDefinitions' status, which the console shows, is their
-	// own reconciler's.
-	if err = (&controllers.ToolDefinitionReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("tooldefinition-controller"), Ledger: ledger}).SetupWithManager(mgr); err != nil {
-		return err
-	}
 	// ToolSources on loopback MCP servers hold upstream changes for the
-	// console's approvals page.
-	policy, err := egress.New([]string{"127.0.0.1/32"}, cfg.Host)
-	if err != nil {
-		return err
-	}
-	if err = (&controllers.ToolSourceReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("toolsource-controller"),
-		Egress: policy, MaxTools: 100}).SetupWithManager(mgr); err != nil {
+	// console's approvals page; the ToolDefinitions' status, which the
+	// console shows, is their own reconciler's.
+	if err = manager.Setup(ctx, mgr, pool, manager.Config{EgressAllow: []string{"127.0.0.1/32"}, SourceMaxTools: 100}); err != nil {
 		return err
 	}
 	go func() { _ = mgr.Start(ctx) }()

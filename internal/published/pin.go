@@ -9,26 +9,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
 	"github.com/toolcatalog/tool-catalog-operator/internal/published/store"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
-
-// Hold is what a catalog serves after a pass saw its pin.
-type Hold struct {
-	// Version is the version served while pinned; 0 when the catalog is
-	// not pinned.
-	Version int64
-	// Changed counts the tools the current version added, removed or
-	// changed since Version.
-	Changed int
-	// Set and Cleared say that this pass wrote or deleted the pinned copy.
-	Set, Cleared bool
-	// Refused says why the version asked for cannot be pinned
-	// (store.ErrCannotPin); Version is then what is still served pinned,
-	// if anything.
-	Refused error
-}
 
 // pinned is what the manager keeps of a catalog's pinned copy: which
 // copy, and the spec hash of each of its tools, to count the tools
@@ -49,7 +34,7 @@ type pinned struct {
 // published are the schema hashes of the versions the catalog published
 // (status.publishedVersions): a version rebuilt to be pinned must hash to
 // its own, when known (store.Pin).
-func (c *Catalog) Hold(ctx context.Context, cur *contract.Document, pin int64, published map[int64]string) (Hold, error) {
+func (c *Catalog) Hold(ctx context.Context, cur *contract.Document, pin int64, published map[int64]string) (catalog.Hold, error) {
 	h, err := c.hold(ctx, cur, pin, published)
 	if err != nil {
 		metrics.RedisErrors.WithLabelValues(c.id, "write").Inc()
@@ -57,31 +42,31 @@ func (c *Catalog) Hold(ctx context.Context, cur *contract.Document, pin int64, p
 	return h, err
 }
 
-func (c *Catalog) hold(ctx context.Context, cur *contract.Document, pin int64, published map[int64]string) (Hold, error) {
+func (c *Catalog) hold(ctx context.Context, cur *contract.Document, pin int64, published map[int64]string) (catalog.Hold, error) {
 	k := c.cfg.Keys
 	have, present, err := c.readPinned(ctx)
 	if err != nil {
-		return Hold{}, err
+		return catalog.Hold{}, err
 	}
 	if pin == 0 {
 		if !present {
-			return Hold{}, nil
+			return catalog.Hold{}, nil
 		}
 		if _, err := store.Unpin(ctx, c.rc, k); err != nil {
-			return Hold{}, err
+			return catalog.Hold{}, err
 		}
 		c.setPinned(nil)
 		c.announce(ctx, cur, 0)
-		return Hold{Cleared: true}, nil
+		return catalog.Hold{Cleared: true}, nil
 	}
-	var h Hold
+	var h catalog.Hold
 	if have == nil || have.version != pin {
 		doc, err := store.Pin(ctx, c.rc, k, cur, pin, published[pin])
 		switch {
 		case errors.Is(err, store.ErrCannotPin):
 			h.Refused = err
 		case err != nil:
-			return Hold{}, err
+			return catalog.Hold{}, err
 		default:
 			have = &pinned{uid: c.uid, version: pin, schema: doc.SchemaHash, specs: specsOf(doc)}
 			c.setPinned(have)

@@ -87,7 +87,7 @@ type memory struct {
 	changes   catalog.Changes
 	planner   catalog.Planner
 	generated catalog.Generated
-	queries   QueryVectors
+	queries   catalog.QueryVectors
 	// pinned is the catalog's pinned copy as last read or written.
 	pinned *pinned
 	// seen is the version last written or read in the catalog's Redis,
@@ -126,6 +126,11 @@ func (cs *Catalogs) Open(id, uid string, cfg *catalogconfig.Config) *Catalog {
 		cs.byID[id] = m
 	}
 	return &Catalog{cs: cs, mem: m, id: id, uid: uid, cfg: cfg, rc: cs.Pool.Get(id, cfg.Redis)}
+}
+
+// Store is Open as the pass's port (catalog.Stores).
+func (cs *Catalogs) Store(id, uid string, cfg *catalogconfig.Config) catalog.Store {
+	return cs.Open(id, uid, cfg)
 }
 
 // Changed tells a catalog's next pass that the ToolDefinitions named
@@ -211,7 +216,7 @@ func (c *Catalog) Planner() *catalog.Planner { return &c.mem.planner }
 func (c *Catalog) Generated() *catalog.Generated { return &c.mem.generated }
 
 // QueryVectors keeps the catalog's query vectors for grading.
-func (c *Catalog) QueryVectors() *QueryVectors { return &c.mem.queries }
+func (c *Catalog) QueryVectors() *catalog.QueryVectors { return &c.mem.queries }
 
 func (c *Catalog) where() string {
 	return fmt.Sprintf("%s@%v/%d", c.cfg.Keys.Prefix, c.cfg.Redis.Addresses, c.cfg.Redis.DB)

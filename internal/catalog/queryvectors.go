@@ -1,4 +1,4 @@
-package published
+package catalog
 
 import (
 	"context"

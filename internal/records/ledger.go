@@ -1,11 +1,13 @@
-package controllers
+package records
 
 import (
 	"context"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sync"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -95,7 +97,7 @@ func (l *Ledger) graded(key client.ObjectKey, q *v1alpha1.CatalogQuality) []stri
 // keepConfusable keeps the confusable tools of grading q and returns the
 // ToolDefinitions, of the records kept, whose confusable tool changed.
 func (e *ledgerEntry) keepConfusable(q *v1alpha1.CatalogQuality) []string {
-	now := confusableTools(q)
+	now := ConfusableTools(q)
 	changed := map[string]bool{}
 	for tool, with := range now {
 		if was := e.confusable[tool]; was == nil || *was != *with {
@@ -121,11 +123,11 @@ func (l *Ledger) forget(key client.ObjectKey) {
 	delete(l.catalogs, key)
 }
 
-// recordFor is the record a catalog has for a ToolDefinition, given the
+// RecordFor is the record a catalog has for a ToolDefinition, given the
 // one it has (have, nil for none): nil when the catalog's latest pass has
 // none for it, or has yet to process it. known is false when the ledger holds nothing of the
 // catalog yet (no pass since the manager started), and have stands.
-func (l *Ledger) recordFor(catalogName string, td *v1alpha1.ToolDefinition, have *v1alpha1.CatalogEmbeddingStatus) (rec *v1alpha1.CatalogEmbeddingStatus, known bool) {
+func (l *Ledger) RecordFor(catalogName string, td *v1alpha1.ToolDefinition, have *v1alpha1.CatalogEmbeddingStatus) (rec *v1alpha1.CatalogEmbeddingStatus, known bool) {
 	l.mu.RLock()
 	e := l.catalogs[client.ObjectKey{Namespace: td.Namespace, Name: catalogName}]
 	var recs *catalog.Records
@@ -149,8 +151,8 @@ func (l *Ledger) recordFor(catalogName string, td *v1alpha1.ToolDefinition, have
 // differs reports whether a ToolDefinition's record of a catalog is not
 // the one the ledger holds.
 func (l *Ledger) differs(catalogName string, td *v1alpha1.ToolDefinition) bool {
-	have := recordOf(td, catalogName)
-	want, known := l.recordFor(catalogName, td, have)
+	have := Of(td, catalogName)
+	want, known := l.RecordFor(catalogName, td, have)
 	switch {
 	case !known:
 		return false
@@ -161,13 +163,13 @@ func (l *Ledger) differs(catalogName string, td *v1alpha1.ToolDefinition) bool {
 	}
 }
 
-// behind passes the updates of a ToolDefinition whose records are not the
+// Behind passes the updates of a ToolDefinition whose records are not the
 // ledger's. The records writer looks at a ToolDefinition when its record
 // changes, in the cache as it is then; should the cache not yet hold the
 // reconciler's last write, the two agree on what is about to be
 // overwritten and nothing is written. The write's own update, once
 // cached, brings the ToolDefinition back here.
-func (l *Ledger) behind() predicate.Predicate {
+func (l *Ledger) Behind() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc:  func(event.CreateEvent) bool { return false },
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
@@ -198,18 +200,22 @@ func (l *Ledger) tell(ctx context.Context, key types.NamespacedName) bool {
 	}
 }
 
-// source is what the ToolDefinition reconciler watches for the ledger's
+// Changed carries the ToolDefinitions the ledger has news for, which
+// Source queues.
+func (l *Ledger) Changed() <-chan event.TypedGenericEvent[types.NamespacedName] { return l.changed }
+
+// Source is what the ToolDefinition reconciler watches for the ledger's
 // news.
-func (l *Ledger) source() source.Source {
+func (l *Ledger) Source() source.Source {
 	return source.TypedChannel(l.changed, handler.TypedFuncs[types.NamespacedName, ctrl.Request]{
-		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[types.NamespacedName], q workqueueLimiter) {
+		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[types.NamespacedName], q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 			q.Add(ctrl.Request{NamespacedName: e.Object})
 		},
 	})
 }
 
-// confusableTools maps each tool of a confusable pair to the other.
-func confusableTools(q *v1alpha1.CatalogQuality) map[string]*v1alpha1.ConfusableTool {
+// ConfusableTools maps each tool of a confusable pair to the other.
+func ConfusableTools(q *v1alpha1.CatalogQuality) map[string]*v1alpha1.ConfusableTool {
 	out := map[string]*v1alpha1.ConfusableTool{}
 	if q == nil {
 		return out
@@ -229,4 +235,14 @@ func confusableTools(q *v1alpha1.CatalogQuality) map[string]*v1alpha1.Confusable
 		}
 	}
 	return out
+}
+
+// Of is a ToolDefinition's record of a catalog, nil when it has none.
+func Of(td *v1alpha1.ToolDefinition, catalog string) *v1alpha1.CatalogEmbeddingStatus {
+	for i := range td.Status.Catalogs {
+		if td.Status.Catalogs[i].Catalog == catalog {
+			return &td.Status.Catalogs[i]
+		}
+	}
+	return nil
 }

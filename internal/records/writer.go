@@ -1,4 +1,4 @@
-package controllers
+package records
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry"
 )
 
-// records hands the ToolDefinitions' records of the catalogs' passes and
+// Writer hands the ToolDefinitions' records of the catalogs' passes and
 // gradings to the Ledger and queues the ToolDefinitions whose record
 // changed for their reconciler, which writes them; off the passes, so a
 // catalog of 50,000 tools publishes an edit at once while a bulk apply's
@@ -27,9 +27,19 @@ import (
 // costs what it changed: only the ToolDefinitions whose record differs
 // from the last pass's are looked at, and every one of the catalog's only
 // after the manager starts. It runs with the manager, on the leader.
-type records struct {
+type Writer struct {
 	*handoff.Queue[toCheck]
-	r *ToolCatalogReconciler
+	ledger *Ledger
+	// objects reads the ToolDefinitions of a namespace; reader the
+	// ToolDefinitions named.
+	objects ToolDefinitions
+	reader  client.Reader
+}
+
+// ToolDefinitions lists the ToolDefinitions of a namespace that sel
+// matches, read-only (cached.Objects).
+type ToolDefinitions interface {
+	ToolDefinitions(ctx context.Context, namespace string, sel labels.Selector) ([]*v1alpha1.ToolDefinition, error)
 }
 
 // toCheck is a catalog's ToolDefinitions to look at: every one, or those
@@ -39,33 +49,38 @@ type toCheck struct {
 	objects map[string]bool
 }
 
-func newRecords(r *ToolCatalogReconciler) *records {
-	rs := &records{r: r}
-	rs.Queue = handoff.New[toCheck]("toolcatalog-records", rs.run)
+// NewWriter returns the records writer of ledger; it runs once added to
+// the manager.
+func NewWriter(ledger *Ledger, objects ToolDefinitions, reader client.Reader) *Writer {
+	rs := &Writer{ledger: ledger, objects: objects, reader: reader}
+	rs.Queue = handoff.New[toCheck]("toolcatalog-records", rs.Turn)
 	return rs
 }
 
-// submit keeps a pass's records in the ledger and queues the catalog's
+// Ledger is the ledger the writer keeps the records in.
+func (rs *Writer) Ledger() *Ledger { return rs.ledger }
+
+// Submit keeps a pass's records in the ledger and queues the catalog's
 // ToolDefinitions whose record they may change.
-func (rs *records) submit(tc *v1alpha1.ToolCatalog, out *catalog.Outcome) {
+func (rs *Writer) Submit(tc *v1alpha1.ToolCatalog, out *catalog.Outcome) {
 	if out == nil {
 		return
 	}
 	key := client.ObjectKeyFromObject(tc)
-	objects, all := rs.r.Ledger.put(key, out.Records(rs.r.Ledger.records(key)), tc.Status.Quality)
-	rs.check(key, objects, all)
+	objects, all := rs.ledger.put(key, out.Records(rs.ledger.records(key)), tc.Status.Quality)
+	rs.Check(key, objects, all)
 }
 
-// graded keeps the confusable tools of a grading in the ledger and queues
+// Graded keeps the confusable tools of a grading in the ledger and queues
 // the ToolDefinitions whose record they change.
-func (rs *records) graded(tc *v1alpha1.ToolCatalog) {
+func (rs *Writer) Graded(tc *v1alpha1.ToolCatalog) {
 	key := client.ObjectKeyFromObject(tc)
-	rs.check(key, rs.r.Ledger.graded(key, tc.Status.Quality), false)
+	rs.Check(key, rs.ledger.graded(key, tc.Status.Quality), false)
 }
 
-// check queues a catalog to find which of the objects (all of its
+// Check queues a catalog to find which of the objects (all of its
 // ToolDefinitions with all) have a record that is not the ledger's.
-func (rs *records) check(key client.ObjectKey, objects []string, all bool) {
+func (rs *Writer) Check(key client.ObjectKey, objects []string, all bool) {
 	if !all && len(objects) == 0 {
 		return
 	}
@@ -83,16 +98,17 @@ func (rs *records) check(key client.ObjectKey, objects []string, all bool) {
 	})
 }
 
-// forget drops a deleted catalog's records: the ToolDefinition reconciler
+// Forget drops a deleted catalog's records: the ToolDefinition reconciler
 // removes them from the tools as the catalog no longer selects them.
-func (rs *records) forget(key client.ObjectKey) {
+func (rs *Writer) Forget(key client.ObjectKey) {
 	rs.Take(key)
-	rs.r.Ledger.forget(key)
+	rs.ledger.forget(key)
 }
 
-// run queues the ToolDefinitions of a catalog's job whose record of it is
-// not the ledger's.
-func (rs *records) run(ctx context.Context, key client.ObjectKey) {
+// Turn tells the ledger's reader of the ToolDefinitions of a catalog's
+// queued job whose record of it is not the ledger's: the writer's work
+// for one catalog, done as the manager runs it.
+func (rs *Writer) Turn(ctx context.Context, key client.ObjectKey) {
 	job, ok := rs.Take(key)
 	if !ok {
 		return
@@ -113,8 +129,8 @@ func (rs *records) run(ctx context.Context, key client.ObjectKey) {
 	rs.Done(key)
 	changed := 0
 	for _, td := range tds {
-		if rs.r.Ledger.differs(key.Name, td) {
-			if !rs.r.Ledger.tell(ctx, client.ObjectKeyFromObject(td)) {
+		if rs.ledger.differs(key.Name, td) {
+			if !rs.ledger.tell(ctx, client.ObjectKeyFromObject(td)) {
 				return
 			}
 			changed++
@@ -125,14 +141,14 @@ func (rs *records) run(ctx context.Context, key client.ObjectKey) {
 
 // toolDefinitions reads a job's ToolDefinitions from the cache: those
 // named that exist, or every one of the namespace.
-func (rs *records) toolDefinitions(ctx context.Context, namespace string, job toCheck) ([]*v1alpha1.ToolDefinition, error) {
+func (rs *Writer) toolDefinitions(ctx context.Context, namespace string, job toCheck) ([]*v1alpha1.ToolDefinition, error) {
 	if job.all {
-		return rs.r.toolDefinitions(ctx, namespace, labels.Everything())
+		return rs.objects.ToolDefinitions(ctx, namespace, labels.Everything())
 	}
 	out := make([]*v1alpha1.ToolDefinition, 0, len(job.objects))
 	for name := range job.objects {
 		td := &v1alpha1.ToolDefinition{}
-		err := rs.r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, td)
+		err := rs.reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, td)
 		switch {
 		case apierrors.IsNotFound(err):
 			// Gone: nothing to write.
