@@ -2,13 +2,7 @@ package controllers
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"maps"
-	"net/http"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -31,164 +25,34 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/kube/crkube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/published"
 	"github.com/toolcatalog/tool-catalog-operator/internal/records"
-	"github.com/toolcatalog/tool-catalog-operator/internal/testing/openaitest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/providertest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
 const (
-	testEmbeddingModel = "text-embedding-3-small"
-	testChatModel      = "gpt-4o-mini"
-	testDims           = 16
+	testEmbeddingModel = providertest.EmbeddingModel
+	testChatModel      = providertest.ChatModel
+	testDims           = providertest.Dims
 	catalogLabel       = "toolcatalog.dev/catalog"
 )
 
-// provider is what a test's catalog generates queries and embeds with.
-// Queries come from a generator injected into the reconciler for the
-// test's namespace: it writes deterministic queries that depend on the
-// description (like a real model's), counts calls per tool and fails on
-// command. Vectors come from the real OpenAI-compatible client talking to
-// an in-process server, so batching is exercised over HTTP.
-type provider struct {
-	*openaitest.Server
-	mu      sync.Mutex
-	failing map[string]int // tool name ("*" for all) → HTTP status to fail with
-	calls   map[string]int // generator calls per tool
-	// wire marks a provider whose chat requests go over HTTP too.
-	wire bool
-	// vary makes every generator call write new queries, so a forced
-	// refresh always changes the catalog.
-	vary bool
-}
+// provider is what a test's catalog generates queries and embeds with
+// (providertest.Provider): its generator is injected into the reconciler
+// for the test's namespace.
+type provider = providertest.Provider
 
 // newProvider injects a counting, failing query generator for the
 // namespace's catalogs.
 func newProvider(t *testing.T, ns string) *provider {
-	p := &provider{Server: openaitest.New(t), failing: map[string]int{}, calls: map[string]int{}}
-	p.OnEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.EmbeddingsRequest) {
-		openaitest.WriteEmbeddings(w, req, testDims, nil)
-	}
+	p := providertest.New(t)
 	suiteProviders.inject(t, ns, p)
 	return p
 }
 
-// GenerateQueries implements embedding.QueryGenerator.
-func (p *provider) GenerateQueries(_ context.Context, req embedding.QueryRequest) ([]string, error) {
-	tool := req.Tool.Name
-	p.mu.Lock()
-	p.calls[tool]++
-	call := p.calls[tool]
-	status := p.failing[tool]
-	if all, ok := p.failing["*"]; ok {
-		status = all
-	}
-	p.mu.Unlock()
-	if status != 0 {
-		return nil, &embedding.Error{Kind: kindOfStatus(status), Provider: "test generator", Model: testChatModel, StatusCode: status,
-			Err: fmt.Errorf("cannot serve %s", tool)}
-	}
-	qs := make([]string, req.Count)
-	for i := range qs {
-		qs[i] = fmt.Sprintf("%s request number %d about %s", tool, i+1, shortHash(req.Tool.Description))
-		if p.vary {
-			qs[i] += fmt.Sprintf(" (call %d)", call)
-		}
-	}
-	return qs, nil
-}
-
-// kindOfStatus classifies an HTTP status the way the OpenAI client does.
-func kindOfStatus(status int) embedding.ErrorKind {
-	switch {
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return embedding.KindAuth
-	case status == http.StatusTooManyRequests:
-		return embedding.KindRateLimited
-	case status >= 500:
-		return embedding.KindServer
-	}
-	return embedding.KindBadRequest
-}
-
 // newWireProvider is a provider whose chat requests go over HTTP to the
-// in-process server, for tests of what reaches the server (API keys):
-// the server has to read the tool name and the count from the prompt.
-func newWireProvider(t *testing.T) *provider {
-	p := &provider{Server: openaitest.New(t), failing: map[string]int{}, calls: map[string]int{}, wire: true}
-	p.OnChat = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.ChatRequest) {
-		user := req.Messages[len(req.Messages)-1].Content
-		tool := toolNameLine.FindStringSubmatch(user)[1]
-		count, _ := strconv.Atoi(countLine.FindStringSubmatch(user)[1])
-		desc := descriptionLine.FindStringSubmatch(user)[1]
-		qs := make([]string, count)
-		for i := range qs {
-			qs[i] = fmt.Sprintf("%s request number %d about %s", tool, i+1, shortHash(desc))
-		}
-		openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON(qs...))
-	}
-	p.OnEmbeddings = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.EmbeddingsRequest) {
-		openaitest.WriteEmbeddings(w, req, testDims, nil)
-	}
-	return p
-}
-
-var (
-	toolNameLine    = regexp.MustCompile(`(?m)^Tool name: (\S+)$`)
-	countLine       = regexp.MustCompile(`Write (\d+) distinct user requests`)
-	descriptionLine = regexp.MustCompile(`(?m)^Description: (.*)$`)
-)
-
-func shortHash(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:3])
-}
-
-// fail makes query generation for a tool ("*" for all) fail as an HTTP
-// status would; 0 heals.
-func (p *provider) fail(tool string, status int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if status == 0 {
-		delete(p.failing, tool)
-		return
-	}
-	p.failing[tool] = status
-}
-
-// chatCalls counts query generation calls per tool.
-func (p *provider) chatCalls() map[string]int {
-	if p.wire {
-		out := map[string]int{}
-		for _, req := range p.ChatRequests() {
-			if m := toolNameLine.FindStringSubmatch(req.Messages[len(req.Messages)-1].Content); m != nil {
-				out[m[1]]++
-			}
-		}
-		return out
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return maps.Clone(p.calls)
-}
-
-func (p *provider) embeddingCalls() (requests, texts int) {
-	for _, r := range p.EmbeddingRequests() {
-		requests++
-		texts += len(r.Input)
-	}
-	return requests, texts
-}
-
-// embeddedTexts is how many distinct texts were embedded.
-func (p *provider) embeddedTexts() int {
-	seen := map[string]bool{}
-	for _, r := range p.EmbeddingRequests() {
-		for _, text := range r.Input {
-			seen[text] = true
-		}
-	}
-	return len(seen)
-}
+// in-process server, for tests of what reaches the server (API keys).
+func newWireProvider(t *testing.T) *provider { return providertest.NewWire(t) }
 
 // injectedProviders is the suite reconciler's ProviderFactory: the real
 // cache, with the query generator a test injected for its namespace. It

@@ -17,7 +17,7 @@ import (
 type providerBill struct{ chat, texts int }
 
 func billOf(p *provider) providerBill {
-	_, texts := p.embeddingCalls()
+	_, texts := p.EmbeddingCalls()
 	return providerBill{chat: len(p.ChatRequests()), texts: texts}
 }
 

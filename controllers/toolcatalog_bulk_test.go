@@ -56,10 +56,10 @@ func TestCatalogBulkApplyMakesFewVersionsAndCalls(t *testing.T) {
 
 	versions := getTC(g, ns, "bulk").Status.Version
 	chat := 0
-	for _, n := range p.chatCalls() {
+	for _, n := range p.ChatCalls() {
 		chat += n
 	}
-	embReqs, texts := p.embeddingCalls()
+	embReqs, texts := p.EmbeddingCalls()
 	t.Logf("%d tools applied at once: published in %v as %d versions; %d chat requests, %d embeddings requests carrying %d texts",
 		tools, elapsed.Round(time.Millisecond), versions, chat, embReqs, texts)
 
@@ -69,7 +69,7 @@ func TestCatalogBulkApplyMakesFewVersionsAndCalls(t *testing.T) {
 	// the last sample only (at most grading.MaxTools tools), and which tools
 	// a version samples depends on how the passes split the work.
 	g.Expect(chat).To(Equal(tools))
-	g.Expect(p.embeddedTexts()).To(Equal(3 * tools))
+	g.Expect(p.EmbeddedTexts()).To(Equal(3 * tools))
 	g.Expect(texts - 3*tools).To(BeNumerically("<=", 3*grading.MaxTools*int(versions-1)))
 	g.Expect(embReqs).To(BeNumerically("<=", (3*tools)/64+2*int(versions)))
 	g.Expect(versions).To(BeNumerically("<=", 10))

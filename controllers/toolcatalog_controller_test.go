@@ -13,6 +13,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/records"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/providertest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -92,14 +93,14 @@ func TestCatalogPublishesFirstVersion(t *testing.T) {
 	g.Expect(meta["create_issue"].SpecHash).To(Equal(wantHash))
 	g.Expect(meta["create_issue"].Model).To(Equal(testEmbeddingModel))
 	g.Expect(meta["create_issue"].Dimensions).To(Equal(testDims))
-	about := shortHash(issueTD.Spec.Description)
+	about := providertest.ShortHash(issueTD.Spec.Description)
 	g.Expect(meta["create_issue"].SyntheticQueries).To(Equal([]string{"file a bug about the login page",
 		"create_issue request number 1 about " + about, "create_issue request number 2 about " + about}))
 	g.Expect(meta["get_weather"].SyntheticQueries).To(HaveLen(3))
 
 	// One chat call per tool and all queries embedded in one request.
-	g.Expect(p.chatCalls()).To(Equal(map[string]int{"get_weather": 1, "create_issue": 1, "send_email": 1}))
-	reqs, texts := p.embeddingCalls()
+	g.Expect(p.ChatCalls()).To(Equal(map[string]int{"get_weather": 1, "create_issue": 1, "send_email": 1}))
+	reqs, texts := p.EmbeddingCalls()
 	g.Expect(reqs).To(Equal(1))
 	g.Expect(texts).To(Equal(9))
 
@@ -147,8 +148,8 @@ func TestCatalogReembedsOnlyTheEditedTool(t *testing.T) {
 	g, ctx, ns, p, rc, k := c.g, c.ctx, c.ns, c.p, c.rc, c.k
 	before := storedMetadata(g, rc, k)
 	vecBefore := rc.HGetAll(ctx, k.Embeddings()).Val()
-	chatBefore := p.chatCalls()
-	embBefore, _ := p.embeddingCalls()
+	chatBefore := p.ChatCalls()
+	embBefore, _ := p.EmbeddingCalls()
 
 	editTD(g, ns, "weather", func(td *v1alpha1.ToolDefinition) {
 		td.Spec.Description = "Get the current weather and a three-day forecast for a city."
@@ -157,7 +158,7 @@ func TestCatalogReembedsOnlyTheEditedTool(t *testing.T) {
 
 	// Exactly that tool: one chat call for it, one embeddings request
 	// with its three queries.
-	chat := p.chatCalls()
+	chat := p.ChatCalls()
 	g.Expect(chat["get_weather"]).To(Equal(chatBefore["get_weather"] + 1))
 	g.Expect(chat["create_issue"]).To(Equal(chatBefore["create_issue"]))
 	g.Expect(chat["send_email"]).To(Equal(chatBefore["send_email"]))
@@ -190,13 +191,13 @@ func TestCatalogReembedsOnlyTheEditedTool(t *testing.T) {
 	issue := getTD(g, ns, "issue")
 	issue.Labels["team"] = "platform"
 	g.Expect(k8sClient.Update(ctx, issue)).To(Succeed())
-	chatBefore = p.chatCalls()
-	embBefore, _ = p.embeddingCalls()
+	chatBefore = p.ChatCalls()
+	embBefore, _ = p.EmbeddingCalls()
 	dump := dumpCatalog(rc, k)
 	tc = requestRefresh(g, ns, "tools", "after-label", "", "")
 	g.Expect(tc.Status.Version).To(BeEquivalentTo(2))
-	g.Expect(p.chatCalls()).To(Equal(chatBefore))
-	embAfter, _ := p.embeddingCalls()
+	g.Expect(p.ChatCalls()).To(Equal(chatBefore))
+	embAfter, _ := p.EmbeddingCalls()
 	g.Expect(embAfter).To(Equal(embBefore))
 	g.Expect(dumpCatalog(rc, k)).To(Equal(dump))
 	expectCondition(g, tc, v1alpha1.ConditionPublished, metav1.ConditionTrue, v1alpha1.ReasonUpToDate)

@@ -56,7 +56,7 @@ func TestRedisKilledDuringPublishLeavesWholeVersions(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	p := newProvider(t, ns)
-	p.vary = true // every forced refresh writes new queries and vectors for all tools
+	p.Vary() // every forced refresh writes new queries and vectors for all tools
 	own := redistest.NewDurable(t)
 	tc, rc, k := ownRedisCatalog(t, ns, p, own)
 	// Gone when the test ends: its short resync would keep the shared

@@ -111,7 +111,7 @@ func TestHostileToolDefinitions(t *testing.T) {
 	g.Expect(scriptsTool.Description).To(Equal(scripts.Spec.Description), "published byte for byte")
 	// The injected instructions are data: the tool got the usual number
 	// of queries.
-	g.Expect(p.chatCalls()["innocent_tool"]).To(Equal(1))
+	g.Expect(p.ChatCalls()["innocent_tool"]).To(Equal(1))
 	g.Expect(storedMetadata(g, rc, catalogKeys(ns, "tools"))["innocent_tool"].SyntheticQueries).To(HaveLen(3))
 	g.Eventually(func(g Gomega) {
 		expectCondition(g, getTD(g, ns, "weather"), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonEmbedded)

@@ -20,16 +20,16 @@ type callDelta struct {
 }
 
 func measure(p *provider, step func()) callDelta {
-	chatBefore := p.chatCalls()
-	_, textsBefore := p.embeddingCalls()
+	chatBefore := p.ChatCalls()
+	_, textsBefore := p.EmbeddingCalls()
 	step()
 	d := callDelta{chat: map[string]int{}}
-	for tool, n := range p.chatCalls() {
+	for tool, n := range p.ChatCalls() {
 		if n > chatBefore[tool] {
 			d.chat[tool] = n - chatBefore[tool]
 		}
 	}
-	_, texts := p.embeddingCalls()
+	_, texts := p.EmbeddingCalls()
 	d.texts = texts - textsBefore
 	return d
 }
@@ -121,7 +121,7 @@ func TestCatalogProviderFailures(t *testing.T) {
 
 	// One tool's provider fails: the others are published, it keeps its
 	// previous vector, metadata and document entry, and is listed.
-	p.fail("get_weather", http.StatusInternalServerError)
+	p.Fail("get_weather", http.StatusInternalServerError)
 	for _, name := range []string{"weather", "email"} {
 		editTD(g, ns, name, func(td *v1alpha1.ToolDefinition) {
 			td.Spec.Description += " Now with more detail."
@@ -160,7 +160,7 @@ func TestCatalogProviderFailures(t *testing.T) {
 
 	// Every target fails: Redis stays byte for byte as it was, and the
 	// status says why.
-	p.fail("*", http.StatusServiceUnavailable)
+	p.Fail("*", http.StatusServiceUnavailable)
 	before := dumpCatalog(rc, k)
 	for _, name := range []string{"issue", "email"} {
 		editTD(g, ns, name, func(td *v1alpha1.ToolDefinition) {
@@ -178,8 +178,8 @@ func TestCatalogProviderFailures(t *testing.T) {
 	g.Expect(synced.Message).To(ContainSubstring("3 tools failed to refresh"))
 
 	// Healed: everything is published and the catalog recovers.
-	p.fail("*", 0)
-	p.fail("get_weather", 0)
+	p.Fail("*", 0)
+	p.Fail("get_weather", 0)
 	tc = waitVersion(g, ns, "tools", 3)
 	g.Expect(tc.Status.FailingTools).To(BeEmpty())
 	g.Expect(tc.Status.Counts).To(Equal(&v1alpha1.ToolCounts{Tools: 3, Embedded: 3}))
@@ -220,7 +220,7 @@ func TestRefreshReportsUnknownTools(t *testing.T) {
 		RequestedAt: "partly", Result: v1alpha1.RefreshPartiallyIgnored, UnknownTools: []string{"get_wether"},
 		Message: `refresh request "partly" ignored 1 tools that are not in the catalog (get_wether) and refreshed the others`,
 	}))
-	g.Expect(c.p.chatCalls()["get_weather"]).To(Equal(2), "the known tool was still refreshed")
+	g.Expect(c.p.ChatCalls()["get_weather"]).To(Equal(2), "the known tool was still refreshed")
 	g.Eventually(func(g Gomega) {
 		e := hasEvent(eventsFor(g, ns, "tools"), "Warning", v1alpha1.ReasonInvalidRefreshRequest)
 		g.Expect(e).NotTo(BeNil())

@@ -33,7 +33,7 @@ func TestWriteConflictDoesNotUseUpARefreshRequest(t *testing.T) {
 	rc := redisClient(t)
 	k := catalogKeys(ns, "tools")
 	p := newProvider(t, ns)
-	p.vary = true // a forced refresh always publishes
+	p.Vary() // a forced refresh always publishes
 	var armed atomic.Bool
 	var once sync.Once
 	p.Hold = func() {
@@ -43,13 +43,13 @@ func TestWriteConflictDoesNotUseUpARefreshRequest(t *testing.T) {
 		}
 	}
 	threeTools(t, g, ns, p)
-	g.Expect(p.chatCalls()).To(Equal(map[string]int{"get_weather": 1, "create_issue": 1, "send_email": 1}))
+	g.Expect(p.ChatCalls()).To(Equal(map[string]int{"get_weather": 1, "create_issue": 1, "send_email": 1}))
 
 	armed.Store(true)
 	tc := requestRefresh(g, ns, "tools", "conflicted", "force", "")
 	// The first forced pass generated, then failed to write; the request
 	// was still pending, so the retry forced every tool again.
-	g.Expect(p.chatCalls()).To(Equal(map[string]int{"get_weather": 3, "create_issue": 3, "send_email": 3}))
+	g.Expect(p.ChatCalls()).To(Equal(map[string]int{"get_weather": 3, "create_issue": 3, "send_email": 3}))
 	g.Expect(storedDoc(g, rc, k).Version).To(BeEquivalentTo(3))
 	g.Expect(tc.Status.Version).To(BeEquivalentTo(3))
 	expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
