@@ -1,7 +1,6 @@
-package controllers
+package catalog_test
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -11,11 +10,13 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/openaitest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/providertest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -69,18 +70,15 @@ func (c *chaos) fault(w http.ResponseWriter, r *http.Request, kind string) bool 
 	return true
 }
 
-// Under a provider that fails 30 % of requests in every way, a catalog of
-// 200 tools converges: every tool published with its new description,
-// never a wrong-length or non-finite vector in Redis, no tool lost on the
-// way, and requests within the retry budget.
-func TestCatalogConvergesUnderProviderChaos(t *testing.T) {
-	const tools = 200
-	g := gomegaFor(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	rc := redisClient(t)
-	k := catalogKeys(ns, "tools")
-	p := newWireProvider(t)
+// Under a provider that fails 30 % of requests in every way, the passes
+// of a catalog of 200 tools converge: every tool published with its new
+// description, never a wrong-length or non-finite vector in any version
+// a pass leaves in Redis, no tool lost on the way, and requests within
+// the retry budget.
+func TestPassesConvergeUnderProviderChaos(t *testing.T) {
+	const tools, ns = 200, "chaos"
+	srv := redistest.New(t)
+	p := providertest.NewWire(t)
 	ch := &chaos{rng: rand.New(rand.NewPCG(1, 2)), share: 0.3, faults: map[string]int{}, requests: map[string]int{}}
 	chat, embed := p.OnChat, p.OnEmbeddings
 	p.OnChat = func(w http.ResponseWriter, r *http.Request, n int, req openaitest.ChatRequest) {
@@ -97,30 +95,26 @@ func TestCatalogConvergesUnderProviderChaos(t *testing.T) {
 		kind := ch.pick("embeddings", []string{"429 Retry-After", "429", "500", "timeout", "malformed JSON", "NaN", "wrong length", "infinite"})
 		switch kind {
 		case "wrong length":
-			openaitest.WriteEmbeddings(w, req, testDims/2, nil)
+			openaitest.WriteEmbeddings(w, req, providertest.Dims/2, nil)
 		case "infinite":
-			openaitest.WriteEmbeddingsWith(w, req, func(string) []float64 { v := make([]float64, testDims); v[0] = 1e39; return v }, nil)
+			openaitest.WriteEmbeddingsWith(w, req, func(string) []float64 { v := make([]float64, providertest.Dims); v[0] = 1e39; return v }, nil)
 		default:
 			if !ch.fault(w, r, kind) {
 				embed(w, r, n, req)
 			}
 		}
 	}
-
-	tc := testCatalog(ns, "tools", p)
-	tc.Spec.Embedding.Dimensions = testDims
+	tc := providerCatalog(ns, srv, p)
+	tc.Spec.Embedding.Dimensions = providertest.Dims
 	tc.Spec.Embedding.BatchSize = 16
 	tc.Spec.Embedding.Timeout = &metav1.Duration{Duration: 300 * time.Millisecond}
 	tc.Spec.QueryGeneration.Concurrency = 8
-	// Some faults are not transient to the client (a wrong length): the
-	// resync retries them.
-	tc.Spec.Publish.ResyncInterval = &metav1.Duration{Duration: 2 * time.Second}
-	// Gone when the test ends: its short resync would keep the shared
-	// manager busy with its tools for the rest of the suite.
-	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), tc) })
-	manyTools(g, ns, tools, "Tool number %d, first edition.", tc)
-	firstVectors := rc.HGetAll(ctx, k.Embeddings()).Val()
-	g.Expect(firstVectors).To(HaveLen(tools))
+	h := newHarness(t, srv, tc, nil, numbered(ns, tools, "Tool number %d, first edition.")...)
+	h.converge(10, nil)
+	firstVectors := h.rc.HGetAll(h.ctx, h.keys.Embeddings()).Val()
+	if len(firstVectors) != tools {
+		t.Fatalf("%d vectors published, want %d", len(firstVectors), tools)
+	}
 
 	// Chaos on; every description changes.
 	ch.mu.Lock()
@@ -128,50 +122,27 @@ func TestCatalogConvergesUnderProviderChaos(t *testing.T) {
 	ch.mu.Unlock()
 	chatBefore, embedBefore := len(p.ChatRequests()), len(p.EmbeddingRequests())
 	for i := range tools {
-		editTD(g, ns, fmt.Sprintf("tool-%04d", i), func(td *v1alpha1.ToolDefinition) {
+		h.edit(fmt.Sprintf("tool-%04d", i), func(td *v1alpha1.ToolDefinition) {
 			td.Spec.Description = fmt.Sprintf("Tool number %d, second edition.", i)
 		})
 	}
-
-	// While it converges, every version in Redis is whole and sound.
-	versionsSeen := map[string]bool{}
-	deadline := time.Now().Add(120 * time.Second)
-	for {
-		v := rc.Get(ctx, k.Version()).Val()
-		doc := storedDoc(g, rc, k)
-		vectors := rc.HGetAll(ctx, k.Embeddings()).Val()
-		versionsSeen[v] = true
-		g.Expect(doc.Tools).To(HaveLen(tools), "version %s lost tools", v)
-		g.Expect(vectors).To(HaveLen(tools), "version %s lost vectors", v)
-		for name, raw := range vectors {
-			vec, err := contract.DecodeVector([]byte(raw))
-			g.Expect(err).NotTo(HaveOccurred(), "vector of %s", name)
-			g.Expect(vec).To(HaveLen(testDims), "vector of %s", name)
+	// Faults a retry does not mend (a wrong length) fail the tool for
+	// this pass; the next one plans it again, as the resync does.
+	var passes int
+	for second := 0; second < tools; passes++ {
+		if passes == 30 {
+			t.Fatalf("not converged in %d passes: %d of %d tools at the second edition; faults %v", passes, second, tools, ch.faults)
 		}
-		second := 0
-		for _, tool := range doc.Tools {
-			if strings.Contains(tool.Description, "second edition") {
-				second++
-			}
+		res := h.run()
+		if res.Err != nil {
+			t.Fatalf("pass %d: %v", passes, res.Err)
 		}
-		if second == tools {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not converged within 120s: %d of %d tools at the second edition; faults %v", second, tools, ch.faults)
-		}
-		time.Sleep(50 * time.Millisecond)
+		second = h.soundVersion(tools, res)
 	}
-	g.Eventually(func(g Gomega) {
-		tc := getTC(g, ns, "tools")
-		expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSucceeded)
-	}).Should(Succeed())
-	for name, raw := range rc.HGetAll(ctx, k.Embeddings()).Val() {
-		vec, _ := contract.DecodeVector([]byte(raw))
-		for _, x := range vec {
-			g.Expect(math.IsNaN(float64(x)) || math.IsInf(float64(x), 0)).To(BeFalse(), "vector of %s", name)
+	for name, raw := range h.rc.HGetAll(h.ctx, h.keys.Embeddings()).Val() {
+		if raw == firstVectors[name] {
+			t.Errorf("%s was not re-embedded", name)
 		}
-		g.Expect(raw).NotTo(Equal(firstVectors[name]), "%s was not re-embedded", name)
 	}
 
 	// The retry budget: each tool needs one successful generation and each
@@ -180,9 +151,46 @@ func TestCatalogConvergesUnderProviderChaos(t *testing.T) {
 	// a generous ceiling that a retry storm would break.
 	chatUsed, embedUsed := len(p.ChatRequests())-chatBefore, len(p.EmbeddingRequests())-embedBefore
 	ch.mu.Lock()
-	t.Logf("chaos trial: %d tools, %d versions seen while converging, %d chat requests, %d embeddings requests, faults injected %v",
-		tools, len(versionsSeen), chatUsed, embedUsed, ch.faults)
+	t.Logf("chaos trial: %d tools, %d passes, %d chat requests, %d embeddings requests, faults injected %v", tools, passes, chatUsed, embedUsed, ch.faults)
 	ch.mu.Unlock()
-	g.Expect(chatUsed).To(BeNumerically("<=", 3*tools))
-	g.Expect(embedUsed).To(BeNumerically("<=", 3*(tools*3/16+tools)))
+	if chatUsed > 3*tools || embedUsed > 3*(tools*3/16+tools) {
+		t.Errorf("%d chat and %d embeddings requests: over the retry budget", chatUsed, embedUsed)
+	}
+}
+
+// soundVersion checks the version in Redis after a pass: every tool in
+// it with a vector of the catalog's length, every number finite; it
+// returns how many tools it holds at the second edition.
+func (h *harness) soundVersion(tools int, res catalog.PassResult) int {
+	h.t.Helper()
+	snap, err := contract.Read(h.ctx, h.rc, h.keys)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	doc, err := snap.Document()
+	if err != nil || doc == nil {
+		h.t.Fatalf("version %d: %v", res.Outcome.Version, err)
+	}
+	vectors := h.rc.HGetAll(h.ctx, h.keys.Embeddings()).Val()
+	if len(doc.Tools) != tools || len(vectors) != tools {
+		h.t.Fatalf("version %d holds %d tools and %d vectors, want %d", doc.Version, len(doc.Tools), len(vectors), tools)
+	}
+	for name, raw := range vectors {
+		vec, err := contract.DecodeVector([]byte(raw))
+		if err != nil || len(vec) != providertest.Dims {
+			h.t.Fatalf("version %d: the vector of %s: %v, length %d", doc.Version, name, err, len(vec))
+		}
+		for _, x := range vec {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				h.t.Fatalf("version %d: the vector of %s is not finite", doc.Version, name)
+			}
+		}
+	}
+	second := 0
+	for _, tool := range doc.Tools {
+		if strings.Contains(tool.Description, "second edition") {
+			second++
+		}
+	}
+	return second
 }
