@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
@@ -129,5 +131,46 @@ func TestPassResultRequeue(t *testing.T) {
 				t.Fatalf("requeue = %+v, %v; want RequeueAfter %s, error returned %t", res, err, tt.after, tt.retried)
 			}
 		})
+	}
+}
+
+// The events of a pass follow from what it came to: tools that failed,
+// a refresh request not handled as asked, a recovery; none on a no-op.
+func TestRecordEvents(t *testing.T) {
+	rec := events.NewFakeRecorder(16)
+	r := &ToolCatalogReconciler{Recorder: rec}
+	failed := func(o *catalog.Outcome) {
+		o.Refreshed.Failures = []catalog.Failure{{Object: "b", Tool: "b", Reason: v1alpha1.ReasonQueryGenerationFailed, Kind: embedding.KindServer}}
+	}
+	pass := func(base *v1alpha1.ToolCatalog, res catalog.PassResult) (*v1alpha1.ToolCatalog, []string) {
+		tc := base.DeepCopy()
+		applyStatus(tc, res)
+		r.recordEvents(base, tc, res)
+		var got []string
+		for {
+			select {
+			case e := <-rec.Events:
+				got = append(got, e)
+			default:
+				return tc, got
+			}
+		}
+	}
+	tc := &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", Generation: 1}}
+	tc, got := pass(tc, catalog.PassResult{Outcome: outcome(1, true)})
+	if len(got) != 1 || !strings.HasPrefix(got[0], "Normal VersionPublished") {
+		t.Fatalf("a first version: %q", got)
+	}
+	invalid := catalog.Request{Token: "t1", Mode: "everything", Invalid: `refresh request "t1" ignored`}
+	tc, got = pass(tc, catalog.PassResult{Outcome: outcome(1, false, failed), Request: invalid})
+	if len(got) != 2 || !strings.HasPrefix(got[0], "Warning ToolsFailed 1 tools not refreshed: b (QueryGenerationFailed)") ||
+		!strings.HasPrefix(got[1], `Warning InvalidRefreshRequest refresh request "t1" ignored`) {
+		t.Fatalf("a failed tool and an invalid request: %q", got)
+	}
+	if tc, got = pass(tc, catalog.PassResult{Outcome: outcome(1, false, failed)}); len(got) != 0 {
+		t.Fatalf("the same failure again: %q", got)
+	}
+	if _, got = pass(tc, catalog.PassResult{Outcome: outcome(2, true)}); len(got) != 2 || !strings.HasPrefix(got[1], "Normal Recovered") {
+		t.Fatalf("recovered: %q", got)
 	}
 }

@@ -10,13 +10,17 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/published"
 	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
@@ -185,4 +189,41 @@ func numbered(ns string, n int, description string) []*v1alpha1.ToolDefinition {
 		out[i] = tool(ns, fmt.Sprintf("tool-%04d", i), fmt.Sprintf("tool_%04d", i), fmt.Sprintf(description, i))
 	}
 	return out
+}
+
+// secrets is the resolver's reader over Secrets held in memory.
+type secrets struct {
+	mu     sync.Mutex
+	byName map[types.NamespacedName]*corev1.Secret
+}
+
+func (s *secrets) Get(_ context.Context, key types.NamespacedName, obj kube.Object) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sec, ok := s.byName[key]
+	out, isSecret := obj.(*corev1.Secret)
+	if !ok || !isSecret {
+		return apierrors.NewNotFound(corev1.Resource("secrets"), key.Name)
+	}
+	sec.DeepCopyInto(out)
+	return nil
+}
+
+// secrets gives the catalog's resolver these Secrets to read.
+func (h *harness) secrets(secs ...*corev1.Secret) {
+	s := &secrets{byName: map[types.NamespacedName]*corev1.Secret{}}
+	for _, sec := range secs {
+		s.byName[types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name}] = sec
+	}
+	h.pass.Configs.(*catalogconfig.Resolver).Reader = s
+}
+
+// secret is a Secret that opted in to being used by catalogs.
+func secret(ns, name string, data map[string]string) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{v1alpha1.LabelSecret: v1alpha1.LabelSecretValue}},
+		Data: map[string][]byte{}}
+	for k, v := range data {
+		s.Data[k] = []byte(v)
+	}
+	return s
 }

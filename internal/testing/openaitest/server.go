@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -54,6 +55,7 @@ type Server struct {
 	mu         sync.Mutex
 	embeddings []EmbeddingsRequest
 	chats      []ChatRequest
+	refused    map[string]int
 	inFlight   int
 	peak       int
 }
@@ -92,6 +94,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			ok = ok || auth == "Bearer "+k
 		}
 		if !ok {
+			s.mu.Lock()
+			if s.refused == nil {
+				s.refused = map[string]int{}
+			}
+			s.refused[r.URL.Path]++
+			s.mu.Unlock()
 			WriteError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
 			return
 		}
@@ -149,6 +157,13 @@ func (s *Server) EmbeddingRequests() []EmbeddingsRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]EmbeddingsRequest(nil), s.embeddings...)
+}
+
+// Refused counts the requests refused for their API key, by path.
+func (s *Server) Refused() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.refused)
 }
 
 // ChatRequests returns the chat requests received so far.
