@@ -8,7 +8,9 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
@@ -211,4 +213,79 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+func TestCatalogDeletionRemovesItsKeys(t *testing.T) {
+	c := newCatalogCase(t)
+	g, ctx, ns, _, rc, k := c.g, c.ctx, c.ns, c.p, c.rc, c.k
+	other := catalogKeys(ns, "other")
+	g.Expect(rc.Set(ctx, other.Catalog(), "keep me", 0).Err()).To(Succeed())
+	g.Expect(rc.Keys(ctx, k.Prefix+"*").Val()).NotTo(BeEmpty())
+	g.Expect(getTC(g, ns, "tools").Finalizers).To(ContainElement(v1alpha1.FinalizerCleanup))
+
+	g.Expect(k8sClient.Delete(ctx, getTC(g, ns, "tools"))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "tools"}, &v1alpha1.ToolCatalog{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+	}).Should(Succeed())
+	g.Expect(rc.Keys(ctx, k.Prefix+"*").Val()).To(BeEmpty())
+	g.Expect(rc.Get(ctx, other.Catalog()).Val()).To(Equal("keep me"))
+	g.Eventually(func(g Gomega) {
+		td := getTD(g, ns, "weather")
+		g.Expect(td.Status.Catalogs).To(BeEmpty())
+		expectCondition(g, td, v1alpha1.ConditionEmbedded, metav1.ConditionFalse, v1alpha1.ReasonNotSelected)
+	}).Should(Succeed())
+}
+
+// keyedCatalog is a catalog "tools" of a provider that accepts only the
+// API key sk-good, which both providers read from the Secret openai.
+func keyedCatalog(t *testing.T, ns string) (*provider, *v1alpha1.ToolCatalog) {
+	p := newWireProvider(t)
+	p.APIKeys = []string{"sk-good"}
+	tc := testCatalog(ns, "tools", p)
+	tc.Spec.Embedding.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "openai", Key: "apiKey"}
+	tc.Spec.QueryGeneration.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "openai", Key: "apiKey"}
+	return p, tc
+}
+
+func TestCatalogWaitsForItsSecret(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	p, tc := keyedCatalog(t, ns)
+	createAll(g, tc, testTool(ns, "weather", "get_weather", "Get the weather.", "tools"))
+
+	g.Eventually(func(g Gomega) {
+		tc := getTC(g, ns, "tools")
+		c := expectCondition(g, tc, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound)
+		g.Expect(c.Message).To(ContainSubstring("Secret " + ns + "/openai"))
+		g.Expect(c.Message).To(ContainSubstring("spec.embedding.apiKeySecretRef"))
+		g.Expect(hasEvent(eventsFor(g, ns, "tools"), "Warning", v1alpha1.ReasonSecretNotFound)).NotTo(BeNil())
+	}).Should(Succeed())
+	g.Expect(p.ChatRequests()).To(BeEmpty())
+
+	// Creating the Secret is enough: the watch on Secrets starts a pass.
+	// (What a pass without its Secret does is the pass's own test,
+	// TestAMissingSecretStopsThePass in internal/catalog.)
+	createAll(g, secret(ns, "openai", map[string]string{"apiKey": "sk-good"}))
+	waitVersion(g, ns, "tools", 1)
+}
+
+// A tool that stops matching a catalog's selector loses the catalog's
+// record, written by its own reconciler. (What the pass publishes then is
+// the pass's own test, TestDeletedAndUnlabelledToolsAreDropped in
+// internal/catalog.)
+func TestUnlabelledToolLosesTheCatalogsRecord(t *testing.T) {
+	c := newCatalogCase(t)
+	g, ns := c.g, c.ns
+	g.Eventually(func(g Gomega) {
+		g.Expect(records.Of(getTD(g, ns, "issue"), "tools")).NotTo(BeNil())
+	}).Should(Succeed())
+	editTD(g, ns, "issue", func(td *v1alpha1.ToolDefinition) {
+		delete(td.Labels, catalogLabel)
+	})
+	g.Eventually(func(g Gomega) {
+		td := getTD(g, ns, "issue")
+		g.Expect(records.Of(td, "tools")).To(BeNil())
+		expectCondition(g, td, v1alpha1.ConditionEmbedded, metav1.ConditionFalse, v1alpha1.ReasonNotSelected)
+	}).Should(Succeed())
 }

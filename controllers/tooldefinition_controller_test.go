@@ -219,3 +219,19 @@ func TestToolDefinitionWithoutParametersIsValid(t *testing.T) {
 		g.Expect(got.Status.SpecHash).To(Equal(want))
 	}).Should(Succeed())
 }
+
+// Absent permissions and an empty list stay apart through the API: an
+// empty list (nobody may use the tool) is not dropped for an absent one
+// (everyone may). What the pass publishes of each is
+// TestPermissionsDistinguishEveryoneFromNobody in internal/catalog.
+func TestEmptyPermissionsStayEmpty(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	nobody := testTool(ns, "nobody", "nobody", "Tool nobody.", "tools")
+	nobody.Spec.Permissions = &v1alpha1.ToolPermissions{AllowedPrincipals: []string{}}
+	createAll(g, nobody)
+	stored := getTD(g, ns, "nobody")
+	g.Expect(stored.Spec.Permissions).NotTo(BeNil())
+	g.Expect(stored.Spec.Permissions.AllowedPrincipals).NotTo(BeNil())
+	g.Expect(stored.Spec.Permissions.AllowedPrincipals).To(BeEmpty())
+}
