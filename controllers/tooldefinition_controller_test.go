@@ -3,10 +3,12 @@ package controllers
 import (
 	"context"
 	"regexp"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -234,4 +236,44 @@ func TestEmptyPermissionsStayEmpty(t *testing.T) {
 	g.Expect(stored.Spec.Permissions).NotTo(BeNil())
 	g.Expect(stored.Spec.Permissions.AllowedPrincipals).NotTo(BeNil())
 	g.Expect(stored.Spec.Permissions.AllowedPrincipals).To(BeEmpty())
+}
+
+// nestedSchema is an object schema nested depth levels deep.
+func nestedSchema(depth int) string {
+	s := `{"type":"string"}`
+	for range depth {
+		s = `{"type":"object","properties":{"x":` + s + `}}`
+	}
+	return s
+}
+
+// Hostile ToolDefinitions each get a clear answer from the API: refused
+// by the API server with the field named, or admitted and found invalid
+// by their reconciler, saying where. (What the pass makes of those
+// admitted is TestHostileToolDefinitions in internal/catalog.)
+func TestHostileToolDefinitionsAtTheAPI(t *testing.T) {
+	g := gomegaFor(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+
+	huge := testTool(ns, "huge", "huge", strings.Repeat("a very long description ", 44000), "tools") // about 1 MB
+	err := k8sClient.Create(ctx, huge)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(Or(ContainSubstring("spec.description"), ContainSubstring("too large")))
+
+	deep := testTool(ns, "deep", "deep_schema", "A tool whose schema nests 200 objects deep.", "tools")
+	deep.Spec.Parameters = &apiextensionsv1.JSON{Raw: []byte(nestedSchema(200))}
+	if err := k8sClient.Create(ctx, deep); err != nil {
+		t.Logf("the deep schema refused by the API server: %s", firstLine(err.Error()))
+	}
+	control := testTool(ns, "control", "control_chars", "Beeps\a and\x00 nulls,\ttabs\r\nand escapes \x1b[31mred\x1b[0m.", "tools")
+	badSchema := testTool(ns, "bad-schema", "bad_schema", "A tool with a schema that refers outside.", "tools")
+	badSchema.Spec.Parameters = &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","properties":{"x":{"$ref":"https://example.com/evil.json"}}}`)}
+	createAll(g, control, badSchema)
+	g.Eventually(func(g Gomega) {
+		c := expectCondition(g, getTD(g, ns, "bad-schema"), v1alpha1.ConditionValid, metav1.ConditionFalse, v1alpha1.ReasonInvalidParametersSchema)
+		g.Expect(c.Message).To(ContainSubstring("example.com"))
+		c = expectCondition(g, getTD(g, ns, "control"), v1alpha1.ConditionValid, metav1.ConditionFalse, v1alpha1.ReasonInvisibleCharacters)
+		g.Expect(c.Message).To(ContainSubstring("spec.description holds the invisible or control character U+0007 (at byte 5)"))
+	}).Should(Succeed())
 }
