@@ -107,7 +107,7 @@ bench-gateway-catalogs: prereqs ## One gateway process serving 200 catalogs to 6
 	KUBEBUILDER_ASSETS="$$assets" go test ./test/scale -run TestGatewayManyCatalogs -count=1 -v -timeout 60m -args \
 	  -scale.gateway-catalogs=200 -scale.gateway-tools=50 -scale.gateway-namespaces=20 -scale.gateway-clients=64 -scale.gateway-duration=30s -scale.edits=5
 
-DATA ?= internal/retrieval/testdata/mini
+DATA ?= internal/evaluation/testdata/mini
 RETRIEVAL_ARGS ?=
 .PHONY: bench-retrieval
 bench-retrieval: ## Measure retrieval quality and latency on DATA (tools.json + queries.json), e.g. DATA=../shared/bench/seal-tools; RETRIEVAL_ARGS=-replay=5 measures learning from use.

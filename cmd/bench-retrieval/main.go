@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
-	"github.com/toolcatalog/tool-catalog-operator/internal/retrieval"
+	"github.com/toolcatalog/tool-catalog-operator/internal/evaluation"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )
 
@@ -47,7 +47,7 @@ func run() error {
 		replay                         = flag.Int("replay", 0, "replay half of the queries as usage, folding up to N recorded requests per tool into its query set, and report the other half before and after learning (0: off)")
 		intents                        = flag.String("intents", toolcatalog.IntentsOn, "on searches each intent of a request that asks for several things; off searches every request whole")
 		builtin                        = flag.String("builtin", "sentence", "builtin embedder without -embedding-base-url: sentence (Universal Sentence Encoder lite) or lexical (hashed n-grams)")
-		termWeight                     = flag.Float64("term-weight", retrieval.TermWeight, "the share of the candidate model's term half, with -terms held-out")
+		termWeight                     = flag.Float64("term-weight", evaluation.TermWeight, "the share of the candidate model's term half, with -terms held-out")
 		gridOut                        = flag.String("grid", "", "with -cross, also write every setting's recall@5 on every set to this file (tab-separated)")
 		terms                          = flag.String("terms", "none", "none measures the builtin sentence model; held-out the candidate model: the builtin sentence model beside word weights fitted on the datasets beside the one measured, never on it (docs/search.md)")
 		chatURL, chatModel, chatKeyEnv = flag.String("chat-base-url", "", "OpenAI-compatible chat base URL for query generation; empty uses the builtin generator"), flag.String("chat-model", "", "chat model"), flag.String("chat-api-key-env", "OPENAI_API_KEY", "environment variable holding the chat API key")
@@ -93,14 +93,14 @@ func run() error {
 		if _, ok := emb.(embedding.SentenceEmbedder); !ok {
 			return nil, fmt.Errorf("-terms held-out measures the builtin sentence model's candidate: drop -embedding-base-url and -builtin")
 		}
-		return retrieval.HeldOutEmbedder(ctx, filepath.Dir(filepath.Clean(dir)), filepath.Base(filepath.Clean(dir)), *termWeight)
+		return evaluation.HeldOutEmbedder(ctx, filepath.Dir(filepath.Clean(dir)), filepath.Base(filepath.Clean(dir)), *termWeight)
 	}
 
 	ctx := context.Background()
 	if *cross != "" {
-		return runCross(ctx, *cross, retrieval.BuildOptions{Generator: gen, QueriesPerTool: *perTool, Concurrency: *concurrency}, heldOut, *gridOut)
+		return runCross(ctx, *cross, evaluation.BuildOptions{Generator: gen, QueriesPerTool: *perTool, Concurrency: *concurrency}, heldOut, *gridOut)
 	}
-	ds, err := retrieval.LoadDataset(*data)
+	ds, err := evaluation.LoadDataset(*data)
 	if err != nil {
 		return err
 	}
@@ -108,14 +108,14 @@ func run() error {
 		return err
 	}
 	start := time.Now()
-	cat, err := retrieval.Build(ctx, ds.Tools, retrieval.BuildOptions{Embedder: emb, Generator: gen, QueriesPerTool: *perTool, Concurrency: *concurrency})
+	cat, err := evaluation.Build(ctx, ds.Tools, evaluation.BuildOptions{Embedder: emb, Generator: gen, QueriesPerTool: *perTool, Concurrency: *concurrency})
 	if err != nil {
 		return err
 	}
 	fmt.Printf("dataset %s: %d tools, %d queries; embedder %s; %d queries per tool; catalog built in %s\n",
 		*data, len(ds.Tools), len(ds.Queries), emb.Model(), *perTool, time.Since(start).Round(time.Millisecond))
 	if *replay > 0 {
-		return replayUsage(ctx, ds, cat, retrieval.BuildOptions{Embedder: emb, Generator: gen, QueriesPerTool: *perTool, Concurrency: *concurrency}, *replay, *intents)
+		return replayUsage(ctx, ds, cat, evaluation.BuildOptions{Embedder: emb, Generator: gen, QueriesPerTool: *perTool, Concurrency: *concurrency}, *replay, *intents)
 	}
 	return report(ctx, cat, ds.Queries, emb, *intents)
 }
@@ -125,21 +125,21 @@ func run() error {
 // and after learning: every method, learning's reach, and the queries
 // asking only for tools no traffic recorded, which learning must not
 // lower.
-func replayUsage(ctx context.Context, ds *retrieval.Dataset, before *toolcatalog.Catalog, o retrieval.BuildOptions, perTool int, intents string) error {
-	traffic, test := retrieval.Split(ds.Queries)
-	o.Learned = retrieval.Replayed(traffic, perTool)
+func replayUsage(ctx context.Context, ds *evaluation.Dataset, before *toolcatalog.Catalog, o evaluation.BuildOptions, perTool int, intents string) error {
+	traffic, test := evaluation.Split(ds.Queries)
+	o.Learned = evaluation.Replayed(traffic, perTool)
 	fmt.Printf("\nreplay: %d traffic queries recorded as usage, %d tools learned requests (at most %d each); %d test queries\n\nbefore learning (test queries):\n",
 		len(traffic), len(o.Learned), perTool, len(test))
 	if err := report(ctx, before, test, o.Embedder, intents); err != nil {
 		return err
 	}
 	hybrid := toolcatalog.Options{Method: toolcatalog.Hybrid, Embedder: o.Embedder, Intents: intents}
-	reach, err := retrieval.LearningReach(ctx, before, traffic, test, hybrid)
+	reach, err := evaluation.LearningReach(ctx, before, traffic, test, hybrid)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("\nlearning's reach (hybrid): recall@5 %.3f if every recorded tool were found\n", reach)
-	after, err := retrieval.Build(ctx, ds.Tools, o)
+	after, err := evaluation.Build(ctx, ds.Tools, o)
 	if err != nil {
 		return err
 	}
@@ -147,15 +147,15 @@ func replayUsage(ctx context.Context, ds *retrieval.Dataset, before *toolcatalog
 	if err = report(ctx, after, test, o.Embedder, intents); err != nil {
 		return err
 	}
-	unrecorded := retrieval.Unrecorded(traffic, test)
+	unrecorded := evaluation.Unrecorded(traffic, test)
 	if len(unrecorded) == 0 {
 		return nil
 	}
 	// recall is the hybrid recall@5 of queries before and after learning.
-	recall := func(queries []retrieval.Query) (r [2]float64, err error) {
+	recall := func(queries []evaluation.Query) (r [2]float64, err error) {
 		for i, cat := range []*toolcatalog.Catalog{before, after} {
-			var m *retrieval.Metrics
-			if m, err = retrieval.Evaluate(ctx, cat, queries, hybrid); err != nil {
+			var m *evaluation.Metrics
+			if m, err = evaluation.Evaluate(ctx, cat, queries, hybrid); err != nil {
 				return r, err
 			}
 			r[i] = m.Recall[5]
@@ -167,7 +167,7 @@ func replayUsage(ctx context.Context, ds *retrieval.Dataset, before *toolcatalog
 		return err
 	}
 	fmt.Printf("\n%d test queries ask only for tools no traffic recorded: hybrid recall@5 %.3f before learning, %.3f after\n", len(unrecorded), r[0], r[1])
-	unlike, err := retrieval.LeastLike(ctx, o.Embedder, traffic, unrecorded, 0.25)
+	unlike, err := evaluation.LeastLike(ctx, o.Embedder, traffic, unrecorded, 0.25)
 	if err != nil || len(unlike) == 0 {
 		return err
 	}
@@ -179,27 +179,27 @@ func replayUsage(ctx context.Context, ds *retrieval.Dataset, before *toolcatalog
 }
 
 // report evaluates every method on the queries and prints the table.
-func report(ctx context.Context, cat *toolcatalog.Catalog, queries []retrieval.Query, emb embedding.Embedder, intents string) error {
-	var results []*retrieval.Metrics
+func report(ctx context.Context, cat *toolcatalog.Catalog, queries []evaluation.Query, emb embedding.Embedder, intents string) error {
+	var results []*evaluation.Metrics
 	for _, m := range toolcatalog.Methods {
-		r, err := retrieval.Evaluate(ctx, cat, queries, toolcatalog.Options{Method: m, Embedder: emb, Intents: intents})
+		r, err := evaluation.Evaluate(ctx, cat, queries, toolcatalog.Options{Method: m, Embedder: emb, Intents: intents})
 		if err != nil {
 			return err
 		}
 		results = append(results, r)
 	}
-	return retrieval.WriteReport(os.Stdout, results)
+	return evaluation.WriteReport(os.Stdout, results)
 }
 
 // runCross prepares every set under dir and reports the cross-set run.
-func runCross(ctx context.Context, dir string, o retrieval.BuildOptions, embedderFor func(context.Context, string) (embedding.Embedder, error), gridOut string) error {
-	dirs, err := retrieval.Datasets(dir)
+func runCross(ctx context.Context, dir string, o evaluation.BuildOptions, embedderFor func(context.Context, string) (embedding.Embedder, error), gridOut string) error {
+	dirs, err := evaluation.Datasets(dir)
 	if err != nil {
 		return err
 	}
-	var sets []*retrieval.Prepared
+	var sets []*evaluation.Prepared
 	for _, path := range dirs {
-		ds, loadErr := retrieval.LoadDataset(path)
+		ds, loadErr := evaluation.LoadDataset(path)
 		if loadErr != nil {
 			return fmt.Errorf("%s: %w", path, loadErr)
 		}
@@ -208,7 +208,7 @@ func runCross(ctx context.Context, dir string, o retrieval.BuildOptions, embedde
 			return err
 		}
 		name := filepath.Base(path)
-		p, prepErr := retrieval.Prepare(ctx, name, ds, o)
+		p, prepErr := evaluation.Prepare(ctx, name, ds, o)
 		if prepErr != nil {
 			return prepErr
 		}
@@ -219,7 +219,7 @@ func runCross(ctx context.Context, dir string, o retrieval.BuildOptions, embedde
 		return fmt.Errorf("%s holds %d datasets; leaving one out needs at least 2", dir, len(sets))
 	}
 	start := time.Now()
-	c, err := retrieval.RunCross(ctx, sets, retrieval.Grid())
+	c, err := evaluation.RunCross(ctx, sets, evaluation.Grid())
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package retrieval
+package evaluation
 
 import (
 	"context"

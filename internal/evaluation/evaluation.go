@@ -1,8 +1,8 @@
-// Package retrieval measures how well a catalog finds the right tools: it
+// Package evaluation measures how well a catalog finds the right tools: it
 // builds a catalog in-process from a dataset of tools with the project's
 // real query generator and embedder, runs the dataset's queries through
 // each search method and reports recall, hit rate, MRR and latency.
-package retrieval
+package evaluation
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package retrieval
+package evaluation
 
 // Cross-set choice: every tunable search constant is chosen on some sets
 // and reported on the one left out, so a gain is counted only where it was
