@@ -232,6 +232,16 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Who asks comes first: a client learns nothing of a catalog before
 	// it has authenticated, and then only of the catalogs it may open.
+	//
+	// This is not the SDK's auth.RequireBearerToken middleware, which
+	// answers every failure 401 before the handler runs: a catalog may
+	// admit clients without a token (spec.gateway.allowAnonymous, known
+	// only once the catalog is read); a verifier saturated with token
+	// reviews answers 429 with Retry-After and an unreachable one 503, so
+	// clients back off instead of dropping their tokens; and the
+	// principal, not a per-replica token cache, is what a session is
+	// checked against, so a session opened on one replica goes on on
+	// another.
 	var tc *v1alpha1.ToolCatalog
 	token, err := request.Bearer(r.Header.Get("Authorization"))
 	switch {
