@@ -94,10 +94,6 @@ type workqueueLimiter = workqueue.TypedRateLimitingInterface[ctrl.Request]
 
 func catalogID(tc *v1alpha1.ToolCatalog) string { return catalog.ID(tc) }
 
-func joinAddresses(tc *v1alpha1.ToolCatalog) string {
-	return strings.Join(tc.Spec.Redis.Addresses, ",")
-}
-
 // Reconcile runs one incremental pass for a catalog and writes its status
 // once, from what the pass came to.
 func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"encoding/json"
-	"sort"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -203,16 +202,6 @@ func TestCatalogReembedsOnlyTheEditedTool(t *testing.T) {
 	g.Expect(embAfter).To(Equal(embBefore))
 	g.Expect(dumpCatalog(rc, k)).To(Equal(dump))
 	expectCondition(g, tc, v1alpha1.ConditionPublished, metav1.ConditionTrue, v1alpha1.ReasonUpToDate)
-}
-
-// sortedKeys is for readable failure messages.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func TestCatalogDeletionRemovesItsKeys(t *testing.T) {

@@ -64,16 +64,16 @@ func TestLearningFromRecordedRequests(t *testing.T) {
 	// tool_search → tool_call through the bridge.
 	record := func(principal, request string) {
 		t.Helper()
-		if err := toolcatalog.RecordRequest(ctx, rc, keys, cat, principal, request, "book_room"); err != nil {
-			t.Fatal(err)
+		if recordErr := toolcatalog.RecordRequest(ctx, rc, keys, cat, principal, request, "book_room"); recordErr != nil {
+			t.Fatal(recordErr)
 		}
 	}
 	for i, req := range []string{"grab the fishbowl for standup", "grab the fishbowl for standup", "fishbowl at ten for the standup please"} {
 		record([]string{"ana", "ben", "ana"}[i], req)
 	}
 	bridge := &toolcatalog.Bridge{Catalog: func() *toolcatalog.Catalog { return cat }, Search: toolcatalog.Options{Embedder: builtin.Embedder{}}}
-	if _, _, err := bridge.Handle(ctx, toolcatalog.ToolSearch, `{"query":"reserve a meeting room for the fishbowl at ten for the standup","top_k":5}`); err != nil {
-		t.Fatal(err)
+	if _, _, searchErr := bridge.Handle(ctx, toolcatalog.ToolSearch, `{"query":"reserve a meeting room for the fishbowl at ten for the standup","top_k":5}`); searchErr != nil {
+		t.Fatal(searchErr)
 	}
 	_, call, err := bridge.Handle(ctx, toolcatalog.ToolCall, `{"name":"book_room","arguments":{"q":"10:00"}}`)
 	if err != nil || call.Name != "book_room" || call.Request != "reserve a meeting room for the fishbowl at ten for the standup" {
@@ -98,9 +98,9 @@ func TestLearningFromRecordedRequests(t *testing.T) {
 		t.Fatalf("changes %+v, %v", changes, err)
 	}
 	meta := func(name string) *contract.Metadata {
-		m, err := contract.ParseMetadata(rc.HGet(ctx, keys.Metadata(), name).Val())
-		if err != nil {
-			t.Fatal(err)
+		m, parseErr := contract.ParseMetadata(rc.HGet(ctx, keys.Metadata(), name).Val())
+		if parseErr != nil {
+			t.Fatal(parseErr)
 		}
 		return m
 	}

@@ -38,24 +38,24 @@ func Dump(ctx context.Context, c *redis.Client, pattern string) (string, error) 
 		var lines []string
 		switch typ {
 		case "string":
-			v, err := c.Get(ctx, key).Result()
-			if err != nil {
-				return "", err
+			v, getErr := c.Get(ctx, key).Result()
+			if getErr != nil {
+				return "", getErr
 			}
 			lines = []string{quote(v)}
 		case "hash":
-			m, err := c.HGetAll(ctx, key).Result()
-			if err != nil {
-				return "", err
+			m, getErr := c.HGetAll(ctx, key).Result()
+			if getErr != nil {
+				return "", getErr
 			}
 			for f, v := range m {
 				lines = append(lines, strconv.Quote(f)+" "+quote(v))
 			}
 			slices.Sort(lines)
 		case "zset":
-			zs, err := c.ZRangeWithScores(ctx, key, 0, -1).Result()
-			if err != nil {
-				return "", err
+			zs, getErr := c.ZRangeWithScores(ctx, key, 0, -1).Result()
+			if getErr != nil {
+				return "", getErr
 			}
 			for _, z := range zs {
 				lines = append(lines, strconv.FormatFloat(z.Score, 'g', -1, 64)+" "+quote(fmt.Sprint(z.Member)))
