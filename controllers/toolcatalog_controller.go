@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,6 +31,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/grading"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube/cached"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
 	"github.com/toolcatalog/tool-catalog-operator/internal/published"
 	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
@@ -87,10 +87,7 @@ type ToolCatalogReconciler struct {
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolcatalogs/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
-func (r *ToolCatalogReconciler) now() time.Time { return now(r.Now) }
-
-// workqueueLimiter is the queue event handlers add requests to.
-type workqueueLimiter = workqueue.TypedRateLimitingInterface[ctrl.Request]
+func (r *ToolCatalogReconciler) now() time.Time { return reconcile.Now(r.Now) }
 
 func catalogID(tc *v1alpha1.ToolCatalog) string { return catalog.ID(tc) }
 
@@ -298,10 +295,10 @@ func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ToolCatalog{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&v1alpha1.ToolDefinition{}, handler.Funcs{
-			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueueLimiter) {
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q reconcile.Queue) {
 				r.enqueueSelecting(ctx, q, e.Object)
 			},
-			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueueLimiter) {
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q reconcile.Queue) {
 				if e.ObjectOld.GetGeneration() == e.ObjectNew.GetGeneration() &&
 					labels.Equals(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) &&
 					e.ObjectOld.GetDeletionTimestamp().Equal(e.ObjectNew.GetDeletionTimestamp()) &&
@@ -310,7 +307,7 @@ func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 				}
 				r.enqueueSelecting(ctx, q, e.ObjectOld, e.ObjectNew)
 			},
-			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueueLimiter) {
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q reconcile.Queue) {
 				r.enqueueSelecting(ctx, q, e.Object)
 			},
 		}).
@@ -343,10 +340,10 @@ func validityChanged(before, after client.Object) bool {
 // enqueueSelecting queues every catalog whose selector matches any of the
 // given versions of a ToolDefinition, so a tool that stops matching is
 // dropped as surely as a new match is added.
-func (r *ToolCatalogReconciler) enqueueSelecting(ctx context.Context, q workqueueLimiter, objs ...client.Object) {
+func (r *ToolCatalogReconciler) enqueueSelecting(ctx context.Context, q reconcile.Queue, objs ...client.Object) {
 	seen := map[string]bool{}
 	for _, obj := range objs {
-		names, err := catalogsSelecting(ctx, r.Client, obj)
+		names, err := cached.CatalogsSelecting(ctx, r.Client, obj)
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Finding the catalogs of a ToolDefinition", "toolDefinition", client.ObjectKeyFromObject(obj))
 		}
@@ -362,50 +359,6 @@ func (r *ToolCatalogReconciler) enqueueSelecting(ctx context.Context, q workqueu
 	}
 }
 
-// catalogsSelecting returns the names of the catalogs in the object's
-// namespace that select it (selectingCatalogs).
-func catalogsSelecting(ctx context.Context, c client.Reader, obj client.Object) ([]string, error) {
-	selecting, err := selectingCatalogs(ctx, c, obj.GetNamespace())
-	if err != nil {
-		return nil, err
-	}
-	return selecting(obj), nil
-}
-
-// selectingCatalogs lists a namespace's catalogs once and returns what
-// selects an object there: the names of the catalogs whose selector
-// matches its labels. A catalog whose selector does not parse selects
-// nothing (it reports that itself), and neither does one being deleted,
-// as its cleanup records.
-func selectingCatalogs(ctx context.Context, c client.Reader, namespace string) (func(client.Object) []string, error) {
-	list := &v1alpha1.ToolCatalogList{}
-	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
-		return nil, fmt.Errorf("listing ToolCatalogs: %w", err)
-	}
-	type sel struct {
-		name     string
-		selector labels.Selector
-	}
-	var sels []sel
-	for i := range list.Items {
-		if !list.Items[i].DeletionTimestamp.IsZero() {
-			continue
-		}
-		if s, err := metav1.LabelSelectorAsSelector(&list.Items[i].Spec.Selector); err == nil {
-			sels = append(sels, sel{list.Items[i].Name, s})
-		}
-	}
-	return func(obj client.Object) []string {
-		names := []string{}
-		for _, s := range sels {
-			if s.selector.Matches(labels.Set(obj.GetLabels())) {
-				names = append(names, s.name)
-			}
-		}
-		return names
-	}, nil
-}
-
 // catalogsForSource queues the catalogs that select what a ToolSource
 // imports: its ToolDefinitions carry its labels and its name.
 func (r *ToolCatalogReconciler) catalogsForSource(ctx context.Context, obj client.Object) []ctrl.Request {
@@ -415,8 +368,8 @@ func (r *ToolCatalogReconciler) catalogsForSource(ctx context.Context, obj clien
 	}
 	stamped := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ts.Namespace, Labels: map[string]string{}}}
 	maps.Copy(stamped.Labels, ts.Spec.Labels)
-	stamped.Labels[LabelToolSource] = ts.Name
-	names, err := catalogsSelecting(ctx, r.Client, stamped)
+	stamped.Labels[v1alpha1.LabelToolSource] = ts.Name
+	names, err := cached.CatalogsSelecting(ctx, r.Client, stamped)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Finding the catalogs of a ToolSource", "toolSource", client.ObjectKeyFromObject(ts))
 	}

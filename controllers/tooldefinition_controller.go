@@ -23,6 +23,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/kube/cached"
 	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
 	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 	"github.com/toolcatalog/tool-catalog-operator/internal/toolschema"
@@ -169,7 +170,7 @@ func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *
 // reconcileCatalogs sets the records of the catalogs that select the tool
 // from the ledger, and derives Embedded, Ready and Confusable from them.
 func (r *ToolDefinitionReconciler) reconcileCatalogs(ctx context.Context, td *v1alpha1.ToolDefinition) error {
-	catalogs, err := catalogsSelecting(ctx, r.Client, td)
+	catalogs, err := cached.CatalogsSelecting(ctx, r.Client, td)
 	if err != nil {
 		// Without the list, "not selected" could be a lie: keep the
 		// records and conditions as they are and retry.
@@ -253,29 +254,29 @@ func (r *ToolDefinitionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			r.Ledger.Behind()))).
 		WatchesRawSource(r.Ledger.Source()).
 		Watches(&v1alpha1.ToolCatalog{}, handler.Funcs{
-			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueueLimiter) {
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q reconcile.Queue) {
 				r.enqueueSelected(ctx, q, e.Object)
 			},
-			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueueLimiter) {
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q reconcile.Queue) {
 				if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
 					e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero() {
 					r.enqueueSelected(ctx, q, e.ObjectOld, e.ObjectNew)
 				}
 			},
-			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueueLimiter) {
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q reconcile.Queue) {
 				r.enqueueSelected(ctx, q, e.Object)
 			},
 		}).
 		// A source's record and last sync decide whether the tools naming
 		// it are valid.
 		Watches(&v1alpha1.ToolSource{}, handler.Funcs{
-			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueueLimiter) {
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q reconcile.Queue) {
 				r.enqueueNaming(ctx, q, nil, e.Object)
 			},
-			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueueLimiter) {
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q reconcile.Queue) {
 				r.enqueueNaming(ctx, q, e.ObjectOld, e.ObjectNew)
 			},
-			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueueLimiter) {
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q reconcile.Queue) {
 				r.enqueueNaming(ctx, q, nil, e.Object)
 			},
 		}).
@@ -302,7 +303,7 @@ const sourceRefIndex = ".spec.source.toolSource"
 // enqueueNaming queues the ToolDefinitions that name a ToolSource: after
 // an update (before is set), only those whose validity it changes, so a
 // sync that records nothing new costs no reconcile of its tools.
-func (r *ToolDefinitionReconciler) enqueueNaming(ctx context.Context, q workqueueLimiter, before, after client.Object) {
+func (r *ToolDefinitionReconciler) enqueueNaming(ctx context.Context, q reconcile.Queue, before, after client.Object) {
 	list := &v1alpha1.ToolDefinitionList{}
 	if err := r.List(ctx, list, client.InNamespace(after.GetNamespace()), client.MatchingFields{sourceRefIndex: after.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing the ToolDefinitions of a ToolSource")
@@ -343,7 +344,7 @@ func sourceReason(td *v1alpha1.ToolDefinition, ts *v1alpha1.ToolSource) (string,
 
 // enqueueSelected queues the ToolDefinitions any version of a catalog
 // selects.
-func (r *ToolDefinitionReconciler) enqueueSelected(ctx context.Context, q workqueueLimiter, objs ...client.Object) {
+func (r *ToolDefinitionReconciler) enqueueSelected(ctx context.Context, q reconcile.Queue, objs ...client.Object) {
 	for _, obj := range objs {
 		tc, ok := obj.(*v1alpha1.ToolCatalog)
 		if !ok {

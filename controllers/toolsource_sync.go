@@ -371,7 +371,7 @@ func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSourc
 // the source's tools no longer listed. Before it rewrites a tool it
 // created, it records the spec it is about to write (announce).
 func (r *ToolSourceReconciler) applyTools(ctx context.Context, ts *v1alpha1.ToolSource, tools []mcpsource.Imported, inv *inventory, res *syncResult, approvals mcpsource.Approvals) error {
-	gate := newApprovalGate(ts, approvals, metav1.NewTime(now(r.Now)))
+	gate := newApprovalGate(ts, approvals, metav1.NewTime(reconcile.Now(r.Now)))
 	var plans []toolPlan
 	rewrites := map[types.UID]string{}
 	for _, t := range tools {
@@ -552,7 +552,7 @@ func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsou
 	sort.Slice(pending, func(i, j int) bool { return pending[i].Tool < pending[j].Tool })
 	newlyPending := newPendingChanges(ts.Status.PendingChanges, pending)
 
-	syncedAt := metav1.NewTime(now(r.Now))
+	syncedAt := metav1.NewTime(reconcile.Now(r.Now))
 	st := &ts.Status
 	st.Server = &v1alpha1.MCPServerInfo{Name: server.Name, Version: server.Version, ProtocolVersion: server.ProtocolVersion}
 	st.ToolCount = int32(res.kept)

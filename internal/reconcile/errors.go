@@ -4,8 +4,22 @@ import (
 	"errors"
 	"time"
 
+	"k8s.io/client-go/util/workqueue"
+
 	ctrl "sigs.k8s.io/controller-runtime"
 )
+
+// Queue is the queue a controller's event handlers add requests to.
+type Queue = workqueue.TypedRateLimitingInterface[ctrl.Request]
+
+// Now reads clock, time.Now when nil: reconcilers take their clock as a
+// field so tests can set it.
+func Now(clock func() time.Time) time.Time {
+	if clock != nil {
+		return clock()
+	}
+	return time.Now()
+}
 
 // Kind says what retrying a failed step can achieve.
 type Kind int

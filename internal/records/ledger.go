@@ -7,7 +7,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
 )
 
 // Ledger holds, for each catalog, the records of its tools that its latest
@@ -208,7 +208,7 @@ func (l *Ledger) Changed() <-chan event.TypedGenericEvent[types.NamespacedName] 
 // news.
 func (l *Ledger) Source() source.Source {
 	return source.TypedChannel(l.changed, handler.TypedFuncs[types.NamespacedName, ctrl.Request]{
-		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[types.NamespacedName], q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[types.NamespacedName], q reconcile.Queue) {
 			q.Add(ctrl.Request{NamespacedName: e.Object})
 		},
 	})

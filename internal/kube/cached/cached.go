@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -118,4 +119,48 @@ func ToolSources(ctx context.Context, c client.Reader, namespace string) (catalo
 		byName[list.Items[i].Name] = &list.Items[i]
 	}
 	return func(name string) *v1alpha1.ToolSource { return byName[name] }, nil
+}
+
+// CatalogsSelecting returns the names of the catalogs in the object's
+// namespace that select it (SelectingCatalogs).
+func CatalogsSelecting(ctx context.Context, c client.Reader, obj client.Object) ([]string, error) {
+	selecting, err := SelectingCatalogs(ctx, c, obj.GetNamespace())
+	if err != nil {
+		return nil, err
+	}
+	return selecting(obj), nil
+}
+
+// SelectingCatalogs lists a namespace's catalogs once and returns what
+// selects an object there: the names of the catalogs whose selector
+// matches its labels. A catalog whose selector does not parse selects
+// nothing (it reports that itself), and neither does one being deleted,
+// as its cleanup records.
+func SelectingCatalogs(ctx context.Context, c client.Reader, namespace string) (func(client.Object) []string, error) {
+	list := &v1alpha1.ToolCatalogList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing ToolCatalogs: %w", err)
+	}
+	type sel struct {
+		name     string
+		selector labels.Selector
+	}
+	var sels []sel
+	for i := range list.Items {
+		if !list.Items[i].DeletionTimestamp.IsZero() {
+			continue
+		}
+		if s, err := metav1.LabelSelectorAsSelector(&list.Items[i].Spec.Selector); err == nil {
+			sels = append(sels, sel{list.Items[i].Name, s})
+		}
+	}
+	return func(obj client.Object) []string {
+		names := []string{}
+		for _, s := range sels {
+			if s.selector.Matches(labels.Set(obj.GetLabels())) {
+				names = append(names, s.name)
+			}
+		}
+		return names
+	}, nil
 }
