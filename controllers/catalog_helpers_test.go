@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/controllers/toolcatalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
@@ -321,12 +322,12 @@ func createAll(g *WithT, objs ...client.Object) {
 // catalogReconciler wires a ToolCatalog reconciler as the manager does
 // (internal/manager.Setup): c reads and writes, apiReader reads Secrets,
 // informers (nil: none) is the cache the pass reads ToolDefinitions from.
-func catalogReconciler(c client.Client, apiReader client.Reader, rec events.EventRecorder, informers cache.Informers, retry *embedding.RetryPolicy, providers catalogconfig.ProviderFactory, writer *records.Writer, now func() time.Time) *ToolCatalogReconciler {
+func catalogReconciler(c client.Client, apiReader client.Reader, rec events.EventRecorder, informers cache.Informers, retry *embedding.RetryPolicy, providers catalogconfig.ProviderFactory, writer *records.Writer, now func() time.Time) *toolcatalog.Reconciler {
 	resolver := &catalogconfig.Resolver{Reader: crkube.Getter(apiReader), RetryPolicy: retry}
 	catalogs := &published.Catalogs{Pool: redisPool, Now: now}
 	grades := grading.New(c, rec, now, writer.Graded)
 	objects := &cached.Objects{Reader: c, Informers: informers}
-	return &ToolCatalogReconciler{
+	return &toolcatalog.Reconciler{
 		Client: c, Recorder: rec, Now: now,
 		Pass:     &catalog.Pass{Configs: resolver, Providers: providers, Stores: catalogs, Objects: objects, Now: now},
 		Catalogs: catalogs, Resolver: resolver, Providers: providers, Grades: grades, Records: writer,

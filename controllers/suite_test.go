@@ -25,6 +25,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/controllers/tooldefinition"
+	"github.com/toolcatalog/tool-catalog-operator/controllers/toolsource"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/kube/cached"
@@ -126,7 +128,7 @@ func startCluster(onStop func(func() error)) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 	suiteManager = mgr
-	if err = (&ToolDefinitionReconciler{
+	if err = (&tooldefinition.Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("tooldefinition-controller"),
 		Ledger:   suiteLedger,
@@ -155,7 +157,7 @@ func startCluster(onStop func(func() error)) error {
 		cancel()
 		return fmt.Errorf("setting up toolcatalog controller: %w", err)
 	}
-	if err := (&ToolSourceReconciler{
+	if err := (&toolsource.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("toolsource-controller"),

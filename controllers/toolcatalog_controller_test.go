@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/controllers/tooldefinition"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/providertest"
@@ -137,7 +138,7 @@ func TestCatalogPublishesFirstVersion(t *testing.T) {
 				managers = append(managers, mf.Manager)
 			}
 		}
-		g.Expect(managers).To(ConsistOf(toolDefinitionFieldOwner))
+		g.Expect(managers).To(ConsistOf(tooldefinition.FieldOwner))
 	}).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(hasEvent(eventsFor(g, ns, "tools"), corev1.EventTypeNormal, v1alpha1.ReasonVersionPublished)).NotTo(BeNil())

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/controllers/tooldefinition"
 	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 )
 
@@ -120,7 +121,7 @@ func TestToolDefinitionStatusHasOneWriter(t *testing.T) {
 		}
 	}
 	g.Expect(writers).To(HaveLen(1), "the status has several writers: %v", writers)
-	g.Expect(writers).To(HaveKeyWithValue(toolDefinitionFieldOwner, ContainElements("f:catalogs", "f:conditions", "f:specHash")))
+	g.Expect(writers).To(HaveKeyWithValue(tooldefinition.FieldOwner, ContainElements("f:catalogs", "f:conditions", "f:specHash")))
 }
 
 // A deleted catalog's record goes from every ToolDefinition, and does not

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/controllers/toolcatalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/kube/cached"
@@ -60,7 +61,7 @@ func TestWriteConflictDoesNotUseUpARefreshRequest(t *testing.T) {
 type directCatalog struct {
 	g        *WithT
 	tc       *v1alpha1.ToolCatalog
-	r        *ToolCatalogReconciler
+	r        *toolcatalog.Reconciler
 	failList atomic.Bool
 	failSub  atomic.Bool
 }

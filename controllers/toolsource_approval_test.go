@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -364,19 +363,6 @@ func TestToolSourceApprovalGateOpensOnlyByApproval(t *testing.T) {
 		g.Expect(getTS(g, ns, "crm").Status.PendingChanges).To(HaveLen(2))
 	}).Should(Succeed())
 	g.Expect(sourceTools(g, ns, "crm")).To(BeEmpty(), "a source made again imported without approval")
-}
-
-// The diffs of many pending changes are kept while they fit together; the
-// rest say why they are not shown, so a status stays small whatever a
-// server sends.
-func TestBoundDiffs(t *testing.T) {
-	diff := func(n int) string { return strings.Repeat("x", n) }
-	got := boundDiffs([]v1alpha1.PendingChange{{Tool: "a", Diff: diff(60)}, {Tool: "b", Diff: diff(30)}, {Tool: "c", Diff: diff(20)}, {Tool: "d", Diff: diff(5)}}, 100)
-	for i, shown := range []bool{true, true, false, false} {
-		if kept := !strings.HasPrefix(got[i].Diff, "(not shown:"); kept != shown {
-			t.Errorf("%s: diff shown %v, want %v (%q)", got[i].Tool, kept, shown, got[i].Diff)
-		}
-	}
 }
 
 // An upstream change to a tool's output schema is held like any other:

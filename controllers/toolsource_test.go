@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/controllers/toolsource"
 	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcptest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -34,7 +35,7 @@ func toolSource(ns, name, url string) *v1alpha1.ToolSource {
 // sourceTools lists the ToolDefinitions a source owns, by tool name.
 func sourceTools(g Gomega, ns, source string) map[string]*v1alpha1.ToolDefinition {
 	list := &v1alpha1.ToolDefinitionList{}
-	g.Expect(k8sClient.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{LabelToolSource: source})).To(Succeed())
+	g.Expect(k8sClient.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelToolSource: source})).To(Succeed())
 	out := map[string]*v1alpha1.ToolDefinition{}
 	for i := range list.Items {
 		out[list.Items[i].Spec.Name] = &list.Items[i]
@@ -374,7 +375,7 @@ func TestToolSourceApplyFailureIsReported(t *testing.T) {
 // ToolSource last wrote to it.
 func sourceWrite(td *v1alpha1.ToolDefinition) string {
 	for _, m := range td.ManagedFields {
-		if m.Manager == sourceFieldOwner {
+		if m.Manager == toolsource.FieldOwner {
 			return fmt.Sprintf("generation %d, %s at %s: %s", td.Generation, m.Operation, m.Time, m.FieldsV1)
 		}
 	}

@@ -26,7 +26,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
-	"github.com/toolcatalog/tool-catalog-operator/controllers"
+	"github.com/toolcatalog/tool-catalog-operator/controllers/toolcatalog"
+	"github.com/toolcatalog/tool-catalog-operator/controllers/tooldefinition"
+	"github.com/toolcatalog/tool-catalog-operator/controllers/toolsource"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
@@ -112,7 +114,7 @@ func BindFlags(fs *flag.FlagSet) *Config {
 	fs.Float64Var(&c.QPS, "kube-api-qps", envflag.Float("KUBE_API_QPS", 50), "Queries per second to the Kubernetes API; status writes for many tools need more than client-go's default of 5.")
 	fs.IntVar(&c.Burst, "kube-api-burst", int(envflag.Float("KUBE_API_BURST", 100)), "Burst of queries to the Kubernetes API.")
 	fs.IntVar(&c.SourceMaxTools, "source-max-tools", mcpsource.DefaultMaxTools, "Most tools one ToolSource may list; a server listing more is SyncLimitExceeded and nothing changes.")
-	fs.DurationVar(&c.SourceSyncTimeout, "source-sync-timeout", controllers.DefaultSyncTimeout, "How long one ToolSource sync may talk to its MCP server.")
+	fs.DurationVar(&c.SourceSyncTimeout, "source-sync-timeout", toolsource.DefaultSyncTimeout, "How long one ToolSource sync may talk to its MCP server.")
 	c.WatchNamespaces = envflag.List(os.Getenv("WATCH_NAMESPACES"))
 	fs.Func("watch-namespaces", "Comma-separated namespaces whose catalogs, tools and sources the manager reconciles (default: all); a namespaced install grants it Roles in just these.", func(v string) error {
 		c.WatchNamespaces = envflag.List(v)
@@ -244,7 +246,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *redisconn.Pool, c Config
 	// ToolDefinition reconciler, the one writer of their status.
 	objects := &cached.Objects{Reader: mgr.GetClient(), Informers: mgr.GetCache()}
 	writer := records.NewWriter(records.NewLedger(), objects, mgr.GetClient())
-	if err := (&controllers.ToolDefinitionReconciler{
+	if err := (&tooldefinition.Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("tooldefinition-controller"),
 		Ledger:   writer.Ledger(),
@@ -258,7 +260,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *redisconn.Pool, c Config
 	catalogs := &published.Catalogs{Pool: pool, StoreMaxEntries: c.QueryStoreMaxEntries}
 	grades := grading.New(mgr.GetClient(), recorder, nil, writer.Graded)
 	grades.MaxBytes, grades.Idle = c.GradingMaxBytes, c.GradingIdle
-	if err := (&controllers.ToolCatalogReconciler{
+	if err := (&toolcatalog.Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: recorder,
 		Pass: &catalog.Pass{
@@ -274,7 +276,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *redisconn.Pool, c Config
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the toolcatalog controller: %w", err)
 	}
-	if err := (&controllers.ToolSourceReconciler{
+	if err := (&toolsource.Reconciler{
 		Client:      mgr.GetClient(),
 		APIReader:   mgr.GetAPIReader(),
 		Recorder:    mgr.GetEventRecorder("toolsource-controller"),

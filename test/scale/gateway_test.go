@@ -148,7 +148,7 @@ func TestGatewayManyCatalogs(t *testing.T) {
 	// new version, which every watcher must be told of. They come one
 	// every editSpacing, as a person's or a GitOps sync's do: edits that
 	// follow each other at once are a burst, whose versions the manager
-	// spaces on purpose (controllers/toolcatalog_pace.go).
+	// spaces on purpose (controllers/toolcatalog/pace.go).
 	var reach, toNotice, fromNotice []time.Duration
 	announced := noticeTimesOn(t, contract.DefaultChannel, keys[0].String())
 	key := client.ObjectKey{Namespace: keys[0].Namespace, Name: gatewayToolName(keys[0], "get_weather")}

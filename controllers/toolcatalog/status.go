@@ -1,4 +1,4 @@
-package controllers
+package toolcatalog
 
 import (
 	"errors"
@@ -147,7 +147,7 @@ func observeCounts(tc *v1alpha1.ToolCatalog, c v1alpha1.ToolCounts) {
 
 // recordEvents emits events for what changed, comparing the old status
 // with the new one: never on a no-op pass.
-func (r *ToolCatalogReconciler) recordEvents(base, tc *v1alpha1.ToolCatalog, res catalog.PassResult) {
+func (r *Reconciler) recordEvents(base, tc *v1alpha1.ToolCatalog, res catalog.PassResult) {
 	if o := res.Outcome; o != nil {
 		if o.Published {
 			r.Recorder.Eventf(tc, nil, corev1.EventTypeNormal, v1alpha1.ReasonVersionPublished, "Publish", "published version %d: %s", o.Version, o.Summary())

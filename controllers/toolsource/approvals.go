@@ -1,4 +1,4 @@
-package controllers
+package toolsource
 
 import (
 	"context"
@@ -32,7 +32,7 @@ const VerbApprove = "approve"
 // spendApprovals deletes the approvals of ts that approve nothing it
 // still holds, as the status a sync just wrote says: an approval is read
 // until what it approves is applied, and no longer.
-func (r *ToolSourceReconciler) spendApprovals(ctx context.Context, ts *v1alpha1.ToolSource) {
+func (r *Reconciler) spendApprovals(ctx context.Context, ts *v1alpha1.ToolSource) {
 	var list v1alpha1.ToolSourceApprovalList
 	if err := r.List(ctx, &list, client.InNamespace(ts.Namespace)); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing the approvals to delete the spent ones; the next sync tries again")
@@ -67,7 +67,7 @@ type sourceApprovals struct {
 // make an approval in its name, approves nothing. The right to review
 // comes from the manager's reviews ClusterRole (TokenReviews and
 // SubjectAccessReviews), which every install binds.
-func (r *ToolSourceReconciler) approvals(ctx context.Context, ts *v1alpha1.ToolSource) (*sourceApprovals, error) {
+func (r *Reconciler) approvals(ctx context.Context, ts *v1alpha1.ToolSource) (*sourceApprovals, error) {
 	var list v1alpha1.ToolSourceApprovalList
 	if err := r.List(ctx, &list, client.InNamespace(ts.Namespace)); err != nil {
 		return nil, fmt.Errorf("listing the ToolSourceApprovals of namespace %s: %w", ts.Namespace, err)
@@ -126,7 +126,7 @@ func (e *refusal) Error() string { return e.msg }
 
 // mayApprove asks the API server whether who may approve ts; a refusal
 // says what the approver lacks.
-func (r *ToolSourceReconciler) mayApprove(ctx context.Context, ts *v1alpha1.ToolSource, who v1alpha1.Approver) error {
+func (r *Reconciler) mayApprove(ctx context.Context, ts *v1alpha1.ToolSource, who v1alpha1.Approver) error {
 	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User: who.Username, UID: who.UID, Groups: who.Groups,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
@@ -152,7 +152,7 @@ func approverKey(a v1alpha1.Approver) string {
 
 // recordApprovals reports the approvals that approve nothing, and an
 // approve annotation left on the source, which approves nothing either.
-func (r *ToolSourceReconciler) recordApprovals(ts *v1alpha1.ToolSource, found *sourceApprovals) {
+func (r *Reconciler) recordApprovals(ts *v1alpha1.ToolSource, found *sourceApprovals) {
 	if len(found.refused) > 0 {
 		r.Recorder.Eventf(ts, nil, corev1.EventTypeWarning, v1alpha1.ReasonApprovalRefused, "Approve", "%s",
 			clip.Truncate("approvals that approve nothing: "+strings.Join(found.refused, "; "), 1024))

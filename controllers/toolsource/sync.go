@@ -1,4 +1,4 @@
-package controllers
+package toolsource
 
 import (
 	"cmp"
@@ -63,7 +63,7 @@ type other struct {
 	claimed bool
 }
 
-func (r *ToolSourceReconciler) inventory(ctx context.Context, ts *v1alpha1.ToolSource) (*inventory, error) {
+func (r *Reconciler) inventory(ctx context.Context, ts *v1alpha1.ToolSource) (*inventory, error) {
 	list := &v1alpha1.ToolDefinitionList{}
 	if err := r.List(ctx, list, client.InNamespace(ts.Namespace)); err != nil {
 		return nil, fmt.Errorf("listing ToolDefinitions: %w", err)
@@ -104,7 +104,7 @@ func (r *ToolSourceReconciler) inventory(ctx context.Context, ts *v1alpha1.ToolS
 // not hold is looked up on the API server before it is forgotten: the
 // cache may not have seen a creation of the last sync yet; it keeps the
 // hashes recorded for it.
-func (r *ToolSourceReconciler) record(ctx context.Context, ts *v1alpha1.ToolSource, written map[types.UID]recorded, removed map[types.UID]bool, inv *inventory) (*v1alpha1.ImportRecord, error) {
+func (r *Reconciler) record(ctx context.Context, ts *v1alpha1.ToolSource, written map[types.UID]recorded, removed map[types.UID]bool, inv *inventory) (*v1alpha1.ImportRecord, error) {
 	specs := maps.Clone(written)
 	if specs == nil {
 		specs = map[types.UID]recorded{}
@@ -180,7 +180,7 @@ func recordedOf(rec *v1alpha1.ImportRecord, uid types.UID) recorded {
 // record.
 // rewrites holds, by UID, the hash of the spec now and of the next,
 // space separated.
-func (r *ToolSourceReconciler) announce(ctx context.Context, ts *v1alpha1.ToolSource, rewrites map[types.UID]string) error {
+func (r *Reconciler) announce(ctx context.Context, ts *v1alpha1.ToolSource, rewrites map[types.UID]string) error {
 	rec := ts.Status.Imported
 	if len(rewrites) == 0 || rec == nil || len(rec.Specs) != len(rec.UIDs) {
 		return nil
@@ -351,7 +351,7 @@ type syncResult struct {
 // change policy allows, and makes its record of them. The result is
 // returned with an error too: what was created before the error is in
 // its record.
-func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSource, tools []mcpsource.Imported, rejected []mcpsource.Rejected, approvals mcpsource.Approvals) (*syncResult, error) {
+func (r *Reconciler) apply(ctx context.Context, ts *v1alpha1.ToolSource, tools []mcpsource.Imported, rejected []mcpsource.Rejected, approvals mcpsource.Approvals) (*syncResult, error) {
 	inv, err := r.inventory(ctx, ts)
 	if err != nil {
 		return nil, err
@@ -370,7 +370,7 @@ func (r *ToolSourceReconciler) apply(ctx context.Context, ts *v1alpha1.ToolSourc
 // applyTools applies each listed tool the gate lets through and deletes
 // the source's tools no longer listed. Before it rewrites a tool it
 // created, it records the spec it is about to write (announce).
-func (r *ToolSourceReconciler) applyTools(ctx context.Context, ts *v1alpha1.ToolSource, tools []mcpsource.Imported, inv *inventory, res *syncResult, approvals mcpsource.Approvals) error {
+func (r *Reconciler) applyTools(ctx context.Context, ts *v1alpha1.ToolSource, tools []mcpsource.Imported, inv *inventory, res *syncResult, approvals mcpsource.Approvals) error {
 	gate := newApprovalGate(ts, approvals, metav1.NewTime(reconcile.Now(r.Now)))
 	var plans []toolPlan
 	rewrites := map[types.UID]string{}
@@ -473,7 +473,7 @@ type toolPlan struct {
 
 // wanted is the ToolDefinition the source applies for spec; pending marks
 // a held change on it.
-func (r *ToolSourceReconciler) wanted(ts *v1alpha1.ToolSource, name string, spec v1alpha1.ToolDefinitionSpec, pending *v1alpha1.PendingChange) *v1alpha1.ToolDefinition {
+func (r *Reconciler) wanted(ts *v1alpha1.ToolSource, name string, spec v1alpha1.ToolDefinitionSpec, pending *v1alpha1.PendingChange) *v1alpha1.ToolDefinition {
 	want := r.desired(ts, name, spec)
 	if pending != nil {
 		want.Annotations = map[string]string{v1alpha1.AnnotationPendingChange: pending.SpecHash + " " + pending.Summary}
@@ -492,7 +492,7 @@ var errWrittenByOthers = errors.New("written by others")
 // apply). A new one counts as created only when the API server's answer
 // shows that the source's apply alone wrote it; errWrittenByOthers
 // otherwise.
-func (r *ToolSourceReconciler) applyTool(ctx context.Context, ts *v1alpha1.ToolSource, want, have *v1alpha1.ToolDefinition) (bool, types.UID, string, error) {
+func (r *Reconciler) applyTool(ctx context.Context, ts *v1alpha1.ToolSource, want, have *v1alpha1.ToolDefinition) (bool, types.UID, string, error) {
 	name := want.Name
 	if have != nil && equality.Semantic.DeepEqual(have.Spec, want.Spec) && equality.Semantic.DeepEqual(have.Labels, want.Labels) &&
 		equality.Semantic.DeepEqual(have.OwnerReferences, want.OwnerReferences) &&
@@ -510,7 +510,7 @@ func (r *ToolSourceReconciler) applyTool(ctx context.Context, ts *v1alpha1.ToolS
 		u["metadata"].(map[string]any)["uid"] = string(have.UID)
 	}
 	applied := &unstructured.Unstructured{Object: u}
-	if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(sourceFieldOwner), client.ForceOwnership); err != nil {
+	if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return false, "", "", fmt.Errorf("applying ToolDefinition %s: %w", name, err)
 	}
 	if have == nil && !catalog.Created(ts, &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{UID: applied.GetUID()}}) && !appliedAlone(applied) {
@@ -534,7 +534,7 @@ func appliedAlone(u *unstructured.Unstructured) bool {
 		if f.Subresource != "" {
 			continue
 		}
-		if f.Manager != sourceFieldOwner || f.Operation != metav1.ManagedFieldsOperationApply {
+		if f.Manager != FieldOwner || f.Operation != metav1.ManagedFieldsOperationApply {
 			return false
 		}
 		writers++
@@ -543,7 +543,7 @@ func appliedAlone(u *unstructured.Unstructured) bool {
 }
 
 // recordSync writes what a sync did into the status, and the events.
-func (r *ToolSourceReconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsource.Server, res *syncResult) {
+func (r *Reconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsource.Server, res *syncResult) {
 	skipped := res.skipped
 	sort.Slice(skipped, func(i, j int) bool { return skipped[i].Tool < skipped[j].Tool })
 	skipped = skipped[:min(len(skipped), maxSkippedTools)]

@@ -1,4 +1,4 @@
-package controllers
+package toolcatalog
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // lossWatcher probes, while the manager leads, the published versions of
 // the catalogs it has published (published.Catalogs.WatchLosses) and
 // makes the pass of each catalog found short due at once.
-func (r *ToolCatalogReconciler) lossWatcher() manager.Runnable {
+func (r *Reconciler) lossWatcher() manager.Runnable {
 	return manager.RunnableFunc(func(ctx context.Context) error {
 		r.Catalogs.WatchLosses(ctx, r.LossProbeInterval, func(id string) {
 			ns, name, _ := strings.Cut(id, "/")
@@ -45,7 +45,7 @@ func reportLoss(tc *v1alpha1.ToolCatalog, loss *published.Loss) {
 
 // recordLoss is the Warning event of a loss, once the pass that followed
 // it is done: what was lost, and what the pass did about it.
-func (r *ToolCatalogReconciler) recordLoss(tc *v1alpha1.ToolCatalog, loss *published.Loss, res catalog.PassResult) {
+func (r *Reconciler) recordLoss(tc *v1alpha1.ToolCatalog, loss *published.Loss, res catalog.PassResult) {
 	then := "it is published again as soon as Redis answers"
 	if o := res.Outcome; o != nil && o.Published && res.Err == nil {
 		then = fmt.Sprintf("published the current state again as version %d, %s after the loss was found", o.Version, r.now().Sub(loss.At).Round(time.Millisecond))

@@ -1,4 +1,4 @@
-package controllers
+package toolcatalog
 
 import (
 	"errors"
@@ -138,7 +138,7 @@ func TestPassResultRequeue(t *testing.T) {
 // a refresh request not handled as asked, a recovery; none on a no-op.
 func TestRecordEvents(t *testing.T) {
 	rec := events.NewFakeRecorder(16)
-	r := &ToolCatalogReconciler{Recorder: rec}
+	r := &Reconciler{Recorder: rec}
 	failed := func(o *catalog.Outcome) {
 		o.Refreshed.Failures = []catalog.Failure{{Object: "b", Tool: "b", Reason: v1alpha1.ReasonQueryGenerationFailed, Kind: embedding.KindServer}}
 	}

@@ -1,4 +1,4 @@
-package controllers
+package tooldefinition
 
 import (
 	"fmt"
@@ -15,15 +15,15 @@ import (
 )
 
 // A ToolDefinition's status has one writer, its reconciler, under the
-// field manager toolDefinitionFieldOwner: the spec hash and Valid,
+// field manager FieldOwner: the spec hash and Valid,
 // ChangePending, Stalled and Reconciling from the spec; status.catalogs,
 // each selecting catalog's record of the tool, from the Ledger its passes
 // and gradings fill; and Embedded, Ready and Confusable, derived here from
 // the records. A change costs one write for the spec and one for the
 // records it brings, or a single write when the records come first.
 
-// toolDefinitionFieldOwner is the field manager of ToolDefinition status.
-const toolDefinitionFieldOwner = "toolcatalog.dev/tooldefinition-controller"
+// FieldOwner is the field manager of ToolDefinition status.
+const FieldOwner = "toolcatalog.dev/tooldefinition-controller"
 
 // setRecords sets status.catalogs to the records of the catalogs that
 // select the tool (in the order of their names), as recordFor gives them:

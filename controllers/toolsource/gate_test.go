@@ -1,4 +1,4 @@
-package controllers
+package toolsource
 
 import (
 	"strings"
@@ -169,5 +169,18 @@ func TestApprovalGateAfterAnEdit(t *testing.T) {
 	}
 	if strings.Contains(d.pending.Diff, "transfer_funds") || !strings.Contains(d.pending.Summary, "edited by somebody other than this source") {
 		t.Errorf("the held change is shown against the edit, or does not say it was edited: %q / %q", d.pending.Summary, d.pending.Diff)
+	}
+}
+
+// The diffs of many pending changes are kept while they fit together; the
+// rest say why they are not shown, so a status stays small whatever a
+// server sends.
+func TestBoundDiffs(t *testing.T) {
+	diff := func(n int) string { return strings.Repeat("x", n) }
+	got := boundDiffs([]v1alpha1.PendingChange{{Tool: "a", Diff: diff(60)}, {Tool: "b", Diff: diff(30)}, {Tool: "c", Diff: diff(20)}, {Tool: "d", Diff: diff(5)}}, 100)
+	for i, shown := range []bool{true, true, false, false} {
+		if kept := !strings.HasPrefix(got[i].Diff, "(not shown:"); kept != shown {
+			t.Errorf("%s: diff shown %v, want %v (%q)", got[i].Tool, kept, shown, got[i].Diff)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package controllers
+package toolsource
 
 import (
 	"cmp"
@@ -34,13 +34,9 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
 )
 
-// LabelToolSource marks the ToolDefinitions a ToolSource created with its
-// name.
-const LabelToolSource = v1alpha1.LabelToolSource
-
-// sourceFieldOwner is the field manager of the ToolDefinitions a source
+// FieldOwner is the field manager of the ToolDefinitions a source
 // applies.
-const sourceFieldOwner = "toolcatalog.dev/tool-source"
+const FieldOwner = "toolcatalog.dev/tool-source"
 
 // defaultSyncInterval is how often tools are listed when spec.syncInterval
 // is unset.
@@ -49,8 +45,8 @@ const defaultSyncInterval = 5 * time.Minute
 // DefaultSyncTimeout bounds how long one sync talks to its server.
 const DefaultSyncTimeout = 2 * time.Minute
 
-// ToolSourceReconciler imports the tools of MCP servers as ToolDefinitions.
-type ToolSourceReconciler struct {
+// Reconciler imports the tools of MCP servers as ToolDefinitions.
+type Reconciler struct {
 	client.Client
 	// APIReader reads Secrets from the API server: the manager caches
 	// only their metadata.
@@ -86,7 +82,7 @@ type liveSession struct {
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolsourceapprovals,verbs=get;list;watch;delete
 
 // Reconcile lists the source's tools and makes its ToolDefinitions match.
-func (r *ToolSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	// Read from the API server, not the cache: the record in status of
 	// what the last sync created must be the one it wrote, or that sync's
 	// ToolDefinitions would look like somebody else's.
@@ -147,7 +143,7 @@ func (r *ToolSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 // sync lists the tools and applies the ToolDefinitions. A failure is a
 // *reconcile.Error: the spec or a Secret to fix (stalled), the MCP server
 // (waiting), or the API server (transient).
-func (r *ToolSourceReconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource) error {
+func (r *Reconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource) error {
 	url := ts.Spec.MCP.URL
 	fail := func(reason, message string, err error) error {
 		return &reconcile.Error{Kind: reconcile.Waiting, Reason: reason, Message: message, Err: err}
@@ -190,7 +186,7 @@ func (r *ToolSourceReconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource
 
 // importTools converts the listed tools, applies what the change policy
 // allows and records the sync in the status.
-func (r *ToolSourceReconciler) importTools(ctx context.Context, ts *v1alpha1.ToolSource, s *mcpsource.Session, tools []*mcp.Tool) error {
+func (r *Reconciler) importTools(ctx context.Context, ts *v1alpha1.ToolSource, s *mcpsource.Session, tools []*mcp.Tool) error {
 	imported, rejected, err := mcpsource.Convert(tools, mcpsource.Options{Prefix: ts.Spec.ToolNamePrefix, Include: ts.Spec.Include, Exclude: ts.Spec.Exclude,
 		ToolSource: ts.Name, URL: ts.Spec.MCP.URL})
 	if err != nil {
@@ -217,12 +213,12 @@ func (r *ToolSourceReconciler) importTools(ctx context.Context, ts *v1alpha1.Too
 }
 
 // desired is the ToolDefinition the source applies for a tool.
-func (r *ToolSourceReconciler) desired(ts *v1alpha1.ToolSource, name string, spec v1alpha1.ToolDefinitionSpec) *v1alpha1.ToolDefinition {
+func (r *Reconciler) desired(ts *v1alpha1.ToolSource, name string, spec v1alpha1.ToolDefinitionSpec) *v1alpha1.ToolDefinition {
 	labels := map[string]string{}
 	for k, v := range ts.Spec.Labels {
 		labels[k] = v
 	}
-	labels[LabelToolSource] = ts.Name
+	labels[v1alpha1.LabelToolSource] = ts.Name
 	spec.Permissions = ts.Spec.Permissions.DeepCopy()
 	td := &v1alpha1.ToolDefinition{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ToolDefinition"},
@@ -237,10 +233,10 @@ func (r *ToolSourceReconciler) desired(ts *v1alpha1.ToolSource, name string, spe
 // delete removes the source's ToolDefinitions (garbage collection would
 // too; doing it here makes deletion immediate and works where no
 // collector runs), then the finalizer.
-func (r *ToolSourceReconciler) delete(ctx context.Context, ts *v1alpha1.ToolSource) error {
+func (r *Reconciler) delete(ctx context.Context, ts *v1alpha1.ToolSource) error {
 	r.forget(sourceKey(ts).String())
 	list := &v1alpha1.ToolDefinitionList{}
-	if err := r.List(ctx, list, client.InNamespace(ts.Namespace), client.MatchingLabels{LabelToolSource: ts.Name}); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(ts.Namespace), client.MatchingLabels{v1alpha1.LabelToolSource: ts.Name}); err != nil {
 		return fmt.Errorf("listing ToolDefinitions: %w", err)
 	}
 	for i := range list.Items {
@@ -256,7 +252,7 @@ func (r *ToolSourceReconciler) delete(ctx context.Context, ts *v1alpha1.ToolSour
 }
 
 // connection resolves the source's headers, token and CA from Secrets.
-func (r *ToolSourceReconciler) connection(ctx context.Context, ts *v1alpha1.ToolSource) (mcpsource.Config, error) {
+func (r *Reconciler) connection(ctx context.Context, ts *v1alpha1.ToolSource) (mcpsource.Config, error) {
 	cfg, err := mcpsource.Resolve(ctx, crkube.Getter(r.APIReader), ts)
 	cfg.Egress = r.Egress
 	return cfg, err
@@ -264,7 +260,7 @@ func (r *ToolSourceReconciler) connection(ctx context.Context, ts *v1alpha1.Tool
 
 // session returns the source's live session, connecting when there is
 // none for the current settings.
-func (r *ToolSourceReconciler) session(ctx context.Context, ts *v1alpha1.ToolSource, cfg mcpsource.Config) (*mcpsource.Session, error) {
+func (r *Reconciler) session(ctx context.Context, ts *v1alpha1.ToolSource, cfg mcpsource.Config) (*mcpsource.Session, error) {
 	key := sourceKey(ts).String()
 	fp := cfg.Fingerprint()
 	r.mu.Lock()
@@ -296,7 +292,7 @@ func (r *ToolSourceReconciler) session(ctx context.Context, ts *v1alpha1.ToolSou
 }
 
 // forget closes a source's live session.
-func (r *ToolSourceReconciler) forget(key string) {
+func (r *Reconciler) forget(key string) {
 	r.mu.Lock()
 	live := r.sessions[key]
 	delete(r.sessions, key)
@@ -327,7 +323,7 @@ func secretNames(ts *v1alpha1.ToolSource) []string {
 
 // sourcesForSecret queues the sources of a Secret's namespace that refer
 // to it, so a rotated token is used at once.
-func (r *ToolSourceReconciler) sourcesForSecret(ctx context.Context, obj client.Object) []ctrl.Request {
+func (r *Reconciler) sourcesForSecret(ctx context.Context, obj client.Object) []ctrl.Request {
 	list := &v1alpha1.ToolSourceList{}
 	if err := r.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing ToolSources of a Secret")
@@ -349,7 +345,7 @@ var specOrMetadataChanged = predicate.Or[client.Object](predicate.GenerationChan
 // SetupWithManager registers the controller: sources, the ToolDefinitions
 // they own, the Secrets they refer to, their approvals, and the servers'
 // list_changed notifications.
-func (r *ToolSourceReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.sessions = map[string]*liveSession{}
 	r.changed = make(chan event.GenericEvent, 64)
 	return ctrl.NewControllerManagedBy(mgr).

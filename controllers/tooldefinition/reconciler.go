@@ -1,4 +1,4 @@
-package controllers
+package tooldefinition
 
 import (
 	"context"
@@ -31,11 +31,11 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
-// ToolDefinitionReconciler validates ToolDefinitions and records their spec
+// Reconciler validates ToolDefinitions and records their spec
 // hash, which catalogs compare with what they embedded to detect drift. It
 // is the one writer of ToolDefinition status: the catalogs' records come
 // to it through the Ledger.
-type ToolDefinitionReconciler struct {
+type Reconciler struct {
 	client.Client
 	Recorder events.EventRecorder
 	// Ledger holds the catalogs' records of the tools; the ToolCatalog
@@ -49,7 +49,7 @@ type ToolDefinitionReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile validates one ToolDefinition and writes its status.
-func (r *ToolDefinitionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	td := &v1alpha1.ToolDefinition{}
 	if err := r.Get(ctx, req.NamespacedName, td); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -62,7 +62,7 @@ func (r *ToolDefinitionReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 
 	base := td.DeepCopy()
 	defer func() {
-		err := reconcile.PatchStatusGuarded(ctx, r.Client, base, td, client.FieldOwner(toolDefinitionFieldOwner))
+		err := reconcile.PatchStatusGuarded(ctx, r.Client, base, td, client.FieldOwner(FieldOwner))
 		if retErr == nil && apierrors.IsConflict(err) {
 			// The cache had not caught up with the last write (this
 			// reconciler's own, or a source's): read again, without
@@ -113,7 +113,7 @@ func summarizeTool(td *v1alpha1.ToolDefinition, err error) {
 
 // namedSource reads the ToolSource that spec.source.toolSource names:
 // nil when it names none or the source does not exist.
-func (r *ToolDefinitionReconciler) namedSource(ctx context.Context, td *v1alpha1.ToolDefinition) (*v1alpha1.ToolSource, error) {
+func (r *Reconciler) namedSource(ctx context.Context, td *v1alpha1.ToolDefinition) (*v1alpha1.ToolSource, error) {
 	src := td.Spec.Source
 	if src == nil || src.ToolSource == "" {
 		return nil, nil
@@ -131,7 +131,7 @@ func (r *ToolDefinitionReconciler) namedSource(ctx context.Context, td *v1alpha1
 
 // reconcileSpec computes the spec hash and the Valid condition.
 // source is the ToolSource spec.source names, if any.
-func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *v1alpha1.ToolDefinition, source *v1alpha1.ToolSource) error {
+func (r *Reconciler) reconcileSpec(ctx context.Context, base, td *v1alpha1.ToolDefinition, source *v1alpha1.ToolSource) error {
 	params := catalog.Parameters(td)
 	hash, err := catalog.SpecHash(td.Spec.Name, td.Spec.Description, params)
 	if err != nil {
@@ -169,7 +169,7 @@ func (r *ToolDefinitionReconciler) reconcileSpec(ctx context.Context, base, td *
 
 // reconcileCatalogs sets the records of the catalogs that select the tool
 // from the ledger, and derives Embedded, Ready and Confusable from them.
-func (r *ToolDefinitionReconciler) reconcileCatalogs(ctx context.Context, td *v1alpha1.ToolDefinition) error {
+func (r *Reconciler) reconcileCatalogs(ctx context.Context, td *v1alpha1.ToolDefinition) error {
 	catalogs, err := cached.CatalogsSelecting(ctx, r.Client, td)
 	if err != nil {
 		// Without the list, "not selected" could be a lie: keep the
@@ -186,7 +186,7 @@ func (r *ToolDefinitionReconciler) reconcileCatalogs(ctx context.Context, td *v1
 // upstream change a ToolSource holds for approval on this tool (its
 // toolcatalog.dev/pending-change annotation), with a Warning event when a
 // new change starts waiting.
-func (r *ToolDefinitionReconciler) reconcilePendingChange(base, td *v1alpha1.ToolDefinition) {
+func (r *Reconciler) reconcilePendingChange(base, td *v1alpha1.ToolDefinition) {
 	value, ok := td.Annotations[v1alpha1.AnnotationPendingChange]
 	// Only a source's own tool holds its changes; the annotation on any
 	// other is somebody's writing.
@@ -212,7 +212,7 @@ func (r *ToolDefinitionReconciler) reconcilePendingChange(base, td *v1alpha1.Too
 
 // recordValidTransition emits an event when validity changes, or when a
 // still-invalid spec is invalid for a new reason, never on a no-op pass.
-func (r *ToolDefinitionReconciler) recordValidTransition(base, td *v1alpha1.ToolDefinition) {
+func (r *Reconciler) recordValidTransition(base, td *v1alpha1.ToolDefinition) {
 	before := meta.FindStatusCondition(base.Status.Conditions, v1alpha1.ConditionValid)
 	after := meta.FindStatusCondition(td.Status.Conditions, v1alpha1.ConditionValid)
 	if after == nil || (before != nil && before.Status == after.Status && before.Message == after.Message) {
@@ -236,7 +236,7 @@ func (r *ToolDefinitionReconciler) recordValidTransition(base, td *v1alpha1.Tool
 // tool, and when a catalog that selects (or selected) the tool is
 // created, changed, deleted or being deleted; its own status updates do
 // not trigger it.
-func (r *ToolDefinitionReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Ledger == nil {
 		return errors.New("the ToolDefinition reconciler needs a Ledger, shared with the ToolCatalog reconciler")
 	}
@@ -303,7 +303,7 @@ const sourceRefIndex = ".spec.source.toolSource"
 // enqueueNaming queues the ToolDefinitions that name a ToolSource: after
 // an update (before is set), only those whose validity it changes, so a
 // sync that records nothing new costs no reconcile of its tools.
-func (r *ToolDefinitionReconciler) enqueueNaming(ctx context.Context, q reconcile.Queue, before, after client.Object) {
+func (r *Reconciler) enqueueNaming(ctx context.Context, q reconcile.Queue, before, after client.Object) {
 	list := &v1alpha1.ToolDefinitionList{}
 	if err := r.List(ctx, list, client.InNamespace(after.GetNamespace()), client.MatchingFields{sourceRefIndex: after.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing the ToolDefinitions of a ToolSource")
@@ -344,7 +344,7 @@ func sourceReason(td *v1alpha1.ToolDefinition, ts *v1alpha1.ToolSource) (string,
 
 // enqueueSelected queues the ToolDefinitions any version of a catalog
 // selects.
-func (r *ToolDefinitionReconciler) enqueueSelected(ctx context.Context, q reconcile.Queue, objs ...client.Object) {
+func (r *Reconciler) enqueueSelected(ctx context.Context, q reconcile.Queue, objs ...client.Object) {
 	for _, obj := range objs {
 		tc, ok := obj.(*v1alpha1.ToolCatalog)
 		if !ok {

@@ -1,4 +1,4 @@
-package controllers
+package toolcatalog
 
 import (
 	"context"
@@ -47,12 +47,12 @@ const (
 	pendingRequeue = time.Second
 )
 
-// ToolCatalogReconciler keeps a catalog's embeddings current and publishes
+// Reconciler keeps a catalog's embeddings current and publishes
 // it to Redis as versions. A reconcile is: get, finalizer, pace, one pass
 // (catalog.Pass), the status derived from what it came to, one patch, and
 // the hand-overs (the ToolDefinitions' records, the grading). Its
 // collaborators are built once by the manager and handed in.
-type ToolCatalogReconciler struct {
+type Reconciler struct {
 	client.Client
 	Recorder events.EventRecorder
 	// Pass runs one refresh of a catalog.
@@ -87,13 +87,13 @@ type ToolCatalogReconciler struct {
 // +kubebuilder:rbac:groups=toolcatalog.dev,resources=toolcatalogs/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
-func (r *ToolCatalogReconciler) now() time.Time { return reconcile.Now(r.Now) }
+func (r *Reconciler) now() time.Time { return reconcile.Now(r.Now) }
 
 func catalogID(tc *v1alpha1.ToolCatalog) string { return catalog.ID(tc) }
 
 // Reconcile runs one incremental pass for a catalog and writes its status
 // once, from what the pass came to.
-func (r *ToolCatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	tc := &v1alpha1.ToolCatalog{}
 	if err := r.Get(ctx, req.NamespacedName, tc); err != nil {
 		if client.IgnoreNotFound(err) == nil {
@@ -191,7 +191,7 @@ func requeue(res catalog.PassResult, patchErr error) (ctrl.Result, error) {
 	return ctrl.Result{RequeueAfter: res.Resync}, nil
 }
 
-func (r *ToolCatalogReconciler) ensureFinalizer(ctx context.Context, tc *v1alpha1.ToolCatalog) error {
+func (r *Reconciler) ensureFinalizer(ctx context.Context, tc *v1alpha1.ToolCatalog) error {
 	if controllerutil.ContainsFinalizer(tc, v1alpha1.FinalizerCleanup) {
 		return nil
 	}
@@ -207,7 +207,7 @@ func (r *ToolCatalogReconciler) ensureFinalizer(ctx context.Context, tc *v1alpha
 // records, then lets the catalog go. A Redis outage delays the
 // cleanup (the error is retried with backoff); it is not skipped. Keys
 // whose head another catalog wrote are left alone.
-func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha1.ToolCatalog) (ctrl.Result, error) {
+func (r *Reconciler) reconcileDelete(ctx context.Context, tc *v1alpha1.ToolCatalog) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(tc, v1alpha1.FinalizerCleanup) {
 		return ctrl.Result{}, nil
 	}
@@ -230,7 +230,7 @@ func (r *ToolCatalogReconciler) reconcileDelete(ctx context.Context, tc *v1alpha
 	return ctrl.Result{}, nil
 }
 
-func (r *ToolCatalogReconciler) deleteKeys(ctx context.Context, tc *v1alpha1.ToolCatalog) error {
+func (r *Reconciler) deleteKeys(ctx context.Context, tc *v1alpha1.ToolCatalog) error {
 	if catalogconfig.CheckKeyPrefix(tc) != nil {
 		return nil // never published: its prefix was refused
 	}
@@ -273,7 +273,7 @@ func isRedisAuthError(err error) bool {
 // (spec and annotation changes), the ToolDefinitions they select (spec,
 // label and validity changes, before and after), the ToolSources of
 // those, and the Secrets they refer to.
-func (r *ToolCatalogReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ToolCatalog{}, secretRefIndex, func(o client.Object) []string {
 		return catalogconfig.SecretNames(o.(*v1alpha1.ToolCatalog))
 	}); err != nil {
@@ -340,7 +340,7 @@ func validityChanged(before, after client.Object) bool {
 // enqueueSelecting queues every catalog whose selector matches any of the
 // given versions of a ToolDefinition, so a tool that stops matching is
 // dropped as surely as a new match is added.
-func (r *ToolCatalogReconciler) enqueueSelecting(ctx context.Context, q reconcile.Queue, objs ...client.Object) {
+func (r *Reconciler) enqueueSelecting(ctx context.Context, q reconcile.Queue, objs ...client.Object) {
 	seen := map[string]bool{}
 	for _, obj := range objs {
 		names, err := cached.CatalogsSelecting(ctx, r.Client, obj)
@@ -361,7 +361,7 @@ func (r *ToolCatalogReconciler) enqueueSelecting(ctx context.Context, q reconcil
 
 // catalogsForSource queues the catalogs that select what a ToolSource
 // imports: its ToolDefinitions carry its labels and its name.
-func (r *ToolCatalogReconciler) catalogsForSource(ctx context.Context, obj client.Object) []ctrl.Request {
+func (r *Reconciler) catalogsForSource(ctx context.Context, obj client.Object) []ctrl.Request {
 	ts, ok := obj.(*v1alpha1.ToolSource)
 	if !ok {
 		return nil
@@ -393,7 +393,7 @@ var importsChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool 
 		!equality.Semantic.DeepEqual(before.Status.LastSyncTime, after.Status.LastSyncTime) && before.Status.Imported == nil)
 }}
 
-func (r *ToolCatalogReconciler) catalogsForSecret(ctx context.Context, obj client.Object) []ctrl.Request {
+func (r *Reconciler) catalogsForSecret(ctx context.Context, obj client.Object) []ctrl.Request {
 	list := &v1alpha1.ToolCatalogList{}
 	if err := r.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{secretRefIndex: obj.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing ToolCatalogs by Secret")
