@@ -1,17 +1,29 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
+	lua "github.com/yuin/gopher-lua"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcptest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/samples"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -190,3 +202,277 @@ func TestAPIServerAppliesCatalogDefaults(t *testing.T) {
 	g.Expect(s.Publish.ResyncInterval).NotTo(BeNil())
 	g.Expect(s.Publish.ResyncInterval.Duration).To(Equal(catalogconfig.DefaultResync))
 }
+
+// runKubectl runs the kubectl built beside the test API server.
+func runKubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := tryKubectl(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func tryKubectl(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cluster.Use(t)
+	bin := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("kubectl not found in KUBEBUILDER_ASSETS: run `bash hack/build-controlplane.sh` (it builds kubectl with the API server): %v", err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+func TestKubectlExplainShowsFieldDocs(t *testing.T) {
+	tests := []struct {
+		resource string
+		want     []string
+	}{
+		{"tooldefinition.spec", []string{"function name the model sees", "description", "only prose the model reads", "parameters", "JSON Schema", "exampleQueries", "alwaysInclude"}},
+		{"td.status", []string{"specHash", "sha256", "catalogs", "conditions"}},
+		{"toolcatalog.spec.redis", []string{"addresses", "hash tag", "passwordSecretRef"}},
+		{"tc.spec.search.method", []string{"semantic, bm25, hybrid or rrf"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.resource, func(t *testing.T) {
+			// The API server publishes a new CRD's OpenAPI schema shortly
+			// after the CRD is established.
+			var out string
+			gomegaFor(t).Eventually(func() (err error) {
+				out, err = tryKubectl(t, "explain", tt.resource)
+				return err
+			}).Should(Succeed())
+			t.Logf("kubectl explain %s:\n%s", tt.resource, out)
+			for _, s := range tt.want {
+				if !strings.Contains(out, s) {
+					t.Errorf("kubectl explain %s does not mention %q:\n%s", tt.resource, s, out)
+				}
+			}
+		})
+	}
+}
+
+func TestKubectlGetUsesShortNamesCategoryAndColumns(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	g.Expect(k8sClient.Create(context.Background(), weatherTool(ns, "weather"))).To(Succeed())
+	catalog := decodeYAML(t, validCatalogYAML)
+	catalog.SetNamespace(ns)
+	g.Expect(k8sClient.Create(context.Background(), catalog)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		expectCondition(g, getTD(g, ns, "weather"), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSpecValid)
+	}).Should(Succeed())
+
+	// Short name td, and the columns Tool, Ready and Status.
+	out := runKubectl(t, "get", "td", "-n", ns)
+	g.Expect(strings.Fields(firstLine(out))).To(Equal([]string{"NAME", "TOOL", "READY", "STATUS", "AGE"}))
+	g.Expect(out).To(MatchRegexp(`weather\s+get_weather\s+True\s+tool spec is valid`))
+
+	// Short name tc, and the columns Version, Tools and Pinned.
+	out = runKubectl(t, "get", "tc", "-n", ns)
+	g.Expect(strings.Fields(firstLine(out))).To(Equal([]string{"NAME", "READY", "STATUS", "VERSION", "TOOLS", "PINNED", "AGE"}))
+
+	// The category lists both kinds.
+	out = runKubectl(t, "get", "toolcatalog", "-n", ns, "-o", "name")
+	g.Expect(out).To(ContainSubstring("tooldefinition.toolcatalog.dev/weather"))
+	g.Expect(out).To(ContainSubstring("toolcatalog.toolcatalog.dev/probe"))
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func TestKubectlDescribeShowsCatalogAndToolState(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	p := newProvider(t, ns)
+	threeTools(t, g, ns, p)
+	g.Eventually(func(g Gomega) {
+		expectCondition(g, getTD(g, ns, "weather"), v1alpha1.ConditionEmbedded, metav1.ConditionTrue, v1alpha1.ReasonEmbedded)
+	}).Should(Succeed())
+
+	out := runKubectl(t, "get", "tc", "-n", ns, "-o", "wide")
+	t.Logf("kubectl get tc -o wide:\n%s", out)
+	g.Expect(out).To(MatchRegexp(`tools\s+True\s+version 1 serves 3 tools\s+1\s+3\s+0\s+0`))
+
+	out = runKubectl(t, "describe", "tc", "-n", ns, "tools")
+	t.Logf("kubectl describe tc:\n%s", out)
+	for _, re := range []string{`Version:\s+1`, `Schema Hash:\s+[0-9a-f]{64}`, `Embedded:\s+3`, `Stale:\s+0`, `Type:\s+EmbeddingsSynced`,
+		`Normal\s+VersionPublished\s+.*published version 1: 3 tools`} {
+		g.Expect(out).To(MatchRegexp(re))
+	}
+
+	out = runKubectl(t, "describe", "td", "-n", ns, "weather")
+	t.Logf("kubectl describe td:\n%s", out)
+	for _, re := range []string{`Spec Hash:\s+[0-9a-f]{64}`, `Catalog:\s+tools`, `Catalog Version:\s+1`, `Query Count:\s+3`,
+		`Message:\s+embedded in tools \(version 1\)`, `Type:\s+Embedded`} {
+		g.Expect(out).To(MatchRegexp(re))
+	}
+}
+
+func keyOf(obj client.Object) client.ObjectKey { return client.ObjectKeyFromObject(obj) }
+
+// loadSamples decodes every object of config/samples.
+func loadSamples(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := samples.Load(filepath.Join("..", "config", "samples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func TestSamplesApplyCleanly(t *testing.T) {
+	g := gomegaFor(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+
+	objs := loadSamples(t)
+	var tools, catalogs, sources int
+	for _, obj := range objs {
+		obj.SetNamespace(ns)
+		if err := k8sClient.Create(ctx, obj); err != nil {
+			t.Fatalf("sample %s/%s rejected: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		switch obj.GetKind() {
+		case "ToolDefinition":
+			tools++
+		case "ToolCatalog":
+			catalogs++
+		case "ToolSource":
+			sources++
+		}
+	}
+	g.Expect(tools).To(BeNumerically(">=", 5), "want at least five sample tools")
+	g.Expect(catalogs).To(BeNumerically(">=", 1), "want a sample catalog")
+	g.Expect(sources).To(BeNumerically(">=", 1), "want a sample ToolSource")
+
+	// Every sample tool is valid for the controller too, and the catalog
+	// selects all of them.
+	tc := &v1alpha1.ToolCatalog{}
+	for _, obj := range objs {
+		if obj.GetKind() == "ToolCatalog" {
+			g.Expect(k8sClient.Get(ctx, keyOf(obj), tc)).To(Succeed())
+		}
+	}
+	selector, err := metav1.LabelSelectorAsSelector(&tc.Spec.Selector)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		list := &v1alpha1.ToolDefinitionList{}
+		g.Expect(k8sClient.List(ctx, list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: selector})).To(Succeed())
+		g.Expect(list.Items).To(HaveLen(tools))
+		for i := range list.Items {
+			expectCondition(g, &list.Items[i], v1alpha1.ConditionValid, metav1.ConditionTrue, v1alpha1.ReasonSpecValid)
+		}
+	}).Should(Succeed())
+}
+
+// kstatusOf is what kstatus (Flux's health checks, kubectl and the other
+// users of cli-utils) says of an object, computed with
+// sigs.k8s.io/cli-utils as they compute it. The Argo CD health script of
+// docs/gitops.md must say the same.
+func kstatusOf(g Gomega, obj client.Object) *status.Result {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	g.Expect(err).NotTo(HaveOccurred())
+	res, err := status.Compute(&unstructured.Unstructured{Object: m})
+	g.Expect(err).NotTo(HaveOccurred())
+	health, message := argoHealth(g, obj)
+	g.Expect(health).To(Equal(argoStatus[res.Status]), "Argo CD health of %s: %s (kstatus: %s, %s)", obj.GetName(), message, res.Status, res.Message)
+	return res
+}
+
+// An object that waits for its user to change something is Failed to
+// kstatus, with the message that says what to change; fixed, it is
+// Current. Each kind: a catalog and a source whose Secret did not opt in,
+// a tool whose spec is invalid.
+func TestKstatusTellsStalledFromCurrent(t *testing.T) {
+	g := gomegaFor(t)
+	ns := newNamespace(t)
+	_, tc := keyedCatalog(t, ns)
+	srv := mcptest.New(t, mcptest.Options{})
+	srv.Tool("lookup", "Look up an order.", nil, nil)
+	ts := toolSource(ns, "collector", srv.URL)
+	ts.Spec.MCP.BearerTokenSecretRef = &v1alpha1.SecretKeySelector{Name: "token", Key: "token"}
+	bad := testTool(ns, "bad", "bad_tool", "A tool whose parameters are not an object.", "tools")
+	bad.Spec.Parameters = rawJSON(`{"type":"string"}`)
+	createAll(g, unlabelled(secret(ns, "openai", map[string]string{"apiKey": "sk-good"})), unlabelled(secret(ns, "token", map[string]string{"token": "t"})),
+		tc, ts, bad, testTool(ns, "weather", "get_weather", "Get the weather.", "tools"))
+
+	g.Eventually(func(g Gomega) {
+		for _, obj := range []client.Object{getTC(g, ns, "tools"), getTS(g, ns, "collector")} {
+			res := kstatusOf(g, obj)
+			g.Expect(res.Status).To(Equal(status.FailedStatus), "%s: %s", obj.GetName(), res.Message)
+			g.Expect(res.Message).To(ContainSubstring(notOptedIn))
+		}
+		res := kstatusOf(g, getTD(g, ns, "bad"))
+		g.Expect(res.Status).To(Equal(status.FailedStatus), res.Message)
+		g.Expect(res.Message).To(ContainSubstring("object"))
+	}).Should(Succeed())
+
+	optIn(g, ns, "openai")
+	optIn(g, ns, "token")
+	editTD(g, ns, "bad", func(td *v1alpha1.ToolDefinition) { td.Spec.Parameters = rawJSON(`{"type":"object"}`) })
+	g.Eventually(func(g Gomega) {
+		for _, obj := range []client.Object{getTC(g, ns, "tools"), getTS(g, ns, "collector"), getTD(g, ns, "bad"), getTD(g, ns, "weather")} {
+			res := kstatusOf(g, obj)
+			g.Expect(res.Status).To(Equal(status.CurrentStatus), "%s: %s", obj.GetName(), res.Message)
+		}
+	}).Should(Succeed())
+}
+
+// argoHealth runs the Argo CD health script of docs/gitops.md on obj, as
+// Argo CD runs it (gopher-lua, obj a global), and returns its status.
+func argoHealth(g Gomega, obj client.Object) (status, message string) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "gitops.md"))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, script, ok := strings.Cut(string(doc), "-- toolcatalog health: begin\n")
+	g.Expect(ok).To(BeTrue(), "docs/gitops.md holds no health script")
+	script, _, ok = strings.Cut(script, "-- toolcatalog health: end")
+	g.Expect(ok).To(BeTrue())
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	g.Expect(err).NotTo(HaveOccurred())
+	L := lua.NewState()
+	defer L.Close()
+	L.SetGlobal("obj", toLua(L, m))
+	g.Expect(L.DoString(script)).To(Succeed())
+	hs, ok := L.Get(-1).(*lua.LTable)
+	g.Expect(ok).To(BeTrue(), "the script returned no table")
+	return hs.RawGetString("status").String(), hs.RawGetString("message").String()
+}
+
+// toLua is a JSON-like value as a Lua value.
+func toLua(L *lua.LState, v any) lua.LValue {
+	switch v := v.(type) {
+	case map[string]any:
+		t := L.NewTable()
+		for k, x := range v {
+			t.RawSetString(k, toLua(L, x))
+		}
+		return t
+	case []any:
+		t := L.NewTable()
+		for _, x := range v {
+			t.Append(toLua(L, x))
+		}
+		return t
+	case string:
+		return lua.LString(v)
+	case bool:
+		return lua.LBool(v)
+	case int64:
+		return lua.LNumber(v)
+	case float64:
+		return lua.LNumber(v)
+	}
+	return lua.LNil
+}
+
+// argoStatus is the Argo CD health status that stands for a kstatus one.
+var argoStatus = map[status.Status]string{status.CurrentStatus: "Healthy", status.InProgressStatus: "Progressing", status.FailedStatus: "Degraded"}
