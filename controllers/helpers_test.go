@@ -387,12 +387,12 @@ func createAll(g *WithT, objs ...client.Object) {
 // informers (nil: none) is the cache the pass reads ToolDefinitions from.
 func catalogReconciler(c client.Client, apiReader client.Reader, rec events.EventRecorder, informers cache.Informers, retry *embedding.RetryPolicy, providers catalogconfig.ProviderFactory, writer *records.Writer, now func() time.Time) *toolcatalog.Reconciler {
 	resolver := &catalogconfig.Resolver{Reader: crkube.Getter(apiReader), RetryPolicy: retry}
-	catalogs := &published.Catalogs{Pool: redisPool, Now: now}
+	states := &published.States{Pool: redisPool, Now: now}
 	grades := grading.New(c, rec, now, writer.Graded)
 	objects := &cached.Objects{Reader: c, Informers: informers}
 	return &toolcatalog.Reconciler{
 		Client: c, Recorder: rec, Now: now,
-		Pass:     &catalog.Pass{Configs: resolver, Providers: providers, Stores: catalogs, Objects: objects, Now: now},
-		Catalogs: catalogs, Resolver: resolver, Providers: providers, Grades: grades, Records: writer,
+		Pass:      &catalog.Pass{Configs: resolver, Providers: providers, States: states, Objects: objects, Now: now},
+		Published: states, Resolver: resolver, Providers: providers, Grades: grades, Records: writer,
 	}
 }

@@ -38,7 +38,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/grading"
 	"github.com/toolcatalog/tool-catalog-operator/internal/kube/cached"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
-	"github.com/toolcatalog/tool-catalog-operator/internal/published/store"
+	"github.com/toolcatalog/tool-catalog-operator/internal/published/versions"
 	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/providertest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
@@ -1035,7 +1035,7 @@ func TestLostPublishedDataIsPublishedAgain(t *testing.T) {
 		}},
 		{"flushed", func() { g.Expect(rc.FlushAll(context.Background()).Err()).To(Succeed()) }},
 		// The catalog's keys evicted, the namespace's query store kept.
-		{"without the catalog's keys", func() { g.Expect(store.Delete(context.Background(), rc, k)).To(Succeed()) }},
+		{"without the catalog's keys", func() { g.Expect(versions.Delete(context.Background(), rc, k)).To(Succeed()) }},
 	} {
 		var before int64
 		g.Eventually(func(g Gomega) {

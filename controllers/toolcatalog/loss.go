@@ -18,11 +18,11 @@ import (
 )
 
 // lossWatcher probes, while the manager leads, the published versions of
-// the catalogs it has published (published.Catalogs.WatchLosses) and
+// the catalogs it has published (published.States.WatchLosses) and
 // makes the pass of each catalog found short due at once.
 func (r *Reconciler) lossWatcher() manager.Runnable {
 	return manager.RunnableFunc(func(ctx context.Context) error {
-		r.Catalogs.WatchLosses(ctx, r.LossProbeInterval, func(id string) {
+		r.Published.WatchLosses(ctx, r.LossProbeInterval, func(id string) {
 			ns, name, _ := strings.Cut(id, "/")
 			select {
 			case r.lost <- event.GenericEvent{Object: &v1alpha1.ToolCatalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}}:

@@ -57,9 +57,9 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Pass runs one refresh of a catalog.
 	Pass *catalog.Pass
-	// Catalogs keeps every catalog's published state and does the
-	// passes' Redis work; the Pass opens its catalogs here.
-	Catalogs *published.Catalogs
+	// Published keeps every catalog's published state and does the
+	// passes' Redis work; the Pass opens each catalog's here.
+	Published *published.States
 	// Resolver resolves a catalog's settings for its cleanup.
 	Resolver *catalogconfig.Resolver
 	// Providers is the Pass's provider factory, told of deleted catalogs.
@@ -97,7 +97,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	tc := &v1alpha1.ToolCatalog{}
 	if err := r.Get(ctx, req.NamespacedName, tc); err != nil {
 		if client.IgnoreNotFound(err) == nil {
-			r.Catalogs.Forget(req.String())
+			r.Published.Forget(req.String())
 			r.Grades.Forget(req.NamespacedName)
 			r.Records.Forget(req.NamespacedName)
 			r.pace.forget(req.NamespacedName)
@@ -131,7 +131,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// each in a trace of its own.
 	ctx, span := telemetry.Tracer().Start(ctx, "ToolCatalog pass", trace.WithAttributes(attribute.String("toolcatalog.catalog", req.String())))
 	defer span.End()
-	loss := r.Catalogs.TakeLoss(catalogID(tc))
+	loss := r.Published.TakeLoss(catalogID(tc))
 	if loss != nil {
 		base := tc.DeepCopy()
 		reportLoss(tc, loss)
@@ -143,7 +143,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	res := r.Pass.Run(ctx, tc)
 	if loss == nil {
 		// Found by the pass's own read.
-		loss = r.Catalogs.TakeLoss(catalogID(tc))
+		loss = r.Published.TakeLoss(catalogID(tc))
 	}
 	if loss != nil {
 		r.recordLoss(tc, loss, res)
@@ -161,9 +161,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if patchErr == nil {
 		r.Records.Submit(tc, res.Outcome)
-		if res.Store != nil {
-			r.Grades.Submit(tc, res.Embedder, res.Store, res.Outcome)
-			res.Store.Release()
+		if res.State != nil {
+			r.Grades.Submit(tc, res.Embedder, res.State, res.Outcome)
+			res.State.Release()
 		}
 	}
 	if reconcile.HasReason(res.Err, v1alpha1.ReasonRedisUnavailable) {
@@ -217,7 +217,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, tc *v1alpha1.ToolCatal
 	// The ToolDefinition reconciler takes the catalog's records off its
 	// tools: a catalog being deleted selects none.
 	r.Records.Forget(client.ObjectKeyFromObject(tc))
-	r.Catalogs.Forget(catalogID(tc))
+	r.Published.Forget(catalogID(tc))
 	r.Grades.Forget(client.ObjectKeyFromObject(tc))
 	r.pace.forget(client.ObjectKeyFromObject(tc))
 	r.Providers.Forget(catalogID(tc))
@@ -247,7 +247,7 @@ func (r *Reconciler) deleteKeys(ctx context.Context, tc *v1alpha1.ToolCatalog) e
 	}
 	// Only what this catalog published is deleted: a head with another
 	// catalog's UID (written by someone else under these keys) is not its.
-	owner, err := r.Catalogs.Remove(ctx, catalogID(tc), string(tc.UID), keys, opts)
+	owner, err := r.Published.Remove(ctx, catalogID(tc), string(tc.UID), keys, opts)
 	if owner != "" {
 		r.Recorder.Eventf(tc, nil, corev1.EventTypeWarning, v1alpha1.ReasonForeignKeys, "Cleanup",
 			"the keys under %s hold a version of catalog UID %s, not this catalog's: left in place", keys.Prefix, owner)
@@ -279,7 +279,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}); err != nil {
 		return fmt.Errorf("indexing catalogs by secret: %w", err)
 	}
-	if r.Pass == nil || r.Catalogs == nil || r.Resolver == nil || r.Providers == nil || r.Grades == nil || r.Records == nil {
+	if r.Pass == nil || r.Published == nil || r.Resolver == nil || r.Providers == nil || r.Grades == nil || r.Records == nil {
 		return errors.New("the ToolCatalog reconciler needs its pass, published catalogs, resolver, providers, grading and records writer")
 	}
 	if err := mgr.Add(r.Grades); err != nil {
@@ -350,7 +350,7 @@ func (r *Reconciler) enqueueSelecting(ctx context.Context, q reconcile.Queue, ob
 		for _, tc := range names {
 			key := client.ObjectKey{Namespace: obj.GetNamespace(), Name: tc}
 			// Told before it is queued: its pass looks at what changed.
-			r.Catalogs.Changed(key.String(), obj.GetName())
+			r.Published.Changed(key.String(), obj.GetName())
 			if !seen[tc] {
 				seen[tc] = true
 				q.Add(ctrl.Request{NamespacedName: key})
@@ -376,7 +376,7 @@ func (r *Reconciler) catalogsForSource(ctx context.Context, obj client.Object) [
 	// The source's record decides which of the ToolDefinitions naming
 	// it are valid, whatever their labels: the next pass of each catalog
 	// of the namespace looks at every tool.
-	r.Catalogs.AllChangedIn(ts.Namespace)
+	r.Published.AllChangedIn(ts.Namespace)
 	reqs := make([]ctrl.Request, 0, len(names))
 	for _, name := range names {
 		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ts.Namespace, Name: name}})

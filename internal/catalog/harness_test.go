@@ -46,7 +46,7 @@ type harness struct {
 	t    testing.TB
 	ctx  context.Context
 	objs *objects
-	cats *published.Catalogs
+	cats *published.States
 	pass *catalog.Pass
 	tc   *v1alpha1.ToolCatalog
 	srv  *redistest.Server
@@ -106,13 +106,13 @@ func newHarness(t testing.TB, srv *redistest.Server, tc *v1alpha1.ToolCatalog, g
 	fast := embedding.DefaultRetryPolicy()
 	fast.MaxRetries = 1
 	fast.Backoff.Duration = 10 * time.Millisecond
-	cats := &published.Catalogs{Pool: pool}
+	cats := &published.States{Pool: pool}
 	h := &harness{t: t, ctx: context.Background(), objs: newObjects(tds...), cats: cats, tc: tc, srv: srv,
 		keys: contract.Keys{Prefix: contract.DefaultPrefix(tc.Namespace, tc.Name)}}
 	h.pass = &catalog.Pass{
 		Configs:   &catalogconfig.Resolver{RetryPolicy: &fast},
 		Providers: &generators{ProviderCache: catalogconfig.ProviderCache{Egress: policy}, gen: gen},
-		Stores:    cats,
+		States:    cats,
 		Objects:   h.objs,
 	}
 	h.rc = srv.Client()
@@ -135,8 +135,8 @@ func (h *harness) run() catalog.PassResult {
 			st.PublishedVersions = append(st.PublishedVersions, v1alpha1.PublishedVersion{Version: o.Version, SchemaHash: o.Build.Document.SchemaHash})
 		}
 	}
-	if res.Store != nil {
-		res.Store.Release()
+	if res.State != nil {
+		res.State.Release()
 	}
 	return res
 }

@@ -31,7 +31,7 @@ const DefaultPassTimeout = 10 * time.Minute
 // settings, select its tools, read what is published, plan, generate and
 // embed, build, stage, publish, and hold the version its pin asks for.
 // It reaches the world only through the ports it declares (Configs,
-// Providers, Stores, Objects), so every step is called from here and the
+// Providers, States, Objects), so every step is called from here and the
 // whole of it runs with in-process ports; a failure comes back classified
 // (*reconcile.Error), for the reconciler to report.
 type Pass struct {
@@ -39,8 +39,8 @@ type Pass struct {
 	Configs Configs
 	// Providers gives each catalog its provider clients.
 	Providers catalogconfig.ProviderFactory
-	// Stores opens each catalog's store.
-	Stores Stores
+	// States opens each catalog's published state.
+	States States
 	// Objects reads the ToolDefinitions and ToolSources a catalog selects.
 	Objects Objects
 	// Now is the clock; time.Now when nil.
@@ -53,10 +53,10 @@ type Pass struct {
 	Timeout time.Duration
 }
 
-// Stores opens a catalog's store: its published state, kept across
-// passes (published.Catalogs).
-type Stores interface {
-	Store(id, uid string, cfg *catalogconfig.Config) Store
+// States opens a catalog's published state, kept across passes
+// (published.States).
+type States interface {
+	State(id, uid string, cfg *catalogconfig.Config) State
 }
 
 // Configs resolves a catalog's settings, reading its Secrets.
@@ -78,10 +78,10 @@ type Objects interface {
 	ToolSources(ctx context.Context, namespace string) (Sources, error)
 }
 
-// Store is a catalog's published state and the pass's Redis work, one
+// State is a catalog's published state and the pass's Redis work, one
 // call per step; the pass itself does no Redis I/O. What the grading of
 // the version published reads and writes there goes with it.
-type Store interface {
+type State interface {
 	// Selector, Changes, Planner, Generated and QueryVectors are kept
 	// across passes.
 	Selector() *Selector
@@ -122,9 +122,9 @@ type PassResult struct {
 	// says the pass got that far.
 	Hold Hold
 	Held bool
-	// Store and Embedder are what the grading of the version the pass
+	// State and Embedder are what the grading of the version the pass
 	// left published needs, set when the pass ran to the end.
-	Store    Store
+	State    State
 	Embedder embedding.Embedder
 }
 
@@ -170,7 +170,7 @@ func (p *Pass) Run(ctx context.Context, tc *v1alpha1.ToolCatalog) PassResult {
 		res.Err = configError(err)
 		return res
 	}
-	st := p.Stores.Store(ID(tc), string(tc.UID), cfg)
+	st := p.States.State(ID(tc), string(tc.UID), cfg)
 	// What a catalog of the namespace already paid for is not asked
 	// again, unless someone asked for a refresh.
 	qs := st.QueryStore()
@@ -196,7 +196,7 @@ func (p *Pass) Run(ctx context.Context, tc *v1alpha1.ToolCatalog) PassResult {
 		res.Outcome.Reused = Reused{QuerySets: int(reusedSets.Load()), Vectors: int(reusedVectors.Load())}
 	}
 	if res.Err == nil {
-		res.Store, res.Embedder = st, providers.Embedder
+		res.State, res.Embedder = st, providers.Embedder
 		res.Hold, res.Err = p.hold(ctx, tc, st, res.Outcome)
 		res.Held = res.Err == nil
 	}
@@ -205,7 +205,7 @@ func (p *Pass) Run(ctx context.Context, tc *v1alpha1.ToolCatalog) PassResult {
 
 // hold serves the catalog at spec.publish.pinVersion, or at the newest
 // version when it is not set, after the pass left the newest published.
-func (p *Pass) hold(ctx context.Context, tc *v1alpha1.ToolCatalog, st Store, o *Outcome) (Hold, error) {
+func (p *Pass) hold(ctx context.Context, tc *v1alpha1.ToolCatalog, st State, o *Outcome) (Hold, error) {
 	var pin int64
 	if v := tc.Spec.Publish.PinVersion; v != nil {
 		pin = *v
@@ -229,7 +229,7 @@ func (p *Pass) hold(ctx context.Context, tc *v1alpha1.ToolCatalog, st Store, o *
 
 // refresh runs the pipeline: select, read, plan, generate and embed,
 // build, stage, publish. now is when the pass started.
-func (p *Pass) refresh(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, prov catalogconfig.Providers, st Store, req Request, now time.Time) (*Outcome, error) {
+func (p *Pass) refresh(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, prov catalogconfig.Providers, st State, req Request, now time.Time) (*Outcome, error) {
 	sctx, span := step(ctx, "select")
 	sel, err := p.selection(sctx, tc, cfg, st)
 	endStep(span, err)
@@ -309,7 +309,7 @@ func (p *Pass) refresh(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catal
 // Selector.Update); every one is on the catalog's first pass, after a
 // change of its selector, of a ToolSource of its namespace or of more
 // than MaxChanges ToolDefinitions, and at each resync.
-func (p *Pass) selection(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, st Store) (Selection, error) {
+func (p *Pass) selection(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, st State) (Selection, error) {
 	objects, whole := st.Changes().Take()
 	sel, whole, err := p.selectFrom(ctx, tc, cfg, st.Selector(), objects, whole)
 	trace.SpanFromContext(ctx).SetAttributes(attribute.Bool("toolcatalog.select.whole", whole), attribute.Int("toolcatalog.select.changed", len(objects)))

@@ -121,14 +121,14 @@ func builtinCatalog(ns, addr string) *v1alpha1.ToolCatalog {
 // newPass is a pass over objs with the product's own resolver, provider
 // cache and published catalogs (returned too: the watch tells them what
 // changed), on clock.
-func newPass(t *testing.T, objs catalog.Objects, clock func() time.Time) (*catalog.Pass, *published.Catalogs) {
+func newPass(t *testing.T, objs catalog.Objects, clock func() time.Time) (*catalog.Pass, *published.States) {
 	pool := redisconn.NewPool()
 	t.Cleanup(pool.Close)
-	cats := &published.Catalogs{Pool: pool, Now: clock}
+	cats := &published.States{Pool: pool, Now: clock}
 	return &catalog.Pass{
 		Configs:   &catalogconfig.Resolver{},
 		Providers: &catalogconfig.ProviderCache{},
-		Stores:    cats,
+		States:    cats,
 		Objects:   objs,
 		Now:       clock,
 	}, cats

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/published/store"
+	"github.com/toolcatalog/tool-catalog-operator/internal/published/versions"
 
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -327,14 +327,14 @@ func write(ns, catalog string, tool contract.Tool, notify bool, edits ...func(*c
 	if err := next.Seal(); err != nil {
 		return err
 	}
-	if err := store.Write(ctx, rc, keys, store.Update{ExpectVersion: prev.Version, Document: &next, Previous: prev, Retain: 5}); err != nil || !notify {
+	if err := versions.Write(ctx, rc, keys, versions.Update{ExpectVersion: prev.Version, Document: &next, Previous: prev, Retain: 5}); err != nil || !notify {
 		return err
 	}
 	// Announced as the catalog's own, whatever the head says.
 	n := contract.NoticeOf(&next)
 	n.Catalog = ns + "/" + catalog
 	notice, _ := json.Marshal(n)
-	return store.Notify(ctx, rc, contract.DefaultChannel, notice)
+	return versions.Notify(ctx, rc, contract.DefaultChannel, notice)
 }
 
 // waitFor polls cond until it holds, failing the test after 60s.

@@ -90,7 +90,7 @@ type Grades struct {
 const DefaultMaxBytes = 128 << 20
 
 // Published is what the grading reads of a catalog's published state in
-// Redis and writes there (published.Catalog).
+// Redis and writes there (published.State).
 type Published interface {
 	// Kept is the stored state of a version read or published.
 	Kept(version int64) (catalog.Stored, bool)

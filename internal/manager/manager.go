@@ -257,17 +257,17 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *redisconn.Pool, c Config
 	recorder := mgr.GetEventRecorder("toolcatalog-controller")
 	resolver := &catalogconfig.Resolver{Reader: crkube.Getter(mgr.GetAPIReader()), RetryPolicy: c.RetryPolicy, Observe: metrics.ObserveProviderRequest}
 	providers := &catalogconfig.ProviderCache{Egress: policy}
-	catalogs := &published.Catalogs{Pool: pool, StoreMaxEntries: c.QueryStoreMaxEntries}
+	states := &published.States{Pool: pool, StoreMaxEntries: c.QueryStoreMaxEntries}
 	grades := grading.New(mgr.GetClient(), recorder, nil, writer.Graded)
 	grades.MaxBytes, grades.Idle = c.GradingMaxBytes, c.GradingIdle
 	if err := (&toolcatalog.Reconciler{
 		Client:   mgr.GetClient(),
 		Recorder: recorder,
 		Pass: &catalog.Pass{
-			Configs: resolver, Providers: providers, Stores: catalogs, Objects: objects,
+			Configs: resolver, Providers: providers, States: states, Objects: objects,
 			Budget: catalog.Budget{Time: c.PassBudget},
 		},
-		Catalogs:          catalogs,
+		Published:         states,
 		Resolver:          resolver,
 		Providers:         providers,
 		Grades:            grades,

@@ -11,7 +11,7 @@ import (
 // (which that catalog's author may control) is never handed to a pass of
 // a catalog published elsewhere.
 func TestFlightsAreSharedWithinOneRedis(t *testing.T) {
-	cs := &Catalogs{}
+	cs := &States{}
 	a := redisconn.Options{Addresses: []string{"10.0.0.1:6379"}, Mode: "standalone"}
 	same := a
 	other := a

@@ -56,7 +56,7 @@ func (l *Loss) Message() string {
 }
 
 // saw records that the catalog's Redis holds version v at its keys.
-func (c *Catalog) saw(v int64) {
+func (c *State) saw(v int64) {
 	if v <= 0 {
 		return
 	}
@@ -67,7 +67,7 @@ func (c *Catalog) saw(v int64) {
 
 // check compares the version a read found with what was seen at the same
 // keys, and marks the catalog lost when it is short.
-func (c *Catalog) check(found int64) {
+func (c *State) check(found int64) {
 	c.cs.mu.Lock()
 	defer c.cs.mu.Unlock()
 	if s := c.mem.seen; s != nil && s.where == c.where() && found < s.version {
@@ -76,7 +76,7 @@ func (c *Catalog) check(found int64) {
 }
 
 // markLost marks m lost with what was found; cs.mu is held.
-func (cs *Catalogs) markLost(id string, m *memory, found int64) {
+func (cs *States) markLost(id string, m *memory, found int64) {
 	if m.lost == nil {
 		m.lost = &Loss{Version: m.seen.version, Found: found, At: cs.now()}
 		metrics.PublishedDataLost.WithLabelValues(id).Inc()
@@ -88,7 +88,7 @@ func (cs *Catalogs) markLost(id string, m *memory, found int64) {
 
 // TakeLoss returns the catalog's loss, if one was found since the last
 // call, and forgets it.
-func (cs *Catalogs) TakeLoss(id string) *Loss {
+func (cs *States) TakeLoss(id string) *Loss {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	m := cs.byID[id]
@@ -104,7 +104,7 @@ func (cs *Catalogs) TakeLoss(id string) *Loss {
 // published, one pipeline per Redis, and marks those found short; it
 // returns their ids. A Redis that does not answer is skipped: the next
 // probe, or the pass that meets the failure, finds out.
-func (cs *Catalogs) Probe(ctx context.Context) []string {
+func (cs *States) Probe(ctx context.Context) []string {
 	type probe struct {
 		id  string
 		m   *memory
@@ -159,7 +159,7 @@ func (cs *Catalogs) Probe(ctx context.Context) []string {
 
 // WatchLosses probes every interval (DefaultLossProbeInterval when zero)
 // until ctx ends, calling lost with the id of each catalog found short.
-func (cs *Catalogs) WatchLosses(ctx context.Context, interval time.Duration, lost func(id string)) {
+func (cs *States) WatchLosses(ctx context.Context, interval time.Duration, lost func(id string)) {
 	if interval <= 0 {
 		interval = DefaultLossProbeInterval
 	}

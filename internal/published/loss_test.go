@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/published/store"
+	"github.com/toolcatalog/tool-catalog-operator/internal/published/versions"
 )
 
 // The probe marks a catalog lost when its Redis holds no version, or an
@@ -27,7 +27,7 @@ func TestProbeFindsWhatRedisLost(t *testing.T) {
 	// Deleted behind the manager's back: lost, once.
 	rc := f.srv.Client()
 	defer rc.Close()
-	if deleteErr := store.Delete(ctx, rc, f.cfg.Keys); deleteErr != nil {
+	if deleteErr := versions.Delete(ctx, rc, f.cfg.Keys); deleteErr != nil {
 		t.Fatal(deleteErr)
 	}
 	if lost := f.cs.Probe(ctx); !slices.Equal(lost, []string{"ns/c"}) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metrics"
-	"github.com/toolcatalog/tool-catalog-operator/internal/published/store"
+	"github.com/toolcatalog/tool-catalog-operator/internal/published/versions"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
@@ -33,8 +33,8 @@ type pinned struct {
 //
 // published are the schema hashes of the versions the catalog published
 // (status.publishedVersions): a version rebuilt to be pinned must hash to
-// its own, when known (store.Pin).
-func (c *Catalog) Hold(ctx context.Context, cur *contract.Document, pin int64, published map[int64]string) (catalog.Hold, error) {
+// its own, when known (versions.Pin).
+func (c *State) Hold(ctx context.Context, cur *contract.Document, pin int64, published map[int64]string) (catalog.Hold, error) {
 	h, err := c.hold(ctx, cur, pin, published)
 	if err != nil {
 		metrics.RedisErrors.WithLabelValues(c.id, "write").Inc()
@@ -42,7 +42,7 @@ func (c *Catalog) Hold(ctx context.Context, cur *contract.Document, pin int64, p
 	return h, err
 }
 
-func (c *Catalog) hold(ctx context.Context, cur *contract.Document, pin int64, published map[int64]string) (catalog.Hold, error) {
+func (c *State) hold(ctx context.Context, cur *contract.Document, pin int64, published map[int64]string) (catalog.Hold, error) {
 	k := c.cfg.Keys
 	have, present, err := c.readPinned(ctx)
 	if err != nil {
@@ -52,7 +52,7 @@ func (c *Catalog) hold(ctx context.Context, cur *contract.Document, pin int64, p
 		if !present {
 			return catalog.Hold{}, nil
 		}
-		if _, err := store.Unpin(ctx, c.rc, k); err != nil {
+		if _, err := versions.Unpin(ctx, c.rc, k); err != nil {
 			return catalog.Hold{}, err
 		}
 		c.setPinned(nil)
@@ -61,9 +61,9 @@ func (c *Catalog) hold(ctx context.Context, cur *contract.Document, pin int64, p
 	}
 	var h catalog.Hold
 	if have == nil || have.version != pin {
-		doc, err := store.Pin(ctx, c.rc, k, cur, pin, published[pin])
+		doc, err := versions.Pin(ctx, c.rc, k, cur, pin, published[pin])
 		switch {
-		case errors.Is(err, store.ErrCannotPin):
+		case errors.Is(err, versions.ErrCannotPin):
 			h.Refused = err
 		case err != nil:
 			return catalog.Hold{}, err
@@ -84,7 +84,7 @@ func (c *Catalog) hold(ctx context.Context, cur *contract.Document, pin int64, p
 // kept when that is the copy there. present says any of it is there: a
 // copy that is not whole, does not parse, or belongs to another catalog
 // object of the same name is not returned, and is replaced or deleted.
-func (c *Catalog) readPinned(ctx context.Context) (have *pinned, present bool, err error) {
+func (c *State) readPinned(ctx context.Context) (have *pinned, present bool, err error) {
 	p := c.cfg.Keys.Pinned()
 	vals, err := c.rc.MGet(ctx, p.Version(), p.Head()).Result()
 	if err != nil {
@@ -124,18 +124,18 @@ func (c *Catalog) readPinned(ctx context.Context) (have *pinned, present bool, e
 	return have, true, nil
 }
 
-func (c *Catalog) setPinned(p *pinned) {
+func (c *State) setPinned(p *pinned) {
 	c.cs.mu.Lock()
 	defer c.cs.mu.Unlock()
 	c.mem.pinned = p
 }
 
 // announce tells consumers that the version served changed.
-func (c *Catalog) announce(ctx context.Context, cur *contract.Document, pin int64) {
+func (c *State) announce(ctx context.Context, cur *contract.Document, pin int64) {
 	n := contract.NoticeOf(cur)
 	n.Pinned = pin
 	notice, _ := json.Marshal(n)
-	if err := store.Notify(ctx, c.rc, c.cfg.Channel, notice); err != nil {
+	if err := versions.Notify(ctx, c.rc, c.cfg.Channel, notice); err != nil {
 		metrics.RedisErrors.WithLabelValues(c.id, "notify").Inc()
 		ctrl.LoggerFrom(ctx).Error(err, "Pinned the catalog but could not announce it", "pinned", pin)
 	}

@@ -1,10 +1,10 @@
 // Package published does a catalog pass's Redis work and keeps what the
 // manager knows of each catalog's published state between passes.
 //
-// One Catalog, opened per pass, reads the stored state (from a kept
+// One State, opened per pass, reads the stored state (from a kept
 // snapshot while Redis's stamp confirms it holds exactly that), trims and
 // learns from recorded requests, stages the work of a blocked pass, and
-// publishes and announces a version. Between passes, Catalogs keeps per
+// publishes and announces a version. Between passes, States keeps per
 // catalog the snapshot (of a catalog of DefaultKeepMinTools tools or
 // more), the selector, the queries generated but not yet embedded, and the
 // query vectors that grade a version. The ToolCatalog
@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/published/store"
+	"github.com/toolcatalog/tool-catalog-operator/internal/published/versions"
 	"github.com/toolcatalog/tool-catalog-operator/internal/querystore"
 
 	"github.com/redis/go-redis/v9"
@@ -34,9 +34,9 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
-// Catalogs keeps every catalog's published state. The zero value is not
+// States keeps every catalog's published state. The zero value is not
 // usable: set Pool.
-type Catalogs struct {
+type States struct {
 	// Pool holds one Redis client per catalog.
 	Pool *redisconn.Pool
 	// Now is the clock; time.Now when nil.
@@ -59,7 +59,7 @@ type Catalogs struct {
 
 // flightsOf are the flights shared by the query stores of the Redis the
 // options name (its addresses, database and credentials).
-func (cs *Catalogs) flightsOf(o redisconn.Options) *querystore.Flights {
+func (cs *States) flightsOf(o redisconn.Options) *querystore.Flights {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	fp := o.Fingerprint()
@@ -105,7 +105,7 @@ type snapshot struct {
 	readAt     time.Time
 }
 
-func (cs *Catalogs) now() time.Time {
+func (cs *States) now() time.Time {
 	if cs.Now != nil {
 		return cs.Now()
 	}
@@ -114,7 +114,7 @@ func (cs *Catalogs) now() time.Time {
 
 // Open returns the catalog's published state for one pass. id names the
 // catalog (namespace/name), uid is its object's UID.
-func (cs *Catalogs) Open(id, uid string, cfg *catalogconfig.Config) *Catalog {
+func (cs *States) Open(id, uid string, cfg *catalogconfig.Config) *State {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if cs.byID == nil {
@@ -125,18 +125,18 @@ func (cs *Catalogs) Open(id, uid string, cfg *catalogconfig.Config) *Catalog {
 		m = &memory{}
 		cs.byID[id] = m
 	}
-	return &Catalog{cs: cs, mem: m, id: id, uid: uid, cfg: cfg, rc: cs.Pool.Get(id, cfg.Redis)}
+	return &State{cs: cs, mem: m, id: id, uid: uid, cfg: cfg, rc: cs.Pool.Get(id, cfg.Redis)}
 }
 
-// Store is Open as the pass's port (catalog.Stores).
-func (cs *Catalogs) Store(id, uid string, cfg *catalogconfig.Config) catalog.Store {
+// State is Open as the pass's port (catalog.States).
+func (cs *States) State(id, uid string, cfg *catalogconfig.Config) catalog.State {
 	return cs.Open(id, uid, cfg)
 }
 
 // Changed tells a catalog's next pass that the ToolDefinitions named
 // changed (catalog.Changes). A catalog nothing is kept for selects whole
 // at its next pass anyway.
-func (cs *Catalogs) Changed(id string, objects ...string) {
+func (cs *States) Changed(id string, objects ...string) {
 	cs.mu.Lock()
 	m := cs.byID[id]
 	cs.mu.Unlock()
@@ -147,7 +147,7 @@ func (cs *Catalogs) Changed(id string, objects ...string) {
 
 // AllChangedIn tells the next pass of every catalog of a namespace that
 // any of its ToolDefinitions may have changed.
-func (cs *Catalogs) AllChangedIn(namespace string) {
+func (cs *States) AllChangedIn(namespace string) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	for id, m := range cs.byID {
@@ -159,7 +159,7 @@ func (cs *Catalogs) AllChangedIn(namespace string) {
 
 // Forget drops everything kept for a catalog that is gone, its Redis
 // client included.
-func (cs *Catalogs) Forget(id string) {
+func (cs *States) Forget(id string) {
 	cs.mu.Lock()
 	delete(cs.byID, id)
 	cs.mu.Unlock()
@@ -168,21 +168,21 @@ func (cs *Catalogs) Forget(id string) {
 
 // Remove deletes the catalog's keys, unless the head there belongs to
 // another catalog: then it returns that catalog's UID and deletes nothing.
-func (cs *Catalogs) Remove(ctx context.Context, id, uid string, keys contract.Keys, opts redisconn.Options) (foreign string, err error) {
+func (cs *States) Remove(ctx context.Context, id, uid string, keys contract.Keys, opts redisconn.Options) (foreign string, err error) {
 	rc := cs.Pool.Get(id, opts)
 	if owner, err := contract.HeadOwner(ctx, rc, keys); err == nil && owner != "" && owner != uid {
 		return owner, nil
 	}
-	if err := store.Delete(ctx, rc, keys); err != nil {
+	if err := versions.Delete(ctx, rc, keys); err != nil {
 		metrics.RedisErrors.WithLabelValues(id, "delete").Inc()
 		return "", err
 	}
 	return "", nil
 }
 
-// Catalog is one catalog's published state during one pass.
-type Catalog struct {
-	cs      *Catalogs
+// State is one catalog's published state during one pass.
+type State struct {
+	cs      *States
 	mem     *memory
 	id, uid string
 	cfg     *catalogconfig.Config
@@ -192,7 +192,7 @@ type Catalog struct {
 // QueryStore is the query store of the catalog's namespace in the
 // catalog's Redis (internal/querystore): the provider clients it wraps
 // look there before they ask, so catalogs over the same tools pay once.
-func (c *Catalog) QueryStore() *querystore.Store {
+func (c *State) QueryStore() *querystore.Store {
 	ns, _, _ := strings.Cut(c.id, "/")
 	s := querystore.New(c.rc, ns, 0)
 	s.Flights, s.MaxEntries, s.Now = c.cs.flightsOf(c.cfg.Redis), c.cs.StoreMaxEntries, c.cs.Now
@@ -203,32 +203,32 @@ func (c *Catalog) QueryStore() *querystore.Store {
 }
 
 // Selector is the catalog's selector, kept across passes.
-func (c *Catalog) Selector() *catalog.Selector { return &c.mem.selector }
+func (c *State) Selector() *catalog.Selector { return &c.mem.selector }
 
 // Changes are the catalog's ToolDefinitions changed since its last pass.
-func (c *Catalog) Changes() *catalog.Changes { return &c.mem.changes }
+func (c *State) Changes() *catalog.Changes { return &c.mem.changes }
 
 // Planner is the catalog's planner, kept across passes with the stored
 // state it planned from.
-func (c *Catalog) Planner() *catalog.Planner { return &c.mem.planner }
+func (c *State) Planner() *catalog.Planner { return &c.mem.planner }
 
 // Generated keeps the catalog's queries generated but not embedded yet.
-func (c *Catalog) Generated() *catalog.Generated { return &c.mem.generated }
+func (c *State) Generated() *catalog.Generated { return &c.mem.generated }
 
 // QueryVectors keeps the catalog's query vectors for grading.
-func (c *Catalog) QueryVectors() *catalog.QueryVectors { return &c.mem.queries }
+func (c *State) QueryVectors() *catalog.QueryVectors { return &c.mem.queries }
 
-func (c *Catalog) where() string {
+func (c *State) where() string {
 	return fmt.Sprintf("%s@%v/%d", c.cfg.Keys.Prefix, c.cfg.Redis.Addresses, c.cfg.Redis.DB)
 }
 
-func (c *Catalog) kept() *snapshot {
+func (c *State) kept() *snapshot {
 	c.cs.mu.Lock()
 	defer c.cs.mu.Unlock()
 	return c.mem.snapshot
 }
 
-func (c *Catalog) keep(s *snapshot) {
+func (c *State) keep(s *snapshot) {
 	c.cs.mu.Lock()
 	defer c.cs.mu.Unlock()
 	c.mem.snapshot = s
@@ -240,7 +240,7 @@ func (c *Catalog) keep(s *snapshot) {
 // is read whole only when they differ; fresh, a refresh request, and a
 // change of keys read everything again. What is read whole holds the
 // strings of tools, the selected ones, where equal.
-func (c *Catalog) Read(ctx context.Context, fresh bool, tools []*catalog.Tool) (catalog.Stored, error) {
+func (c *State) Read(ctx context.Context, fresh bool, tools []*catalog.Tool) (catalog.Stored, error) {
 	stored, err := c.read(ctx, fresh, tools)
 	if err != nil {
 		metrics.RedisErrors.WithLabelValues(c.id, "read").Inc()
@@ -248,9 +248,9 @@ func (c *Catalog) Read(ctx context.Context, fresh bool, tools []*catalog.Tool) (
 	return stored, err
 }
 
-func (c *Catalog) read(ctx context.Context, fresh bool, tools []*catalog.Tool) (catalog.Stored, error) {
+func (c *State) read(ctx context.Context, fresh bool, tools []*catalog.Tool) (catalog.Stored, error) {
 	if kept := c.kept(); kept != nil && !fresh && kept.uid == c.uid && kept.where == c.where() {
-		stamp, staged, err := store.ReadStamp(ctx, c.rc, c.cfg.Keys)
+		stamp, staged, err := versions.ReadStamp(ctx, c.rc, c.cfg.Keys)
 		if err != nil {
 			return catalog.Stored{}, err
 		}
@@ -301,7 +301,7 @@ func (c *Catalog) read(ctx context.Context, fresh bool, tools []*catalog.Tool) (
 // round trip's replies, not a second copy of the catalog, and keeps the
 // state its plans and grading were derived from. It returns the staged
 // entries read after the fields, with the stamp unchanged.
-func (c *Catalog) matches(ctx context.Context, kept *snapshot) (bool, *contract.Snapshot, error) {
+func (c *State) matches(ctx context.Context, kept *snapshot) (bool, *contract.Snapshot, error) {
 	st, doc := kept.stored, kept.stored.Doc
 	if doc == nil || !st.Contract2 || int64(len(doc.Tools)) != kept.stamp.Tools {
 		return false, nil, nil
@@ -355,7 +355,7 @@ func (c *Catalog) matches(ctx context.Context, kept *snapshot) (bool, *contract.
 	}
 	// Every writer of the hashes moves P:version: the fields read belong
 	// to the kept version when the stamp is still its.
-	stamp, staged, err := store.ReadStamp(ctx, c.rc, c.cfg.Keys)
+	stamp, staged, err := versions.ReadStamp(ctx, c.rc, c.cfg.Keys)
 	if err != nil {
 		return false, nil, err
 	}
@@ -366,7 +366,7 @@ func (c *Catalog) matches(ctx context.Context, kept *snapshot) (bool, *contract.
 // those past retention or beyond the cap, and picks each tool's learned
 // queries. A catalog that stopped learning has its recorded requests
 // deleted (its tools are then re-embedded without them).
-func (c *Catalog) Learned(ctx context.Context, stored catalog.Stored, tools []*catalog.Tool) (map[string][]string, error) {
+func (c *State) Learned(ctx context.Context, stored catalog.Stored, tools []*catalog.Tool) (map[string][]string, error) {
 	learned, err := c.learned(ctx, stored, tools)
 	if err != nil {
 		metrics.RedisErrors.WithLabelValues(c.id, "read").Inc()
@@ -374,7 +374,7 @@ func (c *Catalog) Learned(ctx context.Context, stored catalog.Stored, tools []*c
 	return learned, err
 }
 
-func (c *Catalog) learned(ctx context.Context, stored catalog.Stored, tools []*catalog.Tool) (map[string][]string, error) {
+func (c *State) learned(ctx context.Context, stored catalog.Stored, tools []*catalog.Tool) (map[string][]string, error) {
 	l := c.cfg.Learning
 	if l == nil {
 		if stored.Doc != nil && stored.Doc.Search.LearnFromRequests {
@@ -396,8 +396,8 @@ func (c *Catalog) learned(ctx context.Context, stored catalog.Stored, tools []*c
 // Stage keeps the vectors and metadata of a build that may not be
 // published yet for the version that may carry them. It returns
 // contract.ErrConflict when the version read is no longer current.
-func (c *Catalog) Stage(ctx context.Context, stored catalog.Stored, b catalog.Build) error {
-	err := store.Stage(ctx, c.rc, c.cfg.Keys, stored.Version, b.Vectors, b.Metadata)
+func (c *State) Stage(ctx context.Context, stored catalog.Stored, b catalog.Build) error {
+	err := versions.Stage(ctx, c.rc, c.cfg.Keys, stored.Version, b.Vectors, b.Metadata)
 	if err != nil && !errors.Is(err, contract.ErrConflict) {
 		metrics.RedisErrors.WithLabelValues(c.id, "write").Inc()
 	}
@@ -411,12 +411,12 @@ func (c *Catalog) Stage(ctx context.Context, stored catalog.Stored, b catalog.Bu
 // newer version, not an older one. It returns contract.ErrConflict when
 // the version read is no longer current; then the next pass reads
 // everything.
-func (c *Catalog) Publish(ctx context.Context, stored catalog.Stored, b catalog.Build, floor int64) (int64, error) {
+func (c *State) Publish(ctx context.Context, stored catalog.Stored, b catalog.Build, floor int64) (int64, error) {
 	read := stored.Version
 	version := max(read, floor) + 1
 	b.Document.Version = version
 	start := c.cs.now()
-	err := store.Write(ctx, c.rc, c.cfg.Keys, store.Update{
+	err := versions.Write(ctx, c.rc, c.cfg.Keys, versions.Update{
 		ExpectVersion: read, Document: b.Document, Previous: stored.Doc, Rewrite: !stored.Contract2,
 		Vectors: b.Vectors, Metadata: b.Metadata, Remove: b.Removed, Retain: c.cfg.Retain,
 	})
@@ -431,7 +431,7 @@ func (c *Catalog) Publish(ctx context.Context, stored catalog.Stored, b catalog.
 	metrics.ToolsEmbedded.WithLabelValues(c.id).Add(float64(len(b.Vectors)))
 
 	notice, _ := json.Marshal(contract.NoticeOf(b.Document))
-	if err := store.Notify(ctx, c.rc, c.cfg.Channel, notice); err != nil {
+	if err := versions.Notify(ctx, c.rc, c.cfg.Channel, notice); err != nil {
 		// The version is written; consumers that missed the notice find
 		// it when they next check P:version.
 		metrics.RedisErrors.WithLabelValues(c.id, "notify").Inc()
@@ -445,13 +445,13 @@ func (c *Catalog) Publish(ctx context.Context, stored catalog.Stored, b catalog.
 // keepPublished keeps what a publish wrote as the catalog's stored state,
 // once Redis's stamp confirms that it holds that version; otherwise the
 // next pass reads everything.
-func (c *Catalog) keepPublished(ctx context.Context, stored catalog.Stored, b catalog.Build, version int64) {
+func (c *State) keepPublished(ctx context.Context, stored catalog.Stored, b catalog.Build, version int64) {
 	next, err := stored.Published(b, version)
 	if err != nil {
 		c.keep(nil)
 		return
 	}
-	stamp, _, err := store.ReadStamp(ctx, c.rc, c.cfg.Keys)
+	stamp, _, err := versions.ReadStamp(ctx, c.rc, c.cfg.Keys)
 	if err != nil || stamp.Version != version {
 		c.keep(nil)
 		return
@@ -466,7 +466,7 @@ func (c *Catalog) keepPublished(ctx context.Context, stored catalog.Stored, b ca
 // Vectors reads the published vectors of the named tools, for what
 // indexes a version outside the pass (grading): the stored state keeps
 // only their digests.
-func (c *Catalog) Vectors(ctx context.Context, names []string) (map[string]string, error) {
+func (c *State) Vectors(ctx context.Context, names []string) (map[string]string, error) {
 	vecs, err := contract.ReadVectors(ctx, c.rc, c.cfg.Keys, names)
 	if err != nil {
 		metrics.RedisErrors.WithLabelValues(c.id, "read").Inc()
@@ -476,8 +476,8 @@ func (c *Catalog) Vectors(ctx context.Context, names []string) (map[string]strin
 
 // RecordQuality keeps a version's self-grading with the retained
 // versions, for consumers that chart it.
-func (c *Catalog) RecordQuality(ctx context.Context, q contract.Quality) error {
-	err := store.RecordQuality(ctx, c.rc, c.cfg.Keys, q, c.cfg.Retain)
+func (c *State) RecordQuality(ctx context.Context, q contract.Quality) error {
+	err := versions.RecordQuality(ctx, c.rc, c.cfg.Keys, q, c.cfg.Retain)
 	if err != nil {
 		metrics.RedisErrors.WithLabelValues(c.id, "write").Inc()
 	}
@@ -487,7 +487,7 @@ func (c *Catalog) RecordQuality(ctx context.Context, q contract.Quality) error {
 // Release lets go of the stored state kept for a catalog of fewer than
 // KeepMinTools tools, once its pass is done and the grading has taken the
 // version it needs: its next pass reads the state whole.
-func (c *Catalog) Release() {
+func (c *State) Release() {
 	c.cs.mu.Lock()
 	defer c.cs.mu.Unlock()
 	least := c.cs.KeepMinTools
@@ -504,7 +504,7 @@ func (c *Catalog) Release() {
 
 // Kept returns the stored state kept for version, the one a pass read or
 // published, if that is what is kept.
-func (c *Catalog) Kept(version int64) (catalog.Stored, bool) {
+func (c *State) Kept(version int64) (catalog.Stored, bool) {
 	kept := c.kept()
 	if kept == nil || kept.stored.Doc == nil || kept.stored.Doc.Version != version {
 		return catalog.Stored{}, false

@@ -28,14 +28,14 @@ import (
 type fixture struct {
 	t     *testing.T
 	srv   *redistest.Server
-	cs    *published.Catalogs
+	cs    *published.States
 	cfg   *catalogconfig.Config
 	clock time.Time
 }
 
 func newFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, srv: redistest.New(t), clock: time.Unix(1700000000, 0)}
-	f.cs = &published.Catalogs{Pool: redisconn.NewPool(), Now: func() time.Time { return f.clock }, KeepMinTools: 1}
+	f.cs = &published.States{Pool: redisconn.NewPool(), Now: func() time.Time { return f.clock }, KeepMinTools: 1}
 	f.cfg = &catalogconfig.Config{
 		Keys:  contract.Keys{Prefix: "toolcatalog:ns:c"},
 		Redis: redisconn.Options{Addresses: []string{f.srv.Addr}}, Channel: "toolcatalog:ns:c:events",
@@ -45,11 +45,11 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-func (f *fixture) open() *published.Catalog { return f.cs.Open("ns/c", "uid-1", f.cfg) }
+func (f *fixture) open() *published.State { return f.cs.Open("ns/c", "uid-1", f.cfg) }
 
 // build runs the pipeline's pure and provider steps over tools named
 // names, on top of stored, with the builtin offline providers.
-func (f *fixture) build(st *published.Catalog, stored catalog.Stored, names ...string) catalog.Build {
+func (f *fixture) build(st *published.State, stored catalog.Stored, names ...string) catalog.Build {
 	f.t.Helper()
 	sel := f.selection(st, names...)
 	emb := embedding.LexicalEmbedder{}
@@ -64,7 +64,7 @@ func (f *fixture) build(st *published.Catalog, stored catalog.Stored, names ...s
 }
 
 // selection selects tools named names.
-func (f *fixture) selection(st *published.Catalog, names ...string) catalog.Selection {
+func (f *fixture) selection(st *published.State, names ...string) catalog.Selection {
 	f.t.Helper()
 	var tds []*v1alpha1.ToolDefinition
 	for _, n := range names {
@@ -81,7 +81,7 @@ func (f *fixture) selection(st *published.Catalog, names ...string) catalog.Sele
 	return sel
 }
 
-func (f *fixture) read(st *published.Catalog, fresh bool) catalog.Stored {
+func (f *fixture) read(st *published.State, fresh bool) catalog.Stored {
 	f.t.Helper()
 	stored, err := st.Read(context.Background(), fresh, nil)
 	if err != nil {
@@ -361,7 +361,7 @@ func TestChangesReachTheirCatalogs(t *testing.T) {
 	c := cs.Open("ns/c", "uid-1", f.cfg)
 	other := cs.Open("other/c", "uid-2", f.cfg)
 	t.Cleanup(func() { cs.Forget("other/c") })
-	for _, st := range []*published.Catalog{c, other} {
+	for _, st := range []*published.State{c, other} {
 		if _, whole := st.Changes().Take(); !whole {
 			t.Fatal("a catalog's first pass did not select whole")
 		}

@@ -1,7 +1,7 @@
 // Package contract is the published Redis contract of tool catalogs: key
 // names, the catalog document, per-tool metadata, the update notice and the
 // vector encoding, and how to read them. The operator writes it (with
-// its own package, internal/published/store) and consumers read it;
+// its own package, internal/published/versions) and consumers read it;
 // changes here are changes to public API.
 //
 // All keys of a catalog share the prefix P, by default

@@ -1,7 +1,7 @@
 package contract
 
 // Reading catalogs: one round trip to read a catalog's state. The
-// operator writes them with internal/published/store.
+// operator writes them with internal/published/versions.
 
 import (
 	"context"

@@ -64,7 +64,7 @@ func testDoc(t *testing.T, v int64, names ...string) *Document {
 // P:head, one entry per tool in P:tools, the vectors given, and metadata
 // for each tool with a vector unless given. The writer itself, with its
 // diffs, retention and guard, is tested where it lives
-// (internal/published/store).
+// (internal/published/versions).
 func publish(t testing.TB, c redis.UniversalClient, k Keys, d *Document, vectors, metadata map[string][]byte) {
 	t.Helper()
 	ctx := context.Background()

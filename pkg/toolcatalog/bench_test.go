@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/published/store"
+	"github.com/toolcatalog/tool-catalog-operator/internal/published/versions"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/gradehook"
 
@@ -202,7 +202,7 @@ func BenchmarkLoadFromRedis(b *testing.B) {
 			meta[t.Name], _ = m.Marshal()
 		}
 		c.Del(ctx, k.Head(), k.Tools(), k.Version())
-		if err := store.Write(ctx, c, k, store.Update{Document: &doc, Rewrite: true, Vectors: vectors, Metadata: meta, Retain: 1}); err != nil {
+		if err := versions.Write(ctx, c, k, versions.Update{Document: &doc, Rewrite: true, Vectors: vectors, Metadata: meta, Retain: 1}); err != nil {
 			b.Fatal(err)
 		}
 		runtime.GC()

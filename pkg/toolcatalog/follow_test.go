@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/published/store"
+	"github.com/toolcatalog/tool-catalog-operator/internal/published/versions"
 
 	"github.com/redis/go-redis/v9"
 
@@ -78,12 +78,12 @@ func publishCatalog(t *testing.T, c redis.UniversalClient, k contract.Keys, chan
 		m, _ := (&contract.Metadata{SpecHash: tool.SpecHash, Description: tool.Description, Model: doc.Embedding.Model, Dimensions: len(v), SyntheticQueries: []string{"q"}}).Marshal()
 		meta[tool.Name] = m
 	}
-	if err := store.Write(ctx, c, k, store.Update{ExpectVersion: version - 1, Document: &doc, Previous: prev, Rewrite: prev == nil, Vectors: vectors, Metadata: meta, Retain: 5}); err != nil {
+	if err := versions.Write(ctx, c, k, versions.Update{ExpectVersion: version - 1, Document: &doc, Previous: prev, Rewrite: prev == nil, Vectors: vectors, Metadata: meta, Retain: 5}); err != nil {
 		t.Fatalf("writing version %d: %v", version, err)
 	}
 	if notify {
 		notice, _ := json.Marshal(contract.NoticeOf(&doc))
-		if err := store.Notify(ctx, c, channel, notice); err != nil {
+		if err := versions.Notify(ctx, c, channel, notice); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -311,7 +311,7 @@ func TestFollowTakesARecreatedCatalog(t *testing.T) {
 			publish(t, c, k, channel, 3, true)
 			eventually(t, "version 3", func() bool { return f.Current().Version() == 3 })
 
-			if err := store.Delete(ctx, c, k); err != nil {
+			if err := versions.Delete(ctx, c, k); err != nil {
 				t.Fatal(err)
 			}
 			recreated := publishAs(t, c, k, channel, "uid-2", 1, notify)
@@ -379,7 +379,7 @@ func TestLoadAndFollowOnRedisCluster(t *testing.T) {
 	// A prefix without a hash tag spreads keys over slots, and the
 	// transaction is refused rather than half-applied.
 	bad := contract.Keys{Prefix: "notag"}
-	err = store.Write(ctx, c, bad, store.Update{Document: &contract.Document{Version: 1}, Rewrite: true, Retain: 1, Vectors: map[string][]byte{"a": {0, 0, 0, 0}}})
+	err = versions.Write(ctx, c, bad, versions.Update{Document: &contract.Document{Version: 1}, Rewrite: true, Retain: 1, Vectors: map[string][]byte{"a": {0, 0, 0, 0}}})
 	if err == nil {
 		t.Fatal("a cross-slot catalog write succeeded on a cluster")
 	}
@@ -554,11 +554,11 @@ func TestFollowServesThePinnedVersion(t *testing.T) {
 		n := contract.NoticeOf(d)
 		n.Pinned = pinned
 		raw, _ := json.Marshal(n)
-		if err := store.Notify(ctx, c, channel, raw); err != nil {
+		if err := versions.Notify(ctx, c, channel, raw); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := store.Pin(ctx, c, k, v2, 1, ""); err != nil {
+	if _, err := versions.Pin(ctx, c, k, v2, 1, ""); err != nil {
 		t.Fatal(err)
 	}
 	announce(v2, 1)
@@ -573,12 +573,12 @@ func TestFollowServesThePinnedVersion(t *testing.T) {
 	// Version 3 is published and announced, and not served; moving the
 	// pin to 2 afterwards proves its notice was handled first.
 	v3 := publish(t, c, k, channel, 3, true)
-	if _, err := store.Pin(ctx, c, k, v3, 2, ""); err != nil {
+	if _, err := versions.Pin(ctx, c, k, v3, 2, ""); err != nil {
 		t.Fatal(err)
 	}
 	announce(v3, 2)
 	eventually(t, "the pinned version 2", func() bool { return f.Current().Version() == 2 })
-	if _, err := store.Unpin(ctx, c, k); err != nil {
+	if _, err := versions.Unpin(ctx, c, k); err != nil {
 		t.Fatal(err)
 	}
 	announce(v3, 0)
@@ -586,7 +586,7 @@ func TestFollowServesThePinnedVersion(t *testing.T) {
 
 	// Pinned at the current version and unpinned, with no notice: the
 	// periodic check follows both.
-	if _, err := store.Pin(ctx, c, k, v3, 3, ""); err != nil {
+	if _, err := versions.Pin(ctx, c, k, v3, 3, ""); err != nil {
 		t.Fatal(err)
 	}
 	if reloaded, err := f.Check(ctx); err != nil || !reloaded || !f.Current().Pinned {
@@ -595,7 +595,7 @@ func TestFollowServesThePinnedVersion(t *testing.T) {
 	if reloaded, err := f.Check(ctx); err != nil || reloaded {
 		t.Fatalf("second check: reloaded %v, %v", reloaded, err)
 	}
-	if _, err := store.Unpin(ctx, c, k); err != nil {
+	if _, err := versions.Unpin(ctx, c, k); err != nil {
 		t.Fatal(err)
 	}
 	if reloaded, err := f.Check(ctx); err != nil || !reloaded || f.Current().Pinned {

@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/published/store"
+	"github.com/toolcatalog/tool-catalog-operator/internal/published/versions"
 
 	"github.com/redis/go-redis/v9"
 
@@ -25,7 +25,7 @@ func writeVersion(t *testing.T, c redis.UniversalClient, k contract.Keys, prev, 
 		m, _ := (&contract.Metadata{SpecHash: "h", Model: doc.Embedding.Model, Dimensions: len(v) / 4, SyntheticQueries: []string{"q"}}).Marshal()
 		meta[name] = m
 	}
-	if err := store.Write(context.Background(), c, k, store.Update{ExpectVersion: expect, Document: doc, Previous: prev, Rewrite: prev == nil,
+	if err := versions.Write(context.Background(), c, k, versions.Update{ExpectVersion: expect, Document: doc, Previous: prev, Rewrite: prev == nil,
 		Vectors: vectors, Metadata: meta, Remove: remove, Retain: 5}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,9 @@
-// Package store is the operator's side of the Redis contract of package
+// Package versions is the operator's side of the Redis contract of package
 // contract (docs/redis-contract.md): it publishes a version in one
 // MULTI/EXEC guarded by WATCH on P:version, stages embeddings that
 // cannot be published yet, announces versions, and deletes a catalog's
 // keys. Consumers only read, with package contract.
-package store
+package versions
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package store
+package versions
 
 import (
 	"context"
