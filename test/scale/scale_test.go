@@ -396,9 +396,21 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 	var applyToVersion, statusLag, applyToStatus, editCPU, editNetCPU []time.Duration
 	var chatPerEdit, embPerEdit, redisIn, redisOut, reload, tdReconciles, conflicts, errorLines, searches, scans []int64
 	var reverted, original string
+	// componentCPU holds each measured edit's CPU by component (ns).
+	componentCPU := map[string][]int64{}
+	profilePrefix := *profileFlag
+	if profilePrefix == "" {
+		profilePrefix = t.TempDir() + "/"
+	}
 	for i := range *editsFlag + 1 {
 		if i == 1 {
-			stopProfile = mgr.profile(t, fmt.Sprintf("%s%d-%s.pprof", *profileFlag, n, sh))
+			stopProfile = mgr.profile(t, fmt.Sprintf("%s%d-%s.allocs.pprof", *profileFlag, n, sh))
+		}
+		// Each measured edit's CPU profile, for its components.
+		waitCPUProfile := func() error { return nil }
+		cpuProfile := fmt.Sprintf("%s%d-%s-edit%d.pprof", profilePrefix, n, sh, i)
+		if i > 0 {
+			waitCPUProfile = mgr.cpuProfile(editProfileSeconds(n), cpuProfile)
 		}
 		waitAPIServerIdle(t, time.Minute)
 		version := getCatalog(t, ns, "scale").Status.Version
@@ -435,6 +447,7 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 		})
 		editCPU = append(editCPU, mgr.cpu(t)-cpu0)
 		editNetCPU = append(editNetCPU, editCPU[len(editCPU)-1]-time.Duration(watchRate*float64(time.Since(editStart))))
+		took := time.Since(editStart)
 		tr := mgr.troubles(t).since(troubles0)
 		conflicts, errorLines = append(conflicts, tr.conflicts), append(errorLines, tr.errorLines)
 		tdReconciles = append(tdReconciles, int64(mgr.reconciles(t, "tooldefinition")-td0))
@@ -448,6 +461,22 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 		// both subscribers and the two INFO replies.
 		redisIn = append(redisIn, in1-in0)
 		redisOut = append(redisOut, out1-out0-followed.Load())
+		// The profile ends after the edit's measures are taken.
+		if window := time.Duration(editProfileSeconds(n)) * time.Second; i > 0 && took > window {
+			t.Logf("edit %d took %v, longer than its profile (%v): its components are of its start", i, took.Round(time.Millisecond), window)
+		}
+		if err := waitCPUProfile(); err != nil {
+			t.Fatalf("edit %d's CPU profile: %v", i, err)
+		}
+		if i > 0 {
+			by, err := cpuByComponent(cpuProfile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range componentNames() {
+				componentCPU[c] = append(componentCPU[c], int64(by[c]))
+			}
+		}
 	}
 	stopProfile()
 	for i, c := range chatPerEdit {
@@ -470,6 +499,11 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 	tab.set("one edit: apply → status shows the version", col, medianDuration(applyToStatus).Round(time.Millisecond).String())
 	tab.set("one edit: manager CPU until idle, grading included / less the watching's", col,
 		fmt.Sprintf("%v / %v", medianDuration(editCPU).Round(10*time.Millisecond), medianDuration(editNetCPU).Round(10*time.Millisecond)))
+	var parts []string
+	for _, c := range componentNames() {
+		parts = append(parts, time.Duration(median(componentCPU[c])).Round(time.Millisecond).String())
+	}
+	tab.set("one edit: manager CPU by component, from a profile of the edit and the quiet after it (each the median): "+strings.Join(componentNames(), " / "), col, strings.Join(parts, " / "))
 	tab.set("idle manager watched as the edits are: CPU", col, fmt.Sprintf("%.1f%% of a core", 100*watchRate))
 	tab.set("one edit: ToolDefinition reconciles", col, strconv.FormatInt(median(tdReconciles), 10))
 	tab.set("one edit: queries the grading searched / of them scanning every vector", col, fmt.Sprintf("%d / %d", median(searches), median(scans)))
