@@ -227,3 +227,18 @@ func secret(ns, name string, data map[string]string) *corev1.Secret {
 	}
 	return s
 }
+
+// keyedHarness is a harness for the catalog "tools" of namespace ns whose
+// providers, p's over HTTP, accept only the API keys p names, both read
+// from the key "apiKey" of the Secret secretName; it has the one tool
+// get_weather and no Secret yet.
+func keyedHarness(t *testing.T, ns string, p *providertest.Provider, secretName string) *harness {
+	t.Helper()
+	srv := redistest.New(t)
+	tc := providerCatalog(ns, srv, p)
+	ref := &v1alpha1.SecretKeySelector{Name: secretName, Key: "apiKey"}
+	tc.Spec.Embedding.APIKeySecretRef, tc.Spec.QueryGeneration.APIKeySecretRef = ref, ref
+	h := newHarness(t, srv, tc, nil, tool(ns, "weather", "get_weather", "Get the weather."))
+	h.secrets()
+	return h
+}

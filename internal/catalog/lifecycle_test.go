@@ -148,12 +148,7 @@ func TestPassesSurviveARedisOutageAndAFlush(t *testing.T) {
 func TestAMissingSecretStopsThePass(t *testing.T) {
 	p := providertest.NewWire(t)
 	p.APIKeys = []string{"sk-good"}
-	srv := redistest.New(t)
-	tc := providerCatalog("secret", srv, p)
-	tc.Spec.Embedding.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "openai", Key: "apiKey"}
-	tc.Spec.QueryGeneration.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "openai", Key: "apiKey"}
-	h := newHarness(t, srv, tc, nil, tool("secret", "weather", "get_weather", "Get the weather."))
-	h.secrets()
+	h := keyedHarness(t, "secret", p, "openai")
 	res := h.run()
 	e := reconcile.As(res.Err)
 	if e == nil || e.Kind != reconcile.Stalled || e.Reason != v1alpha1.ReasonSecretNotFound ||

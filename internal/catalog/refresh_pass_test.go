@@ -247,12 +247,8 @@ func TestProviderFailures(t *testing.T) {
 func TestProviderAuthFailure(t *testing.T) {
 	p := providertest.NewWire(t)
 	p.APIKeys = []string{"sk-right"}
-	srv := redistest.New(t)
-	tc := providerCatalog("auth", srv, p)
-	tc.Spec.QueryGeneration.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "llm", Key: "key"}
-	tc.Spec.Embedding.APIKeySecretRef = &v1alpha1.SecretKeySelector{Name: "llm", Key: "key"}
-	h := newHarness(t, srv, tc, nil, tool("auth", "weather", "get_weather", "Get the weather."))
-	h.secrets(secret("auth", "llm", map[string]string{"key": "sk-wrong"}))
+	h := keyedHarness(t, "auth", p, "llm")
+	h.secrets(secret("auth", "llm", map[string]string{"apiKey": "sk-wrong"}))
 	res := h.run()
 	if res.Err != nil {
 		t.Fatal(res.Err)

@@ -105,13 +105,8 @@ func (o *Objects) index(ctx context.Context) (toolscache.Indexer, error) {
 // validation to look up the sources ToolDefinitions name, and read their
 // records, without a copy of each record per tool.
 func (o *Objects) ToolSources(ctx context.Context, namespace string) (catalog.Sources, error) {
-	return ToolSources(ctx, o.Reader, namespace)
-}
-
-// ToolSources is Objects.ToolSources through any reader.
-func ToolSources(ctx context.Context, c client.Reader, namespace string) (catalog.Sources, error) {
 	list := &v1alpha1.ToolSourceList{}
-	if err := c.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+	if err := o.Reader.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing ToolSources: %w", err)
 	}
 	byName := make(map[string]*v1alpha1.ToolSource, len(list.Items))
