@@ -109,9 +109,9 @@ type queryOutcome struct {
 	// fewer tools).
 	terms              []string
 	semWatch, lexWatch float64
-	// intents says the query was searched by its intents: any change
-	// may move its tools, so any change makes it due.
-	intents bool
+	// intents, for a query searched by its intents, is what a changed
+	// tool must be or pass to move its outcome (see intentWatch).
+	intents *intentWatch
 	// blend, for a hybrid search of the query whole, is how it blended
 	// the arms: a changed tool is due by the score the blend would give it
 	// (see blendWatch.reaches), not by its rank in each arm.
@@ -447,6 +447,9 @@ func (g *grader) grade(ctx context.Context, c *Catalog, sets map[string]gradehoo
 	}
 	all := func(string) bool { return true }
 	var sum []float64 // the room of each search's query sum
+	// An intent is searched as itself, the tool it was asked of playing
+	// no part: many tools' requests share intents, searched once.
+	memo := intentSearches{}
 	search := func(d due, cosines []float32) {
 		var blend Blend
 		var own *ownScore
@@ -466,15 +469,18 @@ func (g *grader) grade(ctx context.Context, c *Catalog, sets map[string]gradehoo
 		if opts.Intents == IntentsOn {
 			intents = text.Intents(q)
 		}
+		terms := c.index.queryTerms(q)
 		units := d.gt.intentUnits[d.i]
+		var watch *intentWatch
 		if len(intents) > 0 && (method == BM25 || len(units) == len(intents)) {
-			order = c.fuseIntents(order, intents, units, opts, method)
-		} else {
-			intents = nil
+			watch = &intentWatch{}
+			watch.add(terms, semantic.top, lexical, opts)
+			order = c.fuseIntents(order, intents, units, opts, method, memo, watch)
+			watch.seal()
 		}
-		o := outcomeOf(d.tool, c.index.queryTerms(q), order, semantic.top, lexical)
-		o.intents = intents != nil
-		if method == Hybrid && !o.intents {
+		o := outcomeOf(d.tool, terms, order, semantic.top, lexical)
+		o.intents = watch
+		if method == Hybrid && watch == nil {
 			o.blend = newBlendWatch(order, semantic.top, lexical, blend)
 		}
 		d.gt.outcomes[d.i] = o
@@ -678,18 +684,31 @@ func (c *Catalog) gradedTool(name string, set gradehook.QuerySet, method Method)
 
 // fuseIntents is the order Search gives a query of several intents,
 // whole holding its whole ranking: each intent's share of the top gradehook.K,
-// then the whole ranking.
-func (c *Catalog) fuseIntents(whole []ranked, intents []string, units [][]float32, opts Options, method Method) []ranked {
+// then the whole ranking. It searches each intent once per memo, and adds
+// each intent's search to watch.
+func (c *Catalog) fuseIntents(whole []ranked, intents []string, units [][]float32, opts Options, method Method, memo intentSearches, watch *intentWatch) []ranked {
 	all := func(string) bool { return true }
 	rankings := []searched{{order: whole, final: armsOf(whole)}}
 	for j, in := range intents {
-		var unit []float32
+		key := intentKey{text: in}
 		if method != BM25 {
-			unit = units[j]
+			key.unit = vectorHash(units[j])
 		}
-		var blend Blend
-		order, _, _ := c.rank(in, unit, opts, all, method, &blend, nil, nil)
-		rankings = append(rankings, searched{order: order, evidence: blend.LexicalEvidence})
+		s, ok := memo[key]
+		if !ok {
+			var unit []float32
+			if method != BM25 {
+				unit = units[j]
+			}
+			var blend Blend
+			var semantic semanticScores
+			s.terms = c.index.queryTerms(in)
+			s.order, semantic, s.lexical = c.rank(in, unit, opts, all, method, &blend, nil, nil)
+			s.semantic, s.evidence = semantic.top, blend.LexicalEvidence
+			memo[key] = s
+		}
+		watch.add(s.terms, s.semantic, s.lexical, opts)
+		rankings = append(rankings, searched{order: s.order, evidence: s.evidence})
 	}
 	seen := map[string]bool{}
 	var out []ranked
@@ -703,6 +722,23 @@ func (c *Catalog) fuseIntents(whole []ranked, intents []string, units [][]float3
 		}
 	}
 	return out
+}
+
+// intentSearches holds the intents one grade searched, by intentKey.
+type intentSearches map[intentKey]intentSearch
+
+// intentKey is an intent and the hash of its unit vector (vectorHash).
+type intentKey struct {
+	text string
+	unit uint64
+}
+
+// intentSearch is one intent's search: its order, its terms and arms,
+// and its lexical evidence.
+type intentSearch struct {
+	order, semantic, lexical []ranked
+	terms                    []string
+	evidence                 float64
 }
 
 // sameRanking reports whether two settings rank alike.
@@ -761,7 +797,9 @@ func changedTools(prev, c *Catalog, rows []string) map[string]bool {
 // markAffected makes due every kept query a changed tool could rank
 // differently: one whose top gradehook.K or first held a changed tool, or
 // for which a changed tool now scores into the top gradehook.K of a hybrid
-// search (see blendWatch) or above the watch rank of an arm of another.
+// search (see blendWatch) or above the watch rank of an arm of another;
+// for a query searched by its intents, one that an arm of its searches
+// ranked or now ranks (see intentWatch).
 func (g *grader) markAffected(c *Catalog, changed map[string]bool, opts Options) {
 	if len(changed) == 0 {
 		return
@@ -782,7 +820,14 @@ func (g *grader) markAffected(c *Catalog, changed map[string]bool, opts Options)
 			if o == nil {
 				continue
 			}
-			due := o.intents || changed[o.first]
+			if o.intents != nil {
+				// Its first K are tools its searches' arms ranked.
+				if o.intents.moved(c, changed, docs, rows, gt.units[i], gt.intentUnits[i], cosines, opts) {
+					gt.outcomes[i] = nil
+				}
+				continue
+			}
+			due := changed[o.first]
 			for _, n := range o.top {
 				due = due || changed[n]
 			}

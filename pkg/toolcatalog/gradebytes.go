@@ -87,6 +87,9 @@ func (gt *gradedTool) heldBytes() int64 {
 		if o.blend != nil {
 			n += int64(unsafe.Sizeof(*o.blend))
 		}
+		if o.intents != nil {
+			n += o.intents.heldBytes()
+		}
 	}
 	for _, k := range gt.kept {
 		if k != nil {

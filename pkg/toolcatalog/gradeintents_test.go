@@ -1,0 +1,108 @@
+package toolcatalog
+
+import (
+	"context"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/gradehook"
+)
+
+// After each change of a catalog of the shared shape (requests repeated
+// across tools, a third of them asking for two things), the grade that
+// follows the change, searching only what it can move, grades as a
+// grader of the version from scratch does: for an edit that brings a word
+// of two requests into a tool, the rewording of a graded tool, a tool that
+// comes and asks to be found by a request of two intents, and tools that
+// go from the top of such requests. Every query kept ranks as from scratch.
+func TestAGradeThatFollowsTheChangeGradesAsOneFromScratch(t *testing.T) {
+	ctx := context.Background()
+	doc, raw, sets := sharedCatalog(t, keptMinRows+500)
+	index := func(g *indexGrader, doc *contract.Document, touched []string) {
+		t.Helper()
+		read := func(names []string) (map[string]string, error) {
+			out := map[string]string{}
+			for _, n := range names {
+				if v, ok := raw[n]; ok {
+					out[n] = string(v)
+				}
+			}
+			return out, nil
+		}
+		if err := g.Index(doc, 1000, func(name string) uint64 { return contract.VectorDigest(raw[name]) }, touched, read); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grade := func(g *indexGrader) *gradehook.Grading {
+		t.Helper()
+		got, left, err := g.Grade(ctx, sets)
+		if err != nil || left != 0 {
+			t.Fatalf("grade: %v, %d searches left", err, left)
+		}
+		return got
+	}
+	queries := 0
+	for _, set := range sets {
+		queries += len(set.Queries)
+	}
+	g := &indexGrader{grader: grader{maxSearches: -1}}
+	index(g, doc, nil)
+	grade(g)
+
+	// The tools the requests of two intents rank first, graded or not.
+	firsts := map[string]bool{}
+	for _, gt := range g.tools {
+		for _, o := range gt.outcomes {
+			if o.intents != nil {
+				firsts[o.first] = true
+			}
+		}
+	}
+	if len(firsts) < 2 {
+		t.Fatalf("the requests of two intents rank %d tools first; the fixture needs more", len(firsts))
+	}
+	gone := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(firsts))[:2] {
+		gone[name] = ""
+	}
+	graded := slices.Sorted(maps.Keys(sets))[3]
+	steps := []struct {
+		name     string
+		tools    map[string]string
+		describe func(string) string
+	}{
+		{"a word of two requests comes into a tool", map[string]string{"find_invoice_7": ""}, func(d string) string { return d + " Also supports bulk mode." }},
+		{"a graded tool is reworded", map[string]string{graded: ""}, func(string) string {
+			return "Refund the duplicate payment from yesterday and tell the customer by email."
+		}},
+		{"a tool comes", map[string]string{"refund_and_notify": "Refund a duplicate payment, then also tell the customer about it."}, func(d string) string { return d }},
+		{"tools go", gone, func(string) string { return "" }},
+	}
+	for _, step := range steps {
+		doc = changeShared(t, doc, raw, step.tools, step.describe)
+		index(g, doc, slices.Collect(maps.Keys(step.tools)))
+		got := grade(g)
+		fresh := &indexGrader{grader: grader{maxSearches: -1}}
+		index(fresh, doc, nil)
+		whole := grade(fresh)
+		t.Logf("%s: searched %d of %d queries, scanned %d", step.name, got.Searched, queries, got.Scanned)
+		if got.Searched >= queries/2 {
+			t.Errorf("%s: the grade searched %d of %d queries", step.name, got.Searched, queries)
+		}
+		got.Searched, got.Scanned, whole.Searched, whole.Scanned = 0, 0, 0, 0
+		if !reflect.DeepEqual(got, whole) {
+			t.Fatalf("%s: the grade that followed the change:\n%+v\nfrom scratch:\n%+v", step.name, got, whole)
+		}
+		for tn, gt := range g.tools {
+			for i, o := range gt.outcomes {
+				if w := fresh.tools[tn].outcomes[i]; !slices.Equal(o.top, w.top) {
+					t.Fatalf("%s: %s's query %q ranks %s, from scratch %s", step.name, tn, gt.set.Queries[i], strings.Join(o.top, ","), strings.Join(w.top, ","))
+				}
+			}
+		}
+	}
+}
