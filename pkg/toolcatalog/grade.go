@@ -132,6 +132,10 @@ type blendWatch struct {
 	// kth is the gradehook.K-th tool's score on the blend's scale; -Inf when
 	// fewer tools ranked.
 	kth float64
+	// kthCosine and kthName are the gradehook.K-th tool's cosine and name
+	// in a semantic-only search, whose order is the cosines' alone.
+	kthCosine float64
+	kthName   string
 }
 
 // blendMargin is how far under the gradehook.K-th blended score a changed tool
@@ -154,20 +158,23 @@ func newBlendWatch(order, semantic, lexical []ranked, b Blend) *blendWatch {
 	if len(order) >= gradehook.K {
 		bw.kth = order[gradehook.K-1].score
 		if bw.semanticOnly {
+			bw.kthCosine, bw.kthName = bw.kth, order[gradehook.K-1].name
 			bw.kth = between(bw.cosHi, bw.cosLo)(bw.kth)
 		}
 	}
 	return bw
 }
 
-// reaches reports whether a tool with this cosine and BM25 score (0: no
-// match) in the next version could rank among the query's first gradehook.K.
-// It scores the tool as the blend scored the others, on each arm's scale
-// widened to take it, and lets the others' scores fall by what that
-// widening can take from them. A tool that moves the lexical evidence
+// reaches reports whether the tool name with this cosine and BM25 score
+// (0: no match) in the next version could rank among the query's first
+// gradehook.K. It scores the tool as the blend scored the others, on each
+// arm's scale widened to take it, and lets the others' scores fall by what
+// that widening can take from them. A tool that moves the lexical evidence
 // across the semantic-only or the strong-evidence line changes how every
-// tool is blended, and is due.
-func (bw *blendWatch) reaches(cosine, bm25, maxIDF float64) bool {
+// tool is blended, and is due. A semantic-only search orders by cosine,
+// which a change of another tool does not move: the tool is due when it
+// passes the gradehook.K-th, as the search breaks ties (by name).
+func (bw *blendWatch) reaches(name string, cosine, bm25, maxIDF float64) bool {
 	if math.IsInf(bw.kth, -1) {
 		return true
 	}
@@ -178,7 +185,10 @@ func (bw *blendWatch) reaches(cosine, bm25, maxIDF float64) bool {
 			return true
 		}
 	}
-	if !bw.semanticOnly && cosine >= bw.marginCos {
+	if bw.semanticOnly {
+		return cosine > bw.kthCosine+tieCosine || cosine >= bw.kthCosine-tieCosine && name < bw.kthName
+	}
+	if cosine >= bw.marginCos {
 		return true
 	}
 	cosHi := max(bw.cosHi, cosine)
@@ -192,6 +202,11 @@ func (bw *blendWatch) reaches(cosine, bm25, maxIDF float64) bool {
 	}
 	return score+slack+blendMargin >= bw.kth
 }
+
+// tieCosine is how near two cosines count as a tie a name breaks: the
+// cosine a search ranks by and the one the grading computes of a changed
+// row may be summed in another order.
+const tieCosine = 1e-6
 
 // widened is the most a score scaled between lo and hi loses when hi
 // rises to to.
@@ -854,7 +869,7 @@ func (g *grader) markAffected(c *Catalog, changed map[string]bool, opts Options)
 				}
 				bm25 := c.index.scoreOf(doc, o.terms, opts.K1, opts.B)
 				if o.blend != nil {
-					due = o.blend.reaches(cosine, bm25, c.index.maxIDF)
+					due = o.blend.reaches(c.Document.Tools[doc].Name, cosine, bm25, c.index.maxIDF)
 				} else {
 					due = cosine > o.semWatch || bm25 > 0 && bm25 > o.lexWatch
 				}

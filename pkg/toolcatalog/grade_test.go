@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/gradehook"
@@ -436,18 +437,26 @@ func TestBlendWatchReaches(t *testing.T) {
 		{"semantic-only ignores a match under the best", 0.3, 7, true, false},
 		{"evidence crosses into the blend", 0.3, 9, true, true},
 		{"semantic-only, by its cosine", 0.55, 7, true, true},
+		{"semantic-only, just under the fifth", 0.519, 0, true, false},
+		{"semantic-only, a tie its name breaks before the fifth", 0.52, 0, true, true},
+		{"semantic-only, a tie its name breaks after the fifth", 0.52, 0, true, false},
 	} {
 		w := *bw
 		w.semanticOnly = tc.semanticOnly
 		if tc.semanticOnly {
 			w.w, w.evidence, w.lexHi = 1, 0.9, 7.2
 			w.kth = 0.8 // the fifth cosine, 0.52, scaled
+			w.kthCosine, w.kthName = 0.52, "m_fifth"
 		}
-		if got := w.reaches(tc.cosine, tc.bm25, maxIDF); got != tc.want {
+		name := "z_tool"
+		if strings.Contains(tc.name, "breaks before") {
+			name = "a_tool"
+		}
+		if got := w.reaches(name, tc.cosine, tc.bm25, maxIDF); got != tc.want {
 			t.Errorf("%s: reaches(%g, %g) = %v, want %v", tc.name, tc.cosine, tc.bm25, got, tc.want)
 		}
 	}
-	if !(&blendWatch{kth: math.Inf(-1)}).reaches(0, 0, maxIDF) {
+	if !(&blendWatch{kth: math.Inf(-1)}).reaches("a_tool", 0, 0, maxIDF) {
 		t.Error("a query whose search ranked fewer than K tools: any tool may enter")
 	}
 }

@@ -1,14 +1,18 @@
 package toolcatalog
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
+	"maps"
+	"math"
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
-	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/openaitest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/gradehook"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
@@ -45,10 +49,11 @@ func sharedTool(i int) (name, description string) {
 		v, n, sys, i%97, n, strings.ToLower(v), n)
 }
 
-// sharedQueries are five of the shared requests, chosen by the tool's name.
-func sharedQueries(name string) []string {
+// sharedQueries are the five shared requests a provider writes for a tool
+// of this description.
+func sharedQueries(description string) []string {
 	h := fnv.New32a()
-	h.Write([]byte(name))
+	h.Write([]byte(description))
 	start := int(h.Sum32() % uint32(len(sharedRequests)))
 	qs := make([]string, 5)
 	for i := range qs {
@@ -57,92 +62,80 @@ func sharedQueries(name string) []string {
 	return qs
 }
 
-// sharedCatalog is a hybrid catalog of n shared tools with builtin vectors,
-// as its document and raw vectors, and the query sets of the 200 tools a
-// grading samples (every n/200th), their intents embedded.
-func sharedCatalog(b testing.TB, n int) (*contract.Document, map[string][]byte, map[string]gradehook.QuerySet) {
+// sharedFixture is a hybrid catalog of shared tools as the operator
+// builds it: each tool's vector the centroid of its queries' (embedded by
+// embedTexts), and the query sets of the 200 tools a grading samples,
+// their intents embedded.
+type sharedFixture struct {
+	doc  *contract.Document
+	raw  map[string][]byte
+	sets map[string]gradehook.QuerySet
+}
+
+// newSharedFixture is the fixture of n shared tools.
+func newSharedFixture(b testing.TB, n int) *sharedFixture {
 	b.Helper()
-	doc := &contract.Document{Version: 1, Catalog: "bench/shared", CatalogUID: "shared",
-		Embedding: contract.EmbeddingInfo{Model: embedding.BuiltinLexicalModel, Dimensions: embedding.BuiltinLexicalDimensions},
+	f := &sharedFixture{raw: make(map[string][]byte, n), sets: map[string]gradehook.QuerySet{}}
+	f.doc = &contract.Document{Catalog: "bench/shared", CatalogUID: "shared",
+		Embedding: contract.EmbeddingInfo{Model: "words", Dimensions: sharedDims},
 		Search:    contract.SearchDefaults{Method: "hybrid", TopK: 5}}
-	descriptions := make([]string, n)
+	tools := make(map[string]string, n)
 	for i := range n {
 		name, desc := sharedTool(i)
-		descriptions[i] = desc
-		t, err := contract.NormalizeTool(contract.Tool{Name: name, Description: desc, Parameters: []byte(
-			`{"type":"object","properties":{"id":{"type":"string","description":"the record's id"},"limit":{"type":"integer","minimum":1,"maximum":100},"region":{"type":"string","enum":["eu","us","apac"]}},"required":["id"]}`)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		doc.Tools = append(doc.Tools, t)
+		tools[name] = desc
 	}
-	vecs, err := embedding.LexicalEmbedder{}.Embed(context.Background(), descriptions)
-	if err != nil {
-		b.Fatal(err)
+	// The 200 a grading samples: those first in an order fixed by a hash
+	// of their names.
+	names := slices.Collect(maps.Keys(tools))
+	hash := func(s string) uint64 {
+		h := fnv.New64a()
+		h.Write([]byte(s))
+		return h.Sum64()
 	}
-	raw := make(map[string][]byte, n)
-	for i, v := range vecs {
-		raw[doc.Tools[i].Name] = contract.EncodeVector(v)
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(hash(a), hash(b)) })
+	for _, name := range names[:min(n, 200)] {
+		f.sets[name] = gradehook.QuerySet{}
 	}
-	slices.SortFunc(doc.Tools, contract.ByName)
-	if err := doc.Seal(); err != nil {
-		b.Fatal(err)
-	}
-	sets := map[string]gradehook.QuerySet{}
-	for i := 0; i < n; i += max(1, n/200) {
-		name, _ := sharedTool(i)
-		qs := sharedQueries(name)
-		set := gradehook.QuerySet{Queries: qs, Vectors: embedTexts(b, qs)}
-		for j, q := range qs {
-			if in := text.Intents(q); len(in) > 0 {
-				if set.IntentVectors == nil {
-					set.IntentVectors = map[int][][]float32{}
-				}
-				set.IntentVectors[j] = embedTexts(b, in)
-			}
-		}
-		sets[name] = set
-	}
-	return doc, raw, sets
+	f.change(b, tools, func(d string) string { return d })
+	return f
 }
 
-// embedTexts embeds texts with the builtin model.
-func embedTexts(b testing.TB, texts []string) [][]float32 {
-	vecs, err := embedding.LexicalEmbedder{}.Embed(context.Background(), texts)
-	if err != nil {
-		b.Fatal(err)
+// vectors embeds each distinct text once.
+type vectors map[string][]float32
+
+func (vs vectors) of(b testing.TB, text string) []float32 {
+	if v, ok := vs[text]; ok {
+		return v
 	}
-	return vecs
+	v := embedTexts(b, []string{text})[0]
+	vs[text] = v
+	return v
 }
 
-// editShared is the version after doc in which tool edit's description
-// ends in one more sentence, and its vector is the new text's.
-func editShared(b testing.TB, doc *contract.Document, raw map[string][]byte, edit int) (*contract.Document, string) {
+// sharedVectors holds the vectors of the shared requests and intents.
+var sharedVectors = vectors{}
+
+// change makes the next version: each tool named in tools has its
+// description made by describe from the one it had (or from the one
+// tools gives, for a tool that comes), and its queries, vector and (when
+// sampled) query set those of the new text; describe returning ""
+// removes the tool.
+func (f *sharedFixture) change(b testing.TB, tools map[string]string, describe func(string) string) {
 	b.Helper()
-	name, _ := sharedTool(edit)
-	return changeShared(b, doc, raw, map[string]string{name: ""}, func(d string) string { return d + " Also supports bulk mode." }), name
-}
-
-// changeShared is the version after doc in which each tool named in
-// tools has its description made by describe from the one it had (or
-// from the one tools gives, for a tool that comes) and the vector of the
-// new text; describe returning "" removes the tool. raw is changed to
-// the version's vectors.
-func changeShared(b testing.TB, doc *contract.Document, raw map[string][]byte, tools map[string]string, describe func(string) string) *contract.Document {
-	b.Helper()
-	next := *doc
+	next := *f.doc
 	next.Version++
-	next.Tools = slices.Clone(doc.Tools)
-	for name, desc := range tools {
+	next.Tools = slices.Clone(f.doc.Tools)
+	for _, name := range slices.Sorted(maps.Keys(tools)) {
 		i, ok := slices.BinarySearchFunc(next.Tools, name, func(t contract.Tool, n string) int { return strings.Compare(t.Name, n) })
-		t := contract.Tool{Name: name, Description: desc, Parameters: []byte(`{"type":"object"}`)}
+		t := contract.Tool{Name: name, Description: tools[name], Parameters: []byte(sharedParameters)}
 		if ok {
 			t = next.Tools[i]
 		}
 		t.Description = describe(t.Description)
 		if t.Description == "" {
 			next.Tools = slices.Delete(next.Tools, i, i+1)
-			delete(raw, name)
+			delete(f.raw, name)
+			delete(f.sets, name)
 			continue
 		}
 		t, err := contract.NormalizeTool(t)
@@ -154,13 +147,93 @@ func changeShared(b testing.TB, doc *contract.Document, raw map[string][]byte, t
 		} else {
 			next.Tools = slices.Insert(next.Tools, i, t)
 		}
-		raw[name] = contract.EncodeVector(embedTexts(b, []string{t.Description})[0])
+		qs := sharedQueries(t.Description)
+		set := gradehook.QuerySet{Queries: qs}
+		centroid := make([]float32, sharedDims)
+		for j, q := range qs {
+			v := sharedVectors.of(b, q)
+			set.Vectors = append(set.Vectors, v)
+			for k, x := range v {
+				centroid[k] += x / float32(len(qs))
+			}
+			for _, in := range text.Intents(q) {
+				if set.IntentVectors == nil {
+					set.IntentVectors = map[int][][]float32{}
+				}
+				set.IntentVectors[j] = append(set.IntentVectors[j], sharedVectors.of(b, in))
+			}
+		}
+		f.raw[name] = contract.EncodeVector(centroid)
+		if _, sampled := f.sets[name]; sampled {
+			f.sets[name] = set
+		}
 	}
 	if err := next.Seal(); err != nil {
 		b.Fatal(err)
 	}
-	return &next
+	f.doc = &next
 }
+
+// sharedParameters are every shared tool's: an id and a limit,
+// described, and a region enum, not.
+const sharedParameters = `{"type":"object","properties":{"id":{"type":"string","description":"the record's id"},` +
+	`"limit":{"type":"integer","minimum":1,"maximum":100,"description":"how many records to return"},` +
+	`"region":{"type":"string","enum":["eu","us","apac"]}},"required":["id"]}`
+
+// index indexes the fixture's version in g, from the version g graded
+// last when touched names the tools changed since.
+func (f *sharedFixture) index(b testing.TB, g gradehook.Grader, touched []string) {
+	b.Helper()
+	read := func(names []string) (map[string]string, error) {
+		out := make(map[string]string, len(names))
+		for _, name := range names {
+			if v, ok := f.raw[name]; ok {
+				out[name] = string(v)
+			}
+		}
+		return out, nil
+	}
+	if err := g.Index(f.doc, 1000, func(name string) uint64 { return contract.VectorDigest(f.raw[name]) }, touched, read); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// grade grades the version g indexed last with the fixture's query sets.
+func (f *sharedFixture) grade(b testing.TB, g gradehook.Grader) *gradehook.Grading {
+	b.Helper()
+	got, left, err := g.Grade(context.Background(), f.sets)
+	if err != nil || left != 0 {
+		b.Fatalf("grade: %v, %d searches left", err, left)
+	}
+	return got
+}
+
+// embedTexts embeds texts as make bench-scale's provider embeds the
+// shared shape: each text the normalised sum of its words' vectors, so
+// texts of many words in common lie close.
+func embedTexts(_ testing.TB, texts []string) [][]float32 {
+	out := make([][]float32, len(texts))
+	for i, t := range texts {
+		sum := make([]float64, sharedDims)
+		for _, w := range strings.FieldsFunc(strings.ToLower(t), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+			for j, x := range openaitest.Vector(w, sharedDims) {
+				sum[j] += x
+			}
+		}
+		var norm float64
+		for _, x := range sum {
+			norm += x * x
+		}
+		out[i] = make([]float32, sharedDims)
+		for j, x := range sum {
+			out[i][j] = float32(x / math.Sqrt(norm))
+		}
+	}
+	return out
+}
+
+// sharedDims is the dimensions of the shared shape's vectors.
+const sharedDims = 256
 
 // BenchmarkGradeEdit grades the version after an edit of one tool's
 // description in a catalog of the shared shape, from the grading of the
@@ -170,39 +243,20 @@ func changeShared(b testing.TB, doc *contract.Document, raw map[string][]byte, t
 func BenchmarkGradeEdit(b *testing.B) {
 	for _, n := range []int{10000} {
 		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
-			ctx := context.Background()
-			doc, raw, sets := sharedCatalog(b, n)
-			read := func(names []string) (map[string]string, error) {
-				out := make(map[string]string, len(names))
-				for _, name := range names {
-					out[name] = string(raw[name])
-				}
-				return out, nil
-			}
-			digest := func(name string) uint64 { return contract.VectorDigest(raw[name]) }
+			f := newSharedFixture(b, n)
 			g := gradehook.New(-1, 0)
-			if err := g.Index(doc, 1000, digest, nil, read); err != nil {
-				b.Fatal(err)
-			}
-			if _, _, err := g.Grade(ctx, sets); err != nil {
-				b.Fatal(err)
-			}
+			f.index(b, g, nil)
+			f.grade(b, g)
 			searched, edit := 0, 0
 			b.ReportAllocs()
 			for b.Loop() {
 				b.StopTimer()
-				var name string
-				doc, name = editShared(b, doc, raw, edit*37%n)
+				name, _ := sharedTool(edit * 7919 % n)
 				edit++
+				f.change(b, map[string]string{name: ""}, func(d string) string { return d + " Also supports bulk mode." })
 				b.StartTimer()
-				if err := g.Index(doc, 1000, digest, []string{name}, read); err != nil {
-					b.Fatal(err)
-				}
-				got, _, err := g.Grade(ctx, sets)
-				if err != nil {
-					b.Fatal(err)
-				}
-				searched += got.Searched
+				f.index(b, g, []string{name})
+				searched += f.grade(b, g).Searched
 			}
 			b.ReportMetric(float64(searched)/float64(b.N), "searched/op")
 		})

@@ -1,15 +1,11 @@
 package toolcatalog
 
 import (
-	"context"
 	"maps"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/gradehook"
 )
 
 // After each change of a catalog of the shared shape (requests repeated
@@ -20,38 +16,17 @@ import (
 // comes and asks to be found by a request of two intents, and tools that
 // go from the top of such requests. Every query kept ranks as from scratch.
 func TestAGradeThatFollowsTheChangeGradesAsOneFromScratch(t *testing.T) {
-	ctx := context.Background()
-	doc, raw, sets := sharedCatalog(t, keptMinRows+500)
-	index := func(g *indexGrader, doc *contract.Document, touched []string) {
-		t.Helper()
-		read := func(names []string) (map[string]string, error) {
-			out := map[string]string{}
-			for _, n := range names {
-				if v, ok := raw[n]; ok {
-					out[n] = string(v)
-				}
-			}
-			return out, nil
+	f := newSharedFixture(t, keptMinRows+500)
+	queries := func() int {
+		n := 0
+		for _, set := range f.sets {
+			n += len(set.Queries)
 		}
-		if err := g.Index(doc, 1000, func(name string) uint64 { return contract.VectorDigest(raw[name]) }, touched, read); err != nil {
-			t.Fatal(err)
-		}
-	}
-	grade := func(g *indexGrader) *gradehook.Grading {
-		t.Helper()
-		got, left, err := g.Grade(ctx, sets)
-		if err != nil || left != 0 {
-			t.Fatalf("grade: %v, %d searches left", err, left)
-		}
-		return got
-	}
-	queries := 0
-	for _, set := range sets {
-		queries += len(set.Queries)
+		return n
 	}
 	g := &indexGrader{grader: grader{maxSearches: -1}}
-	index(g, doc, nil)
-	grade(g)
+	f.index(t, g, nil)
+	f.grade(t, g)
 
 	// The tools the requests of two intents rank first, graded or not.
 	firsts := map[string]bool{}
@@ -69,7 +44,7 @@ func TestAGradeThatFollowsTheChangeGradesAsOneFromScratch(t *testing.T) {
 	for _, name := range slices.Sorted(maps.Keys(firsts))[:2] {
 		gone[name] = ""
 	}
-	graded := slices.Sorted(maps.Keys(sets))[3]
+	graded := slices.Sorted(maps.Keys(f.sets))[3]
 	steps := []struct {
 		name     string
 		tools    map[string]string
@@ -83,15 +58,15 @@ func TestAGradeThatFollowsTheChangeGradesAsOneFromScratch(t *testing.T) {
 		{"tools go", gone, func(string) string { return "" }},
 	}
 	for _, step := range steps {
-		doc = changeShared(t, doc, raw, step.tools, step.describe)
-		index(g, doc, slices.Collect(maps.Keys(step.tools)))
-		got := grade(g)
+		f.change(t, step.tools, step.describe)
+		f.index(t, g, slices.Collect(maps.Keys(step.tools)))
+		got := f.grade(t, g)
 		fresh := &indexGrader{grader: grader{maxSearches: -1}}
-		index(fresh, doc, nil)
-		whole := grade(fresh)
-		t.Logf("%s: searched %d of %d queries, scanned %d", step.name, got.Searched, queries, got.Scanned)
-		if got.Searched >= queries/2 {
-			t.Errorf("%s: the grade searched %d of %d queries", step.name, got.Searched, queries)
+		f.index(t, fresh, nil)
+		whole := f.grade(t, fresh)
+		t.Logf("%s: searched %d of %d queries, scanned %d", step.name, got.Searched, queries(), got.Scanned)
+		if got.Searched >= queries()/2 {
+			t.Errorf("%s: the grade searched %d of %d queries", step.name, got.Searched, queries())
 		}
 		got.Searched, got.Scanned, whole.Searched, whole.Scanned = 0, 0, 0, 0
 		if !reflect.DeepEqual(got, whole) {
