@@ -309,10 +309,12 @@ func (gs *Grades) run(ctx context.Context, key client.ObjectKey) {
 		log.Error(err, "Cannot grade the catalog; grading the next version")
 		return
 	}
+	took := time.Since(start)
+	metrics.GradingDuration.WithLabelValues(key.String()).Observe(took.Seconds())
 	metrics.GradingSearches.WithLabelValues(key.String()).Add(float64(g.Searched))
 	metrics.GradingScans.WithLabelValues(key.String()).Add(float64(g.Scanned))
 	gs.charge(key, st, st.size())
-	log.V(1).Info("Graded", "searched", g.Searched, "scanned", g.Scanned, "graded", g.Queries, "left", left, "took", time.Since(start).Round(time.Millisecond))
+	log.V(1).Info("Graded", "searched", g.Searched, "scanned", g.Scanned, "graded", g.Queries, "left", left, "took", took.Round(time.Millisecond))
 	base := tc.DeepCopy()
 	tc.Status.Quality = qualityOf(g, job.version)
 	if err := client.IgnoreNotFound(gs.client.Status().Patch(ctx, tc, client.MergeFrom(base))); err != nil {

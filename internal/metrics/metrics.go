@@ -58,6 +58,17 @@ var (
 		Help: "Self-grading searches that scored every tool's vector of a catalog (the others ranked the tools they kept, and the changed ones).",
 	}, []string{"catalog"})
 
+	// GradingDuration observes how long each grading of a catalog's
+	// version took: the grading runs on one goroutine and waits on little
+	// but the vectors it reads, so this is about its CPU time too. Its
+	// count is the gradings, by which GradingSearches divides into the
+	// searches per grading.
+	GradingDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "toolcatalog_grading_duration_seconds",
+		Help:    "Duration of one self-grading of a catalog's version (about its CPU time: the grading runs on one goroutine).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+	}, []string{"catalog"})
+
 	// Tools reports the tools of a catalog by state after the last pass.
 	Tools = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "toolcatalog_tools",
@@ -99,7 +110,7 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ProviderRequests, ProviderLatency, ToolsEmbedded, Tools, PublishDuration, Version, RedisErrors, PublishedDataLost, SelfRecall, Quality, GradingSearches, GradingScans, QueryStore)
+	crmetrics.Registry.MustRegister(ProviderRequests, ProviderLatency, ToolsEmbedded, Tools, PublishDuration, Version, RedisErrors, PublishedDataLost, SelfRecall, Quality, GradingSearches, GradingScans, GradingDuration, QueryStore)
 }
 
 // ObserveProviderRequest records one provider request.
@@ -116,5 +127,7 @@ func ForgetCatalog(catalog string) {
 	for _, v := range []*prometheus.CounterVec{ToolsEmbedded, RedisErrors, PublishedDataLost, GradingSearches, GradingScans} {
 		v.DeletePartialMatch(prometheus.Labels{"catalog": catalog})
 	}
-	PublishDuration.DeletePartialMatch(prometheus.Labels{"catalog": catalog})
+	for _, v := range []*prometheus.HistogramVec{PublishDuration, GradingDuration} {
+		v.DeletePartialMatch(prometheus.Labels{"catalog": catalog})
+	}
 }

@@ -241,7 +241,7 @@ const sharedDims = 256
 // searched/op is the queries the grade searched again of the 1,000 it
 // grades.
 func BenchmarkGradeEdit(b *testing.B) {
-	for _, n := range []int{10000} {
+	for _, n := range []int{10000, 100000} {
 		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
 			f := newSharedFixture(b, n)
 			g := gradehook.New(-1, 0)

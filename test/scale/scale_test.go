@@ -395,6 +395,7 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 	stopProfile := func() {}
 	var applyToVersion, statusLag, applyToStatus, editCPU, editNetCPU []time.Duration
 	var chatPerEdit, embPerEdit, redisIn, redisOut, reload, tdReconciles, conflicts, errorLines, searches, scans []int64
+	var gradingTook []time.Duration
 	var reverted, original string
 	// componentCPU holds each measured edit's CPU by component (ns).
 	componentCPU := map[string][]int64{}
@@ -426,7 +427,7 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 			reverted, original = name, td.Spec.Description
 		}
 		cpu0, td0, troubles0 := mgr.cpu(t), mgr.reconciles(t, "tooldefinition"), mgr.troubles(t)
-		searched0, scanned0 := mgr.gradingSearches(t)
+		grading0 := mgr.gradingWork(t)
 		editStart := time.Now()
 		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"description": sh.edited(name, (i*7919)%n, i+1)}})
 		if err := kube.Patch(ctx, &v1alpha1.ToolDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, client.RawPatch("application/merge-patch+json", patch)); err != nil {
@@ -451,8 +452,8 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 		tr := mgr.troubles(t).since(troubles0)
 		conflicts, errorLines = append(conflicts, tr.conflicts), append(errorLines, tr.errorLines)
 		tdReconciles = append(tdReconciles, int64(mgr.reconciles(t, "tooldefinition")-td0))
-		searched, scanned := mgr.gradingSearches(t)
-		searches, scans = append(searches, int64(searched-searched0)), append(scans, int64(scanned-scanned0))
+		w := mgr.gradingWork(t).since(grading0)
+		searches, scans, gradingTook = append(searches, w.searched), append(scans, w.scanned), append(gradingTook, w.took)
 		in1, out1 := netBytes(t)
 		chatPerEdit = append(chatPerEdit, int64(len(p.ChatRequests())-chat0))
 		embPerEdit = append(embPerEdit, int64(len(p.EmbeddingRequests())-emb0))
@@ -492,7 +493,7 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 	// Conflicts and error lines are the worst of every edit, the first too.
 	worst := troubles{conflicts: slices.Max(conflicts), errorLines: slices.Max(errorLines)}
 	chatPerEdit, embPerEdit, redisIn, redisOut, reload, tdReconciles = chatPerEdit[1:], embPerEdit[1:], redisIn[1:], redisOut[1:], reload[1:], tdReconciles[1:]
-	searches, scans = searches[1:], scans[1:]
+	searches, scans, gradingTook = searches[1:], scans[1:], gradingTook[1:]
 	tab.set("one edit: provider requests (chat + embeddings)", col, fmt.Sprintf("%d + %d", median(chatPerEdit), median(embPerEdit)))
 	tab.set(fmt.Sprintf("one edit: apply → notice (median of %d)", *editsFlag), col, medianDuration(applyToVersion).Round(time.Millisecond).String())
 	tab.set("one edit: notice → status shows the version", col, medianDuration(statusLag).Round(time.Millisecond).String())
@@ -506,7 +507,8 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 	tab.set("one edit: manager CPU by component, from a profile of the edit and the quiet after it (each the median): "+strings.Join(componentNames(), " / "), col, strings.Join(parts, " / "))
 	tab.set("idle manager watched as the edits are: CPU", col, fmt.Sprintf("%.1f%% of a core", 100*watchRate))
 	tab.set("one edit: ToolDefinition reconciles", col, strconv.FormatInt(median(tdReconciles), 10))
-	tab.set("one edit: queries the grading searched / of them scanning every vector", col, fmt.Sprintf("%d / %d", median(searches), median(scans)))
+	tab.set("one edit: queries the grading searched / of them scanning every vector / the grading's time (toolcatalog_grading_duration_seconds)", col,
+		fmt.Sprintf("%d / %d / %v", median(searches), median(scans), medianDuration(gradingTook).Round(time.Millisecond)))
 	tab.set("one edit: API conflicts (409) / error-level log lines", col, worst.String()+" (most of one edit)")
 	tab.set("one edit: Redis bytes the manager writes / reads", col, fmt.Sprintf("%s / %s", mib(median(redisIn)), mib(median(redisOut))))
 	tab.set("one edit: follower reload reads", col, mib(median(reload)))
@@ -692,6 +694,9 @@ func (m *managerProcess) metrics(names ...string) (map[string]float64, error) {
 				out[key] += m.GetCounter().GetValue()
 			case m.Gauge != nil:
 				out[key] += m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				out[key+"_count"] += float64(m.GetHistogram().GetSampleCount())
+				out[key+"_sum"] += m.GetHistogram().GetSampleSum()
 			}
 		}
 	}
@@ -754,14 +759,25 @@ func (m *managerProcess) reconciles(t *testing.T, controller string) float64 {
 	return v["controller_runtime_reconcile_total/"+controller]
 }
 
-// gradingSearches is how many own queries the grading has searched, and
-// how many of those searches scored every tool's vector.
-func (m *managerProcess) gradingSearches(t *testing.T) (searched, scanned float64) {
+// gradingWork is what the manager exports of its gradings: how many own
+// queries they searched, how many of those searches scored every tool's
+// vector, and how long the gradings took.
+type gradingWork struct {
+	searched, scanned int64
+	took              time.Duration
+}
+
+func (m *managerProcess) gradingWork(t *testing.T) gradingWork {
 	v, err := m.metrics()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v["toolcatalog_grading_searches_total"], v["toolcatalog_grading_scans_total"]
+	return gradingWork{int64(v["toolcatalog_grading_searches_total"]), int64(v["toolcatalog_grading_scans_total"]),
+		time.Duration(v["toolcatalog_grading_duration_seconds_sum"] * float64(time.Second))}
+}
+
+func (w gradingWork) since(before gradingWork) gradingWork {
+	return gradingWork{w.searched - before.searched, w.scanned - before.scanned, w.took - before.took}
 }
 
 // idle reports whether neither controller, the grading nor the records
