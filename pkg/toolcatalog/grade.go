@@ -464,7 +464,7 @@ func (g *grader) grade(ctx context.Context, c *Catalog, sets map[string]gradehoo
 	var sum []float64 // the room of each search's query sum
 	// An intent is searched as itself, the tool it was asked of playing
 	// no part: many tools' requests share intents, searched once.
-	memo := intentSearches{}
+	memo := &intentSearches{searched: map[intentKey]intentSearch{}}
 	search := func(d due, cosines []float32) {
 		var blend Blend
 		var own *ownScore
@@ -701,7 +701,7 @@ func (c *Catalog) gradedTool(name string, set gradehook.QuerySet, method Method)
 // whole holding its whole ranking: each intent's share of the top gradehook.K,
 // then the whole ranking. It searches each intent once per memo, and adds
 // each intent's search to watch.
-func (c *Catalog) fuseIntents(whole []ranked, intents []string, units [][]float32, opts Options, method Method, memo intentSearches, watch *intentWatch) []ranked {
+func (c *Catalog) fuseIntents(whole []ranked, intents []string, units [][]float32, opts Options, method Method, memo *intentSearches, watch *intentWatch) []ranked {
 	all := func(string) bool { return true }
 	rankings := []searched{{order: whole, final: armsOf(whole)}}
 	for j, in := range intents {
@@ -709,18 +709,23 @@ func (c *Catalog) fuseIntents(whole []ranked, intents []string, units [][]float3
 		if method != BM25 {
 			key.unit = vectorHash(units[j])
 		}
-		s, ok := memo[key]
+		s, ok := memo.searched[key]
 		if !ok {
 			var unit []float32
+			var own *ownScore
 			if method != BM25 {
+				// Scored into the grade's room, as a tool's query is.
 				unit = units[j]
+				memo.room = slices.Grow(memo.room[:0], len(c.vecNames))[:len(c.vecNames)]
+				c.dotsBatch(memo.room, unit)
+				own = &ownScore{row: -1, cosines: memo.room}
 			}
 			var blend Blend
 			var semantic semanticScores
 			s.terms = c.index.queryTerms(in)
-			s.order, semantic, s.lexical = c.rank(in, unit, opts, all, method, &blend, nil, nil)
+			s.order, semantic, s.lexical = c.rank(in, unit, opts, all, method, &blend, own, nil)
 			s.semantic, s.evidence = semantic.top, blend.LexicalEvidence
-			memo[key] = s
+			memo.searched[key] = s
 		}
 		watch.add(s.terms, s.semantic, s.lexical, opts)
 		rankings = append(rankings, searched{order: s.order, evidence: s.evidence})
@@ -739,8 +744,12 @@ func (c *Catalog) fuseIntents(whole []ranked, intents []string, units [][]float3
 	return out
 }
 
-// intentSearches holds the intents one grade searched, by intentKey.
-type intentSearches map[intentKey]intentSearch
+// intentSearches holds the intents one grade searched, by intentKey, and
+// the room of their cosines.
+type intentSearches struct {
+	searched map[intentKey]intentSearch
+	room     []float32
+}
 
 // intentKey is an intent and the hash of its unit vector (vectorHash).
 type intentKey struct {

@@ -642,6 +642,8 @@ var concurrentArms = 4096
 // query whose cosines with every tool were computed beforehand (cosines,
 // by vector row; nil when they were not).
 type ownScore struct {
+	// row is the tool's vector row; -1 for a query of no tool (an
+	// intent), whose cosines alone were computed beforehand.
 	row     int
 	cosine  float32
 	cosines []float32
@@ -759,16 +761,17 @@ func (c *Catalog) semanticRanking(unit []float32, opts Options, allowed func(str
 		linalg.DotsParallel(scores, c.matrix, unit, linalg.Best)
 	}
 	ownRow := -1
-	if own != nil {
+	if own != nil && own.row >= 0 {
 		scores[own.row], ownRow = own.cosine, own.row
 	}
 	d := depth(opts.TopK)
 	if approximate && candidates == nil {
 		candidates = c.rescore(scores, unit, d, opts.Threshold, allowed, ownRow)
 	}
-	// A grading keeps keptSlack more than it ranks, for the next.
+	// A grading keeps keptSlack more than it ranks of a tool's query,
+	// for the next.
 	keep := d
-	if own != nil {
+	if ownRow >= 0 {
 		keep += keptSlack
 	}
 	// The best depth tools by heap selection as the scores are read:
@@ -795,7 +798,7 @@ func (c *Catalog) semanticRanking(unit []float32, opts Options, allowed func(str
 	}
 	best := top.sorted()
 	out := semanticScores{top: slices.Clip(best[:min(d, len(best))]), cosine: scores, approximate: approximate, unit: unit, ownRow: ownRow}
-	if own != nil {
+	if ownRow >= 0 {
 		out.kept, out.complete = best, len(best) < keep && (own.kept == nil || own.complete)
 	}
 	return out
