@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -303,7 +304,7 @@ func (gs *Grades) run(ctx context.Context, key client.ObjectKey) {
 		attribute.String("toolcatalog.catalog", key.String()), attribute.Int64("toolcatalog.version", job.version)))
 	defer span.End()
 	start := time.Now()
-	g, left, err := st.grade(ctx, job)
+	g, left, cpu, err := st.gradeOnThread(ctx, job)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		log.Error(err, "Cannot grade the catalog; grading the next version")
@@ -311,6 +312,9 @@ func (gs *Grades) run(ctx context.Context, key client.ObjectKey) {
 	}
 	took := time.Since(start)
 	metrics.GradingDuration.WithLabelValues(key.String()).Observe(took.Seconds())
+	if cpu >= 0 {
+		metrics.GradingCPU.WithLabelValues(key.String()).Add(cpu)
+	}
 	metrics.GradingSearches.WithLabelValues(key.String()).Add(float64(g.Searched))
 	metrics.GradingScans.WithLabelValues(key.String()).Add(float64(g.Scanned))
 	gs.charge(key, st, st.size())
@@ -347,6 +351,21 @@ func (gs *Grades) run(ctx context.Context, key client.ObjectKey) {
 		// bounds the grading's share of the CPU.
 		gs.Continue(key, &gradeJob{version: job.version, stored: job.stored, emb: job.emb, changed: map[string]bool{}, queries: job.queries, vectors: job.vectors, record: job.record, rest: true}, gradeRetry)
 	}
+}
+
+// gradeOnThread grades a job on an OS thread of its own, and returns the
+// CPU time that thread spent (-1 where it cannot be read): the grading's,
+// but for the helpers a scan of every vector runs on other threads.
+func (st *gradeState) gradeOnThread(ctx context.Context, job *gradeJob) (*selfgrade.Grading, int, float64, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu0, ok0 := threadCPU()
+	g, left, err := st.grade(ctx, job)
+	cpu1, ok1 := threadCPU()
+	if !ok0 || !ok1 {
+		return g, left, -1, err
+	}
+	return g, left, cpu1 - cpu0, err
 }
 
 // grade grades a job's version from the last one graded: it indexes the

@@ -59,14 +59,21 @@ var (
 	}, []string{"catalog"})
 
 	// GradingDuration observes how long each grading of a catalog's
-	// version took: the grading runs on one goroutine and waits on little
-	// but the vectors it reads, so this is about its CPU time too. Its
-	// count is the gradings, by which GradingSearches divides into the
-	// searches per grading.
+	// version took, from start to end (the vectors it reads and the CPU
+	// it waits for included). Its count is the gradings, by which
+	// GradingSearches and GradingCPU divide into a grading's share.
 	GradingDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "toolcatalog_grading_duration_seconds",
-		Help:    "Duration of one self-grading of a catalog's version (about its CPU time: the grading runs on one goroutine).",
+		Help:    "Duration of one self-grading of a catalog's version, from start to end.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+	}, []string{"catalog"})
+
+	// GradingCPU counts the CPU time self-grading spent on a catalog's
+	// versions: that of the thread each grading runs on (a scan of every
+	// vector also runs helpers on other threads, not counted).
+	GradingCPU = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolcatalog_grading_cpu_seconds_total",
+		Help: "CPU time (user and system) self-grading spent on a catalog's versions, on the thread each grading ran on.",
 	}, []string{"catalog"})
 
 	// Tools reports the tools of a catalog by state after the last pass.
@@ -110,7 +117,7 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ProviderRequests, ProviderLatency, ToolsEmbedded, Tools, PublishDuration, Version, RedisErrors, PublishedDataLost, SelfRecall, Quality, GradingSearches, GradingScans, GradingDuration, QueryStore)
+	crmetrics.Registry.MustRegister(ProviderRequests, ProviderLatency, ToolsEmbedded, Tools, PublishDuration, Version, RedisErrors, PublishedDataLost, SelfRecall, Quality, GradingSearches, GradingScans, GradingDuration, GradingCPU, QueryStore)
 }
 
 // ObserveProviderRequest records one provider request.
@@ -124,7 +131,7 @@ func ForgetCatalog(catalog string) {
 	for _, v := range []*prometheus.GaugeVec{Tools, Version, SelfRecall, Quality} {
 		v.DeletePartialMatch(prometheus.Labels{"catalog": catalog})
 	}
-	for _, v := range []*prometheus.CounterVec{ToolsEmbedded, RedisErrors, PublishedDataLost, GradingSearches, GradingScans} {
+	for _, v := range []*prometheus.CounterVec{ToolsEmbedded, RedisErrors, PublishedDataLost, GradingSearches, GradingScans, GradingCPU} {
 		v.DeletePartialMatch(prometheus.Labels{"catalog": catalog})
 	}
 	for _, v := range []*prometheus.HistogramVec{PublishDuration, GradingDuration} {

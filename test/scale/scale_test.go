@@ -395,7 +395,7 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 	stopProfile := func() {}
 	var applyToVersion, statusLag, applyToStatus, editCPU, editNetCPU []time.Duration
 	var chatPerEdit, embPerEdit, redisIn, redisOut, reload, tdReconciles, conflicts, errorLines, searches, scans []int64
-	var gradingTook []time.Duration
+	var gradingTook, gradingCPU []time.Duration
 	var reverted, original string
 	// componentCPU holds each measured edit's CPU by component (ns).
 	componentCPU := map[string][]int64{}
@@ -453,7 +453,8 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 		conflicts, errorLines = append(conflicts, tr.conflicts), append(errorLines, tr.errorLines)
 		tdReconciles = append(tdReconciles, int64(mgr.reconciles(t, "tooldefinition")-td0))
 		w := mgr.gradingWork(t).since(grading0)
-		searches, scans, gradingTook = append(searches, w.searched), append(scans, w.scanned), append(gradingTook, w.took)
+		searches, scans = append(searches, w.searched), append(scans, w.scanned)
+		gradingTook, gradingCPU = append(gradingTook, w.took), append(gradingCPU, w.cpu)
 		in1, out1 := netBytes(t)
 		chatPerEdit = append(chatPerEdit, int64(len(p.ChatRequests())-chat0))
 		embPerEdit = append(embPerEdit, int64(len(p.EmbeddingRequests())-emb0))
@@ -493,7 +494,7 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 	// Conflicts and error lines are the worst of every edit, the first too.
 	worst := troubles{conflicts: slices.Max(conflicts), errorLines: slices.Max(errorLines)}
 	chatPerEdit, embPerEdit, redisIn, redisOut, reload, tdReconciles = chatPerEdit[1:], embPerEdit[1:], redisIn[1:], redisOut[1:], reload[1:], tdReconciles[1:]
-	searches, scans, gradingTook = searches[1:], scans[1:], gradingTook[1:]
+	searches, scans, gradingTook, gradingCPU = searches[1:], scans[1:], gradingTook[1:], gradingCPU[1:]
 	tab.set("one edit: provider requests (chat + embeddings)", col, fmt.Sprintf("%d + %d", median(chatPerEdit), median(embPerEdit)))
 	tab.set(fmt.Sprintf("one edit: apply → notice (median of %d)", *editsFlag), col, medianDuration(applyToVersion).Round(time.Millisecond).String())
 	tab.set("one edit: notice → status shows the version", col, medianDuration(statusLag).Round(time.Millisecond).String())
@@ -507,8 +508,8 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 	tab.set("one edit: manager CPU by component, from a profile of the edit and the quiet after it (each the median): "+strings.Join(componentNames(), " / "), col, strings.Join(parts, " / "))
 	tab.set("idle manager watched as the edits are: CPU", col, fmt.Sprintf("%.1f%% of a core", 100*watchRate))
 	tab.set("one edit: ToolDefinition reconciles", col, strconv.FormatInt(median(tdReconciles), 10))
-	tab.set("one edit: queries the grading searched / of them scanning every vector / the grading's time (toolcatalog_grading_duration_seconds)", col,
-		fmt.Sprintf("%d / %d / %v", median(searches), median(scans), medianDuration(gradingTook).Round(time.Millisecond)))
+	tab.set("one edit: queries the grading searched / of them scanning every vector / the grading's time / its CPU (as the manager exports them)", col,
+		fmt.Sprintf("%d / %d / %v / %v", median(searches), median(scans), medianDuration(gradingTook).Round(time.Millisecond), medianDuration(gradingCPU).Round(time.Millisecond)))
 	tab.set("one edit: API conflicts (409) / error-level log lines", col, worst.String()+" (most of one edit)")
 	tab.set("one edit: Redis bytes the manager writes / reads", col, fmt.Sprintf("%s / %s", mib(median(redisIn)), mib(median(redisOut))))
 	tab.set("one edit: follower reload reads", col, mib(median(reload)))
@@ -761,10 +762,10 @@ func (m *managerProcess) reconciles(t *testing.T, controller string) float64 {
 
 // gradingWork is what the manager exports of its gradings: how many own
 // queries they searched, how many of those searches scored every tool's
-// vector, and how long the gradings took.
+// vector, and how long the gradings took and their CPU.
 type gradingWork struct {
 	searched, scanned int64
-	took              time.Duration
+	took, cpu         time.Duration
 }
 
 func (m *managerProcess) gradingWork(t *testing.T) gradingWork {
@@ -773,11 +774,12 @@ func (m *managerProcess) gradingWork(t *testing.T) gradingWork {
 		t.Fatal(err)
 	}
 	return gradingWork{int64(v["toolcatalog_grading_searches_total"]), int64(v["toolcatalog_grading_scans_total"]),
-		time.Duration(v["toolcatalog_grading_duration_seconds_sum"] * float64(time.Second))}
+		time.Duration(v["toolcatalog_grading_duration_seconds_sum"] * float64(time.Second)),
+		time.Duration(v["toolcatalog_grading_cpu_seconds_total"] * float64(time.Second))}
 }
 
 func (w gradingWork) since(before gradingWork) gradingWork {
-	return gradingWork{w.searched - before.searched, w.scanned - before.scanned, w.took - before.took}
+	return gradingWork{w.searched - before.searched, w.scanned - before.scanned, w.took - before.took, w.cpu - before.cpu}
 }
 
 // idle reports whether neither controller, the grading nor the records
