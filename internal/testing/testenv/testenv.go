@@ -34,10 +34,11 @@ import (
 // AssetsHint says how to get the binaries.
 const AssetsHint = "KUBEBUILDER_ASSETS is not set: run `make test`, or `export KUBEBUILDER_ASSETS=$(bash hack/build-controlplane.sh)` to build kube-apiserver, etcd and kubectl from Go modules"
 
-// Start starts the control plane with the CRDs of root/config/crd/bases,
-// using the binaries in assets (KUBEBUILDER_ASSETS when empty). When
-// starting fails half-way, what was started is stopped again.
-func Start(root, assets string) (*envtest.Environment, *rest.Config, error) {
+// Start starts the control plane with the CRDs of root/config/crd/bases
+// and of the directories more names, using the binaries in assets
+// (KUBEBUILDER_ASSETS when empty). When starting fails half-way, what was
+// started is stopped again.
+func Start(root, assets string, more ...string) (*envtest.Environment, *rest.Config, error) {
 	if assets == "" {
 		assets = os.Getenv("KUBEBUILDER_ASSETS")
 	}
@@ -49,7 +50,7 @@ func Start(root, assets string) (*envtest.Environment, *rest.Config, error) {
 		return nil, nil, fmt.Errorf("preparing the control plane's launchers: %w", err)
 	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		CRDDirectoryPaths:     append([]string{filepath.Join(root, "config", "crd", "bases")}, more...),
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 	}
@@ -64,6 +65,24 @@ func Start(root, assets string) (*envtest.Environment, *rest.Config, error) {
 		return nil, nil, errors.Join(fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err), stopErr)
 	}
 	return env, cfg, nil
+}
+
+// SharedCRDs are the directories of the CRDs other Kubernetes MCP projects
+// publish, kept in ../shared/crds beside the checkout at root (SOURCE.md
+// there says where each comes from), or an error that says so.
+func SharedCRDs(root string) ([]string, error) {
+	dir := filepath.Join(root, "..", "shared", "crds")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("the CRDs of the Kubernetes MCP projects are read from ../shared/crds beside the checkout: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out, nil
 }
 
 // WaitFor polls cond until it holds, and fails the test saying what it
