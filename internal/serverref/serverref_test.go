@@ -104,9 +104,9 @@ func TestEachKindIsReadWhereItsCRDKeepsTheServer(t *testing.T) {
 				if err := kube.Get(ctx, client.ObjectKeyFromObject(u), got); err != nil {
 					t.Fatal(err)
 				}
-				s, err := Read(got)
-				if err != nil {
-					t.Fatal(err)
+				s, readErr := Read(got)
+				if readErr != nil {
+					t.Fatal(readErr)
 				}
 				if s.URL != url || s.Ready || s.Status != "False" || s.Reason != "Starting" {
 					t.Fatalf("read %+v; want the URL %s, not ready (False, Starting)", s, url)
@@ -128,8 +128,8 @@ func TestEachKindIsReadWhereItsCRDKeepsTheServer(t *testing.T) {
 				if err := kube.Get(ctx, client.ObjectKeyFromObject(u), got); err != nil {
 					t.Fatal(err)
 				}
-				if s, err = Read(got); err != nil || !s.Ready || s.URL != url {
-					t.Fatalf("read %+v, %v; want ready at %s", s, err, url)
+				if s, readErr = Read(got); readErr != nil || !s.Ready || s.URL != url {
+					t.Fatalf("read %+v, %v; want ready at %s", s, readErr, url)
 				}
 
 				// A spec changed since the condition was written: its
@@ -145,8 +145,8 @@ func TestEachKindIsReadWhereItsCRDKeepsTheServer(t *testing.T) {
 				if got.GetGeneration() == u.GetGeneration() {
 					t.Fatalf("the spec's change did not move %s's generation", k.Kind)
 				}
-				if s, err = Read(got); err != nil || s.Ready {
-					t.Fatalf("read %+v, %v; want not ready after the spec moved on", s, err)
+				if s, readErr = Read(got); readErr != nil || s.Ready {
+					t.Fatalf("read %+v, %v; want not ready after the spec moved on", s, readErr)
 				}
 			})
 		}
