@@ -6,60 +6,22 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"testing"
-	"unicode"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/openaitest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/shapes"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/gradehook"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
-// The shared shape of make bench-scale: long descriptions from templates
-// over verbs, nouns and systems, and generated requests drawn from a fixed
-// 20, a third of them asking for two things, so that many tools share
-// each request and its intents.
-var (
-	sharedVerbs = []string{"Find", "Create", "Update", "Delete", "List", "Export", "Import", "Archive", "Restore", "Approve",
-		"Reject", "Assign", "Close", "Reopen", "Merge", "Split", "Tag", "Sync", "Audit", "Summarize"}
-	sharedNouns = []string{"invoice", "order", "ticket", "shipment", "account", "payment", "product", "subscription", "user", "contract",
-		"lead", "campaign", "asset", "device", "incident", "project", "task", "vendor", "warehouse", "report",
-		"meeting", "document", "expense", "refund", "deployment"}
-	sharedSystems = []string{"Salesforce", "Zendesk", "Jira", "SAP", "Workday", "HubSpot", "ServiceNow", "Stripe", "Shopify", "NetSuite",
-		"GitHub", "Slack", "Confluence", "Asana", "Okta", "Datadog", "PagerDuty", "Intercom", "Xero", "Airtable"}
-	sharedRequests = []string{"will it rain tomorrow in Paris", "scale the api deployment to 5 replicas and also check the error logs", "find the invoice for order 1234, then email it to the customer",
-		"who owns the checkout service", "close all tickets older than 30 days. Then notify their owners", "export last month's expenses to a spreadsheet, then share it with finance",
-		"what meetings do I have this afternoon", "refund the duplicate payment from yesterday and also tell the customer", "assign the outage incident to the on-call engineer",
-		"list the deployments that failed today, then restart them", "summarize the contract with Acme", "approve the pending purchase orders",
-		"sync the customer list with the CRM", "archive the projects finished last year", "restore the document I deleted",
-		"tag the open leads from the campaign", "audit who changed the admin settings", "merge the duplicate accounts for Jane Doe",
-		"update the shipping address on my order", "create a task to renew the subscription"}
-)
-
-// sharedTool is tool i of the shared shape.
+// sharedTool is tool i of the shared shape (package shapes), named as
+// its words say.
 func sharedTool(i int) (name, description string) {
-	v := sharedVerbs[i%len(sharedVerbs)]
-	n := sharedNouns[i/len(sharedVerbs)%len(sharedNouns)]
-	sys := sharedSystems[i/(len(sharedVerbs)*len(sharedNouns))%len(sharedSystems)]
-	return fmt.Sprintf("%s_%s_%d", strings.ToLower(v), n, i), fmt.Sprintf(
-		"%s %s records in %s for workspace %d. Accepts filters such as date range, owner and status, and returns matching %ss with ids, timestamps and links. Use when the user asks to %s a %s.",
-		v, n, sys, i%97, n, strings.ToLower(v), n)
-}
-
-// sharedQueries are the five shared requests a provider writes for a tool
-// of this description.
-func sharedQueries(description string) []string {
-	h := fnv.New32a()
-	h.Write([]byte(description))
-	start := int(h.Sum32() % uint32(len(sharedRequests)))
-	qs := make([]string, 5)
-	for i := range qs {
-		qs[i] = sharedRequests[(start+i*7)%len(sharedRequests)]
-	}
-	return qs
+	v, n, _ := shapes.Words(i)
+	return fmt.Sprintf("%s_%s_%d", strings.ToLower(v), n, i), shapes.Description(i)
 }
 
 // sharedFixture is a hybrid catalog of shared tools as the operator
@@ -127,7 +89,7 @@ func (f *sharedFixture) change(b testing.TB, tools map[string]string, describe f
 	next.Tools = slices.Clone(f.doc.Tools)
 	for _, name := range slices.Sorted(maps.Keys(tools)) {
 		i, ok := slices.BinarySearchFunc(next.Tools, name, func(t contract.Tool, n string) int { return strings.Compare(t.Name, n) })
-		t := contract.Tool{Name: name, Description: tools[name], Parameters: []byte(sharedParameters)}
+		t := contract.Tool{Name: name, Description: tools[name], Parameters: []byte(shapes.Parameters)}
 		if ok {
 			t = next.Tools[i]
 		}
@@ -147,7 +109,7 @@ func (f *sharedFixture) change(b testing.TB, tools map[string]string, describe f
 		} else {
 			next.Tools = slices.Insert(next.Tools, i, t)
 		}
-		qs := sharedQueries(t.Description)
+		qs := shapes.Queries(t.Description, 5)
 		set := gradehook.QuerySet{Queries: qs}
 		centroid := make([]float32, sharedDims)
 		for j, q := range qs {
@@ -173,12 +135,6 @@ func (f *sharedFixture) change(b testing.TB, tools map[string]string, describe f
 	}
 	f.doc = &next
 }
-
-// sharedParameters are every shared tool's: an id and a limit,
-// described, and a region enum, not.
-const sharedParameters = `{"type":"object","properties":{"id":{"type":"string","description":"the record's id"},` +
-	`"limit":{"type":"integer","minimum":1,"maximum":100,"description":"how many records to return"},` +
-	`"region":{"type":"string","enum":["eu","us","apac"]}},"required":["id"]}`
 
 // index indexes the fixture's version in g, from the version g graded
 // last when touched names the tools changed since.
@@ -209,24 +165,13 @@ func (f *sharedFixture) grade(b testing.TB, g gradehook.Grader) *gradehook.Gradi
 }
 
 // embedTexts embeds texts as make bench-scale's provider embeds the
-// shared shape: each text the normalised sum of its words' vectors, so
-// texts of many words in common lie close.
+// shared shape (openaitest.WordsVector).
 func embedTexts(_ testing.TB, texts []string) [][]float32 {
 	out := make([][]float32, len(texts))
 	for i, t := range texts {
-		sum := make([]float64, sharedDims)
-		for _, w := range strings.FieldsFunc(strings.ToLower(t), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-			for j, x := range openaitest.Vector(w, sharedDims) {
-				sum[j] += x
-			}
-		}
-		var norm float64
-		for _, x := range sum {
-			norm += x * x
-		}
 		out[i] = make([]float32, sharedDims)
-		for j, x := range sum {
-			out[i][j] = float32(x / math.Sqrt(norm))
+		for j, x := range openaitest.WordsVector(t, sharedDims) {
+			out[i][j] = float32(x)
 		}
 	}
 	return out
@@ -253,7 +198,7 @@ func BenchmarkGradeEdit(b *testing.B) {
 				b.StopTimer()
 				name, _ := sharedTool(edit * 7919 % n)
 				edit++
-				f.change(b, map[string]string{name: ""}, func(d string) string { return d + " Also supports bulk mode." })
+				f.change(b, map[string]string{name: ""}, func(d string) string { return d + shapes.Edit })
 				b.StartTimer()
 				f.index(b, g, []string{name})
 				searched += f.grade(b, g).Searched

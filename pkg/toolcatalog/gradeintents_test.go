@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/shapes"
 )
 
 // After each change of a catalog of the shared shape (requests repeated
@@ -50,7 +52,7 @@ func TestAGradeThatFollowsTheChangeGradesAsOneFromScratch(t *testing.T) {
 		tools    map[string]string
 		describe func(string) string
 	}{
-		{"a word of two requests comes into a tool", map[string]string{"find_invoice_7": ""}, func(d string) string { return d + " Also supports bulk mode." }},
+		{"a word of two requests comes into a tool", map[string]string{"find_invoice_7": ""}, func(d string) string { return d + shapes.Edit }},
 		{"a graded tool is reworded", map[string]string{graded: ""}, func(string) string {
 			return "Refund the duplicate payment from yesterday and tell the customer by email."
 		}},

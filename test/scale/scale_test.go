@@ -16,7 +16,6 @@ import (
 	"flag"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -33,7 +32,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unicode"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -51,6 +49,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/manager"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/openaitest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
+	"github.com/toolcatalog/tool-catalog-operator/internal/testing/shapes"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
@@ -854,7 +853,7 @@ func newProvider(t *testing.T, latency time.Duration, sh shape) *openaitest.Serv
 		}
 		count, _ := strconv.Atoi(m[1])
 		if sh == shared {
-			openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON(sharedQueries(prompt, count)...))
+			openaitest.WriteChat(w, req.Model, openaitest.QueriesJSON(shapes.Queries(prompt, count)...))
 			return
 		}
 		if sh == alike {
@@ -874,7 +873,7 @@ func newProvider(t *testing.T, latency time.Duration, sh shape) *openaitest.Serv
 	}
 	p.OnEmbeddings = func(w http.ResponseWriter, _ *http.Request, _ int, req openaitest.EmbeddingsRequest) {
 		if sh == alike || sh == shared {
-			openaitest.WriteEmbeddingsWith(w, req, wordsVector, nil)
+			openaitest.WriteEmbeddingsWith(w, req, func(text string) []float64 { return openaitest.WordsVector(text, *dimsFlag) }, nil)
 			return
 		}
 		openaitest.WriteEmbeddings(w, req, *dimsFlag, nil)
@@ -903,27 +902,6 @@ func alikeQueries(prompt string, count int) []string {
 	return qs
 }
 
-// wordsVector is the normalised sum of the text's words' vectors.
-func wordsVector(text string) []float64 {
-	sum := make([]float64, *dimsFlag)
-	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-		for i, x := range openaitest.Vector(w, *dimsFlag) {
-			sum[i] += x
-		}
-	}
-	var norm float64
-	for _, x := range sum {
-		norm += x * x
-	}
-	if norm == 0 {
-		return openaitest.Vector(text, *dimsFlag)
-	}
-	for i := range sum {
-		sum[i] /= math.Sqrt(norm)
-	}
-	return sum
-}
-
 // shape is how a catalog's tools look.
 type shape string
 
@@ -942,57 +920,6 @@ const (
 )
 
 var (
-	sharedVerbs = []string{"Find", "Create", "Update", "Delete", "List", "Export", "Import", "Archive", "Restore", "Approve",
-		"Reject", "Assign", "Close", "Reopen", "Merge", "Split", "Tag", "Sync", "Audit", "Summarize"}
-	sharedNouns = []string{"invoice", "order", "ticket", "shipment", "account", "payment", "product", "subscription", "user", "contract",
-		"lead", "campaign", "asset", "device", "incident", "project", "task", "vendor", "warehouse", "report",
-		"meeting", "document", "expense", "refund", "deployment"}
-	sharedSystems = []string{"Salesforce", "Zendesk", "Jira", "SAP", "Workday", "HubSpot", "ServiceNow", "Stripe", "Shopify", "NetSuite",
-		"GitHub", "Slack", "Confluence", "Asana", "Okta", "Datadog", "PagerDuty", "Intercom", "Xero", "Airtable"}
-	// sharedRequests are what the provider answers every tool's request
-	// generation with, a tool's count of them chosen by its prompt; some
-	// ask for two things, as people do.
-	sharedRequests = []string{"will it rain tomorrow in Paris", "scale the api deployment to 5 replicas and also check the error logs", "find the invoice for order 1234, then email it to the customer",
-		"who owns the checkout service", "close all tickets older than 30 days. Then notify their owners", "export last month's expenses to a spreadsheet, then share it with finance",
-		"what meetings do I have this afternoon", "refund the duplicate payment from yesterday and also tell the customer", "assign the outage incident to the on-call engineer",
-		"list the deployments that failed today, then restart them", "summarize the contract with Acme", "approve the pending purchase orders",
-		"sync the customer list with the CRM", "archive the projects finished last year", "restore the document I deleted",
-		"tag the open leads from the campaign", "audit who changed the admin settings", "merge the duplicate accounts for Jane Doe",
-		"update the shipping address on my order", "create a task to renew the subscription"}
-)
-
-// sharedDescription is shared tool i's description.
-func sharedDescription(i int) string {
-	v, n, sys := sharedWords(i)
-	return fmt.Sprintf("%s %s records in %s for workspace %d. Accepts filters such as date range, owner and status, and returns matching %ss with ids, timestamps and links. Use when the user asks to %s a %s.",
-		v, n, sys, i%97, n, strings.ToLower(v), n)
-}
-
-// sharedWords are shared tool i's verb, noun and system.
-func sharedWords(i int) (verb, noun, system string) {
-	return sharedVerbs[i%len(sharedVerbs)], sharedNouns[i/len(sharedVerbs)%len(sharedNouns)],
-		sharedSystems[i/(len(sharedVerbs)*len(sharedNouns))%len(sharedSystems)]
-}
-
-// sharedQueries are count of sharedRequests, chosen by the prompt.
-func sharedQueries(prompt string, count int) []string {
-	h := fnv.New32a()
-	h.Write([]byte(prompt))
-	start := int(h.Sum32() % uint32(len(sharedRequests)))
-	qs := make([]string, min(count, len(sharedRequests)))
-	for i := range qs {
-		qs[i] = sharedRequests[(start+i*7)%len(sharedRequests)]
-	}
-	return qs
-}
-
-// sharedParameters are the parameters of every shared tool: an id and a
-// limit, described, and a region enum, not.
-const sharedParameters = `{"type":"object","properties":{"id":{"type":"string","description":"the record's id"},` +
-	`"limit":{"type":"integer","minimum":1,"maximum":100,"description":"how many records to return"},` +
-	`"region":{"type":"string","enum":["eu","us","apac"]}},"required":["id"]}`
-
-var (
 	alikeVerbs    = []string{"Get", "Update", "List", "Delete", "Export"}
 	alikeFields   = []string{"status", "owner", "address", "history", "notes", "tags", "balance", "due date", "priority", "region"}
 	alikeEntities = []string{"customer", "invoice", "order", "ticket", "shipment", "account", "payment", "product", "subscription", "user",
@@ -1005,7 +932,7 @@ func (sh shape) description(name string, i int) string {
 	case alike:
 		return alikeDescription(i, "")
 	case shared:
-		return sharedDescription(i)
+		return shapes.Description(i)
 	}
 	return fmt.Sprintf("Tool %s does one specific thing, number %d, for the users who ask for it.", name, i)
 }
@@ -1026,7 +953,7 @@ func (sh shape) edited(name string, i, edit int) string {
 	case alike:
 		return alikeDescription(i, fmt.Sprintf(" and its revision %d", edit))
 	case shared:
-		return sharedDescription(i) + " Also supports bulk mode."
+		return shapes.Description(i) + shapes.Edit
 	}
 	return fmt.Sprintf("Tool %s, edited %d times: it does one specific thing better.", name, edit)
 }
@@ -1068,9 +995,9 @@ func applyTools(t *testing.T, ns, catalog string, n int, sh shape) {
 			Parameters:  &apiextensionsv1.JSON{Raw: []byte(toolParameters)},
 		}
 		if sh == shared {
-			verb, noun, _ := sharedWords(i)
+			verb, noun, _ := shapes.Words(i)
 			spec.Name = fmt.Sprintf("%s_%s_%d", strings.ToLower(verb), noun, i)
-			spec.Parameters = &apiextensionsv1.JSON{Raw: []byte(sharedParameters)}
+			spec.Parameters = &apiextensionsv1.JSON{Raw: []byte(shapes.Parameters)}
 			spec.Toolset = strings.ToLower(verb)
 		}
 		return &v1alpha1.ToolDefinition{

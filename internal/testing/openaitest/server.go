@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
 )
 
 // EmbeddingsRequest is the body of POST /v1/embeddings.
@@ -178,6 +179,29 @@ func (s *Server) PeakInFlight() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.peak
+}
+
+// WordsVector is the normalised sum of the Vectors of text's words (the
+// Vector of text when it has none): texts of many words in common lie
+// close, as a real model would place them.
+func WordsVector(text string, dims int) []float64 {
+	sum := make([]float64, dims)
+	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		for i, x := range Vector(w, dims) {
+			sum[i] += x
+		}
+	}
+	var norm float64
+	for _, x := range sum {
+		norm += x * x
+	}
+	if norm == 0 {
+		return Vector(text, dims)
+	}
+	for i := range sum {
+		sum[i] /= math.Sqrt(norm)
+	}
+	return sum
 }
 
 // Vector is the deterministic, normalised vector the server returns for a
