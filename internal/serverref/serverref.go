@@ -5,7 +5,10 @@
 // unstructured objects, never through those projects' Go modules, and
 // every field it reads of each kind is named in one place, Kinds: where
 // the kind keeps the server's address and which condition says the server
-// is ready. (A core Service is addressed by its name, not read here.)
+// is ready. TargetOf follows the URL such an object reports to the
+// Service it names, refusing a URL that points anywhere the object does
+// not answer for. (A core Service is addressed by its name, not read
+// here.)
 package serverref
 
 import (
