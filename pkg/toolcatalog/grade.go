@@ -129,13 +129,12 @@ type blendWatch struct {
 	marginCos             float64
 	evidence, minEvidence float64
 	semanticOnly          bool
-	// kth is the gradehook.K-th tool's score on the blend's scale; -Inf when
-	// fewer tools ranked.
-	kth float64
-	// kthCosine and kthName are the gradehook.K-th tool's cosine and name
-	// in a semantic-only search, whose order is the cosines' alone.
-	kthCosine float64
-	kthName   string
+	// kth is the gradehook.K-th tool's score on the blend's scale, or its
+	// cosine in a semantic-only search, whose order is the cosines' alone;
+	// -Inf when fewer tools ranked. kthName is that tool's name in a
+	// semantic-only search.
+	kth     float64
+	kthName string
 }
 
 // blendMargin is how far under the gradehook.K-th blended score a changed tool
@@ -158,8 +157,7 @@ func newBlendWatch(order, semantic, lexical []ranked, b Blend) *blendWatch {
 	if len(order) >= gradehook.K {
 		bw.kth = order[gradehook.K-1].score
 		if bw.semanticOnly {
-			bw.kthCosine, bw.kthName = bw.kth, order[gradehook.K-1].name
-			bw.kth = between(bw.cosHi, bw.cosLo)(bw.kth)
+			bw.kthName = order[gradehook.K-1].name
 		}
 	}
 	return bw
@@ -186,7 +184,7 @@ func (bw *blendWatch) reaches(name string, cosine, bm25, maxIDF float64) bool {
 		}
 	}
 	if bw.semanticOnly {
-		return cosine > bw.kthCosine+tieCosine || cosine >= bw.kthCosine-tieCosine && name < bw.kthName
+		return cosine > bw.kth+tieCosine || cosine >= bw.kth-tieCosine && name < bw.kthName
 	}
 	if cosine >= bw.marginCos {
 		return true

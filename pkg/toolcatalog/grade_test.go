@@ -445,8 +445,7 @@ func TestBlendWatchReaches(t *testing.T) {
 		w.semanticOnly = tc.semanticOnly
 		if tc.semanticOnly {
 			w.w, w.evidence, w.lexHi = 1, 0.9, 7.2
-			w.kth = 0.8 // the fifth cosine, 0.52, scaled
-			w.kthCosine, w.kthName = 0.52, "m_fifth"
+			w.kth, w.kthName = 0.52, "m_fifth" // the fifth cosine
 		}
 		name := "z_tool"
 		if strings.Contains(tc.name, "breaks before") {
