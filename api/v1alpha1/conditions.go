@@ -75,6 +75,19 @@ const (
 	// did not answer in time or did not speak MCP; the ToolDefinitions
 	// already imported are kept.
 	ReasonServerUnreachable = "ServerUnreachable"
+	// ReasonServerNotReady means the object spec.mcp.serverRef names does
+	// not report its server ready (the message names its own condition),
+	// or no Pod behind its Service is ready; the source waits.
+	ReasonServerNotReady = "ServerNotReady"
+	// ReasonServerRefNotFound means the object spec.mcp.serverRef names
+	// does not exist, or its kind is not installed; the source waits.
+	ReasonServerRefNotFound = "ServerRefNotFound"
+	// ReasonServerRefRefused means spec.mcp.serverRef names what a
+	// reference may not lead to (another namespace without a
+	// ReferenceGrant, an ExternalName Service, endpoints that are not the
+	// Service's Pods, a URL naming another namespace or the API server);
+	// the message says which.
+	ReasonServerRefRefused = "ServerRefRefused"
 	// ReasonAuthFailed means the MCP server refused the credentials (401
 	// or 403).
 	ReasonAuthFailed = "AuthFailed"

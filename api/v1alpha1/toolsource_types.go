@@ -121,13 +121,26 @@ type PendingChange struct {
 	Since *metav1.Time `json:"since,omitempty"`
 }
 
-// MCPServerSpec is how to reach an MCP server.
+// MCPServerSpec is how to reach an MCP server: by URL, or by reference
+// to an object of the cluster that serves it.
+// +kubebuilder:validation:XValidation:rule="has(self.url) != has(self.serverRef)",message="set exactly one of url and serverRef"
 type MCPServerSpec struct {
-	// url is the server's Streamable HTTP endpoint.
-	// +required
+	// url is the server's Streamable HTTP endpoint, reached as the egress
+	// policy allows.
+	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^https?://`
-	URL string `json:"url"`
+	URL string `json:"url,omitempty"`
+
+	// serverRef names an object of the cluster that serves MCP: a Service,
+	// an mcp-lifecycle-operator MCPServer, a ToolHive MCPServer,
+	// MCPRemoteProxy or VirtualMCPServer, or a kagent RemoteMCPServer. The
+	// reference authorizes what it names and nothing more: the operator
+	// dials only the ready Pods behind the Service it resolves to (an
+	// address outside the cluster is still the egress policy's to
+	// decide).
+	// +optional
+	ServerRef *ServerReference `json:"serverRef,omitempty"`
 
 	// bearerTokenSecretRef selects a Secret key holding a bearer token sent
 	// as the Authorization header.
@@ -155,6 +168,67 @@ type MCPServerSpec struct {
 	// token, which then only lists the tools).
 	// +optional
 	CallerIdentity *CallerIdentitySpec `json:"callerIdentity,omitempty"`
+}
+
+// ServerReference names an object of the cluster that serves MCP.
+type ServerReference struct {
+	// apiVersion is the referent's: v1 for a Service, else GROUP/VERSION
+	// (mcp.x-k8s.io/v1beta1, toolhive.stacklok.dev/v1alpha1,
+	// kagent.dev/v1alpha2, ...).
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^([a-z0-9.-]+/)?v[0-9]+((alpha|beta)[0-9]+)?$`
+	APIVersion string `json:"apiVersion"`
+	// kind is Service, MCPServer, MCPRemoteProxy, VirtualMCPServer or
+	// RemoteMCPServer.
+	// +required
+	// +kubebuilder:validation:Enum=Service;MCPServer;MCPRemoteProxy;VirtualMCPServer;RemoteMCPServer
+	Kind string `json:"kind"`
+	// name is the referent's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// namespace is the referent's, the ToolSource's own when empty. A
+	// reference to another namespace is followed only where that
+	// namespace grants it with a Gateway API ReferenceGrant.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace,omitempty"`
+	// port is the Service port to use: needed when the Service has more
+	// than one; for a server object, it replaces the port of the URL the
+	// object reports.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+	// path is the server's MCP endpoint path: /mcp for a Service when
+	// empty; for a server object, it replaces the path of the URL the
+	// object reports.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^/[-A-Za-z0-9._~!$&'()*+,;=:@%/]*$`
+	Path string `json:"path,omitempty"`
+}
+
+// ServerEndpoint is where a ToolSource's serverRef led.
+type ServerEndpoint struct {
+	// kind, namespace and name are the object the reference named.
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// +optional
+	Name string `json:"name,omitempty"`
+	// url is the server's endpoint as resolved from the object.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// ready says the object reports its server ready and, for a server
+	// inside the cluster, a Pod behind its Service is ready.
+	// +optional
+	Ready bool `json:"ready"`
 }
 
 // CallerIdentityMode is how a caller's identity reaches an MCP server.
@@ -234,7 +308,7 @@ type ToolSourceStatus struct {
 	// observedGeneration is the generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// selectionHash identifies the selection (spec.mcp.url,
+	// selectionHash identifies the selection (spec.mcp.url or serverRef,
 	// toolNamePrefix, include and exclude) of the last successful sync.
 	// +optional
 	SelectionHash string `json:"selectionHash,omitempty"`
@@ -257,6 +331,9 @@ type ToolSourceStatus struct {
 	// server is what the server said of itself.
 	// +optional
 	Server *MCPServerInfo `json:"server,omitempty"`
+	// endpoint is where spec.mcp.serverRef led at the last resolution.
+	// +optional
+	Endpoint *ServerEndpoint `json:"endpoint,omitempty"`
 	// toolCount is the number of ToolDefinitions the source keeps.
 	// +optional
 	ToolCount int32 `json:"toolCount"`
@@ -316,6 +393,7 @@ type ImportRecord struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ts,categories=toolcatalog
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.mcp.url`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint.url`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 // +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
+	"github.com/toolcatalog/tool-catalog-operator/internal/serverref"
 	"github.com/toolcatalog/tool-catalog-operator/internal/envflag"
 	"github.com/toolcatalog/tool-catalog-operator/internal/gateway"
 	"github.com/toolcatalog/tool-catalog-operator/internal/memtune"
@@ -24,7 +25,7 @@ import (
 
 func main() {
 	var cfg gateway.Config
-	var audiences, namespaces, egressAllow string
+	var audiences, namespaces, egressAllow, podNetworks string
 	flag.StringVar(&cfg.Addr, "bind-address", envflag.String("BIND_ADDRESS", ":8080"), "Address of MCP (/mcp/<namespace>/<catalog>), /healthz and /readyz.")
 	flag.StringVar(&cfg.MetricsAddr, "metrics-bind-address", envflag.String("METRICS_BIND_ADDRESS", ":9090"), "Address of /metrics, apart from MCP so the Service clients reach does not expose it; 0 disables it.")
 	flag.StringVar(&cfg.PprofAddr, "pprof-bind-address", envflag.String("PPROF_BIND_ADDRESS", "0"), "Address of Go's /debug/pprof profiles; 0 disables them. Keep it off, or on localhost only: profiles show the process's memory.")
@@ -47,6 +48,8 @@ func main() {
 	flag.DurationVar(&cfg.UsageInterval, "usage-interval", envflag.Duration("USAGE_INTERVAL", toolcatalog.DefaultUsageInterval), "How often the most used tools of a catalog that includes them (spec.search.alwaysIncludeTopNUsed) are read again.")
 	flag.DurationVar(&cfg.ListTTL, "list-ttl", envflag.Duration("LIST_TTL", gateway.DefaultListTTL), "How long a client (MCP 2026-07-28) may keep a tools list before asking again (ttlMs), unless notifications/tools/list_changed tells it sooner; 0: ask every time.")
 	flag.StringVar(&egressAllow, "egress-allow", envflag.String("EGRESS_ALLOW", ""), egress.FlagHelp)
+	flag.StringVar(&cfg.ClusterDomain, "cluster-domain", envflag.String("CLUSTER_DOMAIN", "cluster.local"), "The cluster's DNS domain: a Service is NAME.NAMESPACE.svc.DOMAIN.")
+	flag.StringVar(&podNetworks, "pod-networks", envflag.String("POD_NETWORKS", ""), serverref.PodNetworksHelp)
 	d := gateway.DefaultLimits
 	flag.Int64Var(&cfg.Limits.RequestBytes, "max-request-bytes", d.RequestBytes, "Largest HTTP request body; larger ones get 413.")
 	flag.DurationVar(&cfg.Limits.SessionIdle, "session-idle", d.SessionIdle, "An MCP session that sends nothing for this long is closed.")
@@ -72,6 +75,7 @@ func main() {
 	}
 	cfg.Namespaces = envflag.List(namespaces)
 	cfg.EgressAllow = envflag.List(egressAllow)
+	cfg.PodNetworks = envflag.List(podNetworks)
 	cfg.Log = ctrl.Log.WithName("gateway")
 	cfg.Version = version
 	ctx := ctrl.SetupSignalHandler()

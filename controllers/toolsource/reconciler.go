@@ -32,6 +32,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
 	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
 	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
+	"github.com/toolcatalog/tool-catalog-operator/internal/serverref"
 )
 
 // FieldOwner is the field manager of the ToolDefinitions a source
@@ -55,6 +56,9 @@ type Reconciler struct {
 	// Egress decides which servers may be reached; egress.Default() when
 	// nil.
 	Egress *egress.Policy
+	// Servers follows spec.mcp.serverRef; one reading through APIReader
+	// with the defaults when nil.
+	Servers *serverref.Resolver
 	// MaxTools bounds the tools one source lists (mcpsource.DefaultMaxTools
 	// when zero), SyncTimeout the time one sync may talk to its server
 	// (DefaultSyncTimeout when zero).
@@ -144,7 +148,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // *reconcile.Error: the spec or a Secret to fix (stalled), the MCP server
 // (waiting), or the API server (transient).
 func (r *Reconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource) error {
-	url := ts.Spec.MCP.URL
 	fail := func(reason, message string, err error) error {
 		return &reconcile.Error{Kind: reconcile.Waiting, Reason: reason, Message: message, Err: err}
 	}
@@ -155,6 +158,10 @@ func (r *Reconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource) error {
 	if err != nil {
 		return &reconcile.Error{Kind: reconcile.Stalled, Reason: v1alpha1.ReasonInvalidConfiguration, Message: err.Error(), Err: err}
 	}
+	if err := r.follow(ctx, ts, &cfg); err != nil {
+		return err
+	}
+	url := cfg.URL
 	timeout := cmp.Or(r.SyncTimeout, DefaultSyncTimeout)
 	talk, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -162,7 +169,7 @@ func (r *Reconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource) error {
 	if err == nil {
 		var tools []*mcp.Tool
 		if tools, err = s.Tools(talk, r.MaxTools); err == nil {
-			return r.importTools(ctx, ts, s, tools)
+			return r.importTools(ctx, ts, s, url, tools)
 		}
 	}
 	r.forget(sourceKey(ts).String())
@@ -186,9 +193,9 @@ func (r *Reconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource) error {
 
 // importTools converts the listed tools, applies what the change policy
 // allows and records the sync in the status.
-func (r *Reconciler) importTools(ctx context.Context, ts *v1alpha1.ToolSource, s *mcpsource.Session, tools []*mcp.Tool) error {
+func (r *Reconciler) importTools(ctx context.Context, ts *v1alpha1.ToolSource, s *mcpsource.Session, url string, tools []*mcp.Tool) error {
 	imported, rejected, err := mcpsource.Convert(tools, mcpsource.Options{Prefix: ts.Spec.ToolNamePrefix, Include: ts.Spec.Include, Exclude: ts.Spec.Exclude,
-		ToolSource: ts.Name, URL: ts.Spec.MCP.URL})
+		ToolSource: ts.Name, URL: url})
 	if err != nil {
 		return &reconcile.Error{Kind: reconcile.Stalled, Reason: v1alpha1.ReasonInvalidConfiguration, Message: err.Error(), Err: err}
 	}
@@ -205,7 +212,7 @@ func (r *Reconciler) importTools(ctx context.Context, ts *v1alpha1.ToolSource, s
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Applying the tools of a source")
 		return &reconcile.Error{Kind: reconcile.Transient, Reason: v1alpha1.ReasonApplyFailed, Err: err,
-			Message: fmt.Sprintf("listed %d tools of MCP server %s but could not apply them: %v; the ToolDefinitions already imported are kept, retrying with backoff", len(tools), ts.Spec.MCP.URL, err)}
+			Message: fmt.Sprintf("listed %d tools of MCP server %s but could not apply them: %v; the ToolDefinitions already imported are kept, retrying with backoff", len(tools), url, err)}
 	}
 	r.recordSync(ts, s.Server, res)
 	r.recordApprovals(ts, approvals)
@@ -249,6 +256,35 @@ func (r *Reconciler) delete(ctx context.Context, ts *v1alpha1.ToolSource) error 
 	patch := client.MergeFrom(ts.DeepCopy())
 	controllerutil.RemoveFinalizer(ts, v1alpha1.FinalizerCleanup)
 	return client.IgnoreNotFound(r.Patch(ctx, ts, patch))
+}
+
+// follow resolves the source's serverRef into cfg and records where it
+// led in status.endpoint. A reference that cannot be followed is a
+// *reconcile.Error: waiting for the referenced objects, or stalled on
+// what the reference names.
+func (r *Reconciler) follow(ctx context.Context, ts *v1alpha1.ToolSource, cfg *mcpsource.Config) error {
+	servers := r.Servers
+	if servers == nil {
+		servers = &serverref.Resolver{Reader: r.APIReader}
+	}
+	ep, err := servers.Apply(ctx, ts, cfg)
+	ts.Status.Endpoint = nil
+	if ep != nil {
+		ts.Status.Endpoint = ep.ServerEndpoint.DeepCopy()
+	}
+	refErr := (*serverref.Error)(nil)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &refErr):
+		kind := reconcile.Stalled
+		if refErr.Wait {
+			kind = reconcile.Waiting
+		}
+		return &reconcile.Error{Kind: kind, Reason: refErr.Reason, Message: refErr.Message + "; the ToolDefinitions already imported are kept", Err: err}
+	}
+	return &reconcile.Error{Kind: reconcile.Transient, Reason: v1alpha1.ReasonServerUnreachable, Err: err,
+		Message: fmt.Sprintf("cannot follow spec.mcp.serverRef: %v; the ToolDefinitions already imported are kept, retrying", err)}
 }
 
 // connection resolves the source's headers, token and CA from Secrets.
@@ -348,14 +384,16 @@ var specOrMetadataChanged = predicate.Or[client.Object](predicate.GenerationChan
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.sessions = map[string]*liveSession{}
 	r.changed = make(chan event.GenericEvent, 64)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		// Its own status writes and the catalogs' records in ToolDefinition
 		// status change nothing a sync reads.
 		For(&v1alpha1.ToolSource{}, builder.WithPredicates(specOrMetadataChanged)).
 		Owns(&v1alpha1.ToolDefinition{}, builder.WithPredicates(specOrMetadataChanged)).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.sourcesForSecret)).
 		Watches(&v1alpha1.ToolSourceApproval{}, handler.EnqueueRequestsFromMapFunc(sourceForApproval)).
-		WatchesRawSource(source.Channel(r.changed, &handler.EnqueueRequestForObject{})).
-		Named("toolsource").
-		Complete(reconcile.QuietOnShutdown(r))
+		WatchesRawSource(source.Channel(r.changed, &handler.EnqueueRequestForObject{}))
+	if err := r.watchReferences(mgr, b); err != nil {
+		return err
+	}
+	return b.Named("toolsource").Complete(reconcile.QuietOnShutdown(r))
 }

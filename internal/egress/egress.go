@@ -298,3 +298,77 @@ func (p *Policy) Client(target string, transport *http.Transport) (*http.Client,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return ErrRedirect },
 	}, nil
 }
+
+// neverPinned are the denied ranges no reference opens: a reference leads
+// to a Pod's address, never to these.
+var neverPinned = []netip.Prefix{
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("fe80::/10"),
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("::/128"),
+	netip.MustParsePrefix("224.0.0.0/4"),
+	netip.MustParsePrefix("ff00::/8"),
+	netip.MustParsePrefix("255.255.255.255/32"),
+	netip.MustParsePrefix("fd00:ec2::254/128"),
+	netip.MustParsePrefix("100.100.100.200/32"),
+}
+
+// PinnedClient returns an HTTP client for target that connects only to
+// the addresses to, whatever target's host resolves to: the addresses of
+// the Pods a reference was followed to and checked. The URL's host is
+// still the one the server sees (Host header, TLS server name). Link-local
+// (metadata), unspecified, multicast and the API server's addresses are
+// refused even here; the other denied ranges are where Pods live. Like
+// Client, it never follows redirects and uses no proxy.
+func (p *Policy) PinnedClient(target string, to []netip.AddrPort, transport *http.Transport) (*http.Client, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: no destination is allowed", ErrDenied)
+	}
+	u, err := url.Parse(target)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
+		return nil, fmt.Errorf("%w: %q is not an http or https URL without user information", ErrDenied, target)
+	}
+	if len(to) == 0 {
+		return nil, fmt.Errorf("%w: no address to reach %s at", ErrDenied, u.Host)
+	}
+	never := append(slices.Clip(neverPinned), p.denied[len(deniedRanges):]...)
+	pinned := make([]netip.AddrPort, 0, len(to))
+	for _, ap := range to {
+		a := ap.Addr().Unmap()
+		for _, d := range never {
+			if d.Contains(a) {
+				return nil, fmt.Errorf("%w: address %s is in %s, which no reference leads to", ErrDenied, a, d)
+			}
+		}
+		pinned = append(pinned, netip.AddrPortFrom(a, ap.Port()))
+	}
+	if transport == nil {
+		transport = http.DefaultTransport.(*http.Transport).Clone()
+	} else {
+		transport = transport.Clone()
+	}
+	transport.Proxy = nil
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	dialer.Control = func(_, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil || !slices.Contains(pinned, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())) {
+			return fmt.Errorf("%w: %s is not an address the reference leads to", ErrDenied, address)
+		}
+		return nil
+	}
+	transport.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var errs []error
+		for _, ap := range pinned {
+			c, err := dialer.DialContext(ctx, network, ap.String())
+			if err == nil {
+				return c, nil
+			}
+			errs = append(errs, err)
+		}
+		return nil, errors.Join(errs...)
+	}
+	return &http.Client{
+		Transport:     transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return ErrRedirect },
+	}, nil
+}

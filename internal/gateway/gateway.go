@@ -40,6 +40,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
+	"github.com/toolcatalog/tool-catalog-operator/internal/serverref"
 	"github.com/toolcatalog/tool-catalog-operator/internal/gateway/request"
 	"github.com/toolcatalog/tool-catalog-operator/internal/kube/crkube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
@@ -73,6 +74,9 @@ type Options struct {
 	// Egress decides which upstream servers may be reached;
 	// egress.Default() when nil.
 	Egress *egress.Policy
+	// Servers follows ToolSources' spec.mcp.serverRef to the Pods a call
+	// is sent to; one reading through Secrets with the defaults when nil.
+	Servers *serverref.Resolver
 	// CallTimeout bounds each upstream call; DefaultCallTimeout when zero.
 	CallTimeout time.Duration
 	// IdleViews is how long a principal's view of a catalog is kept with
@@ -151,9 +155,12 @@ func New(ctx context.Context, opts Options) *Gateway {
 	if opts.Egress == nil {
 		opts.Egress = egress.Default()
 	}
+	if opts.Servers == nil {
+		opts.Servers = &serverref.Resolver{Reader: opts.Secrets}
+	}
 	opts.Limits = opts.Limits.withDefaults()
 	g := &Gateway{opts: opts, ctx: ctx, catalogs: map[client.ObjectKey]*served{}, rates: newRates(opts.Limits), listens: newListens(opts.Limits), redis: redisconn.NewPool(), notices: sharedNotices{m: map[redis.UniversalClient]*noticesUse{}, log: opts.Log},
-		up: newUpstreams(opts.Kube, opts.Secrets, opts.Egress, opts.CallTimeout, opts.Limits, opts.Log)}
+		up: newUpstreams(opts.Kube, opts.Secrets, opts.Servers, opts.Egress, opts.CallTimeout, opts.Limits, opts.Log)}
 	g.draining, g.drain = context.WithCancel(ctx)
 	go g.dropIdleViews(ctx)
 	context.AfterFunc(ctx, func() {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
+	"github.com/toolcatalog/tool-catalog-operator/internal/serverref"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metricsauth"
 )
 
@@ -84,6 +85,10 @@ type Config struct {
 	// EgressAllow lists the URL prefixes and address ranges upstream MCP
 	// servers may be at (egress.New); the API server is always denied.
 	EgressAllow []string
+	// ClusterDomain and PodNetworks say where a ToolSource's serverRef may
+	// lead (serverref.Resolver), as the manager's flags of those names.
+	ClusterDomain string
+	PodNetworks   []string
 	// CallTimeout, IdleViews, UsageInterval, ListTTL and Limits: see
 	// Options.
 	CallTimeout, IdleViews, UsageInterval, ListTTL time.Duration
@@ -183,10 +188,15 @@ func Run(ctx context.Context, restConfig *rest.Config, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("--egress-allow: %w", err)
 	}
+	podNetworks, err := serverref.ParseNetworks(cfg.PodNetworks)
+	if err != nil {
+		return fmt.Errorf("--pod-networks: %w", err)
+	}
+	servers := &serverref.Resolver{Reader: direct, Domain: cfg.ClusterDomain, PodNetworks: podNetworks}
 	// The gateway outlives ctx until the requests under way are answered.
 	gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	g := New(gctx, Options{Kube: kube, Secrets: direct, Auth: auth, Metrics: NewMetrics(reg), Egress: policy,
+	g := New(gctx, Options{Kube: kube, Secrets: direct, Auth: auth, Metrics: NewMetrics(reg), Egress: policy, Servers: servers,
 		CallTimeout: cfg.CallTimeout, IdleViews: cfg.IdleViews, UsageInterval: cfg.UsageInterval, ListTTL: cfg.ListTTL, Limits: cfg.Limits, Version: cfg.Version, PublicURL: cfg.PublicURL, Log: cfg.Log})
 	if cfg.Audit {
 		g.opts.Audit = cfg.Log.WithName("audit")

@@ -22,6 +22,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/kube/crkube"
 	"github.com/toolcatalog/tool-catalog-operator/internal/mcpsource"
+	"github.com/toolcatalog/tool-catalog-operator/internal/serverref"
 	"github.com/toolcatalog/tool-catalog-operator/internal/toolschema"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -32,6 +33,8 @@ import (
 type upstreams struct {
 	// kube reads ToolSources (cached); secrets reads their Secrets.
 	kube, secrets client.Reader
+	// servers follows sources' serverRef.
+	servers *serverref.Resolver
 	// egress decides which servers may be reached.
 	egress  *egress.Policy
 	timeout time.Duration
@@ -66,8 +69,8 @@ type resolvedSource struct {
 	error error
 }
 
-func newUpstreams(kube, secrets client.Reader, policy *egress.Policy, timeout time.Duration, limits Limits, log logr.Logger) *upstreams {
-	return &upstreams{kube: kube, secrets: secrets, egress: policy, timeout: timeout, maxResult: limits.UpstreamResultBytes, maxValues: limits.UpstreamResultValues, log: log, resolveTTL: 30 * time.Second,
+func newUpstreams(kube, secrets client.Reader, servers *serverref.Resolver, policy *egress.Policy, timeout time.Duration, limits Limits, log logr.Logger) *upstreams {
+	return &upstreams{kube: kube, secrets: secrets, servers: servers, egress: policy, timeout: timeout, maxResult: limits.UpstreamResultBytes, maxValues: limits.UpstreamResultValues, log: log, resolveTTL: 30 * time.Second,
 		pool: map[string]*pooled{}, resolved: map[client.ObjectKey]resolvedSource{}, schemas: map[string]*compiled{}}
 }
 
@@ -126,11 +129,17 @@ func (u *upstreams) config(ctx context.Context, namespace string, tool contract.
 	u.mu.Unlock()
 	if !ok || r.rv != ts.ResourceVersion || time.Since(r.at) >= u.resolveTTL {
 		r.cfg, r.error = mcpsource.Resolve(ctx, crkube.Getter(u.secrets), ts)
+		if r.error == nil {
+			_, r.error = u.servers.Apply(ctx, ts, &r.cfg)
+		}
 		r.cfg.Egress, r.cfg.MaxResponseBytes, r.cfg.MaxResponseValues = u.egress, u.maxResult, u.maxValues
 		r.at, r.rv = time.Now(), ts.ResourceVersion
 		u.mu.Lock()
 		u.resolved[key] = r
 		u.mu.Unlock()
+	}
+	if refErr := (*serverref.Error)(nil); errors.As(r.error, &refErr) {
+		return mcpsource.Config{}, &callError{OutcomeUpstreamError, fmt.Sprintf("%s cannot be called: the serverRef of its ToolSource %s cannot be followed: %s", tool.Name, src.ToolSource, refErr.Message)}
 	}
 	if r.error != nil {
 		u.log.Error(r.error, "Resolving a ToolSource", "toolSource", key.String())

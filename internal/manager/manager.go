@@ -46,6 +46,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
 	"github.com/toolcatalog/tool-catalog-operator/internal/secrets"
+	"github.com/toolcatalog/tool-catalog-operator/internal/serverref"
 )
 
 // Config is how the manager runs.
@@ -92,6 +93,11 @@ type Config struct {
 	// may reach (egress.New); every address outside the denied ranges
 	// when empty. The API server is always denied.
 	EgressAllow []string
+	// ClusterDomain is the cluster's DNS domain, PodNetworks the ranges
+	// its Pods' addresses lie in (serverref.DefaultPodNetworks when nil):
+	// a ToolSource's serverRef is followed to Pods in them only.
+	ClusterDomain string
+	PodNetworks   []string
 	// MetricsWithoutAuth serves /metrics to anyone who reaches it. By
 	// default a client must send a token of an identity that may get the
 	// non-resource URL /metrics (controller-runtime's metrics filter:
@@ -123,6 +129,12 @@ func BindFlags(fs *flag.FlagSet) *Config {
 	c.EgressAllow = envflag.List(os.Getenv("EGRESS_ALLOW"))
 	fs.Func("egress-allow", egress.FlagHelp, func(v string) error {
 		c.EgressAllow = envflag.List(v)
+		return nil
+	})
+	fs.StringVar(&c.ClusterDomain, "cluster-domain", envflag.String("CLUSTER_DOMAIN", "cluster.local"), "The cluster's DNS domain: a Service is NAME.NAMESPACE.svc.DOMAIN.")
+	c.PodNetworks = envflag.List(os.Getenv("POD_NETWORKS"))
+	fs.Func("pod-networks", serverref.PodNetworksHelp, func(v string) error {
+		c.PodNetworks = envflag.List(v)
 		return nil
 	})
 	fs.DurationVar(&c.PassBudget, "pass-budget", catalog.DefaultPassBudget, "How long one pass of a catalog starts new chunks of query generation and embedding before it publishes what it did; a large refresh is published this often.")
@@ -242,6 +254,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *redisconn.Pool, c Config
 	if err != nil {
 		return fmt.Errorf("--egress-allow: %w", err)
 	}
+	podNetworks, err := serverref.ParseNetworks(c.PodNetworks)
+	if err != nil {
+		return fmt.Errorf("--pod-networks: %w", err)
+	}
 	// The catalogs' passes hand the ToolDefinitions' records to the
 	// ToolDefinition reconciler, the one writer of their status.
 	objects := &cached.Objects{Reader: mgr.GetClient(), Informers: mgr.GetCache()}
@@ -281,6 +297,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *redisconn.Pool, c Config
 		APIReader:   mgr.GetAPIReader(),
 		Recorder:    mgr.GetEventRecorder("toolsource-controller"),
 		Egress:      policy,
+		Servers:     &serverref.Resolver{Reader: mgr.GetAPIReader(), Domain: c.ClusterDomain, PodNetworks: podNetworks},
 		MaxTools:    c.SourceMaxTools,
 		SyncTimeout: c.SourceSyncTimeout,
 	}).SetupWithManager(mgr); err != nil {

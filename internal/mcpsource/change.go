@@ -82,10 +82,15 @@ func KeepSurface(upstream, approved v1alpha1.ToolDefinitionSpec) v1alpha1.ToolDe
 	return out
 }
 
-// SelectionHash identifies what a ToolSource selects: its server's URL,
-// its prefix and its include and exclude patterns (in any order).
+// SelectionHash identifies what a ToolSource selects: its server's URL
+// or reference, its prefix and its include and exclude patterns (in any
+// order).
 func SelectionHash(spec v1alpha1.ToolSourceSpec) string {
-	raw, _ := json.Marshal([]any{spec.MCP.URL, spec.ToolNamePrefix, slices.Sorted(slices.Values(spec.Include)), slices.Sorted(slices.Values(spec.Exclude))})
+	var server any = spec.MCP.URL
+	if ref := spec.MCP.ServerRef; ref != nil {
+		server = *ref
+	}
+	raw, _ := json.Marshal([]any{server, spec.ToolNamePrefix, slices.Sorted(slices.Values(spec.Include)), slices.Sorted(slices.Values(spec.Exclude))})
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:])
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path"
 	"regexp"
@@ -38,6 +39,10 @@ const ClientName = "tool-catalog-operator"
 type Config struct {
 	// URL is the server's Streamable HTTP endpoint.
 	URL string
+	// Pinned, when set, are the only addresses dialled for URL, whatever
+	// its host resolves to: the Pods a ToolSource's serverRef was followed
+	// to (egress.Policy.PinnedClient).
+	Pinned []netip.AddrPort
 	// Header is sent with every request (an Authorization header holds a
 	// bearer token).
 	Header http.Header
@@ -113,7 +118,13 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	if cfg.RootCAs != nil {
 		transport.TLSClientConfig = &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12}
 	}
-	hc, err := policy.Client(cfg.URL, transport)
+	var hc *http.Client
+	var err error
+	if len(cfg.Pinned) > 0 {
+		hc, err = policy.PinnedClient(cfg.URL, cfg.Pinned, transport)
+	} else {
+		hc, err = policy.Client(cfg.URL, transport)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("connecting to MCP server %s: %w", cfg.URL, err)
 	}

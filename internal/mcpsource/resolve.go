@@ -60,10 +60,14 @@ func Resolve(ctx context.Context, reader kube.Getter, ts *v1alpha1.ToolSource) (
 }
 
 // Fingerprint identifies the settings a session is opened with: the URL,
-// the headers and whether a CA is set.
+// the pinned addresses, the headers and whether a CA is set.
 func (cfg Config) Fingerprint() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00", cfg.URL)
+	for _, ap := range cfg.Pinned {
+		fmt.Fprintf(h, "%s,", ap)
+	}
+	fmt.Fprintf(h, "\x00")
 	names := make([]string, 0, len(cfg.Header))
 	for k := range cfg.Header {
 		names = append(names, k)

@@ -64,6 +64,7 @@ var (
 	latencyFlag = flag.Duration("scale.chat-latency", 200*time.Millisecond, "latency of every chat request in the slow first build")
 	budgetFlag  = flag.Duration("scale.pass-budget", time.Second, "the manager's -pass-budget")
 	dimsFlag    = flag.Int("scale.dimensions", 256, "embedding dimensions")
+	qpsFlag     = flag.Float64("scale.kube-api-qps", 0, "the manager's --kube-api-qps (and twice it as --kube-api-burst); its default when 0. At 100,000 tools the ToolDefinitions' status writes at the default 50 take over half an hour before the edits can be measured")
 	profileFlag = flag.String("scale.cpuprofile", "", "write the manager's CPU and allocation profiles during the edits of each size to this file prefix (SIZE-SHAPE.pprof and SIZE-SHAPE.allocs.pprof are added)")
 	heapFlag    = flag.String("scale.heapprofile", "", "write the manager's heap profile, once the bulk apply is graded and the manager idle, to this file prefix (SIZE-SHAPE.heap.pprof is added), and at its highest resident set (SIZE-SHAPE.peak.heap.pprof)")
 )
@@ -584,6 +585,9 @@ func startManager(t *testing.T, bin string, extra ...string) *managerProcess {
 	l.Close()
 	// The provider answers on loopback.
 	args := []string{"--metrics-bind-address=" + addr, "--health-probe-bind-address=0", "--zap-log-level=error", "--pass-budget=" + budgetFlag.String(), "--egress-allow=127.0.0.1/32"}
+	if *qpsFlag > 0 {
+		args = append(args, fmt.Sprintf("--kube-api-qps=%g", *qpsFlag), fmt.Sprintf("--kube-api-burst=%d", int(2**qpsFlag)))
+	}
 	args = append(args, extra...)
 	lines := &errorLineCounter{}
 	proc := startProcess(t, bin, args, []string{"KUBECONFIG=" + kc}, lines)

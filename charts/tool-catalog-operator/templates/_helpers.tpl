@@ -80,17 +80,38 @@ seccompProfile:
 {{- with .Values.egressAllow }}
 - --egress-allow={{ join "," . }}
 {{- end }}
+{{- with .Values.clusterDomain }}
+- --cluster-domain={{ . }}
+{{- end }}
+{{- with .Values.podNetworks }}
+- --pod-networks={{ join "," . }}
+{{- end }}
 {{- end }}
 
 {{/* The manager's rules: config/rbac/role.yaml, generated from the
 controllers' RBAC markers. */}}
 {{- define "tco.managerRules" -}}
 - apiGroups: [""]
-  resources: [secrets]
+  resources: [pods]
+  verbs: [get]
+- apiGroups: [""]
+  resources: [secrets, services]
+  verbs: [get, list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
   verbs: [get, list, watch]
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create, patch]
+- apiGroups: [gateway.networking.k8s.io]
+  resources: [referencegrants]
+  verbs: [get, list, watch]
+- apiGroups: [kagent.dev]
+  resources: [remotemcpservers]
+  verbs: [get, list, watch]
+- apiGroups: [mcp.x-k8s.io]
+  resources: [mcpservers]
+  verbs: [get, list, watch]
 - apiGroups: [toolcatalog.dev]
   resources: [toolcatalogs, toolsources]
   verbs: [get, list, patch, update, watch]
@@ -106,16 +127,34 @@ controllers' RBAC markers. */}}
 - apiGroups: [toolcatalog.dev]
   resources: [toolsourceapprovals]
   verbs: [delete, get, list, watch]
+- apiGroups: [toolhive.stacklok.dev]
+  resources: [mcpremoteproxies, mcpservers, virtualmcpservers]
+  verbs: [get, list, watch]
 {{- end }}
 
 {{/* The gateway reads catalogs and sources (watched) and the Secrets
-they name, only those labelled toolcatalog.dev/secret=true. It writes
-nothing. */}}
+they name, only those labelled toolcatalog.dev/secret=true, and follows
+sources' serverRef (config/gateway/rbac.yaml). It writes nothing. */}}
 {{- define "tco.gatewayRules" -}}
 - apiGroups: [toolcatalog.dev]
   resources: [toolcatalogs, toolsources]
   verbs: [get, list, watch]
 - apiGroups: [""]
-  resources: [secrets]
+  resources: [secrets, services, pods]
+  verbs: [get]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [list]
+- apiGroups: [gateway.networking.k8s.io]
+  resources: [referencegrants]
+  verbs: [list]
+- apiGroups: [kagent.dev]
+  resources: [remotemcpservers]
+  verbs: [get]
+- apiGroups: [mcp.x-k8s.io]
+  resources: [mcpservers]
+  verbs: [get]
+- apiGroups: [toolhive.stacklok.dev]
+  resources: [mcpremoteproxies, mcpservers, virtualmcpservers]
   verbs: [get]
 {{- end }}

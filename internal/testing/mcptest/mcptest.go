@@ -28,8 +28,10 @@ type Server struct {
 	mu sync.Mutex
 	// token, when set, is the bearer token every request must carry.
 	token string
-	// headers are the request headers seen, last request last.
+	// headers are the request headers seen, last request last, and hosts
+	// the Host each request named.
 	headers []http.Header
+	hosts   []string
 	// calls counts the tool calls answered.
 	calls int
 	// connections counts the TCP connections accepted.
@@ -44,6 +46,8 @@ type Options struct {
 	PageSize int
 	// Token, when set, is the bearer token the server requires.
 	Token string
+	// Host is the loopback address it listens on, 127.0.0.1 when "".
+	Host string
 }
 
 // New starts a server, stopped when the test ends.
@@ -60,6 +64,7 @@ func New(t testing.TB, o Options) *Server {
 	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.headers = append(s.headers, r.Header.Clone())
+		s.hosts = append(s.hosts, r.Host)
 		token := s.token
 		s.mu.Unlock()
 		if token != "" && r.Header.Get("Authorization") != "Bearer "+token {
@@ -74,6 +79,14 @@ func New(t testing.TB, o Options) *Server {
 			s.connections++
 			s.mu.Unlock()
 		}
+	}
+	if o.Host != "" {
+		l, err := net.Listen("tcp", net.JoinHostPort(o.Host, "0"))
+		if err != nil {
+			t.Fatalf("listening on %s: %v", o.Host, err)
+		}
+		hs.Listener.Close()
+		hs.Listener = l
 	}
 	hs.Start()
 	s.http = hs
@@ -140,6 +153,13 @@ func (s *Server) Headers() []http.Header {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]http.Header(nil), s.headers...)
+}
+
+// Hosts returns the Host of every request, last request last.
+func (s *Server) Hosts() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.hosts...)
 }
 
 // Trap is an HTTP server that must never be reached: a stand-in for a
