@@ -15,10 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
-	"github.com/toolcatalog/tool-catalog-operator/internal/serverref"
 	"github.com/toolcatalog/tool-catalog-operator/internal/envflag"
 	"github.com/toolcatalog/tool-catalog-operator/internal/gateway"
 	"github.com/toolcatalog/tool-catalog-operator/internal/memtune"
+	"github.com/toolcatalog/tool-catalog-operator/internal/serverref"
 	"github.com/toolcatalog/tool-catalog-operator/internal/telemetry/otlp"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
 )

@@ -30,8 +30,8 @@ import (
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
-	"github.com/toolcatalog/tool-catalog-operator/internal/serverref"
 	"github.com/toolcatalog/tool-catalog-operator/internal/metricsauth"
+	"github.com/toolcatalog/tool-catalog-operator/internal/serverref"
 )
 
 // DefaultTokenReviewRate is Config.TokenReviewRate's default.
