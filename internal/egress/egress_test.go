@@ -210,3 +210,47 @@ func TestPrivateNetworksAndClusterNamesNeedAnEntry(t *testing.T) {
 		t.Errorf("another cluster name: %v", err)
 	}
 }
+
+// A pinned client reaches the pinned address whatever the URL's host
+// resolves to (here: nothing), sends that host as the Host header, and
+// refuses to be pinned where no Pod is: metadata, link-local, unspecified,
+// multicast, the API server.
+func TestPinnedClientDialsOnlyWhereTheReferenceLeads(t *testing.T) {
+	var host atomic.Value
+	srv, n := counted(t, func(_ http.ResponseWriter, r *http.Request) { host.Store(r.Host) })
+	pod := netip.MustParseAddrPort(strings.TrimPrefix(srv.URL, "http://"))
+	p := mustNew(t, nil, "192.0.2.10:6443")
+	hc, err := p.PinnedClient("http://docs.team-a.svc.cluster.local:8080/mcp", []netip.AddrPort{pod}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Get("http://docs.team-a.svc.cluster.local:8080/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n.Load() != 1 || host.Load() != "docs.team-a.svc.cluster.local:8080" {
+		t.Fatalf("requests %d, Host %v; want one request for the Service's name", n.Load(), host.Load())
+	}
+	// A URL of another host through the same client still reaches only
+	// the pinned address: nothing else is dialled.
+	other, otherCount := counted(t, nil)
+	if resp, err := hc.Get(other.URL); err == nil {
+		resp.Body.Close()
+	}
+	if otherCount.Load() != 0 || n.Load() != 2 {
+		t.Fatalf("the other server got %d requests, the pinned one %d; want 0 and 2", otherCount.Load(), n.Load())
+	}
+	for _, addr := range []string{"169.254.169.254:80", "[fe80::1]:80", "0.0.0.0:80", "224.0.0.1:80", "192.0.2.10:6443", "100.100.100.200:80"} {
+		_, err := p.PinnedClient("http://docs.team-a.svc.cluster.local:8080/mcp", []netip.AddrPort{pod, netip.MustParseAddrPort(addr)}, nil)
+		if !errors.Is(err, ErrDenied) {
+			t.Errorf("pinned to %s: %v; want denied", addr, err)
+		}
+	}
+	if _, err := p.PinnedClient("http://docs.team-a.svc.cluster.local:8080/mcp", nil, nil); !errors.Is(err, ErrDenied) {
+		t.Errorf("pinned nowhere: %v; want denied", err)
+	}
+	if _, err := (*Policy)(nil).PinnedClient("http://docs.team-a.svc.cluster.local:8080/mcp", []netip.AddrPort{pod}, nil); !errors.Is(err, ErrDenied) {
+		t.Errorf("a nil policy: %v; want denied", err)
+	}
+}

@@ -41,8 +41,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -1284,8 +1286,8 @@ func watchStatusWrites(t *testing.T, ns string, n int) *statusWrites {
 			if ctx.Err() != nil {
 				return
 			}
-			list := &v1alpha1.ToolDefinitionList{}
-			if listErr := kube.List(ctx, list, client.InNamespace(ns)); listErr != nil {
+			list, listErr := listAll(ctx, ns)
+			if listErr != nil {
 				s.lost.Store(true)
 				return
 			}
@@ -1305,6 +1307,30 @@ func watchStatusWrites(t *testing.T, ns string, n int) *statusWrites {
 	}()
 	// The watches end with the test's context.
 	return s
+}
+
+// listAll lists a namespace's ToolDefinitions in pages, each page tried
+// again a few times: one list of 100,000 of them under a stream of writes
+// may end before it is read.
+func listAll(ctx context.Context, ns string) (*v1alpha1.ToolDefinitionList, error) {
+	all := &v1alpha1.ToolDefinitionList{}
+	next := ""
+	for {
+		page := &v1alpha1.ToolDefinitionList{}
+		err := retry.OnError(wait.Backoff{Steps: 5, Duration: time.Second, Factor: 2}, func(error) bool { return ctx.Err() == nil }, func() error {
+			return kube.List(ctx, page, client.InNamespace(ns), client.Limit(2000), client.Continue(next))
+		})
+		if err != nil {
+			return nil, err
+		}
+		all.Items = append(all.Items, page.Items...)
+		if next = page.Continue; next == "" {
+			// The pages are of one snapshot: the last one's version is
+			// the list's.
+			all.ResourceVersion = page.ResourceVersion
+			return all, nil
+		}
+	}
 }
 
 // wait waits until every ToolDefinition is Ready and returns the status
