@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -32,6 +33,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/kube/cached"
 	"github.com/toolcatalog/tool-catalog-operator/internal/records"
 	"github.com/toolcatalog/tool-catalog-operator/internal/redisconn"
+	"github.com/toolcatalog/tool-catalog-operator/internal/serverref"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/redistest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/suite"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/testenv"
@@ -90,7 +92,12 @@ func TestMain(m *testing.M) {
 
 func startCluster(onStop func(func() error)) error {
 	var err error
-	if testEnv, cfg, err = testenv.Start("..", ""); err != nil {
+	// The CRDs of the Kubernetes MCP projects a ToolSource may reference.
+	crds, err := testenv.SharedCRDs("..")
+	if err != nil {
+		return err
+	}
+	if testEnv, cfg, err = testenv.Start("..", "", crds...); err != nil {
 		return err
 	}
 	onStop(testEnv.Stop)
@@ -157,11 +164,18 @@ func startCluster(onStop func(func() error)) error {
 		cancel()
 		return fmt.Errorf("setting up toolcatalog controller: %w", err)
 	}
+	// The suite's Pods are at this machine's address (a serverRef test's
+	// server listens there): the Pod networks hold it alone.
+	var podNetworks []netip.Prefix
+	if podAddr, addrErr := testenv.PodAddress(); addrErr == nil {
+		podNetworks = []netip.Prefix{netip.PrefixFrom(podAddr, 32)}
+	}
 	if err := (&toolsource.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("toolsource-controller"),
 		Egress:    policy,
+		Servers:   &serverref.Resolver{Reader: mgr.GetAPIReader(), PodNetworks: podNetworks},
 		MaxTools:  100,
 	}).SetupWithManager(mgr); err != nil {
 		cancel()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path"
@@ -239,4 +240,35 @@ func HeapPeak() (stop func() float64) {
 		close(done)
 		return float64(<-peak-idle) / (1 << 20)
 	}
+}
+
+// PodAddress is an address of this machine a test server can listen on
+// and an EndpointSlice may hold, standing for a Pod's: the first IPv4
+// address of an interface that is up, not loopback and not link-local
+// (the API server refuses those in EndpointSlices). It fails saying so on
+// a machine with none.
+func PodAddress() (netip.Addr, error) {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, iface := range ifaces {
+		if iface.Flags&net.FlagUp == 0 || iface.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := iface.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			prefix, err := netip.ParsePrefix(a.String())
+			if err != nil {
+				continue
+			}
+			if ip := prefix.Addr(); ip.Is4() && ip.IsGlobalUnicast() {
+				return ip, nil
+			}
+		}
+	}
+	return netip.Addr{}, errors.New("this machine has no IPv4 address outside the loopback and link-local ranges for a test server to stand for a Pod at (the API server refuses those in EndpointSlices); bring up a network interface with one")
 }
