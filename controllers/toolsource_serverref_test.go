@@ -9,11 +9,9 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -34,28 +32,10 @@ func serverPort(t *testing.T, raw string) int {
 	return port
 }
 
-// servedBy writes a Service of port 8080 selecting a Pod at addr, and the
-// EndpointSlice that names the Pod at port, ready or not, as the
-// EndpointSlice controller would (the test API server runs none).
+// servedBy is testenv.ServePod with the suite's client.
 func servedBy(g *WithT, ns, name string, addr netip.Addr, port int32, ready bool) *discoveryv1.EndpointSlice {
-	ctx := context.Background()
-	selector := map[string]string{"app": name}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{
-		Selector: selector, Ports: []corev1.ServicePort{{Port: 8080, TargetPort: intstr.FromInt32(port)}}}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-0", Labels: selector},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "mcp", Image: "registry.example/mcp:1"}}}}
-	g.Expect(k8sClient.Create(ctx, svc)).To(Succeed())
-	g.Expect(k8sClient.Create(ctx, pod)).To(Succeed())
-	pod.Status.PodIPs = []corev1.PodIP{{IP: addr.String()}}
-	g.Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name + "-x", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{addr.String()}, Conditions: discoveryv1.EndpointConditions{Ready: &ready},
-			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod.Name, UID: pod.UID}}},
-		Ports: []discoveryv1.EndpointPort{{Name: new(string), Port: &port}},
-	}
-	g.Expect(k8sClient.Create(ctx, slice)).To(Succeed())
+	slice, err := testenv.ServePod(context.Background(), k8sClient, ns, name, addr, port, ready)
+	g.Expect(err).NotTo(HaveOccurred())
 	return slice
 }
 

@@ -9,7 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -751,5 +753,49 @@ func TestRedisClientsAreSharedOnlyWithTheirCredentials(t *testing.T) {
 	// What a borrowed client would have served is there.
 	if doc := published(t, ns, "locked", 5); doc.Catalog != ns+"/locked" {
 		t.Fatalf("the locked catalog's version in Redis is %q's", doc.Catalog)
+	}
+}
+
+// A call of a tool imported through a serverRef goes to the Pod the
+// reference leads to, under the Service's name, with the source's token:
+// the server's address needs no egress entry (the suite's policy allows
+// only 127.0.0.1). The manager and the gateway follow the reference alike.
+func TestACallFollowsTheServerRefToThePod(t *testing.T) {
+	ns := newNamespace(t)
+	addr, err := testenv.PodAddress()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcptest.New(t, mcptest.Options{Name: "crm", Token: "crm-secret", Host: addr.String()})
+	srv.Tool("find_contact", "Find a contact by name.", nil, nil)
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testenv.ServePod(t.Context(), kube, ns, "crm", addr, int32(port), true); err != nil {
+		t.Fatal(err)
+	}
+	create(t, testSecret(ns, "crm-token", "token", "crm-secret"),
+		&v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crm"}, Spec: v1alpha1.ToolSourceSpec{
+			MCP: v1alpha1.MCPServerSpec{ServerRef: &v1alpha1.ServerReference{APIVersion: "v1", Kind: "Service", Name: "crm"},
+				BearerTokenSecretRef: &v1alpha1.SecretKeySelector{Name: "crm-token", Key: "token"}},
+			Labels: map[string]string{"catalog": "crm"},
+		}},
+		testCatalog(ns, "crm", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}))
+	published(t, ns, "crm", 1)
+	listed := len(srv.Hosts())
+	cs := connect(t, ns, "crm", aliceToken, "", nil)
+	if out, isErr := callTool(t, cs, "find_contact", map[string]any{"name": "Ana"}); isErr || srv.Calls() != 1 {
+		t.Fatalf("the call: %q (error %v), upstream calls %d", out, isErr, srv.Calls())
+	}
+	service := fmt.Sprintf("crm.%s.svc.cluster.local:8080", ns)
+	for _, h := range srv.Hosts()[listed:] {
+		if h != service {
+			t.Fatalf("the gateway's requests named %q; want the Service's name %s", h, service)
+		}
 	}
 }

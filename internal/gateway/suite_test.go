@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -55,6 +56,10 @@ var (
 // an internal host).
 var egressAllow = []string{"127.0.0.1/32"}
 
+// podNetworks are the suite's Pod networks, of the manager and the
+// gateway alike.
+var podNetworks []string
+
 // Static tokens of the suite: alice is staff, fin is in finance.
 const (
 	aliceToken = "alice-7d1f0c"
@@ -84,8 +89,13 @@ func startSuite(onStop func(func() error)) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	onStop(func() error { cancel(); return nil })
+	// The suite's Pods are at this machine's address, where a serverRef
+	// test's server listens: the Pod networks hold it alone.
+	if addr, addrErr := testenv.PodAddress(); addrErr == nil {
+		podNetworks = []string{netip.PrefixFrom(addr, 32).String()}
+	}
 	go func() {
-		if runErr := manager.Run(ctx, cfg, manager.Config{MetricsAddr: "0", ProbeAddr: "0", LeaderElectionID: "gateway-test", SkipNameValidation: true, EgressAllow: egressAllow}); runErr != nil {
+		if runErr := manager.Run(ctx, cfg, manager.Config{MetricsAddr: "0", ProbeAddr: "0", LeaderElectionID: "gateway-test", SkipNameValidation: true, EgressAllow: egressAllow, PodNetworks: podNetworks}); runErr != nil {
 			fmt.Fprintln(os.Stderr, "manager:", runErr)
 		}
 	}()
@@ -110,7 +120,7 @@ func startSuite(onStop func(func() error)) error {
 	metricsURL = "http://" + ml.Addr().String()
 	stopped := make(chan error, 1)
 	go func() {
-		stopped <- Run(ctx, cfg, Config{Listener: l, MetricsListener: ml, StaticTokens: staticTokens, EgressAllow: egressAllow, CallTimeout: 5 * time.Second,
+		stopped <- Run(ctx, cfg, Config{Listener: l, MetricsListener: ml, StaticTokens: staticTokens, EgressAllow: egressAllow, PodNetworks: podNetworks, CallTimeout: 5 * time.Second,
 			// TestMostUsedToolsAreListedDirectly waits for usage to move.
 			UsageInterval: 100 * time.Millisecond,
 			// Tests that wait for a list to change ask again without

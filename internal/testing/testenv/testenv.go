@@ -20,10 +20,12 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -271,4 +273,34 @@ func PodAddress() (netip.Addr, error) {
 		}
 	}
 	return netip.Addr{}, errors.New("this machine has no IPv4 address outside the loopback and link-local ranges for a test server to stand for a Pod at (the API server refuses those in EndpointSlices); bring up a network interface with one")
+}
+
+// ServePod writes a Service name of port 8080 selecting a Pod at addr, the
+// Pod (its status as its kubelet would write it) and the EndpointSlice
+// that names the Pod at port, ready or not, as the EndpointSlice
+// controller would: the test API server runs neither.
+func ServePod(ctx context.Context, c client.Client, ns, name string, addr netip.Addr, port int32, ready bool) (*discoveryv1.EndpointSlice, error) {
+	selector := map[string]string{"app": name}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{
+		Selector: selector, Ports: []corev1.ServicePort{{Port: 8080, TargetPort: intstr.FromInt32(port)}}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-0", Labels: selector},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "mcp", Image: "registry.example/mcp:1"}}}}
+	if err := c.Create(ctx, svc); err != nil {
+		return nil, err
+	}
+	if err := c.Create(ctx, pod); err != nil {
+		return nil, err
+	}
+	pod.Status.PodIPs = []corev1.PodIP{{IP: addr.String()}}
+	if err := c.Status().Update(ctx, pod); err != nil {
+		return nil, err
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name + "-x", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{addr.String()}, Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod.Name, UID: pod.UID}}},
+		Ports: []discoveryv1.EndpointPort{{Name: new(string), Port: &port}},
+	}
+	return slice, c.Create(ctx, slice)
 }
