@@ -182,7 +182,7 @@ func TestChart(t *testing.T) {
 		names = append(names, o.(*apiextensionsv1.CustomResourceDefinition).Name)
 	}
 	slices.Sort(names)
-	if want := []string{"toolcatalogs.toolcatalog.dev", "tooldefinitions.toolcatalog.dev", "toolsourceapprovals.toolcatalog.dev", "toolsources.toolcatalog.dev"}; !slices.Equal(names, want) {
+	if want := []string{"toolcatalogs.toolcatalog.dev", "tooldefinitions.toolcatalog.dev", "toolsourceapprovals.toolcatalog.dev", "toolsources.toolcatalog.dev", "toolsourcetemplates.toolcatalog.dev"}; !slices.Equal(names, want) {
 		t.Errorf("helm show crds: %v, want %v", names, want)
 	}
 }

@@ -78,7 +78,10 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 	// The gateway reads catalogs, sources and Secrets and reviews tokens;
 	// it writes nothing.
 	allowedGateway := map[string][]string{"toolcatalogs": {"get", "list", "watch"}, "toolsources": {"get", "list", "watch"}, "secrets": {"get"},
-		"tokenreviews": {"create"}, "subjectaccessreviews": {"create"}}
+		"tokenreviews": {"create"}, "subjectaccessreviews": {"create"},
+		// Following a ToolSource's serverRef to the Pods a call goes to.
+		"services": {"get"}, "pods": {"get"}, "endpointslices": {"list"}, "referencegrants": {"list"},
+		"mcpservers": {"get"}, "mcpremoteproxies": {"get"}, "virtualmcpservers": {"get"}, "remotemcpservers": {"get"}}
 	for _, name := range []string{"tool-catalog-gateway-role", "tool-catalog-gateway-tokenreview-role"} {
 		for _, r := range roles[name].Rules {
 			for _, res := range r.Resources {
@@ -98,7 +101,8 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 	// Least privilege: no wildcards, read-only Secrets; ToolDefinitions
 	// are created, patched (server-side apply) and deleted only for the
 	// ToolSources that own them, never updated; nothing else is created
-	// or deleted but events, and spent approvals deleted.
+	// or deleted but events, spent approvals deleted, and the ToolSources
+	// of the servers ToolSourceTemplates discover.
 	for _, r := range role.Rules {
 		for _, v := range append(append([]string{}, r.Verbs...), append(r.Resources, r.APIGroups...)...) {
 			if v == "*" {
@@ -113,7 +117,7 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 				if res == "tooldefinitions" && v == "update" {
 					t.Errorf("%s may update %s; ToolSources apply them", role.Name, res)
 				}
-				if (v == "delete" || v == "create") && res != "events" && res != "tooldefinitions" && (v != "delete" || res != "toolsourceapprovals") {
+				if (v == "delete" || v == "create") && res != "events" && res != "tooldefinitions" && res != "toolsources" && (v != "delete" || res != "toolsourceapprovals") {
 					t.Errorf("%s may %s %s", role.Name, v, res)
 				}
 			}

@@ -28,6 +28,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/controllers/tooldefinition"
 	"github.com/toolcatalog/tool-catalog-operator/controllers/toolsource"
+	"github.com/toolcatalog/tool-catalog-operator/controllers/toolsourcetemplate"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/internal/kube/cached"
@@ -64,6 +65,8 @@ var (
 )
 
 const (
+	// templateMaxServers is --template-max-servers of the suite.
+	templateMaxServers = 3
 	// directLabel marks catalogs the suite's manager does not reconcile.
 	directLabel       = "test.toolcatalog.dev/direct"
 	eventuallyTimeout = 20 * time.Second
@@ -180,6 +183,15 @@ func startCluster(onStop func(func() error)) error {
 	}).SetupWithManager(mgr); err != nil {
 		cancel()
 		return fmt.Errorf("setting up toolsource controller: %w", err)
+	}
+	if err := (&toolsourcetemplate.Reconciler{
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		Recorder:   mgr.GetEventRecorder("toolsourcetemplate-controller"),
+		MaxServers: templateMaxServers,
+	}).SetupWithManager(mgr); err != nil {
+		cancel()
+		return fmt.Errorf("setting up toolsourcetemplate controller: %w", err)
 	}
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(ctx) }()

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -155,4 +156,107 @@ func TestToolSourceFollowsAnMCPServerObject(t *testing.T) {
 			URL: fmt.Sprintf("http://fetch.%s.svc.cluster.local:8080/mcp", ns), Ready: true}))
 		g.Expect(sourceTools(g, ns, "fetch")).To(HaveKey("fetch"))
 	}).Should(Succeed())
+}
+
+// labelService marks a Service for discovery.
+func labelService(g *WithT, ns, name string, value string) {
+	svc := &corev1.Service{}
+	g.Expect(k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc)).To(Succeed())
+	patch := client.MergeFrom(svc.DeepCopy())
+	if value == "" {
+		delete(svc.Labels, "mcp.example.com/discover")
+	} else {
+		svc.Labels = map[string]string{"mcp.example.com/discover": value}
+	}
+	g.Expect(k8sClient.Patch(context.Background(), svc, patch)).To(Succeed())
+}
+
+// A ToolSourceTemplate makes a ToolSource for each Service it selects,
+// whose tools are imported under the server's own prefix; it leaves a
+// ToolSource of the same name it did not make alone, says when it selects
+// more servers than allowed, and removes a server's ToolSource, and its
+// tools, when the server is no longer selected. Under RequireApproval a
+// discovered server's tools wait for approval as a hand-written source's.
+func TestToolSourceTemplateDiscoversServers(t *testing.T) {
+	g := gomegaFor(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	addr, err := testenv.PodAddress()
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := mcptest.New(t, mcptest.Options{Name: "docs", Host: addr.String()})
+	docs.Tool("search", "Search the documentation by keywords.", nil, nil)
+	servedBy(g, ns, "docs", addr, int32(serverPort(t, docs.URL)), true)
+	labelService(g, ns, "docs", "true")
+	servedBy(g, ns, "quiet", addr, int32(serverPort(t, docs.URL)), true) // not selected
+
+	tpl := &v1alpha1.ToolSourceTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mcp"}, Spec: v1alpha1.ToolSourceTemplateSpec{
+		Kinds:    []v1alpha1.ServerKind{{APIVersion: "v1", Kind: "Service"}},
+		Selector: metav1.LabelSelector{MatchLabels: map[string]string{"mcp.example.com/discover": "true"}},
+		Template: v1alpha1.ToolSourceTemplateSource{ToolNamePrefix: "{name}_", Labels: map[string]string{catalogLabel: "imported"}},
+	}}
+	createAll(g, tpl)
+	g.Eventually(func(g Gomega) {
+		got := &v1alpha1.ToolSourceTemplate{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tpl), got)).To(Succeed())
+		expectCondition(g, got, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonDiscovered)
+		g.Expect(got.Status.ServerCount).To(Equal(int32(1)))
+		expectCondition(g, getTS(g, ns, "mcp-docs"), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSynced)
+		g.Expect(sourceTools(g, ns, "mcp-docs")).To(HaveKey("docs_search"))
+	}).Should(Succeed())
+	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mcp-quiet"}, &v1alpha1.ToolSource{})).NotTo(Succeed())
+
+	// A ToolSource of the name the template would give a new server,
+	// written by hand, is not the template's.
+	createAll(g, toolSource(ns, "mcp-billing", "https://billing.example.com/mcp"))
+	servedBy(g, ns, "billing", addr, 1, false)
+	labelService(g, ns, "billing", "true")
+	g.Eventually(func(g Gomega) {
+		got := &v1alpha1.ToolSourceTemplate{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tpl), got)).To(Succeed())
+		c := expectCondition(g, got, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonServerSkipped)
+		g.Expect(c.Message).To(ContainSubstring("2 servers, 1 ToolSources"))
+		g.Expect(got.Status.Servers).To(ContainElement(HaveField("Reason", ContainSubstring("a ToolSource named mcp-billing exists that this template did not make"))))
+	}).Should(Succeed())
+	g.Expect(getTS(g, ns, "mcp-billing").Spec.MCP.URL).To(Equal("https://billing.example.com/mcp"))
+
+	// More servers than --template-max-servers.
+	for _, name := range []string{"extra-1", "extra-2"} {
+		servedBy(g, ns, name, addr, 1, false)
+		labelService(g, ns, name, "true")
+	}
+	g.Eventually(func(g Gomega) {
+		got := &v1alpha1.ToolSourceTemplate{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tpl), got)).To(Succeed())
+		c := expectCondition(g, got, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonTooManyServers)
+		g.Expect(c.Message).To(ContainSubstring("more than --template-max-servers %d", templateMaxServers))
+		g.Expect(got.Status.Servers).To(HaveLen(templateMaxServers))
+	}).Should(Succeed())
+	for _, name := range []string{"extra-1", "extra-2", "billing"} {
+		labelService(g, ns, name, "")
+	}
+
+	// docs leaves the selection: its ToolSource goes, and its tools.
+	labelService(g, ns, "docs", "")
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mcp-docs"}, &v1alpha1.ToolSource{})).NotTo(Succeed())
+		g.Expect(sourceTools(g, ns, "mcp-docs")).To(BeEmpty())
+		g.Expect(hasEvent(eventsFor(g, ns, "mcp"), "Normal", "ServerGone")).NotTo(BeNil())
+	}).Should(Succeed())
+	g.Expect(getTS(g, ns, "mcp-billing").Spec.MCP.URL).To(Equal("https://billing.example.com/mcp"))
+
+	// Under RequireApproval a discovered server's tools are held.
+	held := tpl.DeepCopy()
+	held.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "held"}
+	held.Spec.Template.ChangePolicy = v1alpha1.ChangePolicyRequireApproval
+	held.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{"mcp.example.com/discover": "held"}}
+	labelService(g, ns, "docs", "held")
+	createAll(g, held)
+	g.Eventually(func(g Gomega) {
+		ts := getTS(g, ns, "held-docs")
+		expectCondition(g, ts, v1alpha1.ConditionChangePending, metav1.ConditionTrue, v1alpha1.ReasonAwaitingApproval)
+		g.Expect(ts.Status.PendingChanges).To(ContainElement(HaveField("Tool", "docs_search")))
+	}).Should(Succeed())
+	g.Expect(sourceTools(g, ns, "held-docs")).To(BeEmpty())
 }

@@ -88,6 +88,16 @@ const (
 	// Service's Pods, a URL naming another namespace or the API server);
 	// the message says which.
 	ReasonServerRefRefused = "ServerRefRefused"
+	// ReasonDiscovered (ToolSourceTemplate Ready=True): every server
+	// selected has its ToolSource.
+	ReasonDiscovered = "Discovered"
+	// ReasonTooManyServers (ToolSourceTemplate Ready=False): the template
+	// selects more servers than --template-max-servers; the first by kind
+	// and name have ToolSources.
+	ReasonTooManyServers = "TooManyServers"
+	// ReasonServerSkipped (ToolSourceTemplate Ready=False): a selected
+	// server has no ToolSource (status.servers says why).
+	ReasonServerSkipped = "ServerSkipped"
 	// ReasonAuthFailed means the MCP server refused the credentials (401
 	// or 403).
 	ReasonAuthFailed = "AuthFailed"

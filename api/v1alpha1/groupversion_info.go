@@ -24,7 +24,7 @@ var (
 
 func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion, &ToolDefinition{}, &ToolDefinitionList{}, &ToolCatalog{}, &ToolCatalogList{}, &ToolSource{}, &ToolSourceList{},
-		&ToolSourceApproval{}, &ToolSourceApprovalList{})
+		&ToolSourceApproval{}, &ToolSourceApprovalList{}, &ToolSourceTemplate{}, &ToolSourceTemplateList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/controllers/toolcatalog"
 	"github.com/toolcatalog/tool-catalog-operator/controllers/tooldefinition"
 	"github.com/toolcatalog/tool-catalog-operator/controllers/toolsource"
+	"github.com/toolcatalog/tool-catalog-operator/controllers/toolsourcetemplate"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
@@ -82,6 +83,9 @@ type Config struct {
 	GradingIdle     time.Duration
 	// SkipNameValidation allows several managers in one process (tests).
 	SkipNameValidation bool
+	// TemplateMaxServers bounds the servers one ToolSourceTemplate makes
+	// ToolSources for.
+	TemplateMaxServers int
 	// SourceMaxTools and SourceSyncTimeout bound one ToolSource sync.
 	SourceMaxTools    int
 	SourceSyncTimeout time.Duration
@@ -120,6 +124,7 @@ func BindFlags(fs *flag.FlagSet) *Config {
 	fs.Float64Var(&c.QPS, "kube-api-qps", envflag.Float("KUBE_API_QPS", 50), "Queries per second to the Kubernetes API; status writes for many tools need more than client-go's default of 5.")
 	fs.IntVar(&c.Burst, "kube-api-burst", int(envflag.Float("KUBE_API_BURST", 100)), "Burst of queries to the Kubernetes API.")
 	fs.IntVar(&c.SourceMaxTools, "source-max-tools", mcpsource.DefaultMaxTools, "Most tools one ToolSource may list; a server listing more is SyncLimitExceeded and nothing changes.")
+	fs.IntVar(&c.TemplateMaxServers, "template-max-servers", toolsourcetemplate.DefaultMaxServers, "Most servers one ToolSourceTemplate makes ToolSources for; past it the first by kind and name, and the template says TooManyServers.")
 	fs.DurationVar(&c.SourceSyncTimeout, "source-sync-timeout", toolsource.DefaultSyncTimeout, "How long one ToolSource sync may talk to its MCP server.")
 	c.WatchNamespaces = envflag.List(os.Getenv("WATCH_NAMESPACES"))
 	fs.Func("watch-namespaces", "Comma-separated namespaces whose catalogs, tools and sources the manager reconciles (default: all); a namespaced install grants it Roles in just these.", func(v string) error {
@@ -302,6 +307,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, pool *redisconn.Pool, c Config
 		SyncTimeout: c.SourceSyncTimeout,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the toolsource controller: %w", err)
+	}
+	if err := (&toolsourcetemplate.Reconciler{
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		Recorder:   mgr.GetEventRecorder("toolsourcetemplate-controller"),
+		MaxServers: c.TemplateMaxServers,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the toolsourcetemplate controller: %w", err)
 	}
 	return nil
 }
