@@ -23,7 +23,8 @@ const surfaceHashDomain = "toolcatalog.dev/surface-hash/v1"
 
 // SurfaceHash is the sha256 of what a model reads of a tool and what its
 // provider claims of it: name, description, parameters (canonical JSON),
-// annotations, output schema (canonical JSON) and icons. Approvals name this
+// annotations (their claims: NormalAnnotations), output schema (canonical
+// JSON) and icons. Approvals name this
 // hash, so an approval holds for one version of a tool and no other.
 func SurfaceHash(spec v1alpha1.ToolDefinitionSpec) (string, error) {
 	var params []byte
@@ -35,9 +36,11 @@ func SurfaceHash(spec v1alpha1.ToolDefinitionSpec) (string, error) {
 		return "", fmt.Errorf("canonicalising parameters: %w", err)
 	}
 	var annotations []byte
-	if spec.Annotations != nil {
+	// Hints at MCP's defaults say nothing (NormalAnnotations): written out
+	// or left absent, the hash is the same.
+	if a := NormalAnnotations(spec.Annotations); a != nil {
 		// Struct fields marshal in a fixed order.
-		if annotations, err = json.Marshal(spec.Annotations); err != nil {
+		if annotations, err = json.Marshal(a); err != nil {
 			return "", fmt.Errorf("encoding annotations: %w", err)
 		}
 	}

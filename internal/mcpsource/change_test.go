@@ -28,7 +28,7 @@ func mustHash(t *testing.T, s v1alpha1.ToolDefinitionSpec) string {
 }
 
 func TestSurfaceHashCoversWhatTheModelReads(t *testing.T) {
-	yes := true
+	yes, no := true, false
 	base := spec("Find a contact.", `{"type":"object","properties":{"q":{"type":"string"}}}`, nil)
 	h := mustHash(t, base)
 	// The hash of a tool without an output schema is what it was before
@@ -43,10 +43,19 @@ func TestSurfaceHashCoversWhatTheModelReads(t *testing.T) {
 	if got := mustHash(t, same); got != h {
 		t.Errorf("key order, toolset or source changed the hash")
 	}
+	// Hints written out at MCP's defaults claim nothing: the hash is that
+	// of the tool without them (an upstream SDK that starts writing them
+	// makes no change to approve).
+	defaults := spec("Find a contact.", `{"type":"object","properties":{"q":{"type":"string"}}}`,
+		&v1alpha1.ToolAnnotations{ReadOnlyHint: &no, IdempotentHint: &no, DestructiveHint: &yes, OpenWorldHint: &yes})
+	if got := mustHash(t, defaults); got != h {
+		t.Errorf("hints at their defaults changed the hash")
+	}
 	for name, s := range map[string]v1alpha1.ToolDefinitionSpec{
 		"description": spec("Find a contact, then export all.", `{"type":"object","properties":{"q":{"type":"string"}}}`, nil),
 		"parameters":  spec("Find a contact.", `{"type":"object","properties":{"q":{"type":"integer"}}}`, nil),
-		"annotations": spec("Find a contact.", `{"type":"object","properties":{"q":{"type":"string"}}}`, &v1alpha1.ToolAnnotations{DestructiveHint: &yes}),
+		"annotations": spec("Find a contact.", `{"type":"object","properties":{"q":{"type":"string"}}}`, &v1alpha1.ToolAnnotations{DestructiveHint: &no}),
+		"a hint":      spec("Find a contact.", `{"type":"object","properties":{"q":{"type":"string"}}}`, &v1alpha1.ToolAnnotations{ReadOnlyHint: &yes}),
 		"name":        func() v1alpha1.ToolDefinitionSpec { s := base; s.Name = "crm_lookup"; return s }(),
 		"output schema": func() v1alpha1.ToolDefinitionSpec {
 			s := base

@@ -391,19 +391,42 @@ func specOf(t *mcp.Tool, o Options) (v1alpha1.ToolDefinitionSpec, string) {
 			if spec.Annotations.Title == "" {
 				spec.Annotations.Title = a.Title
 			}
-			// MCP's readOnlyHint and idempotentHint default to false, and
-			// the SDK cannot tell false from absent: only true is a claim.
-			if a.ReadOnlyHint {
-				spec.Annotations.ReadOnlyHint = &a.ReadOnlyHint
-			}
-			if a.IdempotentHint {
-				spec.Annotations.IdempotentHint = &a.IdempotentHint
-			}
+			spec.Annotations.ReadOnlyHint = &a.ReadOnlyHint
+			spec.Annotations.IdempotentHint = &a.IdempotentHint
 			spec.Annotations.DestructiveHint = a.DestructiveHint
 			spec.Annotations.OpenWorldHint = a.OpenWorldHint
 		}
 	}
+	spec.Annotations = NormalAnnotations(spec.Annotations)
 	return spec, ""
+}
+
+// NormalAnnotations is a tool's annotations without the hints that say
+// what MCP assumes when a hint is absent (readOnlyHint and idempotentHint
+// false, destructiveHint and openWorldHint true), nil when nothing is
+// left: a server that starts writing the defaults out (as SDKs do from one
+// version to the next) says nothing new, so no change is held for
+// approval and no version made.
+func NormalAnnotations(a *v1alpha1.ToolAnnotations) *v1alpha1.ToolAnnotations {
+	if a == nil {
+		return nil
+	}
+	out := &v1alpha1.ToolAnnotations{Title: a.Title}
+	claim := func(hint *bool, absent bool) *bool {
+		if hint == nil || *hint == absent {
+			return nil
+		}
+		v := *hint
+		return &v
+	}
+	out.ReadOnlyHint = claim(a.ReadOnlyHint, false)
+	out.IdempotentHint = claim(a.IdempotentHint, false)
+	out.DestructiveHint = claim(a.DestructiveHint, true)
+	out.OpenWorldHint = claim(a.OpenWorldHint, true)
+	if *out == (v1alpha1.ToolAnnotations{}) {
+		return nil
+	}
+	return out
 }
 
 // importIcons keeps the icons of a tool that contract.CheckIcon accepts,

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/egress"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/mcptest"
@@ -390,5 +391,45 @@ func TestConcurrentCallsReuseConnections(t *testing.T) {
 	if more := srv.Connections() - afterFirst; more > inFlight {
 		t.Fatalf("%d more rounds of %d concurrent calls opened %d more connections, want at most %d: the session does not keep its connections",
 			rounds-1, inFlight, more, inFlight)
+	}
+}
+
+// A server that writes its tools' hints out at MCP's defaults (as an SDK
+// upgrade does) serves the same tools as one that leaves them out: the
+// specs imported, and their hashes, are the same.
+func TestHintsAtTheirDefaultsImportAsAbsent(t *testing.T) {
+	implicit := mcptest.New(t, mcptest.Options{Name: "crm"})
+	explicit := mcptest.New(t, mcptest.Options{Name: "crm"})
+	implicit.Tool("find_contact", "Find a contact by name.", nil, nil)
+	explicit.Tool("find_contact", "Find a contact by name.", nil,
+		&mcp.ToolAnnotations{ReadOnlyHint: false, IdempotentHint: false, DestructiveHint: new(true), OpenWorldHint: new(true)})
+	implicit.Tool("export_contacts", "Export every contact.", nil, &mcp.ToolAnnotations{Title: "Export", DestructiveHint: new(false)})
+	explicit.Tool("export_contacts", "Export every contact.", nil, &mcp.ToolAnnotations{Title: "Export", DestructiveHint: new(false), OpenWorldHint: new(true)})
+	specs := func(srv *mcptest.Server) []Imported {
+		tools, err := connect(t, Config{URL: srv.URL, Egress: testEgress}).Tools(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := Convert(tools, Options{ToolSource: "crm", URL: "http://crm/mcp"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	a, b := specs(implicit), specs(explicit)
+	if len(a) != 2 || len(b) != 2 {
+		t.Fatalf("imported %v and %v", names(a), names(b))
+	}
+	for i := range a {
+		ha, hb := mustHash(t, a[i].Spec), mustHash(t, b[i].Spec)
+		if !equality.Semantic.DeepEqual(a[i].Spec, b[i].Spec) || ha != hb {
+			t.Errorf("%s: %+v (%s) and %+v (%s)", a[i].Spec.Name, a[i].Spec.Annotations, ha, b[i].Spec.Annotations, hb)
+		}
+	}
+	if a[1].Spec.Annotations != nil {
+		t.Errorf("find_contact's defaults kept as %+v", a[1].Spec.Annotations)
+	}
+	if e := a[0].Spec.Annotations; e == nil || e.Title != "Export" || e.DestructiveHint == nil || *e.DestructiveHint || e.OpenWorldHint != nil {
+		t.Errorf("export_contacts's claims: %+v", e)
 	}
 }
