@@ -291,6 +291,10 @@ type MCPServerInfo struct {
 	Version string `json:"version,omitempty"`
 	// +optional
 	ProtocolVersion string `json:"protocolVersion,omitempty"`
+	// instructions are the server's instructions to a client, at most
+	// 1024 characters, what a person would not see escaped.
+	// +optional
+	Instructions string `json:"instructions,omitempty"`
 }
 
 // SkippedTool is an upstream tool not imported, and why.
@@ -394,11 +398,11 @@ type ImportRecord struct {
 // +kubebuilder:resource:shortName=ts,categories=toolcatalog
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.mcp.url`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint.url`
+// +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.status.server.name`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 // +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`
 // +kubebuilder:printcolumn:name="Pending",type=string,JSONPath=`.status.conditions[?(@.type=="ChangePending")].status`
-// +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.status.server.name`,priority=1
 // +kubebuilder:printcolumn:name="Synced",type=date,JSONPath=`.status.lastSyncTime`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 

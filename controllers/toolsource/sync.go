@@ -554,7 +554,7 @@ func (r *Reconciler) recordSync(ts *v1alpha1.ToolSource, server mcpsource.Server
 
 	syncedAt := metav1.NewTime(reconcile.Now(r.Now))
 	st := &ts.Status
-	st.Server = &v1alpha1.MCPServerInfo{Name: server.Name, Version: server.Version, ProtocolVersion: server.ProtocolVersion}
+	st.Server = &v1alpha1.MCPServerInfo{Name: server.Name, Version: server.Version, ProtocolVersion: server.ProtocolVersion, Instructions: server.Instructions}
 	st.ToolCount = int32(res.kept)
 	st.LastSyncTime = &syncedAt
 	st.SkippedTools = skipped

@@ -70,9 +70,30 @@ type Config struct {
 	OnToolsChanged func()
 }
 
-// Server describes a connected server.
+// Server describes a connected server, as it said of itself at
+// initialization: each text cut to MaxServerText runes (Instructions to
+// MaxInstructions), with what a person would not see escaped (Visible).
 type Server struct {
 	Name, Version, ProtocolVersion string
+	// Instructions are the server's instructions to a client.
+	Instructions string
+}
+
+// MaxServerText and MaxInstructions bound what a server's initialization
+// puts in a ToolSource's status.
+const (
+	MaxServerText   = 128
+	MaxInstructions = 1024
+)
+
+// said is a server's text as status may carry it: what a person would
+// not see escaped, cut to max runes.
+func said(text string, max int) string {
+	text = Visible(strings.TrimSpace(text))
+	if r := []rune(text); len(r) > max {
+		return string(r[:max]) + "…"
+	}
+	return text
 }
 
 // Session is a connection to an MCP server.
@@ -160,11 +181,13 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	}
 	s := &Session{cs: cs, status: status, progress: progress}
 	if r := cs.InitializeResult(); r != nil {
-		s.Server.ProtocolVersion = r.ProtocolVersion
+		s.Server.ProtocolVersion = said(r.ProtocolVersion, MaxServerText)
+		s.Server.Instructions = said(r.Instructions, MaxInstructions)
 		if r.ServerInfo != nil {
-			s.Server.Name, s.Server.Version = r.ServerInfo.Name, r.ServerInfo.Version
+			s.Server.Name, s.Server.Version = said(r.ServerInfo.Name, MaxServerText), said(r.ServerInfo.Version, MaxServerText)
 		}
 	}
+
 	return s, nil
 }
 

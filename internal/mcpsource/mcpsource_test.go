@@ -433,3 +433,17 @@ func TestHintsAtTheirDefaultsImportAsAbsent(t *testing.T) {
 		t.Errorf("export_contacts's claims: %+v", e)
 	}
 }
+
+// What a server says of itself reaches status bounded, with what a person
+// would not see escaped.
+func TestWhatAServerSaysOfItselfIsBounded(t *testing.T) {
+	srv := mcptest.New(t, mcptest.Options{Name: "crm\u202e" + strings.Repeat("n", 300), Version: "1.0.0",
+		Instructions: "Call find_contact first.\u200b" + strings.Repeat(" and then more", 200)})
+	s := connect(t, Config{URL: srv.URL, Egress: testEgress})
+	if got := []rune(s.Server.Name); len(got) != MaxServerText+1 || !strings.HasPrefix(s.Server.Name, `crm\u202E`) {
+		t.Errorf("name %q (%d runes)", s.Server.Name, len(got))
+	}
+	if got := []rune(s.Server.Instructions); len(got) != MaxInstructions+1 || !strings.HasPrefix(s.Server.Instructions, `Call find_contact first.\u200B and then`) {
+		t.Errorf("instructions %q (%d runes)", s.Server.Instructions, len(got))
+	}
+}

@@ -48,6 +48,8 @@ type Options struct {
 	Token string
 	// Host is the loopback address it listens on, 127.0.0.1 when "".
 	Host string
+	// Instructions are the server's instructions to clients.
+	Instructions string
 }
 
 // New starts a server, stopped when the test ends.
@@ -59,7 +61,7 @@ func New(t testing.TB, o Options) *Server {
 	if o.Version == "" {
 		o.Version = "1.0.0"
 	}
-	s := &Server{Server: mcp.NewServer(&mcp.Implementation{Name: o.Name, Version: o.Version}, &mcp.ServerOptions{PageSize: o.PageSize}), token: o.Token}
+	s := &Server{Server: mcp.NewServer(&mcp.Implementation{Name: o.Name, Version: o.Version}, &mcp.ServerOptions{PageSize: o.PageSize, Instructions: o.Instructions}), token: o.Token}
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.Server }, nil)
 	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
