@@ -158,8 +158,8 @@ func (r *Reconciler) sync(ctx context.Context, ts *v1alpha1.ToolSource) error {
 	if err != nil {
 		return &reconcile.Error{Kind: reconcile.Stalled, Reason: v1alpha1.ReasonInvalidConfiguration, Message: err.Error(), Err: err}
 	}
-	if err := r.follow(ctx, ts, &cfg); err != nil {
-		return err
+	if followErr := r.follow(ctx, ts, &cfg); followErr != nil {
+		return followErr
 	}
 	url := cfg.URL
 	timeout := cmp.Or(r.SyncTimeout, DefaultSyncTimeout)
@@ -270,7 +270,7 @@ func (r *Reconciler) follow(ctx context.Context, ts *v1alpha1.ToolSource, cfg *m
 	ep, err := servers.Apply(ctx, ts, cfg)
 	ts.Status.Endpoint = nil
 	if ep != nil {
-		ts.Status.Endpoint = ep.ServerEndpoint.DeepCopy()
+		ts.Status.Endpoint = ep.DeepCopy()
 	}
 	refErr := (*serverref.Error)(nil)
 	switch {

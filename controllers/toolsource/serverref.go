@@ -95,7 +95,7 @@ func (r *Reconciler) watchReferences(mgr ctrl.Manager, b *builder.Builder) error
 	for _, k := range serverref.Kinds {
 		mapping, err := mgr.GetRESTMapper().RESTMapping(k.GroupKind, k.Versions...)
 		if err != nil {
-			ctrl.Log.WithName("toolsource").V(1).Info("Not watching a server kind: not installed", "kind", k.GroupKind.String())
+			ctrl.Log.WithName("toolsource").V(1).Info("Not watching a server kind: not installed", "kind", k.String())
 			continue
 		}
 		u := &unstructured.Unstructured{}

@@ -240,8 +240,8 @@ func (r *Reconciler) ensure(ctx context.Context, t *v1alpha1.ToolSourceTemplate,
 	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: d.ToolSource}, existing)
 	switch {
 	case apierrors.IsNotFound(err):
-		if err := r.Create(ctx, desired); err != nil {
-			return d, fmt.Errorf("creating ToolSource %s: %w", d.ToolSource, err)
+		if createErr := r.Create(ctx, desired); createErr != nil {
+			return d, fmt.Errorf("creating ToolSource %s: %w", d.ToolSource, createErr)
 		}
 		d.UID = desired.UID
 		r.Recorder.Eventf(t, desired, corev1.EventTypeNormal, "ServerDiscovered", "Discover", "%s %s: ToolSource %s created", s.kind, s.name, d.ToolSource)

@@ -128,8 +128,8 @@ func (r *Resolver) Resolve(ctx context.Context, namespace string, ref *v1alpha1.
 	}
 	gk := schema.GroupKind{Group: gv.Group, Kind: ref.Kind}
 	if target != namespace {
-		if err := r.granted(ctx, namespace, target, gk, ref.Name); err != nil {
-			return ep, err
+		if grantErr := r.granted(ctx, namespace, target, gk, ref.Name); grantErr != nil {
+			return ep, grantErr
 		}
 	}
 	if gk == (schema.GroupKind{Kind: "Service"}) {
@@ -149,14 +149,14 @@ func (r *Resolver) Resolve(ctx context.Context, namespace string, ref *v1alpha1.
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gv.WithKind(ref.Kind))
-	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: target, Name: ref.Name}, u); err != nil {
+	if getErr := r.Reader.Get(ctx, client.ObjectKey{Namespace: target, Name: ref.Name}, u); getErr != nil {
 		switch {
-		case apierrors.IsNotFound(err):
+		case apierrors.IsNotFound(getErr):
 			return ep, waiting(v1alpha1.ReasonServerRefNotFound, "%s %s %s/%s does not exist", k.Project, k.Kind, target, ref.Name)
-		case meta.IsNoMatchError(err):
+		case meta.IsNoMatchError(getErr):
 			return ep, waiting(v1alpha1.ReasonServerRefNotFound, "%s %s is not installed on this cluster (no CRD serves %s)", k.Project, k.Kind, gv.WithKind(ref.Kind))
 		}
-		return ep, fmt.Errorf("reading %s %s/%s: %w", k.Kind, target, ref.Name, err)
+		return ep, fmt.Errorf("reading %s %s/%s: %w", k.Kind, target, ref.Name, getErr)
 	}
 	s, err := Read(u)
 	if err != nil {

@@ -107,24 +107,24 @@ func TestAServiceLeadsToTheReadyPodsItSelects(t *testing.T) {
 
 	// A second port: the reference must say which; https by its name.
 	svc := &corev1.Service{}
-	if err := kube.Get(t.Context(), client.ObjectKeyFromObject(s.svc), svc); err != nil {
-		t.Fatal(err)
+	if getErr := kube.Get(t.Context(), client.ObjectKeyFromObject(s.svc), svc); getErr != nil {
+		t.Fatal(getErr)
 	}
 	svc.Spec.Ports[0].Name = "http"
 	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "https", Port: 8443, TargetPort: intstr.FromInt32(9443)})
-	if err := kube.Update(t.Context(), svc); err != nil {
-		t.Fatal(err)
+	if updateErr := kube.Update(t.Context(), svc); updateErr != nil {
+		t.Fatal(updateErr)
 	}
 	slice := &discoveryv1.EndpointSlice{}
-	if err := kube.Get(t.Context(), client.ObjectKeyFromObject(s.slice), slice); err != nil {
-		t.Fatal(err)
+	if getErr := kube.Get(t.Context(), client.ObjectKeyFromObject(s.slice), slice); getErr != nil {
+		t.Fatal(getErr)
 	}
 	slice.Ports = []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](9090)}, {Name: ptr("https"), Port: ptr[int32](9443)}}
-	if err := kube.Update(t.Context(), slice); err != nil {
-		t.Fatal(err)
+	if updateErr := kube.Update(t.Context(), slice); updateErr != nil {
+		t.Fatal(updateErr)
 	}
-	if _, err := resolver().Resolve(t.Context(), ns, serviceRef("docs")); !refusedSaying(err, "has 2 TCP ports: set serverRef.port") {
-		t.Fatalf("two ports, none chosen: %v", err)
+	if _, portErr := resolver().Resolve(t.Context(), ns, serviceRef("docs")); !refusedSaying(portErr, "has 2 TCP ports: set serverRef.port") {
+		t.Fatalf("two ports, none chosen: %v", portErr)
 	}
 	ref := serviceRef("docs")
 	ref.Port, ref.Path = 8443, "/v2/mcp"
@@ -276,8 +276,8 @@ func TestAServerObjectLeadsToItsService(t *testing.T) {
 
 	setServer(t, ns, "starting", mcpServer, "v1alpha1", "", "False")
 	ref = &v1alpha1.ServerReference{APIVersion: "mcp.x-k8s.io/v1alpha1", Kind: "MCPServer", Name: "starting"}
-	if _, err := resolver().Resolve(t.Context(), ns, ref); !waitingSaying(err, v1alpha1.ReasonServerNotReady, "its Ready condition is False (Deployed): the server's pods are up") {
-		t.Fatalf("a server not ready: %v", err)
+	if _, waitErr := resolver().Resolve(t.Context(), ns, ref); !waitingSaying(waitErr, v1alpha1.ReasonServerNotReady, "its Ready condition is False (Deployed): the server's pods are up") {
+		t.Fatalf("a server not ready: %v", waitErr)
 	}
 
 	setServer(t, ns, "public", remote, "v1alpha2", "https://mcp.example.com/tools/mcp", "True")

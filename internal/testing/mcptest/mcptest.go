@@ -87,7 +87,7 @@ func New(t testing.TB, o Options) *Server {
 		if err != nil {
 			t.Fatalf("listening on %s: %v", o.Host, err)
 		}
-		hs.Listener.Close()
+		_ = hs.Listener.Close()
 		hs.Listener = l
 	}
 	hs.Start()
