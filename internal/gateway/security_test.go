@@ -22,6 +22,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -756,18 +757,19 @@ func TestRedisClientsAreSharedOnlyWithTheirCredentials(t *testing.T) {
 	}
 }
 
-// A call of a tool imported through a serverRef goes to the Pod the
-// reference leads to, under the Service's name, with the source's token:
-// the server's address needs no egress entry (the suite's policy allows
-// only 127.0.0.1). The manager and the gateway follow the reference alike.
-func TestACallFollowsTheServerRefToThePod(t *testing.T) {
+// A server discovered by a ToolSourceTemplate is served end to end: the
+// template's ToolSource follows its Service to the Pod, tool_search finds
+// the tool, and tool_call goes to the Pod under the Service's name, with
+// no egress entry for the Pod's address (the suite's policy allows only
+// 127.0.0.1). The manager and the gateway follow the reference alike.
+func TestADiscoveredServerIsSearchedAndCalled(t *testing.T) {
 	ns := newNamespace(t)
 	addr, err := testenv.PodAddress()
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := mcptest.New(t, mcptest.Options{Name: "crm", Token: "crm-secret", Host: addr.String()})
-	srv.Tool("find_contact", "Find a contact by name.", nil, nil)
+	srv := mcptest.New(t, mcptest.Options{Name: "crm", Host: addr.String()})
+	srv.Tool("find_contact", "Find a customer contact by name in the CRM.", nil, nil)
 	u, err := url.Parse(srv.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -779,21 +781,31 @@ func TestACallFollowsTheServerRefToThePod(t *testing.T) {
 	if _, err := testenv.ServePod(t.Context(), kube, ns, "crm", addr, int32(port), true); err != nil {
 		t.Fatal(err)
 	}
-	create(t, testSecret(ns, "crm-token", "token", "crm-secret"),
-		&v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crm"}, Spec: v1alpha1.ToolSourceSpec{
-			MCP: v1alpha1.MCPServerSpec{ServerRef: &v1alpha1.ServerReference{APIVersion: "v1", Kind: "Service", Name: "crm"},
-				BearerTokenSecretRef: &v1alpha1.SecretKeySelector{Name: "crm-token", Key: "token"}},
-			Labels: map[string]string{"catalog": "crm"},
-		}},
-		testCatalog(ns, "crm", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOff}))
+	svc := &corev1.Service{}
+	if err := kube.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "crm"}, svc); err != nil {
+		t.Fatal(err)
+	}
+	svc.Labels = map[string]string{"mcp.example.com/catalog": "crm"}
+	if err := kube.Update(t.Context(), svc); err != nil {
+		t.Fatal(err)
+	}
+	create(t, &v1alpha1.ToolSourceTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "discovered"}, Spec: v1alpha1.ToolSourceTemplateSpec{
+		Kinds:    []v1alpha1.ServerKind{{APIVersion: "v1", Kind: "Service"}},
+		Selector: metav1.LabelSelector{MatchLabels: map[string]string{"mcp.example.com/catalog": "crm"}},
+		Template: v1alpha1.ToolSourceTemplateSource{ToolNamePrefix: "{name}_", Labels: map[string]string{"catalog": "crm"}},
+	}},
+		testCatalog(ns, "crm", v1alpha1.DisclosureSpec{Mode: v1alpha1.DisclosureOn}))
 	published(t, ns, "crm", 1)
-	listed := len(srv.Hosts())
+	listedBefore := len(srv.Hosts())
 	cs := connect(t, ns, "crm", aliceToken, "", nil)
-	if out, isErr := callTool(t, cs, "find_contact", map[string]any{"name": "Ana"}); isErr || srv.Calls() != 1 {
-		t.Fatalf("the call: %q (error %v), upstream calls %d", out, isErr, srv.Calls())
+	if found, isErr := callTool(t, cs, "tool_search", map[string]any{"query": "find a customer contact"}); isErr || !strings.Contains(found, "crm_find_contact") {
+		t.Fatalf("tool_search: %q (error %v)", found, isErr)
+	}
+	if out, isErr := callTool(t, cs, "tool_call", map[string]any{"name": "crm_find_contact", "arguments": map[string]any{"name": "Ana"}}); isErr || srv.Calls() != 1 {
+		t.Fatalf("tool_call: %q (error %v), upstream calls %d", out, isErr, srv.Calls())
 	}
 	service := fmt.Sprintf("crm.%s.svc.cluster.local:8080", ns)
-	for _, h := range srv.Hosts()[listed:] {
+	for _, h := range srv.Hosts()[listedBefore:] {
 		if h != service {
 			t.Fatalf("the gateway's requests named %q; want the Service's name %s", h, service)
 		}
