@@ -33,6 +33,18 @@ func serverPort(t *testing.T, raw string) int {
 	return port
 }
 
+// podServer is an MCP server named name offering one tool, at this
+// machine's address, standing for a Pod's.
+func podServer(t *testing.T, name, tool, description string) (*mcptest.Server, netip.Addr) {
+	addr, err := testenv.PodAddress()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcptest.New(t, mcptest.Options{Name: name, Host: addr.String()})
+	srv.Tool(tool, description, nil, nil)
+	return srv, addr
+}
+
 // servedBy is testenv.ServePod with the suite's client.
 func servedBy(g *WithT, ns, name string, addr netip.Addr, port int32, ready bool) *discoveryv1.EndpointSlice {
 	slice, err := testenv.ServePod(context.Background(), k8sClient, ns, name, addr, port, ready)
@@ -50,12 +62,7 @@ func TestToolSourceFollowsAServiceToItsPods(t *testing.T) {
 	g := gomegaFor(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	addr, err := testenv.PodAddress()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := mcptest.New(t, mcptest.Options{Name: "docs", Host: addr.String()})
-	srv.Tool("search", "Search the documentation by keywords.", nil, nil)
+	srv, addr := podServer(t, "docs", "search", "Search the documentation by keywords.")
 	port := serverPort(t, srv.URL)
 
 	// The same server by URL: the egress policy refuses its address.
@@ -109,14 +116,8 @@ func TestToolSourceFollowsAnMCPServerObject(t *testing.T) {
 	g := gomegaFor(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	addr, err := testenv.PodAddress()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := mcptest.New(t, mcptest.Options{Name: "fetch", Host: addr.String()})
-	srv.Tool("fetch", "Fetch a web page and return its text.", nil, nil)
-	port := serverPort(t, srv.URL)
-	servedBy(g, ns, "fetch", addr, int32(port), true)
+	srv, addr := podServer(t, "fetch", "fetch", "Fetch a web page and return its text.")
+	servedBy(g, ns, "fetch", addr, int32(serverPort(t, srv.URL)), true)
 
 	server := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
 		"source": map[string]any{"type": "ContainerImage", "containerImage": map[string]any{"ref": "registry.example/mcp/fetch:1"}},
@@ -181,12 +182,7 @@ func TestToolSourceTemplateDiscoversServers(t *testing.T) {
 	g := gomegaFor(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	addr, err := testenv.PodAddress()
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs := mcptest.New(t, mcptest.Options{Name: "docs", Host: addr.String()})
-	docs.Tool("search", "Search the documentation by keywords.", nil, nil)
+	docs, addr := podServer(t, "docs", "search", "Search the documentation by keywords.")
 	servedBy(g, ns, "docs", addr, int32(serverPort(t, docs.URL)), true)
 	labelService(g, ns, "docs", "true")
 	servedBy(g, ns, "quiet", addr, int32(serverPort(t, docs.URL)), true) // not selected

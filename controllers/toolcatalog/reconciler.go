@@ -192,15 +192,7 @@ func requeue(res catalog.PassResult, patchErr error) (ctrl.Result, error) {
 }
 
 func (r *Reconciler) ensureFinalizer(ctx context.Context, tc *v1alpha1.ToolCatalog) error {
-	if controllerutil.ContainsFinalizer(tc, v1alpha1.FinalizerCleanup) {
-		return nil
-	}
-	patch := client.MergeFrom(tc.DeepCopy())
-	controllerutil.AddFinalizer(tc, v1alpha1.FinalizerCleanup)
-	if err := r.Patch(ctx, tc, patch); err != nil {
-		return fmt.Errorf("adding finalizer: %w", err)
-	}
-	return nil
+	return reconcile.EnsureFinalizer(ctx, r.Client, tc)
 }
 
 // reconcileDelete removes the catalog's keys from Redis and forgets its

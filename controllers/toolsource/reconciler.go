@@ -100,12 +100,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !ts.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.delete(ctx, ts)
 	}
-	if !controllerutil.ContainsFinalizer(ts, v1alpha1.FinalizerCleanup) {
-		patch := client.MergeFrom(ts.DeepCopy())
-		controllerutil.AddFinalizer(ts, v1alpha1.FinalizerCleanup)
-		if err := r.Patch(ctx, ts, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
-		}
+	if err := reconcile.EnsureFinalizer(ctx, r.Client, ts); err != nil {
+		return ctrl.Result{}, err
 	}
 	interval := defaultSyncInterval
 	if d := ts.Spec.SyncInterval; d != nil && d.Duration > 0 {

@@ -75,12 +75,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !t.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.deleteAll(ctx, t)
 	}
-	if !controllerutil.ContainsFinalizer(t, v1alpha1.FinalizerCleanup) {
-		patch := client.MergeFrom(t.DeepCopy())
-		controllerutil.AddFinalizer(t, v1alpha1.FinalizerCleanup)
-		if err := r.Patch(ctx, t, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
-		}
+	if err := reconcile.EnsureFinalizer(ctx, r.Client, t); err != nil {
+		return ctrl.Result{}, err
 	}
 	base := t.DeepCopy()
 	ready, err := r.discover(ctx, t)
