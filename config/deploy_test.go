@@ -42,7 +42,7 @@ func TestDefaultKustomizationRenders(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 4, "ServiceAccount": 2, "ClusterRole": 6, "ClusterRoleBinding": 4, "Role": 1, "RoleBinding": 1, "Deployment": 2, "Service": 2,
+	want := map[string]int{"Namespace": 1, "CustomResourceDefinition": 5, "ServiceAccount": 2, "ClusterRole": 6, "ClusterRoleBinding": 4, "Role": 1, "RoleBinding": 1, "Deployment": 2, "Service": 2,
 		"ValidatingAdmissionPolicy": 2, "ValidatingAdmissionPolicyBinding": 2}
 	for k, n := range want {
 		if count[k] != n {
