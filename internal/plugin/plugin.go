@@ -61,7 +61,7 @@ func NewCommand(o *Options) *cobra.Command {
 	f.StringVar(&o.RedisAddr, "redis-addr", "", "connect to this Redis host:port instead of the catalog's addresses")
 	f.StringVar(&o.RedisPasswordEnv, "redis-password-env", "", "environment variable holding the Redis password, with --redis-addr")
 	f.StringSliceVar(&o.EgressAllow, "egress-allow", nil, "URL prefixes and address ranges the catalog's embedding endpoint may be at, when it is not a public address (as the manager's --egress-allow)")
-	root.AddCommand(o.searchCommand(), o.describeToolCommand(), o.refreshCommand(), o.versionsCommand(), o.diffCommand(), o.purgeRequestsCommand(), o.importCommand(), o.approveCommand(), o.consoleCommand())
+	root.AddCommand(o.searchCommand(), o.describeToolCommand(), o.describeSourceCommand(), o.refreshCommand(), o.versionsCommand(), o.diffCommand(), o.purgeRequestsCommand(), o.importCommand(), o.approveCommand(), o.consoleCommand())
 	return root
 }
 

@@ -335,3 +335,29 @@ func TestImportWritesToolDefinitionsFromAnMCPServer(t *testing.T) {
 		t.Errorf("output lacks the search tool's name or annotations:\n%s", out.String())
 	}
 }
+
+// describe-source shows what the operator recorded of a source's server,
+// its own words escaped.
+func TestDescribeSource(t *testing.T) {
+	synced := metav1.Now()
+	ts := &v1alpha1.ToolSource{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "fetch"}, Spec: v1alpha1.ToolSourceSpec{
+		MCP: v1alpha1.MCPServerSpec{ServerRef: &v1alpha1.ServerReference{APIVersion: "mcp.x-k8s.io/v1beta1", Kind: "MCPServer", Name: "fetch"}}},
+		Status: v1alpha1.ToolSourceStatus{
+			Server:       &v1alpha1.MCPServerInfo{Name: "fetch", Version: "1.2.0", ProtocolVersion: "2025-11-25", Instructions: "Call fetch\u202e with a URL."},
+			Endpoint:     &v1alpha1.ServerEndpoint{Kind: "MCPServer", Namespace: "team-a", Name: "fetch", URL: "http://fetch.team-a.svc.cluster.local:8080/mcp", Ready: true},
+			ToolCount:    2,
+			LastSyncTime: &synced,
+			Conditions:   []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonSynced, Message: "2 tools from fetch 1.2.0"}},
+		}}
+	var out bytes.Buffer
+	describeSource(&out, ts)
+	for _, s := range []string{"Reference:        MCPServer fetch (mcp.x-k8s.io/v1beta1)", "Endpoint:         http://fetch.team-a.svc.cluster.local:8080/mcp (ready: true)",
+		"Server:           fetch 1.2.0 (protocol 2025-11-25)", `Instructions:     Call fetch\u202E with a URL.`, "Tools:            2", "Ready:            True (Synced): 2 tools from fetch 1.2.0"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("describe-source output lacks %q:\n%s", s, out.String())
+		}
+	}
+	if _, err := kubectlToolcatalog(t, "describe-source", "nope"); err == nil || !strings.Contains(err.Error(), "reading ToolSource") {
+		t.Fatalf("unknown source: %v", err)
+	}
+}
