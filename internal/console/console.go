@@ -78,6 +78,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /catalogs/{namespace}/{name}/map.svg", s.toolMap)
 	mux.HandleFunc("GET /catalogs/{namespace}/{name}/quality.svg", s.qualityChart)
 	mux.HandleFunc("GET /approvals", s.approvals)
+	mux.HandleFunc("GET /sources/{namespace}/{name}", s.source)
 	mux.HandleFunc("POST /sources/{namespace}/{name}/approve", s.approve)
 	mux.HandleFunc("GET /style.css", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/css; charset=utf-8")

@@ -446,7 +446,7 @@ func (p approvalsPage) node() g.Node {
 	if len(p.Sources) > 0 {
 		sources = g.Map(p.Sources, func(src pendingSource) g.Node {
 			id := "src-" + src.Namespace + "-" + src.Name
-			return h.Section(h.Aria("labelledby", id), h.H2(h.ID(id), g.Text("ToolSource "+src.Namespace+"/"+src.Name)),
+			return h.Section(h.Aria("labelledby", id), h.H2(h.ID(id), h.A(h.Href(path("sources", src.Namespace, src.Name)), g.Text("ToolSource "+src.Namespace+"/"+src.Name))),
 				g.Map(src.Changes, func(c pendingChange) g.Node {
 					since := ""
 					if c.Since != "" {

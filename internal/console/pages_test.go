@@ -46,6 +46,11 @@ func TestPagesEscapeWhatTheyShow(t *testing.T) {
 			Changed: []versiondiff.Change{{Name: hostile, FromDescription: hostile, ToDesc: hostile, ParametersDiff: hostile, Other: []string{hostile}}}},
 		"map":     chart{drawMap(hostileCatalog(t), [][2]string{{hostile, "b"}})},
 		"quality": chart{drawQuality([]gradingRow{{Version: 1}, {Version: 2, SelfRecallAt5: 0.5}})},
+		"source": sourcePage{Namespace: "ns", Name: hostile, Rows: sourceRows(&v1alpha1.ToolSource{
+			Spec: v1alpha1.ToolSourceSpec{MCP: v1alpha1.MCPServerSpec{URL: hostile}},
+			Status: v1alpha1.ToolSourceStatus{Server: &v1alpha1.MCPServerInfo{Name: hostile, Version: hostile, ProtocolVersion: hostile, Instructions: hostile},
+				Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: hostile, Message: hostile}}}})},
+		"source error": sourcePage{Namespace: "ns", Name: "x", Error: hostile},
 		"approvals": approvalsPage{Sources: []pendingSource{{Namespace: "ns", Name: hostile, Changes: []pendingChange{{Tool: hostile, Change: hostile, SpecHash: hostile, Short: hostile, Summary: hostile, Diff: hostile}}}},
 			Denied: []denial{{hostile, hostile}}, Token: hostile, Approved: hostile, Failed: hostile},
 	} {
@@ -118,4 +123,23 @@ func attr(n *html.Node, key string) string {
 		}
 	}
 	return ""
+}
+
+// A source page lists what the server said of itself, where the source
+// reaches it, and its tools, its hidden characters escaped.
+func TestSourcePageShowsTheServer(t *testing.T) {
+	ts := &v1alpha1.ToolSource{Spec: v1alpha1.ToolSourceSpec{MCP: v1alpha1.MCPServerSpec{ServerRef: &v1alpha1.ServerReference{APIVersion: "v1", Kind: "Service", Name: "docs"}}},
+		Status: v1alpha1.ToolSourceStatus{Server: &v1alpha1.MCPServerInfo{Name: "docs", Version: "2.1.0", ProtocolVersion: "2025-11-25", Instructions: "Search first.\u200b"},
+			Endpoint: &v1alpha1.ServerEndpoint{Kind: "Service", Name: "docs", URL: "http://docs.ns.svc.cluster.local:8080/mcp", Ready: true}, ToolCount: 3}}
+	got := map[string]string{}
+	for _, r := range sourceRows(ts) {
+		got[r[0]] = r[1]
+	}
+	want := map[string]string{"Reference": "Service docs (v1)", "Endpoint": "http://docs.ns.svc.cluster.local:8080/mcp (ready: true)",
+		"Server": "docs 2.1.0 (protocol 2025-11-25)", "Instructions": `Search first.\u200B`, "Tools": "3"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %q, want %q", k, got[k], v)
+		}
+	}
 }
