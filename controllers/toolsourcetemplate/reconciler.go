@@ -18,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
@@ -188,31 +187,17 @@ func (r *Reconciler) list(ctx context.Context, t *v1alpha1.ToolSourceTemplate, s
 		if _, known := serverref.Lookup(gk); !known && gk != (schema.GroupKind{Kind: "Service"}) {
 			return nil, nil, &reconcile.Error{Kind: reconcile.Stalled, Reason: v1alpha1.ReasonInvalidConfiguration, Message: fmt.Sprintf("spec.kinds: %s is not a kind of MCP server a ToolSource may reference", gk)}
 		}
+		// Names are all a template reads of a server: a metadata list.
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gv.WithKind(k.Kind + "List"))
-		var objs []metav1.Object
-		if gk.Group == "" {
-			if err := r.APIReader.List(ctx, list, client.InNamespace(t.Namespace), client.MatchingLabelsSelector{Selector: selector}, client.Limit(int64(limit))); err != nil {
-				return nil, nil, fmt.Errorf("listing %s: %w", gk, err)
+		if err := r.APIReader.List(ctx, list, client.InNamespace(t.Namespace), client.MatchingLabelsSelector{Selector: selector}, client.Limit(int64(limit))); err != nil {
+			if meta.IsNoMatchError(err) {
+				missing = append(missing, gv.WithKind(k.Kind).String())
+				continue
 			}
-			for i := range list.Items {
-				objs = append(objs, &list.Items[i])
-			}
-		} else {
-			u := &unstructured.UnstructuredList{}
-			u.SetGroupVersionKind(gv.WithKind(k.Kind + "List"))
-			if err := r.APIReader.List(ctx, u, client.InNamespace(t.Namespace), client.MatchingLabelsSelector{Selector: selector}, client.Limit(int64(limit))); err != nil {
-				if meta.IsNoMatchError(err) {
-					missing = append(missing, gv.WithKind(k.Kind).String())
-					continue
-				}
-				return nil, nil, fmt.Errorf("listing %s: %w", gk, err)
-			}
-			for i := range u.Items {
-				objs = append(objs, &u.Items[i])
-			}
+			return nil, nil, fmt.Errorf("listing %s: %w", gk, err)
 		}
-		for _, o := range objs {
+		for _, o := range list.Items {
 			out = append(out, server{apiVersion: k.APIVersion, kind: k.Kind, name: o.GetName()})
 		}
 	}
@@ -286,8 +271,7 @@ func (r *Reconciler) desired(t *v1alpha1.ToolSourceTemplate, s server, name stri
 			ChangePolicy:   cmp.Or(tpl.ChangePolicy, v1alpha1.ChangePolicyApply),
 		},
 	}
-	t2 := true
-	ts.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ToolSourceTemplate", Name: t.Name, UID: t.UID, Controller: &t2, BlockOwnerDeletion: &t2}}
+	ts.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ToolSourceTemplate", Name: t.Name, UID: t.UID, Controller: new(true), BlockOwnerDeletion: new(true)}}
 	return ts, ""
 }
 

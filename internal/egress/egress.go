@@ -276,13 +276,7 @@ func (p *Policy) Client(target string, transport *http.Transport) (*http.Client,
 	}
 	u, _ := url.Parse(target)
 	listed := p.open || p.listed(u)
-	if transport == nil {
-		transport = http.DefaultTransport.(*http.Transport).Clone()
-	} else {
-		transport = transport.Clone()
-	}
-	transport.Proxy = nil
-	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	dialer := newDialer()
 	if !listed {
 		dialer.Control = func(_, address string, _ syscall.RawConn) error {
 			ap, err := netip.ParseAddrPort(address)
@@ -292,11 +286,29 @@ func (p *Policy) Client(target string, transport *http.Transport) (*http.Client,
 			return p.CheckAddr(ap.Addr())
 		}
 	}
-	transport.DialContext = dialer.DialContext
+	return clientDialling(transport, dialer.DialContext), nil
+}
+
+// newDialer is the dialer of every client the policy makes.
+func newDialer() *net.Dialer {
+	return &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+}
+
+// clientDialling is an HTTP client over a clone of transport (Go's
+// default when nil) that dials with dial, uses no proxy from the
+// environment and follows no redirect.
+func clientDialling(transport *http.Transport, dial func(ctx context.Context, network, address string) (net.Conn, error)) *http.Client {
+	if transport == nil {
+		transport = http.DefaultTransport.(*http.Transport).Clone()
+	} else {
+		transport = transport.Clone()
+	}
+	transport.Proxy = nil
+	transport.DialContext = dial
 	return &http.Client{
 		Transport:     transport,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return ErrRedirect },
-	}, nil
+	}
 }
 
 // neverPinned are the denied ranges no reference opens: a reference leads
@@ -342,13 +354,7 @@ func (p *Policy) PinnedClient(target string, to []netip.AddrPort, transport *htt
 		}
 		pinned = append(pinned, netip.AddrPortFrom(a, ap.Port()))
 	}
-	if transport == nil {
-		transport = http.DefaultTransport.(*http.Transport).Clone()
-	} else {
-		transport = transport.Clone()
-	}
-	transport.Proxy = nil
-	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	dialer := newDialer()
 	dialer.Control = func(_, address string, _ syscall.RawConn) error {
 		ap, err := netip.ParseAddrPort(address)
 		if err != nil || !slices.Contains(pinned, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())) {
@@ -356,7 +362,7 @@ func (p *Policy) PinnedClient(target string, to []netip.AddrPort, transport *htt
 		}
 		return nil
 	}
-	transport.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+	return clientDialling(transport, func(ctx context.Context, network, _ string) (net.Conn, error) {
 		var errs []error
 		for _, ap := range pinned {
 			c, err := dialer.DialContext(ctx, network, ap.String())
@@ -366,9 +372,5 @@ func (p *Policy) PinnedClient(target string, to []netip.AddrPort, transport *htt
 			errs = append(errs, err)
 		}
 		return nil, errors.Join(errs...)
-	}
-	return &http.Client{
-		Transport:     transport,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return ErrRedirect },
-	}, nil
+	}), nil
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
@@ -333,20 +334,13 @@ func servicePort(svc *corev1.Service, port int32) (corev1.ServicePort, error) {
 // named name.
 func slicePort(es discoveryv1.EndpointSlice, name string) (uint16, bool) {
 	for _, p := range es.Ports {
-		if p.Port != nil && derefName(p.Name) == name && *p.Port > 0 && *p.Port < 65536 {
+		if p.Port != nil && ptr.Deref(p.Name, "") == name && *p.Port > 0 && *p.Port < 65536 {
 			if p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP {
 				return uint16(*p.Port), true
 			}
 		}
 	}
 	return 0, false
-}
-
-func derefName(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // urlPort is a URL's port, its scheme's when it names none.

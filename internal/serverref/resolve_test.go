@@ -55,15 +55,13 @@ func serve(ns, name, podIP string) served {
 	s.slice = &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name + "-x", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{podIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)},
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{podIP}, Conditions: discoveryv1.EndpointConditions{Ready: new(true)},
 			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: name + "-0"}}},
-		Ports: []discoveryv1.EndpointPort{{Name: ptr(""), Port: ptr[int32](9090), Protocol: ptr(corev1.ProtocolTCP)}},
+		Ports: []discoveryv1.EndpointPort{{Name: new(""), Port: new(int32(9090)), Protocol: new(corev1.ProtocolTCP)}},
 	}
 	s.pod.Status.PodIPs = []corev1.PodIP{{IP: podIP}}
 	return s
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // create writes the objects: the Pod's status as its kubelet would.
 func (s served) create(t *testing.T) {
@@ -119,7 +117,7 @@ func TestAServiceLeadsToTheReadyPodsItSelects(t *testing.T) {
 	if getErr := kube.Get(t.Context(), client.ObjectKeyFromObject(s.slice), slice); getErr != nil {
 		t.Fatal(getErr)
 	}
-	slice.Ports = []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](9090)}, {Name: ptr("https"), Port: ptr[int32](9443)}}
+	slice.Ports = []discoveryv1.EndpointPort{{Name: new("http"), Port: new(int32(9090))}, {Name: new("https"), Port: new(int32(9443))}}
 	if updateErr := kube.Update(t.Context(), slice); updateErr != nil {
 		t.Fatal(updateErr)
 	}
@@ -202,7 +200,7 @@ func TestAReferenceWaitsForWhatMayComeByItself(t *testing.T) {
 		t.Fatalf("no Service: %v", err)
 	}
 	s := serve(ns, "docs", "10.244.0.3")
-	s.slice.Endpoints[0].Conditions.Ready = ptr(false)
+	s.slice.Endpoints[0].Conditions.Ready = new(false)
 	s.create(t)
 	if _, err := resolver().Resolve(t.Context(), ns, serviceRef("docs")); !waitingSaying(err, v1alpha1.ReasonServerNotReady, "has no ready Pod behind port 8080") {
 		t.Fatalf("no ready Pod: %v", err)
