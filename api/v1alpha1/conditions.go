@@ -137,6 +137,11 @@ const (
 	// whose upstream change waits for approval: "SPECHASH SUMMARY".
 	AnnotationPendingChange = "toolcatalog.dev/pending-change"
 
+	// AnnotationCheckIgnore silences rules of kubectl toolcatalog check
+	// for one object: a line "RULE: reason" per rule. The operator does
+	// not read it.
+	AnnotationCheckIgnore = "toolcatalog.dev/check-ignore"
+
 	// LabelToolSource marks the ToolDefinitions a ToolSource created with
 	// its name.
 	LabelToolSource = "toolcatalog.dev/tool-source"

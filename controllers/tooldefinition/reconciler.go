@@ -26,9 +26,7 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/kube/cached"
 	"github.com/toolcatalog/tool-catalog-operator/internal/reconcile"
 	"github.com/toolcatalog/tool-catalog-operator/internal/records"
-	"github.com/toolcatalog/tool-catalog-operator/internal/toolschema"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/clip"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
 // Reconciler validates ToolDefinitions and records their spec
@@ -143,21 +141,8 @@ func (r *Reconciler) reconcileSpec(ctx context.Context, base, td *v1alpha1.ToolD
 
 	reason, message := v1alpha1.ReasonSpecValid, "tool spec is valid"
 	status := metav1.ConditionTrue
-	if err := toolschema.ValidateParameters(params); err != nil {
-		status, message = metav1.ConditionFalse, err.Error()
-		reason = v1alpha1.ReasonInvalidParametersSchema
-		var pe *toolschema.Error
-		if errors.As(err, &pe) && pe.NotObject {
-			reason = v1alpha1.ReasonParametersNotObject
-		}
-	} else if err := toolschema.ValidateOutputSchema(catalog.OutputSchema(td)); err != nil {
-		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonInvalidOutputSchema, err.Error()
-	} else if err := contract.CheckIcons(catalog.Icons(td)); err != nil {
-		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonInvalidIcons, err.Error()
-	} else if err := toolschema.CheckTexts(catalog.Texts(td)...); err != nil {
-		status, reason, message = metav1.ConditionFalse, v1alpha1.ReasonInvisibleCharacters, err.Error()
-	} else if why, err := sourceReason(td, source); err != nil {
-		status, reason, message = metav1.ConditionFalse, why, err.Error()
+	if invalid := catalog.ValidateSpec(td, source); invalid != nil {
+		status, reason, message = metav1.ConditionFalse, invalid.Reason, invalid.Message
 	}
 	reconcile.SetCondition(td, v1alpha1.ConditionValid, status, reason, message)
 	r.recordValidTransition(base, td)
@@ -314,31 +299,13 @@ func (r *Reconciler) enqueueNaming(ctx context.Context, q reconcile.Queue, befor
 	for i := range list.Items {
 		td := &list.Items[i]
 		if old != nil && now != nil {
-			was, _ := sourceReason(td, old)
-			is, _ := sourceReason(td, now)
+			was, _ := catalog.SourceReason(td, old)
+			is, _ := catalog.SourceReason(td, now)
 			if was == is {
 				continue
 			}
 		}
 		q.Add(ctrl.Request{NamespacedName: client.ObjectKeyFromObject(td)})
-	}
-}
-
-// sourceReason is the reason catalog.ValidateSource refuses td for, with
-// its error: SourceUnconfirmed for a tool the source has not recorded
-// yet, ImportEdited for one it created that somebody else edited,
-// SourceNotOwned for one it did not create; "" and nil when td is
-// the source's own or names none.
-func sourceReason(td *v1alpha1.ToolDefinition, ts *v1alpha1.ToolSource) (string, error) {
-	switch err := catalog.ValidateSource(td, ts); {
-	case err == nil:
-		return "", nil
-	case errors.Is(err, catalog.ErrSourceUnconfirmed):
-		return v1alpha1.ReasonSourceUnconfirmed, err
-	case errors.Is(err, catalog.ErrImportEdited):
-		return v1alpha1.ReasonImportEdited, err
-	default:
-		return v1alpha1.ReasonSourceNotOwned, err
 	}
 }
 

@@ -159,6 +159,34 @@ func DisclosureOf(d v1alpha1.DisclosureSpec) *contract.Disclosure {
 	return out
 }
 
+// QueriesPerTool is how many queries a catalog generates for each tool.
+func QueriesPerTool(spec v1alpha1.ToolCatalogSpec) int {
+	return int(orDefault(spec.QueryGeneration.QueriesPerTool, 5))
+}
+
+// SearchOf is the search defaults a catalog's document publishes.
+func SearchOf(spec v1alpha1.ToolCatalogSpec) contract.SearchDefaults {
+	s := contract.SearchDefaults{
+		Method:                string(spec.Search.Method),
+		TopK:                  int(orDefault(spec.Search.TopK, 5)),
+		SimilarityThreshold:   spec.Search.SimilarityThreshold,
+		AlwaysInclude:         spec.Search.AlwaysInclude,
+		AlwaysIncludeTopNUsed: int(spec.Search.AlwaysIncludeTopNUsed),
+		SemanticWeight:        orDefaultFloat(spec.Search.SemanticWeight, toolcatalog.DefaultSemanticWeight),
+		MinLexicalEvidence:    orDefaultFloat(spec.Search.MinLexicalEvidence, toolcatalog.DefaultMinLexicalEvidence),
+	}
+	if s.Method == "" {
+		s.Method = string(v1alpha1.SearchHybrid)
+	}
+	if spec.Search.Intents == v1alpha1.IntentsOff {
+		// Absent means on: a catalog that keeps the default publishes
+		// the document it did before the setting existed.
+		s.Intents = toolcatalog.IntentsOff
+	}
+	s.Disclosure = DisclosureOf(spec.Disclosure)
+	return s
+}
+
 // Resolve reads the Secrets a catalog refers to and builds its Redis
 // options and providers.
 func (r *Resolver) Resolve(ctx context.Context, tc *v1alpha1.ToolCatalog) (*Config, error) {
@@ -168,33 +196,16 @@ func (r *Resolver) Resolve(ctx context.Context, tc *v1alpha1.ToolCatalog) (*Conf
 	}
 	cfg := &Config{
 		Keys:           KeysOf(tc),
-		QueriesPerTool: int(orDefault(spec.QueryGeneration.QueriesPerTool, 5)),
+		QueriesPerTool: QueriesPerTool(spec),
 		Concurrency:    int(orDefault(spec.QueryGeneration.Concurrency, embedding.DefaultConcurrency)),
 		Channel:        spec.Publish.Channel,
 		Retain:         int(orDefault(spec.Publish.RetainVersions, 5)),
 		Resync:         DefaultResync,
-		Search: contract.SearchDefaults{
-			Method:                string(spec.Search.Method),
-			TopK:                  int(orDefault(spec.Search.TopK, 5)),
-			SimilarityThreshold:   spec.Search.SimilarityThreshold,
-			AlwaysInclude:         spec.Search.AlwaysInclude,
-			AlwaysIncludeTopNUsed: int(spec.Search.AlwaysIncludeTopNUsed),
-			SemanticWeight:        orDefaultFloat(spec.Search.SemanticWeight, toolcatalog.DefaultSemanticWeight),
-			MinLexicalEvidence:    orDefaultFloat(spec.Search.MinLexicalEvidence, toolcatalog.DefaultMinLexicalEvidence),
-		},
+		Search:         SearchOf(spec),
 	}
 	if cfg.Channel == "" {
 		cfg.Channel = contract.DefaultChannel
 	}
-	if cfg.Search.Method == "" {
-		cfg.Search.Method = string(v1alpha1.SearchHybrid)
-	}
-	if spec.Search.Intents == v1alpha1.IntentsOff {
-		// Absent means on: a catalog that keeps the default publishes
-		// the document it did before the setting existed.
-		cfg.Search.Intents = toolcatalog.IntentsOff
-	}
-	cfg.Search.Disclosure = DisclosureOf(spec.Disclosure)
 	if d := spec.Publish.ResyncInterval; d != nil && d.Duration > 0 {
 		cfg.Resync = d.Duration
 	}

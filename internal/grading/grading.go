@@ -135,6 +135,8 @@ type gradeState struct {
 	used atomic.Int64
 	// bytes is the state's estimated size, as last charged.
 	bytes int64
+	// whole grades every gradable tool, not a sample (Whole).
+	whole bool
 }
 
 // size estimates the heap a state holds: what its grader reports (the
@@ -353,6 +355,17 @@ func (gs *Grades) run(ctx context.Context, key client.ObjectKey) {
 	}
 }
 
+// Whole grades every gradable tool of a version in one go, with no bound
+// on the searches, where the gradings of a manager's successive versions
+// grade a sample each in turn: the offline check's grading, the same code
+// as the operator's. vectors reads the version's raw vectors by tool.
+func Whole(ctx context.Context, stored catalog.Stored, emb embedding.Embedder, queries *catalog.QueryVectors, vectors func(ctx context.Context, names []string) (map[string]string, error)) (*selfgrade.Grading, error) {
+	st := &gradeState{grader: selfgrade.New(-1, 0), whole: true}
+	job := &gradeJob{version: stored.Version, stored: stored, emb: emb, changed: map[string]bool{}, queries: queries, vectors: vectors}
+	g, _, err := st.grade(ctx, job)
+	return g, err
+}
+
 // gradeOnThread grades a job on an OS thread of its own, and returns the
 // CPU time that thread spent (-1 where it cannot be read): the grading's,
 // but for the helpers a scan of every vector runs on other threads.
@@ -395,6 +408,14 @@ func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*selfgrade.Grad
 		return nil, 0, err
 	}
 	sample := st.order.sample(stored, job.changed)
+	if st.whole {
+		sample = nil
+		for _, t := range stored.Doc.Tools {
+			if tool, ok := stored.Tools[t.Name]; gradable(tool, ok) {
+				sample = append(sample, t.Name)
+			}
+		}
+	}
 	sets := make(map[string]selfgrade.QuerySet, len(sample))
 	// A query of several intents is searched by its intents too, which
 	// are embedded once, with the query, and kept with it.
