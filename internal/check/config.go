@@ -1,6 +1,7 @@
 package check
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -19,7 +20,7 @@ type Config struct {
 	FailOn string `json:"failOn,omitempty"`
 	// Rules sets rules' severities by ID: error, warning, info or off.
 	// The rules of what the cluster refuses cannot be changed.
-	Rules map[string]string `json:"rules,omitempty"`
+	Rules map[string]Setting `json:"rules,omitempty"`
 	// DescriptionMinLength is the fewest characters a description
 	// should have (TC102); 40 when 0.
 	DescriptionMinLength int `json:"descriptionMinLength,omitempty"`
@@ -31,6 +32,28 @@ type Config struct {
 	Namespace string `json:"namespace,omitempty"`
 
 	severities map[string]Severity
+}
+
+// Setting is a rule's severity in a configuration: error, warning, info
+// or off (YAML reads an unquoted off as false, taken as off too).
+type Setting string
+
+// UnmarshalJSON reads a severity, or false for off.
+func (s *Setting) UnmarshalJSON(raw []byte) error {
+	if string(raw) == "false" {
+		*s = "off"
+		return nil
+	}
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return fmt.Errorf("a rule's setting is error, warning, info or off, not %s", raw)
+	}
+	if v == "false" {
+		// sigs.k8s.io/yaml gives a string field YAML's false as "false".
+		v = "off"
+	}
+	*s = Setting(v)
+	return nil
 }
 
 // Defaults of Config.
@@ -67,7 +90,7 @@ func (c *Config) Compile() error {
 		if !ok {
 			return fmt.Errorf("rules: %s is not a rule", id)
 		}
-		s, err := ParseSeverity(value)
+		s, err := ParseSeverity(string(value))
 		if err != nil {
 			return fmt.Errorf("rules: %s: %w", id, err)
 		}

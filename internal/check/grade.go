@@ -38,7 +38,10 @@ func (c *checker) grade(ctx context.Context, selections []*selected) []CatalogGr
 		g, err := gradeSelection(ctx, s)
 		tc := s.catalog.TC
 		if err != nil {
-			c.at(s.catalog.Object, "spec", Finding{Rule: RuleSelfRecall, Object: objectName(tc), Catalog: objectName(tc), Message: fmt.Sprintf("cannot grade the catalog: %v", err)})
+			if g.GradedQueries == 0 {
+			continue
+		}
+		c.at(s.catalog.Object, "spec", Finding{Rule: RuleSelfRecall, Object: objectName(tc), Catalog: objectName(tc), Message: fmt.Sprintf("cannot grade the catalog: %v", err)})
 			continue
 		}
 		out = append(out, *g)
@@ -60,6 +63,9 @@ func (c *checker) grade(ctx context.Context, selections []*selected) []CatalogGr
 				c.at(t.Object, "spec.description", Finding{Rule: RuleUnfindable, Object: objectName(t.TD), Tool: o.Tool, Catalog: name,
 					Message: fmt.Sprintf("%d of its %d own queries do not find it in the top %d of %s; %q ranks first most often instead", o.Missed, o.Queries, selfgrade.K, name, o.By)})
 			}
+		}
+		if g.GradedQueries == 0 {
+			continue
 		}
 		c.at(s.catalog.Object, "spec", Finding{Rule: RuleSelfRecall, Object: name, Catalog: name,
 			Message: fmt.Sprintf("self-recall@%d %.3f over %d queries of %d tools with the builtin model; %d confusable pairs, %d tools outranked", selfgrade.K, g.SelfRecallAt5, g.GradedQueries, g.GradedTools, len(g.Confusable), len(g.Outranked))})

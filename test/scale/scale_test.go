@@ -1103,8 +1103,9 @@ func docTools(t *testing.T, ns, name string) int {
 func cleanup(t *testing.T, ns string) {
 	ctx := context.Background()
 	// A collection delete of many objects can outlast one request; it
-	// goes on, and is asked for again until nothing is left.
-	waitFor(t, "the ToolDefinitions gone", 10*time.Minute, func() bool {
+	// goes on, and is asked for again until nothing is left. 100,000
+	// of them take as long to go as to become Ready.
+	waitFor(t, "the ToolDefinitions gone", max(10*time.Minute, *readyFlag), func() bool {
 		_ = kube.DeleteAllOf(ctx, &v1alpha1.ToolDefinition{}, client.InNamespace(ns))
 		l := &metav1.PartialObjectMetadataList{}
 		l.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("ToolDefinitionList"))
