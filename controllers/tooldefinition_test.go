@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -10,9 +11,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
+	"github.com/toolcatalog/tool-catalog-operator/config/crd"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
+	"github.com/toolcatalog/tool-catalog-operator/internal/check"
 )
 
 var hexHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -276,4 +282,98 @@ func TestHostileToolDefinitionsAtTheAPI(t *testing.T) {
 		c = expectCondition(g, getTD(g, ns, "control"), v1alpha1.ConditionValid, metav1.ConditionFalse, v1alpha1.ReasonInvisibleCharacters)
 		g.Expect(c.Message).To(ContainSubstring("spec.description holds the invisible or control character U+0007 (at byte 5)"))
 	}).Should(Succeed())
+}
+
+// The offline check (toolcatalog-check) says word for word what the
+// cluster says of the same manifests: each refusal of the API server is
+// in the error of its create, each Valid condition the ToolDefinition
+// reconciler sets is the check's message, and each name conflict is the
+// catalog's record on the tool.
+func TestTheCheckSaysWhatTheClusterSays(t *testing.T) {
+	g := gomegaFor(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	in := check.Read([]string{"../test/check/testdata/invalid"}, nil, check.Limits{})
+	g.Expect(in.Findings).To(BeEmpty())
+	var tools []*check.Object
+	for _, o := range in.Objects {
+		o.Content["metadata"].(map[string]any)["namespace"] = ns
+		if o.Content["kind"] == "ToolDefinition" {
+			tools = append(tools, o)
+		}
+	}
+	schemas, err := check.LoadSchemas(crd.Bases)
+	g.Expect(err).NotTo(HaveOccurred())
+	// Run validates (and defaults) the objects it reads: keep the
+	// manifests as written for the API server.
+	sent := make([]map[string]any, len(tools))
+	for i, o := range tools {
+		sent[i] = runtime.DeepCopyJSON(o.Content)
+	}
+	report := check.Run(ctx, in, schemas, check.Options{Config: check.Config{Namespace: ns}})
+	said := map[string][]check.Finding{}
+	for _, f := range report.Findings {
+		said[f.Object] = append(said[f.Object], f)
+	}
+	g.Expect(k8sClient.Create(ctx, builtinCatalog(ns, "support"))).To(Succeed())
+
+	checked := map[string]int{}
+	var stored []*unstructured.Unstructured
+	for _, content := range sent {
+		u := &unstructured.Unstructured{Object: content}
+		object := "ToolDefinition " + ns + "/" + u.GetName()
+		findings := said[object]
+		g.Expect(findings).NotTo(BeEmpty(), "the check finds nothing wrong with %s", object)
+		// kubectl's default strict field validation refuses unknown
+		// fields before validating: what else the check says is what the
+		// API server says of the object without them.
+		rest := u.DeepCopy()
+		err := k8sClient.Create(ctx, u, client.FieldValidation("Strict"))
+		if findings[0].Rule == check.RuleSchema {
+			g.Expect(err).To(HaveOccurred(), "the API server took %s", object)
+			validated := err
+			if strings.Contains(err.Error(), "strict decoding error") {
+				validated = k8sClient.Create(ctx, rest, client.FieldValidation("Ignore"))
+				g.Expect(validated).To(HaveOccurred(), "the API server took %s without its unknown fields", object)
+			}
+			for _, f := range findings {
+				g.Expect(f.Rule).To(Equal(check.RuleSchema))
+				against := validated
+				if strings.HasPrefix(f.Message, "strict decoding error") {
+					against = err
+				}
+				g.Expect(against.Error()).To(ContainSubstring(f.Message), "the API server's words for %s", object)
+				checked[f.Rule]++
+			}
+			continue
+		}
+		g.Expect(err).NotTo(HaveOccurred(), "the API server refused %s, which the check let through", object)
+		stored = append(stored, u)
+	}
+	// The controllers judge what the API server stored, all of it
+	// together (a name conflict takes two).
+	for _, u := range stored {
+		for _, f := range said["ToolDefinition "+ns+"/"+u.GetName()] {
+			switch f.Rule {
+			case check.RuleInvalidSpec, check.RuleUnicode:
+				g.Eventually(func(g Gomega) {
+					valid := conditionOf(getTD(g, ns, u.GetName()), v1alpha1.ConditionValid)
+					g.Expect(valid).NotTo(BeNil())
+					g.Expect(fmt.Sprintf("Valid=%s (%s): %s", valid.Status, valid.Reason, valid.Message)).To(Equal(f.Message))
+				}).Should(Succeed())
+			case check.RuleNameConflict:
+				g.Eventually(func(g Gomega) {
+					td := getTD(g, ns, u.GetName())
+					g.Expect(td.Status.Catalogs).To(HaveLen(1))
+					g.Expect(td.Status.Catalogs[0].Reason).To(Equal(v1alpha1.ReasonNameConflict))
+					g.Expect(td.Status.Catalogs[0].Message).To(Equal(f.Message))
+				}).Should(Succeed())
+			default:
+				continue
+			}
+			checked[f.Rule]++
+		}
+	}
+	// Every kind of refusal was compared.
+	g.Expect(checked).To(Equal(map[string]int{check.RuleSchema: 3, check.RuleInvalidSpec: 2, check.RuleUnicode: 1, check.RuleNameConflict: 2}))
 }
