@@ -39,9 +39,9 @@ func (c *checker) grade(ctx context.Context, selections []*selected) []CatalogGr
 		tc := s.catalog.TC
 		if err != nil {
 			if g.GradedQueries == 0 {
-			continue
-		}
-		c.at(s.catalog.Object, "spec", Finding{Rule: RuleSelfRecall, Object: objectName(tc), Catalog: objectName(tc), Message: fmt.Sprintf("cannot grade the catalog: %v", err)})
+				continue
+			}
+			c.at(s.catalog.Object, "spec", Finding{Rule: RuleSelfRecall, Object: objectName(tc), Catalog: objectName(tc), Message: fmt.Sprintf("cannot grade the catalog: %v", err)})
 			continue
 		}
 		out = append(out, *g)

@@ -83,11 +83,11 @@ type jsonOutput struct {
 	Change *struct {
 		Base     string
 		Catalogs []struct {
-			Catalog                                   string
-			Added, Removed, Changed                   []string
-			QueriesToGenerate, TextsToEmbed           int
-			GenerationRequests, EmbeddingRequests     int
-			ConfusableAdded, ConfusableRemoved        []struct{ A, B string }
+			Catalog                               string
+			Added, Removed, Changed               []string
+			QueriesToGenerate, TextsToEmbed       int
+			GenerationRequests, EmbeddingRequests int
+			ConfusableAdded, ConfusableRemoved    []struct{ A, B string }
 		}
 	} `json:"change"`
 }
