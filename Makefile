@@ -127,11 +127,12 @@ bench-retrieval-cross: ## Report each set under BENCH_SETS with the hybrid const
 # exported method: 35 MB more per binary.
 BUILD_FLAGS ?= -trimpath -tags grpcnotrace -ldflags="-s -w"
 .PHONY: build
-build: manifests generate fmt vet ## Build the manager, the MCP gateway and the kubectl plugin into bin/, stripped as released.
+build: manifests generate fmt vet ## Build the manager, the MCP gateway, the kubectl plugin and the offline check into bin/, stripped as released.
 	go build $(BUILD_FLAGS) -o bin/manager ./cmd/manager
 	go build $(BUILD_FLAGS) -o bin/toolcatalog-gateway ./cmd/toolcatalog-gateway
 	go build $(BUILD_FLAGS) -o bin/kubectl-toolcatalog ./cmd/kubectl-toolcatalog
-	@stat -c '%n %s' bin/manager bin/toolcatalog-gateway bin/kubectl-toolcatalog | awk '{ printf "%-26s %6.1f MB\n", $$1, $$2 / 1e6 }'
+	go build $(BUILD_FLAGS) -o bin/toolcatalog-check ./cmd/toolcatalog-check
+	@stat -c '%n %s' bin/manager bin/toolcatalog-gateway bin/kubectl-toolcatalog bin/toolcatalog-check | awk '{ printf "%-26s %6.1f MB\n", $$1, $$2 / 1e6 }'
 
 # The generators' inputs: the API types, the controllers' RBAC markers and
 # the header. CI keeps the committed CRDs, RBAC and deep copies in step with

@@ -1,7 +1,8 @@
 // Package plugin implements kubectl-toolcatalog, the kubectl plugin that
 // searches published catalogs, shows what a tool was embedded from, lists
 // versions, requests refreshes, purges recorded requests, imports an MCP
-// server's tools as ToolDefinitions and approves upstream tool changes.
+// server's tools as ToolDefinitions, approves upstream tool changes and
+// runs the offline check of tool manifests.
 package plugin
 
 import (
@@ -61,7 +62,7 @@ func NewCommand(o *Options) *cobra.Command {
 	f.StringVar(&o.RedisAddr, "redis-addr", "", "connect to this Redis host:port instead of the catalog's addresses")
 	f.StringVar(&o.RedisPasswordEnv, "redis-password-env", "", "environment variable holding the Redis password, with --redis-addr")
 	f.StringSliceVar(&o.EgressAllow, "egress-allow", nil, "URL prefixes and address ranges the catalog's embedding endpoint may be at, when it is not a public address (as the manager's --egress-allow)")
-	root.AddCommand(o.searchCommand(), o.describeToolCommand(), o.describeSourceCommand(), o.refreshCommand(), o.versionsCommand(), o.diffCommand(), o.purgeRequestsCommand(), o.importCommand(), o.approveCommand(), o.consoleCommand())
+	root.AddCommand(o.searchCommand(), o.describeToolCommand(), o.describeSourceCommand(), o.refreshCommand(), o.versionsCommand(), o.diffCommand(), o.purgeRequestsCommand(), o.importCommand(), o.approveCommand(), o.consoleCommand(), o.checkCommand())
 	return root
 }
 

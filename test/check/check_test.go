@@ -19,8 +19,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// binary is the toolcatalog-check built for the tests.
-var binary string
+// binary is the toolcatalog-check built for the tests, and plugin the
+// kubectl plugin beside it.
+var binary, plugin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "toolcatalog-check-bin-")
@@ -28,10 +29,13 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "toolcatalog-check")
-	build := exec.Command("go", "build", "-o", binary, "github.com/toolcatalog/tool-catalog-operator/cmd/toolcatalog-check")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		panic(fmt.Sprintf("building toolcatalog-check: %v", err))
+	plugin = filepath.Join(dir, "kubectl-toolcatalog")
+	for bin, pkg := range map[string]string{binary: "toolcatalog-check", plugin: "kubectl-toolcatalog"} {
+		build := exec.Command("go", "build", "-o", bin, "github.com/toolcatalog/tool-catalog-operator/cmd/"+pkg)
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			panic(fmt.Sprintf("building %s: %v", pkg, err))
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -47,7 +51,12 @@ type result struct {
 // run runs the binary in dir (the test's package directory when empty).
 func run(t *testing.T, dir, stdin string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	return runBinary(t, binary, dir, stdin, args...)
+}
+
+func runBinary(t *testing.T, bin, dir, stdin string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Stdin = strings.NewReader(stdin)
 	cmd.Env = append(os.Environ(), "NO_COLOR=1")
@@ -417,5 +426,32 @@ func TestBaseReportsWhatTheChangeCosts(t *testing.T) {
 	}
 	if r := run(t, repo, "", "--base", "no-such-ref", "tools"); r.code != 2 {
 		t.Errorf("an unknown ref: exit %d, want 2", r.code)
+	}
+}
+
+// kubectl toolcatalog check runs the toolcatalog-check installed beside
+// the plugin, with the arguments and exit code as they are; without one
+// it says how to install it.
+func TestPluginRunsTheCheckBesideIt(t *testing.T) {
+	r := runBinary(t, plugin, "", "", "check", "-o", "github", "-n", "support", "testdata/invalid")
+	if r.code != 1 || !strings.Contains(r.stdout, "::error file=testdata/invalid/tools.yaml,line=22") || r.stderr == "" {
+		t.Errorf("kubectl toolcatalog check: exit %d, want 1 with the annotations:\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runBinary(t, plugin, "", "", "check", "testdata/valid"); r.code != 0 {
+		t.Errorf("kubectl toolcatalog check of a valid repository: exit %d:\n%s", r.code, r.stderr)
+	}
+	alone := filepath.Join(t.TempDir(), "kubectl-toolcatalog")
+	raw, err := os.ReadFile(plugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(alone, raw, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(alone, "check", "testdata/valid")
+	cmd.Env = append(os.Environ(), "PATH=/nonexistent")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "go install github.com/toolcatalog/tool-catalog-operator/cmd/toolcatalog-check") {
+		t.Errorf("without toolcatalog-check: %v\n%s", err, out)
 	}
 }
