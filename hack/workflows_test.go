@@ -1,6 +1,7 @@
 // Package hack holds the scripts and tools that build, run and release the
-// project; its test lints the GitHub workflows of .github/workflows with
-// actionlint, built from hack/tools/go.mod.
+// project; its test lints the GitHub workflows of .github/workflows, and
+// the one docs/ci.md gives users, with actionlint, built from
+// hack/tools/go.mod.
 package hack
 
 import (
@@ -19,6 +20,8 @@ func TestWorkflowsLint(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no workflows in .github/workflows: %v", err)
 	}
+	// The workflow docs/ci.md gives users for their tool repositories.
+	files = append(files, filepath.Join("..", "docs", "ci", "github-workflow.yaml"))
 	lint := func(files ...string) ([]byte, error) {
 		return exec.Command(actionlint, append([]string{"-no-color", "-shellcheck=", "-pyflakes="}, files...)...).CombinedOutput()
 	}

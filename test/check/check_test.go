@@ -60,6 +60,12 @@ func runBinary(t *testing.T, bin, dir, stdin string, args ...string) result {
 	cmd.Dir = dir
 	cmd.Stdin = strings.NewReader(stdin)
 	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	return capture(t, cmd)
+}
+
+// capture runs a command and keeps what it wrote and its exit code.
+func capture(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -67,7 +73,7 @@ func runBinary(t *testing.T, bin, dir, stdin string, args ...string) result {
 	if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
 		r.code = exit.ExitCode()
 	} else if err != nil {
-		t.Fatalf("running %v: %v", args, err)
+		t.Fatalf("running %v: %v", cmd.Args, err)
 	}
 	return r
 }
