@@ -18,6 +18,10 @@ const MaxKeptQueryVectors = 4096
 // vector makes room. The zero value is ready to use and safe for
 // concurrent use.
 type QueryVectors struct {
+	// Limit bounds the vectors kept: MaxKeptQueryVectors when 0, none
+	// when negative (a grading of one version that needs them all).
+	Limit int
+
 	mu     sync.Mutex
 	model  string
 	byText map[string][]float32
@@ -25,8 +29,8 @@ type QueryVectors struct {
 	order []string
 }
 
-// Add keeps vectors of model, dropping the oldest beyond
-// MaxKeptQueryVectors. Vectors of another model replace all that are
+// Add keeps vectors of model, dropping the oldest beyond the limit.
+// Vectors of another model replace all that are
 // kept.
 func (q *QueryVectors) Add(model string, texts []string, vecs [][]float32) {
 	q.mu.Lock()
@@ -40,7 +44,11 @@ func (q *QueryVectors) Add(model string, texts []string, vecs [][]float32) {
 		}
 		q.byText[t] = vecs[i]
 	}
-	if over := len(q.order) - MaxKeptQueryVectors; over > 0 {
+	limit := q.Limit
+	if limit == 0 {
+		limit = MaxKeptQueryVectors
+	}
+	if over := len(q.order) - limit; over > 0 && limit > 0 {
 		for _, t := range q.order[:over] {
 			delete(q.byText, t)
 		}

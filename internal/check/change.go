@@ -65,8 +65,13 @@ func (c *checker) change(ctx context.Context, label string, base *Input, head []
 	var baseGrades map[string]CatalogGrade
 	if c.opts.Grade {
 		baseGrades = map[string]CatalogGrade{}
+		var list []*selected
 		for _, s := range baseSel {
-			if g, err := gradeSelection(ctx, s); err == nil {
+			list = append(list, s)
+		}
+		grades, errs := gradeAll(ctx, list)
+		for i, g := range grades {
+			if errs[i] == nil {
 				baseGrades[g.Catalog] = *g
 			}
 		}

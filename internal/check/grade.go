@@ -3,7 +3,10 @@ package check
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalogconfig"
@@ -33,15 +36,13 @@ type CatalogGrade struct {
 // the version a first pass would publish, and the operator's grading
 // grades all of it at once.
 func (c *checker) grade(ctx context.Context, selections []*selected) []CatalogGrade {
+	grades, errs := gradeAll(ctx, selections)
 	var out []CatalogGrade
-	for _, s := range selections {
-		g, err := gradeSelection(ctx, s)
-		tc := s.catalog.TC
-		if err != nil {
-			if g.GradedQueries == 0 {
-				continue
-			}
-			c.at(s.catalog.Object, "spec", Finding{Rule: RuleSelfRecall, Object: objectName(tc), Catalog: objectName(tc), Message: fmt.Sprintf("cannot grade the catalog: %v", err)})
+	for i, s := range selections {
+		g, tc := grades[i], s.catalog.TC
+		name := objectName(tc)
+		if errs[i] != nil {
+			c.at(s.catalog.Object, "spec", Finding{Rule: RuleSelfRecall, Object: name, Catalog: name, Message: fmt.Sprintf("cannot grade the catalog: %v", errs[i])})
 			continue
 		}
 		out = append(out, *g)
@@ -49,7 +50,6 @@ func (c *checker) grade(ctx context.Context, selections []*selected) []CatalogGr
 		for _, t := range s.tools {
 			byTool[t.TD.Spec.Name] = t
 		}
-		name := objectName(tc)
 		for _, p := range g.Confusable {
 			for _, pair := range [][2]string{{p.A, p.B}, {p.B, p.A}} {
 				if t := byTool[pair[0]]; t != nil {
@@ -73,6 +73,23 @@ func (c *checker) grade(ctx context.Context, selections []*selected) []CatalogGr
 	return out
 }
 
+// gradeAll grades catalogs as many at once as there are CPUs: the
+// embedding of one keeps the cores busy while another's grading, which
+// runs on one, goes on.
+func gradeAll(ctx context.Context, selections []*selected) ([]*CatalogGrade, []error) {
+	grades, errs := make([]*CatalogGrade, len(selections)), make([]error, len(selections))
+	var group errgroup.Group
+	group.SetLimit(runtime.GOMAXPROCS(0))
+	for i, s := range selections {
+		group.Go(func() error {
+			grades[i], errs[i] = gradeSelection(ctx, s)
+			return nil
+		})
+	}
+	_ = group.Wait()
+	return grades, errs
+}
+
 // gradeSelection builds and grades one catalog's first version.
 func gradeSelection(ctx context.Context, s *selected) (*CatalogGrade, error) {
 	tc := s.catalog.TC
@@ -80,7 +97,8 @@ func gradeSelection(ctx context.Context, s *selected) (*CatalogGrade, error) {
 	if err != nil {
 		return nil, err
 	}
-	queries := &catalog.QueryVectors{}
+	// The grading searches every query the pass embedded: keep them all.
+	queries := &catalog.QueryVectors{Limit: -1}
 	model := providers.Embedder.Model()
 	plans := catalog.Plan(catalog.PlanInput{Tools: s.selection.Tools, Model: model, QueriesPerTool: catalogconfig.QueriesPerTool(tc.Spec)})
 	now := time.Now()

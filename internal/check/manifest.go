@@ -10,9 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	yamlv3 "go.yaml.in/yaml/v3"
@@ -46,8 +48,38 @@ type Object struct {
 	Line, Column int
 	// Content is the object as JSON values (what the API server decodes).
 	Content map[string]any
-	// node is the object's YAML mapping, to locate its fields.
-	node *yamlv3.Node
+
+	// src is the YAML document the object is in, offset the lines before
+	// it in its file, and items the indexes that lead to the object in
+	// the items of Lists. The document is parsed again for positions only
+	// when a finding needs one.
+	src    []byte
+	offset int
+	items  []int
+	once   sync.Once
+	node   *yamlv3.Node
+}
+
+// root is the object's YAML mapping, at the lines of its file; nil when
+// it cannot be found.
+func (o *Object) root() *yamlv3.Node {
+	o.once.Do(func() {
+		var doc yamlv3.Node
+		if yamlv3.Unmarshal(o.src, &doc) != nil || doc.Kind != yamlv3.DocumentNode || len(doc.Content) == 0 {
+			return
+		}
+		n := doc.Content[0]
+		for _, i := range o.items {
+			if n = child(n, "items"); n == nil {
+				return
+			}
+			if n = child(n, strconv.Itoa(i)); n == nil {
+				return
+			}
+		}
+		o.node = shift(n, o.offset)
+	})
+	return o.node
 }
 
 // Locate returns the line and column of the field at path (a field path
@@ -55,7 +87,10 @@ type Object struct {
 // the nearest of its parents the object has.
 func (o *Object) Locate(path string) (line, column int) {
 	line, column = o.Line, o.Column
-	n := o.node
+	n := o.root()
+	if n == nil {
+		return line, column
+	}
 	for _, step := range fieldSteps(path) {
 		next := child(n, step)
 		if next == nil {
@@ -308,23 +343,9 @@ func splitDocuments(data []byte) []document {
 var yamlLine = regexp.MustCompile(`line (\d+)`)
 
 // readDocument reads one document: an object, a List of objects, or
-// nothing (comments only).
+// nothing (comments only). The JSON values are sigs.k8s.io/yaml's, as
+// kubectl reads a manifest (YAML 1.1: an unquoted yes is true).
 func (r *reader) readDocument(file string, doc document) {
-	var root yamlv3.Node
-	if err := yamlv3.Unmarshal(doc.data, &root); err != nil {
-		r.failParse(file, doc, err)
-		return
-	}
-	if root.Kind == 0 || (root.Kind == yamlv3.DocumentNode && len(root.Content) == 0) {
-		return
-	}
-	node := &root
-	if node.Kind == yamlv3.DocumentNode {
-		node = node.Content[0]
-	}
-	if node.Kind == yamlv3.ScalarNode && node.Tag == "!!null" {
-		return
-	}
 	raw, err := yaml.YAMLToJSONStrict(doc.data)
 	if err != nil {
 		r.failParse(file, doc, err)
@@ -335,42 +356,59 @@ func (r *reader) readDocument(file string, doc document) {
 		r.failParse(file, doc, err)
 		return
 	}
-	obj, ok := content.(map[string]any)
-	if !ok {
-		r.fail(file, doc.line+node.Line-1, "not an object: a manifest is a YAML mapping with apiVersion and kind")
+	if content == nil {
 		return
 	}
-	r.add(file, doc.line-1, node, obj)
+	start := doc.line + firstLine(doc.data)
+	obj, ok := content.(map[string]any)
+	if !ok {
+		r.fail(file, start, "not an object: a manifest is a YAML mapping with apiVersion and kind")
+		return
+	}
+	r.add(&Object{File: file, Line: start, Column: 1, Content: obj, src: doc.data, offset: doc.line - 1})
 }
 
-// add adds an object, or the items of a List.
-func (r *reader) add(file string, offset int, node *yamlv3.Node, obj map[string]any) {
-	if kind, _ := obj["kind"].(string); kind == "List" || strings.HasSuffix(kind, "List") && obj["items"] != nil {
-		items, _ := obj["items"].([]any)
-		seq := child(node, "items")
+// firstLine is the index of the first line of data that holds YAML (not
+// blank, not a comment).
+func firstLine(data []byte) int {
+	i := 0
+	for line := range bytes.Lines(data) {
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
+			return i
+		}
+		i++
+	}
+	return 0
+}
+
+// add adds an object, or the items of a List, located by parsing the
+// document.
+func (r *reader) add(o *Object) {
+	if kind, _ := o.Content["kind"].(string); kind == "List" || strings.HasSuffix(kind, "List") && o.Content["items"] != nil {
+		items, _ := o.Content["items"].([]any)
 		for i, item := range items {
 			m, ok := item.(map[string]any)
-			n := node
-			if seq != nil {
-				n = child(seq, strconv.Itoa(i))
-			}
-			if !ok || n == nil {
-				r.fail(file, offset+node.Line, "items[%d] of a %s is not an object", i, kind)
+			if !ok {
+				r.fail(o.File, o.Line, "items[%d] of a %s is not an object", i, kind)
 				continue
 			}
-			r.add(file, offset, n, m)
+			it := &Object{File: o.File, Content: m, src: o.src, offset: o.offset, items: append(slices.Clone(o.items), i)}
+			it.Line, it.Column = o.Line, o.Column
+			if n := it.root(); n != nil {
+				it.Line, it.Column = n.Line, n.Column
+			}
+			r.add(it)
 		}
 		return
 	}
 	if len(r.in.Objects) >= r.lim.Objects {
 		if !r.full {
 			r.full = true
-			r.fail(file, offset+node.Line, "more than %d objects (--max-objects): the rest is not read", r.lim.Objects)
+			r.fail(o.File, o.Line, "more than %d objects (--max-objects): the rest is not read", r.lim.Objects)
 		}
 		return
 	}
-	shifted := shift(node, offset)
-	r.in.Objects = append(r.in.Objects, &Object{File: file, Line: shifted.Line, Column: shifted.Column, Content: obj, node: shifted})
+	r.in.Objects = append(r.in.Objects, o)
 }
 
 // shift moves a document's node tree to the lines of its file.
