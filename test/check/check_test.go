@@ -461,3 +461,29 @@ func TestPluginRunsTheCheckBesideIt(t *testing.T) {
 		t.Errorf("without toolcatalog-check: %v\n%s", err, out)
 	}
 }
+
+// What cannot be read is an error at its file and line, and the rest is
+// still checked.
+func TestUnreadableInputIsReportedAndTheRestChecked(t *testing.T) {
+	r := run(t, "", "", "-o", "json", "testdata/unreadable")
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	out := decodeJSON(t, r)
+	got := map[string]string{}
+	for _, f := range out.Findings {
+		got[fmt.Sprintf("%s %s:%d", f.Rule, filepath.Base(f.File), f.Line)] = f.Message
+	}
+	for where, says := range map[string]string{
+		"TC001 blob.yaml:2":   "binary data",
+		"TC001 tools.yaml:16": "not valid YAML",
+		"TC002 tools.yaml:18": `ToolDefinition is not served in version "v2" of group "toolcatalog.dev": use toolcatalog.dev/v1alpha1`,
+	} {
+		if !strings.Contains(got[where], says) {
+			t.Errorf("%s: %q, want %q; all: %v", where, got[where], says, got)
+		}
+	}
+	if out.Counts.ToolDefinitions != 1 {
+		t.Errorf("checked %d ToolDefinitions, want the readable one", out.Counts.ToolDefinitions)
+	}
+}
