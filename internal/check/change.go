@@ -234,9 +234,9 @@ func GitBase(ctx context.Context, ref string, paths []string, lim Limits) (base 
 		var stderr bytes.Buffer
 		cmd := exec.CommandContext(ctx, "git", args...)
 		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return nil, fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		out, runErr := cmd.Output()
+		if runErr != nil {
+			return nil, fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), runErr, strings.TrimSpace(stderr.String()))
 		}
 		return out, nil
 	}
@@ -245,7 +245,7 @@ func GitBase(ctx context.Context, ref string, paths []string, lim Limits) (base 
 		return nil, nil, err
 	}
 	root := strings.TrimSpace(string(top))
-	if _, err := git("rev-parse", "--verify", "--quiet", ref+"^{commit}"); err != nil {
+	if _, refErr := git("rev-parse", "--verify", "--quiet", ref+"^{commit}"); refErr != nil {
 		return nil, nil, fmt.Errorf("--base %s names no commit of this repository", ref)
 	}
 	wd, err := os.Getwd()
@@ -256,7 +256,7 @@ func GitBase(ctx context.Context, ref string, paths []string, lim Limits) (base 
 	if err != nil {
 		return nil, nil, err
 	}
-	cleanup = func() { os.RemoveAll(dir) }
+	cleanup = func() { _ = os.RemoveAll(dir) }
 	fail := func(err error) ([]string, func(), error) {
 		cleanup()
 		return nil, nil, err
@@ -276,7 +276,7 @@ func GitBase(ctx context.Context, ref string, paths []string, lim Limits) (base 
 		}
 		spec := filepath.ToSlash(rel)
 		// A path the base does not have is a path the change adds.
-		if _, err := git("-C", root, "cat-file", "-e", ref+":"+strings.TrimSuffix(spec, "/.")); err != nil && spec != "." {
+		if _, missing := git("-C", root, "cat-file", "-e", ref+":"+strings.TrimSuffix(spec, "/.")); missing != nil && spec != "." {
 			continue
 		}
 		archive, err := git("-C", root, "archive", "--format=tar", ref, "--", spec)

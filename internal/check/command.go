@@ -99,8 +99,8 @@ Rules, configuration and CI examples: docs/ci.md.`,
 			if failOn != "" {
 				cfg.FailOn = failOn
 			}
-			if err := cfg.Compile(); err != nil {
-				return &MisuseError{err}
+			if compileErr := cfg.Compile(); compileErr != nil {
+				return &MisuseError{compileErr}
 			}
 			schemas, err := LoadSchemas(crd.Bases)
 			if err != nil {

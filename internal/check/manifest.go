@@ -205,12 +205,12 @@ func (r *reader) walk(path string, ancestors []os.FileInfo) {
 			r.fail(path, 0, "not a regular file")
 			return
 		}
-		f, err := os.Open(path)
-		if err != nil {
-			r.fail(path, 0, "cannot read: %v", unwrapPath(err))
+		f, openErr := os.Open(path)
+		if openErr != nil {
+			r.fail(path, 0, "cannot read: %v", unwrapPath(openErr))
 			return
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		r.readFrom(path, f)
 		return
 	}

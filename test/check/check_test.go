@@ -237,8 +237,8 @@ func validateSARIF(t *testing.T, log string) {
 	if err != nil || strings.TrimSpace(string(dir)) == "" {
 		download := exec.Command("go", "mod", "download", "github.com/securego/gosec/v2")
 		download.Dir = list.Dir
-		if out, err := download.CombinedOutput(); err != nil {
-			t.Fatalf("the SARIF schema comes with github.com/securego/gosec/v2 (hack/tools/lint): go mod download: %v: %s", err, out)
+		if out, downloadErr := download.CombinedOutput(); downloadErr != nil {
+			t.Fatalf("the SARIF schema comes with github.com/securego/gosec/v2 (hack/tools/lint): go mod download: %v: %s", downloadErr, out)
 		}
 		if dir, err = list.Output(); err != nil {
 			t.Fatal(err)
@@ -451,8 +451,8 @@ func TestPluginRunsTheCheckBesideIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(alone, raw, 0o755); err != nil {
-		t.Fatal(err)
+	if writeErr := os.WriteFile(alone, raw, 0o755); writeErr != nil {
+		t.Fatal(writeErr)
 	}
 	cmd := exec.Command(alone, "check", "testdata/valid")
 	cmd.Env = append(os.Environ(), "PATH=/nonexistent")
