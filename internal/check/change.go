@@ -55,13 +55,7 @@ type CatalogChange struct {
 
 // change compares each catalog of the input with the same catalog of the
 // base (decoded and selected as the input is).
-func (c *checker) change(ctx context.Context, label string, base *Input, head []*selected, headGrades []CatalogGrade) *Change {
-	quiet := &checker{opts: c.opts, schemas: c.schemas}
-	baseSet, _ := quiet.decode(ctx, base.Objects)
-	baseSel := map[string]*selected{}
-	for _, s := range quiet.selections(baseSet) {
-		baseSel[objectName(s.catalog.TC)] = s
-	}
+func (c *checker) change(ctx context.Context, label string, baseSel map[string]*selected, head []*selected, headGrades []CatalogGrade) *Change {
 	var baseGrades map[string]CatalogGrade
 	if c.opts.Grade {
 		baseGrades = map[string]CatalogGrade{}
@@ -133,6 +127,18 @@ func (c *checker) change(ctx context.Context, label string, base *Input, head []
 		if n := len(cc.Added) + len(cc.Changed) + len(cc.Removed); n > 0 || cc.New {
 			c.at(s.catalog.Object, "spec", Finding{Rule: RuleChangeCost, Object: name, Catalog: name, Message: cc.summary()})
 		}
+	}
+	return out
+}
+
+// selectBase decodes and selects the base as the input is, its findings
+// dropped: each catalog's selection by name.
+func (c *checker) selectBase(ctx context.Context, base *Input) map[string]*selected {
+	quiet := &checker{opts: c.opts, schemas: c.schemas}
+	baseSet, _ := quiet.decode(ctx, base.Objects)
+	out := map[string]*selected{}
+	for _, s := range quiet.selections(baseSet) {
+		out[objectName(s.catalog.TC)] = s
 	}
 	return out
 }

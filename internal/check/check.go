@@ -114,6 +114,12 @@ type checker struct {
 func Run(ctx context.Context, in *Input, schemas *Schemas, opts Options) *Report {
 	c := &checker{opts: opts, schemas: schemas}
 	c.findings = append(c.findings, in.Findings...)
+	// The base is decoded and selected on another core meanwhile.
+	var base chan map[string]*selected
+	if opts.Base != nil {
+		base = make(chan map[string]*selected, 1)
+		go func() { base <- c.selectBase(ctx, opts.Base) }()
+	}
 	set, others := c.decode(ctx, in.Objects)
 	r := &Report{ToolDefinitions: len(set.Tools), ToolCatalogs: len(set.Catalogs), ToolSources: len(set.Sources), Others: len(others)}
 	if len(others) > 0 {
@@ -126,7 +132,7 @@ func Run(ctx context.Context, in *Input, schemas *Schemas, opts Options) *Report
 		r.Catalogs = c.grade(ctx, selections)
 	}
 	if opts.Base != nil {
-		r.Change = c.change(ctx, opts.BaseLabel, opts.Base, selections, r.Catalogs)
+		r.Change = c.change(ctx, opts.BaseLabel, <-base, selections, r.Catalogs)
 	}
 	r.Findings = c.finish(set)
 	return r

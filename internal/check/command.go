@@ -108,12 +108,27 @@ Rules, configuration and CI examples: docs/ci.md.`,
 			}
 			ctx := cmd.Context()
 			opts := Options{Config: cfg, Grade: grade}
+			// The base is read on another core while the input is.
+			type read struct {
+				in    *Input
+				label string
+				err   error
+			}
+			based := make(chan read, 1)
 			if base != "" || baseDir != "" {
-				if opts.Base, opts.BaseLabel, err = readBase(ctx, base, baseDir, paths, lim); err != nil {
-					return &MisuseError{err}
-				}
+				go func() {
+					in, label, err := readBase(ctx, base, baseDir, paths, lim)
+					based <- read{in, label, err}
+				}()
+			} else {
+				based <- read{}
 			}
 			in := Read(paths, stdin, lim)
+			b := <-based
+			if b.err != nil {
+				return &MisuseError{b.err}
+			}
+			opts.Base, opts.BaseLabel = b.in, b.label
 			if len(in.Objects) == 0 {
 				for _, f := range in.Findings {
 					fmt.Fprintf(stderr, "%s: %s\n", location(f), f.Message)
