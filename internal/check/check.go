@@ -10,14 +10,16 @@ package check
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/toolcatalog/tool-catalog-operator/api/v1alpha1"
 	"github.com/toolcatalog/tool-catalog-operator/internal/catalog"
@@ -141,54 +143,99 @@ func Run(ctx context.Context, in *Input, schemas *Schemas, opts Options) *Report
 // decode validates each object of our group as the API server would and
 // decodes those of the three kinds checked.
 func (c *checker) decode(ctx context.Context, objects []*Object) (*Set, []*Object) {
+	// Each object is validated and decoded on its own, as many at once as
+	// there are CPUs; the findings and objects are then taken in order.
+	results := make([]decoded, len(objects))
+	var group errgroup.Group
+	group.SetLimit(runtime.GOMAXPROCS(0))
+	const chunk = 256
+	for start := 0; start < len(objects); start += chunk {
+		group.Go(func() error {
+			for i := start; i < min(start+chunk, len(objects)); i++ {
+				results[i] = c.decodeOne(ctx, objects[i])
+			}
+			return nil
+		})
+	}
+	_ = group.Wait()
+
 	set := &Set{}
 	var others []*Object
-	for _, o := range objects {
-		u := &unstructured.Unstructured{Object: o.Content}
-		gvk := u.GroupVersionKind()
-		if !c.schemas.Knows(gvk.Group) {
+	for i, o := range objects {
+		d := results[i]
+		if d.other {
 			others = append(others, o)
 			continue
 		}
-		if u.GetNamespace() == "" {
-			// kubectl apply sends the namespace of its context.
-			u.SetNamespace(c.opts.Config.namespace())
-		}
-		name := fmt.Sprintf("%s %s/%s", gvk.Kind, u.GetNamespace(), u.GetName())
-		violations, err := c.schemas.Validate(ctx, o.Content)
-		if err != nil {
-			line, col := o.Locate("apiVersion")
-			c.add(Finding{Rule: RuleUnknownVersion, File: o.File, Line: line, Column: col, Object: name, Message: err.Error()})
-			continue
-		}
-		for _, v := range violations {
-			line, col := o.Locate(v.Field)
-			c.add(Finding{Rule: RuleSchema, File: o.File, Line: line, Column: col, Object: name, Message: v.Message})
-		}
-		refused := len(violations) > 0
-		var err2 error
-		switch gvk.Kind {
-		case "ToolDefinition":
-			td := &v1alpha1.ToolDefinition{}
-			if err2 = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Content, td); err2 == nil {
-				set.Tools = append(set.Tools, &ToolObject{Object: o, TD: td, Refused: refused})
-			}
-		case "ToolCatalog":
-			tc := &v1alpha1.ToolCatalog{}
-			if err2 = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Content, tc); err2 == nil {
-				set.Catalogs = append(set.Catalogs, &CatalogObject{Object: o, TC: tc, Refused: refused})
-			}
-		case "ToolSource":
-			ts := &v1alpha1.ToolSource{}
-			if err2 = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Content, ts); err2 == nil {
-				set.Sources = append(set.Sources, &SourceObject{Object: o, TS: ts, Refused: refused})
-			}
-		}
-		if err2 != nil && !refused {
-			c.add(Finding{Rule: RuleSchema, File: o.File, Line: o.Line, Column: o.Column, Object: name, Message: err2.Error()})
+		c.findings = append(c.findings, d.findings...)
+		switch {
+		case d.td != nil:
+			set.Tools = append(set.Tools, &ToolObject{Object: o, TD: d.td, Refused: d.refused})
+		case d.tc != nil:
+			set.Catalogs = append(set.Catalogs, &CatalogObject{Object: o, TC: d.tc, Refused: d.refused})
+		case d.ts != nil:
+			set.Sources = append(set.Sources, &SourceObject{Object: o, TS: d.ts, Refused: d.refused})
 		}
 	}
 	return set, others
+}
+
+// decoded is what decodeOne made of an object.
+type decoded struct {
+	other    bool
+	findings []Finding
+	refused  bool
+	td       *v1alpha1.ToolDefinition
+	tc       *v1alpha1.ToolCatalog
+	ts       *v1alpha1.ToolSource
+}
+
+// decodeOne validates an object of our group as the API server would and
+// decodes it when it is of the three kinds checked.
+func (c *checker) decodeOne(ctx context.Context, o *Object) decoded {
+	u := &unstructured.Unstructured{Object: o.Content}
+	gvk := u.GroupVersionKind()
+	if !c.schemas.Knows(gvk.Group) {
+		return decoded{other: true}
+	}
+	if u.GetNamespace() == "" {
+		// kubectl apply sends the namespace of its context.
+		u.SetNamespace(c.opts.Config.namespace())
+	}
+	var d decoded
+	name := fmt.Sprintf("%s %s/%s", gvk.Kind, u.GetNamespace(), u.GetName())
+	at := func(field string, f Finding) {
+		f.File, f.Object = o.File, name
+		f.Line, f.Column = o.Locate(field)
+		d.findings = append(d.findings, f)
+	}
+	violations, err := c.schemas.Validate(ctx, o.Content)
+	if err != nil {
+		at("apiVersion", Finding{Rule: RuleUnknownVersion, Message: err.Error()})
+		return d
+	}
+	for _, v := range violations {
+		at(v.Field, Finding{Rule: RuleSchema, Message: v.Message})
+	}
+	d.refused = len(violations) > 0
+	switch gvk.Kind {
+	case "ToolDefinition":
+		d.td = &v1alpha1.ToolDefinition{}
+		err = kruntime.DefaultUnstructuredConverter.FromUnstructured(o.Content, d.td)
+	case "ToolCatalog":
+		d.tc = &v1alpha1.ToolCatalog{}
+		err = kruntime.DefaultUnstructuredConverter.FromUnstructured(o.Content, d.tc)
+	case "ToolSource":
+		d.ts = &v1alpha1.ToolSource{}
+		err = kruntime.DefaultUnstructuredConverter.FromUnstructured(o.Content, d.ts)
+	}
+	if err != nil {
+		d.td, d.tc, d.ts = nil, nil, nil
+		if !d.refused {
+			at("", Finding{Rule: RuleSchema, Message: err.Error()})
+		}
+	}
+	return d
 }
 
 // validate runs the operator's own checks of the objects the API server
