@@ -55,21 +55,7 @@ type CatalogChange struct {
 
 // change compares each catalog of the input with the same catalog of the
 // base (decoded and selected as the input is).
-func (c *checker) change(ctx context.Context, label string, baseSel map[string]*selected, head []*selected, headGrades []CatalogGrade) *Change {
-	var baseGrades map[string]CatalogGrade
-	if c.opts.Grade {
-		baseGrades = map[string]CatalogGrade{}
-		var list []*selected
-		for _, s := range baseSel {
-			list = append(list, s)
-		}
-		grades, errs := gradeAll(ctx, list)
-		for i, g := range grades {
-			if errs[i] == nil {
-				baseGrades[g.Catalog] = *g
-			}
-		}
-	}
+func (c *checker) change(label string, baseSel map[string]*selected, baseRuns map[string]*gradeRun, head []*selected, headGrades []CatalogGrade) *Change {
 	graded := map[string]CatalogGrade{}
 	for _, g := range headGrades {
 		graded[g.Catalog] = g
@@ -120,12 +106,34 @@ func (c *checker) change(ctx context.Context, label string, baseSel map[string]*
 			}
 			cc.EmbeddingRequests = (cc.TextsToEmbed + batch - 1) / batch
 		}
-		if g, ok := graded[name]; ok && baseGrades != nil {
-			cc.ConfusableAdded, cc.ConfusableRemoved = pairsDiff(baseGrades[name].Confusable, g.Confusable)
+		if g, ok := graded[name]; ok && baseRuns != nil {
+			var before []selfgrade.ConfusablePair
+			if b := baseRuns[name]; b != nil {
+				before = b.grade.Confusable
+			}
+			cc.ConfusableAdded, cc.ConfusableRemoved = pairsDiff(before, g.Confusable)
 		}
 		out.Catalogs = append(out.Catalogs, cc)
 		if n := len(cc.Added) + len(cc.Changed) + len(cc.Removed); n > 0 || cc.New {
 			c.at(s.catalog.Object, "spec", Finding{Rule: RuleChangeCost, Object: name, Catalog: name, Message: cc.summary()})
+		}
+	}
+	return out
+}
+
+// gradeBase grades each catalog of the base, by name; a catalog that
+// cannot be graded is left out (its version after the change is then
+// graded whole).
+func gradeBase(ctx context.Context, baseSel map[string]*selected) map[string]*gradeRun {
+	list := make([]*selected, 0, len(baseSel))
+	for _, s := range baseSel {
+		list = append(list, s)
+	}
+	runs, errs := gradeAll(ctx, list, nil)
+	out := map[string]*gradeRun{}
+	for i, run := range runs {
+		if errs[i] == nil {
+			out[objectName(list[i].catalog.TC)] = run
 		}
 	}
 	return out

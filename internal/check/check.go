@@ -130,11 +130,21 @@ func Run(ctx context.Context, in *Input, schemas *Schemas, opts Options) *Report
 	selections := c.selections(set)
 	c.validate(set, selections)
 	c.lint(set, selections)
+	var baseSel map[string]*selected
+	var baseRuns map[string]*gradeRun
+	if opts.Base != nil {
+		baseSel = <-base
+		if opts.Grade {
+			// The base is graded first and each catalog's version after
+			// the change from it, as the operator grades a new version.
+			baseRuns = gradeBase(ctx, baseSel)
+		}
+	}
 	if opts.Grade {
-		r.Catalogs = c.grade(ctx, selections)
+		r.Catalogs = c.grade(ctx, selections, baseRuns)
 	}
 	if opts.Base != nil {
-		r.Change = c.change(ctx, opts.BaseLabel, <-base, selections, r.Catalogs)
+		r.Change = c.change(opts.BaseLabel, baseSel, baseRuns, selections, r.Catalogs)
 	}
 	r.Findings = c.finish(set)
 	return r

@@ -35,16 +35,17 @@ type CatalogGrade struct {
 // providers: the pass's own steps (plan, generate and embed, build) make
 // the version a first pass would publish, and the operator's grading
 // grades all of it at once.
-func (c *checker) grade(ctx context.Context, selections []*selected) []CatalogGrade {
-	grades, errs := gradeAll(ctx, selections)
+func (c *checker) grade(ctx context.Context, selections []*selected, from map[string]*gradeRun) []CatalogGrade {
+	runs, errs := gradeAll(ctx, selections, from)
 	var out []CatalogGrade
 	for i, s := range selections {
-		g, tc := grades[i], s.catalog.TC
+		tc := s.catalog.TC
 		name := objectName(tc)
 		if errs[i] != nil {
 			c.at(s.catalog.Object, "spec", Finding{Rule: RuleSelfRecall, Object: name, Catalog: name, Message: fmt.Sprintf("cannot grade the catalog: %v", errs[i])})
 			continue
 		}
+		g := runs[i].grade
 		out = append(out, *g)
 		byTool := map[string]*ToolObject{}
 		for _, t := range s.tools {
@@ -75,32 +76,54 @@ func (c *checker) grade(ctx context.Context, selections []*selected) []CatalogGr
 
 // gradeAll grades catalogs as many at once as there are CPUs: the
 // embedding of one keeps the cores busy while another's grading, which
-// runs on one, goes on.
-func gradeAll(ctx context.Context, selections []*selected) ([]*CatalogGrade, []error) {
-	grades, errs := make([]*CatalogGrade, len(selections)), make([]error, len(selections))
+// runs on one, goes on. from holds, by catalog, the version each is
+// graded from, if any.
+func gradeAll(ctx context.Context, selections []*selected, from map[string]*gradeRun) ([]*gradeRun, []error) {
+	runs, errs := make([]*gradeRun, len(selections)), make([]error, len(selections))
 	var group errgroup.Group
 	group.SetLimit(runtime.GOMAXPROCS(0))
 	for i, s := range selections {
+		prev := from[objectName(s.catalog.TC)]
 		group.Go(func() error {
-			grades[i], errs[i] = gradeSelection(ctx, s)
+			runs[i], errs[i] = gradeSelection(ctx, s, prev)
 			return nil
 		})
 	}
 	_ = group.Wait()
-	return grades, errs
+	return runs, errs
 }
 
-// gradeSelection builds and grades one catalog's first version.
-func gradeSelection(ctx context.Context, s *selected) (*CatalogGrade, error) {
+// gradeRun is a catalog's version as a grading left it, for the next
+// version to be built and graded from.
+type gradeRun struct {
+	grade   *CatalogGrade
+	stored  catalog.Stored
+	vectors map[string][]byte
+	grader  *grading.Whole
+}
+
+// gradeSelection builds and grades a catalog's version as the operator
+// would: its first, or, from prev (the same catalog's version before the
+// change), the next one, for which the pass embeds only the tools that
+// changed and the grading searches again only what they can move.
+func gradeSelection(ctx context.Context, s *selected, prev *gradeRun) (*gradeRun, error) {
 	tc := s.catalog.TC
 	providers, err := catalogconfig.BuildProviders(catalogconfig.ProviderSettings{}, nil)
 	if err != nil {
 		return nil, err
 	}
+	run := &gradeRun{grader: grading.NewWhole(), vectors: map[string][]byte{}}
+	var before catalog.Stored
+	if prev != nil {
+		before, run.grader = prev.stored, prev.grader
+		for name, v := range prev.vectors {
+			run.vectors[name] = v
+		}
+	}
 	// The grading searches every query the pass embedded: keep them all.
 	queries := &catalog.QueryVectors{Limit: -1}
 	model := providers.Embedder.Model()
-	plans := catalog.Plan(catalog.PlanInput{Tools: s.selection.Tools, Model: model, QueriesPerTool: catalogconfig.QueriesPerTool(tc.Spec)})
+	plans := catalog.Plan(catalog.PlanInput{Tools: s.selection.Tools, Stored: before.Tools, Model: model, QueriesPerTool: catalogconfig.QueriesPerTool(tc.Spec), Lineage: before.Lineage()})
 	now := time.Now()
 	refreshed := catalog.Refresh(ctx, catalog.Providers{Generator: providers.Generator, Embedder: queries.Recording(providers.Embedder), Concurrency: 4}, plans, now, catalog.Budget{})
 	if len(refreshed.Failures) > 0 {
@@ -109,30 +132,36 @@ func gradeSelection(ctx context.Context, s *selected) (*CatalogGrade, error) {
 	}
 	build, err := catalog.BuildDocument(catalog.BuildInput{
 		Catalog: catalog.ID(tc), Provider: "builtin", Model: model, Search: catalogconfig.SearchOf(tc.Spec),
-		Plans: plans, Rejected: s.selection.Rejected, Refreshed: refreshed, Now: now,
+		Plans: plans, Rejected: s.selection.Rejected, Refreshed: refreshed, Stored: before, Now: now,
 	})
 	if err != nil {
 		return nil, err
 	}
-	stored, err := catalog.Stored{}.Published(build, 1)
-	if err != nil {
+	if run.stored, err = before.Published(build, before.Version+1); err != nil {
 		return nil, err
+	}
+	for name, v := range build.Vectors {
+		run.vectors[name] = v
+	}
+	for _, name := range build.Removed {
+		delete(run.vectors, name)
 	}
 	vectors := func(_ context.Context, names []string) (map[string]string, error) {
 		out := make(map[string]string, len(names))
 		for _, n := range names {
-			if v, ok := build.Vectors[n]; ok {
+			if v, ok := run.vectors[n]; ok {
 				out[n] = string(v)
 			}
 		}
 		return out, nil
 	}
-	g, err := grading.Whole(ctx, stored, providers.Embedder, queries, vectors)
+	g, err := run.grader.Grade(ctx, run.stored, providers.Embedder, queries, vectors)
 	if err != nil {
 		return nil, err
 	}
-	return &CatalogGrade{
+	run.grade = &CatalogGrade{
 		Catalog: objectName(tc), Model: model, Tools: len(s.selection.Tools),
 		GradedTools: g.Tools, GradedQueries: g.Queries, SelfRecallAt5: g.SelfRecallAt5, Confusable: g.Confusable, Outranked: g.Outranked,
-	}, nil
+	}
+	return run, nil
 }

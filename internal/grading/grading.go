@@ -355,14 +355,27 @@ func (gs *Grades) run(ctx context.Context, key client.ObjectKey) {
 	}
 }
 
-// Whole grades every gradable tool of a version in one go, with no bound
-// on the searches, where the gradings of a manager's successive versions
-// grade a sample each in turn: the offline check's grading, the same code
-// as the operator's. vectors reads the version's raw vectors by tool.
-func Whole(ctx context.Context, stored catalog.Stored, emb embedding.Embedder, queries *catalog.QueryVectors, vectors func(ctx context.Context, names []string) (map[string]string, error)) (*selfgrade.Grading, error) {
-	st := &gradeState{grader: selfgrade.New(-1, 0), whole: true}
+// Whole grades successive versions of one catalog, each from the one
+// graded before as a manager's grading does, but every gradable tool of
+// each in one go, with no bound on the searches, where a manager grades
+// a sample of each in turn: the offline check's grading, the same code
+// as the operator's. Not safe for concurrent use.
+type Whole struct {
+	st *gradeState
+}
+
+// NewWhole returns a Whole that has graded nothing yet.
+func NewWhole() *Whole {
+	return &Whole{st: &gradeState{grader: selfgrade.New(-1, 0), whole: true}}
+}
+
+// Grade grades a version: the first, or one published from the version
+// graded last (catalog.Stored.Published), of which only what changed is
+// indexed and searched again. vectors reads the version's raw vectors by
+// tool; queries holds the query vectors its pass embedded.
+func (w *Whole) Grade(ctx context.Context, stored catalog.Stored, emb embedding.Embedder, queries *catalog.QueryVectors, vectors func(ctx context.Context, names []string) (map[string]string, error)) (*selfgrade.Grading, error) {
 	job := &gradeJob{version: stored.Version, stored: stored, emb: emb, changed: map[string]bool{}, queries: queries, vectors: vectors}
-	g, _, err := st.grade(ctx, job)
+	g, _, err := w.st.grade(ctx, job)
 	return g, err
 }
 

@@ -412,6 +412,14 @@ func TestBaseReportsWhatTheChangeCosts(t *testing.T) {
 	if out.Change.Base != "main" {
 		t.Errorf("base %q", out.Change.Base)
 	}
+	// The version after the change is graded from the base's, as the
+	// operator grades a new version: what it finds is what a grading of
+	// the version alone finds.
+	alone := decodeJSON(t, run(t, repo, "", "-o", "json", "tools"))
+	if len(out.Catalogs) != 1 || len(alone.Catalogs) != 1 || out.Catalogs[0].GradedTools != alone.Catalogs[0].GradedTools ||
+		fmt.Sprint(out.Catalogs[0].Confusable) != fmt.Sprint(alone.Catalogs[0].Confusable) {
+		t.Errorf("graded from the base %+v, alone %+v", out.Catalogs, alone.Catalogs)
+	}
 	// The same from a checkout of the base, and from a subdirectory.
 	base := t.TempDir()
 	for _, f := range []string{"catalog.yaml", "tools.yaml"} {
