@@ -81,6 +81,13 @@ type Set struct {
 	Tools    []*ToolObject
 	Catalogs []*CatalogObject
 	Sources  []*SourceObject
+	// sources finds Sources by namespace/name.
+	sources map[string]*v1alpha1.ToolSource
+}
+
+// source finds a ToolSource of the input, nil when there is none.
+func (s *Set) source(namespace, name string) *v1alpha1.ToolSource {
+	return s.sources[namespace+"/"+name]
 }
 
 // ToolObject is a ToolDefinition of the input.
@@ -169,7 +176,7 @@ func (c *checker) decode(ctx context.Context, objects []*Object) (*Set, []*Objec
 	}
 	_ = group.Wait()
 
-	set := &Set{}
+	set := &Set{sources: map[string]*v1alpha1.ToolSource{}}
 	var others []*Object
 	for i, o := range objects {
 		d := results[i]
@@ -185,6 +192,7 @@ func (c *checker) decode(ctx context.Context, objects []*Object) (*Set, []*Objec
 			set.Catalogs = append(set.Catalogs, &CatalogObject{Object: o, TC: d.tc, Refused: d.refused})
 		case d.ts != nil:
 			set.Sources = append(set.Sources, &SourceObject{Object: o, TS: d.ts, Refused: d.refused})
+			set.sources[d.ts.Namespace+"/"+d.ts.Name] = d.ts
 		}
 	}
 	return set, others
@@ -251,9 +259,7 @@ func (c *checker) decodeOne(ctx context.Context, o *Object) decoded {
 // validate runs the operator's own checks of the objects the API server
 // would store.
 func (c *checker) validate(set *Set, selections []*selected) {
-	sources := map[string]*v1alpha1.ToolSource{}
 	for _, s := range set.Sources {
-		sources[s.TS.Namespace+"/"+s.TS.Name] = s.TS
 		if s.Refused {
 			continue
 		}
@@ -269,7 +275,7 @@ func (c *checker) validate(set *Set, selections []*selected) {
 		}
 		var source *v1alpha1.ToolSource
 		if ref := t.TD.Spec.Source; ref != nil && ref.ToolSource != "" {
-			source = sources[t.TD.Namespace+"/"+ref.ToolSource]
+			source = set.source(t.TD.Namespace, ref.ToolSource)
 		}
 		if invalid := catalog.ValidateSpec(t.TD, source); invalid != nil {
 			rule := RuleInvalidSpec
@@ -315,10 +321,6 @@ type selected struct {
 // store), kept for the run.
 func (c *checker) selections(set *Set) []*selected {
 	var out []*selected
-	sources := map[string]*v1alpha1.ToolSource{}
-	for _, s := range set.Sources {
-		sources[s.TS.Namespace+"/"+s.TS.Name] = s.TS
-	}
 	for _, k := range set.Catalogs {
 		if k.Refused {
 			continue
@@ -338,7 +340,7 @@ func (c *checker) selections(set *Set) []*selected {
 			tds = append(tds, *t.TD)
 		}
 		ns := k.TC.Namespace
-		s.selection, err = catalog.Select(tds, func(name string) *v1alpha1.ToolSource { return sources[ns+"/"+name] })
+		s.selection, err = catalog.Select(tds, func(name string) *v1alpha1.ToolSource { return set.source(ns, name) })
 		if err != nil {
 			c.at(k.Object, "spec.selector", Finding{Rule: RuleInvalidSpec, Object: objectName(k.TC), Message: err.Error()})
 			continue

@@ -332,6 +332,9 @@ func TestMisuseExitsTwo(t *testing.T) {
 		{"-o", "xml", "testdata/valid"},
 		{"--fail-on", "fatal", "testdata/valid"},
 		{"--base", "main", "--base-dir", "x", "testdata/valid"},
+		// A ref that git would read as an option (--upload-pack runs a
+		// command) is refused before git sees it.
+		{"--base=--upload-pack=touch pwned", "testdata/valid"},
 		{dir},
 		{filepath.Join(dir, "absent")},
 	} {
