@@ -33,7 +33,7 @@ var components = []struct {
 	// The grading of the version published.
 	{"grading", func(fn string) bool {
 		return strings.Contains(fn, "/internal/grading.") || strings.Contains(fn, "/pkg/toolcatalog/selfgrade") ||
-			strings.Contains(fn, "/pkg/toolcatalog.(*grader)") || strings.Contains(fn, "/pkg/toolcatalog.(*indexGrader)")
+			strings.Contains(fn, "/pkg/toolcatalog/internal/index.(*grader)") || strings.Contains(fn, "/pkg/toolcatalog/internal/index.(*indexGrader)")
 	}},
 	// The records: the records writer and the ToolDefinition reconciler
 	// that writes them.

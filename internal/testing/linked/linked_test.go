@@ -89,3 +89,45 @@ func TestReleaseBuildsStayWithinTheirBudgets(t *testing.T) {
 		})
 	}
 }
+
+// grading names the self-grading's code, which lives beside the search
+// index it reaches into (pkg/toolcatalog/internal/index) but is reached
+// only through package selfgrade: its types and their methods.
+var grading = []string{
+	"pkg/toolcatalog/internal/index.(*grader)",
+	"pkg/toolcatalog/internal/index.(*indexGrader)",
+	"pkg/toolcatalog/internal/index.blendWatch",
+	"pkg/toolcatalog/internal/index.(*intentWatch)",
+	"pkg/toolcatalog/internal/index.(*Catalog).gradedTool",
+}
+
+// The grading is linked where it is used (the manager grades each version
+// it publishes) and nowhere else: the gateway serves catalogs with
+// pkg/toolcatalog and never grades, so it links none of it.
+func TestOnlyWhatGradesLinksTheGrading(t *testing.T) {
+	dir := t.TempDir()
+	for cmd, grades := range map[string]bool{"manager": true, "toolcatalog-gateway": false} {
+		t.Run(cmd, func(t *testing.T) {
+			bin := filepath.Join(dir, cmd)
+			if out, err := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", bin, module+"/cmd/"+cmd).CombinedOutput(); err != nil {
+				t.Fatalf("go build: %v\n%s", err, out)
+			}
+			out, err := exec.Command("go", "tool", "nm", bin).CombinedOutput()
+			if err != nil {
+				t.Fatalf("go tool nm: %v\n%s", err, out)
+			}
+			var linked []string
+			for _, sym := range grading {
+				if strings.Contains(string(out), sym) {
+					linked = append(linked, sym)
+				}
+			}
+			switch {
+			case grades && len(linked) == 0:
+				t.Errorf("%s links none of the grading (%s): has it moved?", cmd, strings.Join(grading, ", "))
+			case !grades && len(linked) > 0:
+				t.Errorf("%s links the grading (%s): only package selfgrade may refer to it", cmd, strings.Join(linked, ", "))
+			}
+		})
+	}
+}

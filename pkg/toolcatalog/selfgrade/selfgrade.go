@@ -19,42 +19,41 @@
 package selfgrade
 
 import (
-	// Package toolcatalog implements the grading over its index.
-	_ "github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/gradehook"
+	// The grading searches the catalog's own index, with its internals.
+	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/index"
 )
 
 // K is the cut-off: a held-back query counts as found when its tool ranks
 // in the top K.
-const K = gradehook.K
+const K = index.K
 
 // Defaults of New: DefaultMaxSearches bounds one Grade of a catalog of
 // MaxSearchesTools tools or more, and a Grade of a smaller catalog does as
 // many more searches as it has fewer tools.
 const (
-	DefaultMaxSearches = gradehook.DefaultMaxSearches
-	MaxSearchesTools   = gradehook.MaxSearchesTools
-	DefaultSample      = gradehook.DefaultSample
+	DefaultMaxSearches = index.DefaultMaxSearches
+	MaxSearchesTools   = index.MaxSearchesTools
+	DefaultSample      = index.DefaultSample
 )
 
 // A Grader of a catalog of KeptMinTools vectors or more keeps up to
 // KeptBytes per graded query besides its vector.
 const (
-	KeptMinTools = gradehook.KeptMinTools
-	KeptBytes    = gradehook.KeptBytes
+	KeptMinTools = index.KeptMinTools
+	KeptBytes    = index.KeptBytes
 )
 
 type (
 	// QuerySet is one tool's own queries with their vectors.
-	QuerySet = gradehook.QuerySet
+	QuerySet = index.QuerySet
 	// Grading is how well a catalog finds its own tools.
-	Grading = gradehook.Grading
+	Grading = index.Grading
 	// Outranked is a tool other tools rank above it for its own queries.
-	Outranked = gradehook.Outranked
+	Outranked = index.Outranked
 	// ConfusablePair is two tools whose own queries retrieve each other.
-	ConfusablePair = gradehook.ConfusablePair
+	ConfusablePair = index.ConfusablePair
 	// Grader grades the successive versions of one catalog.
-	Grader = gradehook.Grader
+	Grader = index.Grader
 )
 
 // New returns a Grader that searches at most maxSearches queries per
@@ -62,5 +61,5 @@ type (
 // rest to the next Grade, and searches again sample tools' kept queries
 // in turn (DefaultSample when 0).
 func New(maxSearches, sample int) Grader {
-	return gradehook.New(maxSearches, sample)
+	return index.NewGrader(maxSearches, sample)
 }

@@ -1,4 +1,4 @@
-package toolcatalog
+package index
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 	"testing"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/published/versions"
-
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/gradehook"
 
 	"github.com/toolcatalog/tool-catalog-operator/internal/embedding"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
@@ -241,7 +239,7 @@ func BenchmarkSearchHugeQuery(b *testing.B) {
 // searches a few dozen of them again).
 func BenchmarkGrade10k(b *testing.B) {
 	c := benchCatalog(b, 10000)
-	sets := map[string]gradehook.QuerySet{}
+	sets := map[string]QuerySet{}
 	for i := 0; i < 10000; i += 50 {
 		t := c.Document.Tools[i]
 		qs := []string{"please " + t.Description, t.Name + " now", "I want to " + strings.ReplaceAll(t.Name, "_", " ")}
@@ -249,7 +247,7 @@ func BenchmarkGrade10k(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		sets[t.Name] = gradehook.QuerySet{Queries: qs, Vectors: vecs}
+		sets[t.Name] = QuerySet{Queries: qs, Vectors: vecs}
 	}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -1,4 +1,4 @@
-package toolcatalog
+package index
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"sort"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/gradehook"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
@@ -44,13 +43,13 @@ type grader struct {
 const gradeBatch = 32
 
 // watchRank is the rank in either arm above which a changed tool could
-// enter a query's top gradehook.K: the blend of two arms can lift a tool a few
+// enter a query's top K: the blend of two arms can lift a tool a few
 // places above its rank in each.
-const watchRank = 3 * gradehook.K
+const watchRank = 3 * K
 
 // gradedTool is one tool's queries, ready to search, and their outcomes.
 type gradedTool struct {
-	set   gradehook.QuerySet
+	set   QuerySet
 	units [][]float32
 	// intentUnits are the unit vectors of IntentVectors.
 	intentUnits map[int][][]float32
@@ -88,20 +87,14 @@ type keptRow struct {
 // the changed tools it may lose before a scan is due again.
 const keptSlack = 16
 
-func init() {
-	if size := (depth(gradehook.K) + keptSlack) * 8; size > gradehook.KeptBytes {
-		panic(fmt.Sprintf("a kept ranking holds %d bytes, more than gradehook.KeptBytes", size))
-	}
-}
-
 // keptMinRows is the number of vectors from which a grading keeps its
 // queries' rankings; a smaller catalog is scanned as fast.
-const keptMinRows = gradehook.KeptMinTools
+const keptMinRows = KeptMinTools
 
 // queryOutcome is where one left-out query ranked its tool.
 type queryOutcome struct {
 	found bool
-	// first is the tool ranked first; top the first gradehook.K.
+	// first is the tool ranked first; top the first K.
 	first string
 	top   []string
 	// terms are the query's distinct index terms; semWatch and lexWatch
@@ -120,7 +113,7 @@ type queryOutcome struct {
 
 // blendWatch is what a hybrid search needs to score one more tool as it
 // scored the others: each arm's scale, the cosine's share, the lexical
-// evidence and the blended score of the gradehook.K-th tool.
+// evidence and the blended score of the K-th tool.
 type blendWatch struct {
 	w, cosHi, cosLo, lexHi, lexLo float64
 	// marginCos is the semantic arm's cosine at marginRank, +Inf when it
@@ -129,7 +122,7 @@ type blendWatch struct {
 	marginCos             float64
 	evidence, minEvidence float64
 	semanticOnly          bool
-	// kth is the gradehook.K-th tool's score on the blend's scale, or its
+	// kth is the K-th tool's score on the blend's scale, or its
 	// cosine in a semantic-only search, whose order is the cosines' alone;
 	// -Inf when fewer tools ranked. kthName is that tool's name in a
 	// semantic-only search.
@@ -137,7 +130,7 @@ type blendWatch struct {
 	kthName string
 }
 
-// blendMargin is how far under the gradehook.K-th blended score a changed tool
+// blendMargin is how far under the K-th blended score a changed tool
 // still counts as able to pass it: the change moves other scores a little
 // too, through the words' weights and the arms' baselines.
 const blendMargin = 0.05
@@ -154,10 +147,10 @@ func newBlendWatch(order, semantic, lexical []ranked, b Blend) *blendWatch {
 	if bw.semanticOnly {
 		bw.w = 1
 	}
-	if len(order) >= gradehook.K {
-		bw.kth = order[gradehook.K-1].score
+	if len(order) >= K {
+		bw.kth = order[K-1].score
 		if bw.semanticOnly {
-			bw.kthName = order[gradehook.K-1].name
+			bw.kthName = order[K-1].name
 		}
 	}
 	return bw
@@ -165,13 +158,13 @@ func newBlendWatch(order, semantic, lexical []ranked, b Blend) *blendWatch {
 
 // reaches reports whether the tool name with this cosine and BM25 score
 // (0: no match) in the next version could rank among the query's first
-// gradehook.K. It scores the tool as the blend scored the others, on each
+// K. It scores the tool as the blend scored the others, on each
 // arm's scale widened to take it, and lets the others' scores fall by what
 // that widening can take from them. A tool that moves the lexical evidence
 // across the semantic-only or the strong-evidence line changes how every
 // tool is blended, and is due. A semantic-only search orders by cosine,
 // which a change of another tool does not move: the tool is due when it
-// passes the gradehook.K-th, as the search breaks ties (by name).
+// passes the K-th, as the search breaks ties (by name).
 func (bw *blendWatch) reaches(name string, cosine, bm25, maxIDF float64) bool {
 	if math.IsInf(bw.kth, -1) {
 		return true
@@ -215,10 +208,13 @@ func widened(hi, to, lo float64) float64 {
 	return (to - hi) / (to - lo)
 }
 
-func init() {
-	gradehook.New = func(maxSearches, sample int) gradehook.Grader {
-		return &indexGrader{grader: grader{maxSearches: maxSearches, sample: sample}}
-	}
+// NewGrader returns a Grader bounded to maxSearches searches per Grade
+// (the default when 0, none when negative), searching again sample tools'
+// kept queries in turn (the default when 0). Package selfgrade offers it;
+// nothing else refers to it, so only a program that grades links the
+// grading.
+func NewGrader(maxSearches, sample int) Grader {
+	return &indexGrader{grader: grader{maxSearches: maxSearches, sample: sample}}
 }
 
 // indexGrader is the grader package selfgrade hands out: it indexes each
@@ -286,7 +282,7 @@ func (g *indexGrader) Index(doc *contract.Document, chunk int, digest func(name 
 }
 
 // Grade grades the catalog Index indexed last.
-func (g *indexGrader) Grade(ctx context.Context, sets map[string]gradehook.QuerySet) (*gradehook.Grading, int, error) {
+func (g *indexGrader) Grade(ctx context.Context, sets map[string]QuerySet) (*Grading, int, error) {
 	if g.indexed == nil {
 		return nil, 0, errors.New("no version indexed to grade")
 	}
@@ -345,8 +341,8 @@ func changedRows(prev, c *Catalog) []string {
 // any catalog: a grader meeting another model or catalog starts afresh),
 // with sets, the tools' own queries. It returns the grading and how many
 // due queries were left for the next grade by maxSearches.
-func (g *grader) grade(ctx context.Context, c *Catalog, sets map[string]gradehook.QuerySet) (*gradehook.Grading, int, error) {
-	opts := c.withDefaults(Options{TopK: gradehook.K})
+func (g *grader) grade(ctx context.Context, c *Catalog, sets map[string]QuerySet) (*Grading, int, error) {
+	opts := c.withDefaults(Options{TopK: K})
 	method := opts.Method
 	if method != BM25 && c.dims == 0 {
 		method = BM25
@@ -361,7 +357,7 @@ func (g *grader) grade(ctx context.Context, c *Catalog, sets map[string]gradehoo
 	}
 	g.next, g.nextRows, g.nextMoved, g.nextAll = nil, nil, false, false
 	if spent || g.prev == nil || g.prev.Document.CatalogUID != c.Document.CatalogUID || g.prev.Document.Embedding != c.Document.Embedding ||
-		!sameRanking(g.prev.withDefaults(Options{TopK: gradehook.K}), opts) {
+		!sameRanking(g.prev.withDefaults(Options{TopK: K}), opts) {
 		g.tools = nil
 	}
 	var changed map[string]bool
@@ -541,13 +537,13 @@ func (g *grader) grade(ctx context.Context, c *Catalog, sets map[string]gradehoo
 }
 
 // defaultSearches bounds one grade of a catalog of n tools by the work of
-// gradehook.DefaultMaxSearches searches of gradehook.MaxSearchesTools
+// DefaultMaxSearches searches of MaxSearchesTools
 // tools: a search's cost grows with the tools it ranks.
 func defaultSearches(n int) int {
-	if n >= gradehook.MaxSearchesTools {
-		return gradehook.DefaultMaxSearches
+	if n >= MaxSearchesTools {
+		return DefaultMaxSearches
 	}
-	return gradehook.DefaultMaxSearches * gradehook.MaxSearchesTools / max(n, 1)
+	return DefaultMaxSearches * MaxSearchesTools / max(n, 1)
 }
 
 // keep keeps query i's semantic ranking for the next search.
@@ -659,7 +655,7 @@ func (g *grader) updateKept(c *Catalog, tools map[string]*gradedTool, changed ma
 
 // gradedTool readies a tool's queries for search, nil when the semantic
 // arm cannot grade it (no vector).
-func (c *Catalog) gradedTool(name string, set gradehook.QuerySet, method Method) (*gradedTool, error) {
+func (c *Catalog) gradedTool(name string, set QuerySet, method Method) (*gradedTool, error) {
 	gt := &gradedTool{set: set, outcomes: make([]*queryOutcome, len(set.Queries))}
 	if method == BM25 {
 		gt.units = make([][]float32, len(set.Queries))
@@ -696,7 +692,7 @@ func (c *Catalog) gradedTool(name string, set gradehook.QuerySet, method Method)
 }
 
 // fuseIntents is the order Search gives a query of several intents,
-// whole holding its whole ranking: each intent's share of the top gradehook.K,
+// whole holding its whole ranking: each intent's share of the top K,
 // then the whole ranking. It searches each intent once per memo, and adds
 // each intent's search to watch.
 func (c *Catalog) fuseIntents(whole []ranked, intents []string, units [][]float32, opts Options, method Method, memo *intentSearches, watch *intentWatch) []ranked {
@@ -730,7 +726,7 @@ func (c *Catalog) fuseIntents(whole []ranked, intents []string, units [][]float3
 	}
 	seen := map[string]bool{}
 	var out []ranked
-	for _, p := range intentPicks(rankings, gradehook.K, func(n string) bool { return !seen[n] }) {
+	for _, p := range intentPicks(rankings, K, func(n string) bool { return !seen[n] }) {
 		seen[p.name] = true
 		out = append(out, ranked{name: p.name})
 	}
@@ -774,11 +770,11 @@ func sameRanking(a, b Options) bool {
 func outcomeOf(tool string, terms []string, order, semantic, lexical []ranked) *queryOutcome {
 	o := &queryOutcome{terms: terms, semWatch: math.Inf(-1)}
 	at := rankOf(order, tool)
-	o.found = at > 0 && at <= gradehook.K
+	o.found = at > 0 && at <= K
 	if len(order) > 0 {
 		o.first = order[0].name
 	}
-	for _, r := range order[:min(len(order), gradehook.K)] {
+	for _, r := range order[:min(len(order), K)] {
 		o.top = append(o.top, r.name)
 	}
 	if len(semantic) >= watchRank {
@@ -817,8 +813,8 @@ func changedTools(prev, c *Catalog, rows []string) map[string]bool {
 }
 
 // markAffected makes due every kept query a changed tool could rank
-// differently: one whose top gradehook.K or first held a changed tool, or
-// for which a changed tool now scores into the top gradehook.K of a hybrid
+// differently: one whose top K or first held a changed tool, or
+// for which a changed tool now scores into the top K of a hybrid
 // search (see blendWatch) or above the watch rank of an arm of another;
 // for a query searched by its intents, one that an arm of its searches
 // ranked or now ranks (see intentWatch).
@@ -893,7 +889,7 @@ func (g *grader) markAffected(c *Catalog, changed map[string]bool, opts Options)
 func (g *grader) markSample(names []string) {
 	n := g.sample
 	if n == 0 {
-		n = gradehook.DefaultSample
+		n = DefaultSample
 	}
 	start := sort.SearchStrings(names, g.turn)
 	if start < len(names) && names[start] == g.turn {
@@ -921,8 +917,8 @@ func (g *grader) markSample(names []string) {
 }
 
 // grading sums up the outcomes of the searched queries.
-func (g *grader) grading(c *Catalog) *gradehook.Grading {
-	out := &gradehook.Grading{}
+func (g *grader) grading(c *Catalog) *Grading {
+	out := &Grading{}
 	firsts := map[string]map[string]int{} // tool → tool ranked first instead → count
 	found := 0
 	names := make([]string, 0, len(g.tools))
@@ -955,7 +951,7 @@ func (g *grader) grading(c *Catalog) *gradehook.Grading {
 		out.Tools++
 		out.Queries += queries
 		if missed > 0 {
-			out.Outranked = append(out.Outranked, gradehook.Outranked{Tool: name, Missed: missed, Queries: queries, By: mostOften(firsts[name])})
+			out.Outranked = append(out.Outranked, Outranked{Tool: name, Missed: missed, Queries: queries, By: mostOften(firsts[name])})
 		}
 	}
 	if out.Queries > 0 {
@@ -968,7 +964,7 @@ func (g *grader) grading(c *Catalog) *gradehook.Grading {
 	for a, others := range firsts {
 		for b := range others {
 			if a < b && firsts[b][a] > 0 {
-				out.Confusable = append(out.Confusable, gradehook.ConfusablePair{A: a, B: b, Similarity: c.similarity(a, b)})
+				out.Confusable = append(out.Confusable, ConfusablePair{A: a, B: b, Similarity: c.similarity(a, b)})
 			}
 		}
 	}

@@ -1,12 +1,10 @@
-package toolcatalog
+package index
 
 import (
 	"context"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/gradehook"
 
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
@@ -143,12 +141,12 @@ func TestGradeSearchesIntents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := gradehook.QuerySet{Queries: queries, Vectors: vecs[:2], IntentVectors: map[int][][]float32{0: vecs[2:]}}
+	set := QuerySet{Queries: queries, Vectors: vecs[:2], IntentVectors: map[int][][]float32{0: vecs[2:]}}
 	for _, m := range []Method{BM25, Semantic, Hybrid} {
 		recall := map[string]float64{}
 		for _, setting := range []string{IntentsOn, IntentsOff} {
 			c := buildFixture(t, crowd, contract.SearchDefaults{Method: string(m), Intents: setting})
-			g, _, err := (&grader{}).grade(context.Background(), c, map[string]gradehook.QuerySet{"translate_text": set})
+			g, _, err := (&grader{}).grade(context.Background(), c, map[string]QuerySet{"translate_text": set})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,9 +1,14 @@
-// Package toolcatalog is what an agent runtime imports to use published
-// tool catalogs: load a catalog from Redis, follow its new versions, check
-// permissions and search it (semantic, BM25 or hybrid) to send a model only
-// the few relevant tools. It reads the Redis contract of pkg/contract and
-// does not depend on Kubernetes libraries.
-package toolcatalog
+// Package index is a loaded catalog version and everything that reads it:
+// its rows of unit vectors, its BM25 index, the semantic, lexical and
+// hybrid searches and their blend, disclosure and the bridge tools, and
+// the self-grading that searches a catalog with its own tools' queries.
+//
+// Package toolcatalog is its public face: it names, by alias, what an agent
+// runtime uses. The grading's internals reach into the index (its rows,
+// kept rankings and the arms of a search) and so live here too, but only
+// package selfgrade refers to them (NewGrader): a program that does not
+// grade does not link them.
+package index
 
 import (
 	"context"

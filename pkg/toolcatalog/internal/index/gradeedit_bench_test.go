@@ -1,4 +1,4 @@
-package toolcatalog
+package index
 
 import (
 	"cmp"
@@ -13,7 +13,6 @@ import (
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/openaitest"
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/shapes"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/gradehook"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/text"
 )
 
@@ -31,13 +30,13 @@ func sharedTool(i int) (name, description string) {
 type sharedFixture struct {
 	doc  *contract.Document
 	raw  map[string][]byte
-	sets map[string]gradehook.QuerySet
+	sets map[string]QuerySet
 }
 
 // newSharedFixture is the fixture of n shared tools.
 func newSharedFixture(b testing.TB, n int) *sharedFixture {
 	b.Helper()
-	f := &sharedFixture{raw: make(map[string][]byte, n), sets: map[string]gradehook.QuerySet{}}
+	f := &sharedFixture{raw: make(map[string][]byte, n), sets: map[string]QuerySet{}}
 	f.doc = &contract.Document{Catalog: "bench/shared", CatalogUID: "shared",
 		Embedding: contract.EmbeddingInfo{Model: "words", Dimensions: sharedDims},
 		Search:    contract.SearchDefaults{Method: "hybrid", TopK: 5}}
@@ -56,7 +55,7 @@ func newSharedFixture(b testing.TB, n int) *sharedFixture {
 	}
 	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(hash(a), hash(b)) })
 	for _, name := range names[:min(n, 200)] {
-		f.sets[name] = gradehook.QuerySet{}
+		f.sets[name] = QuerySet{}
 	}
 	f.change(b, tools, func(d string) string { return d })
 	return f
@@ -110,7 +109,7 @@ func (f *sharedFixture) change(b testing.TB, tools map[string]string, describe f
 			next.Tools = slices.Insert(next.Tools, i, t)
 		}
 		qs := shapes.Queries(t.Description, 5)
-		set := gradehook.QuerySet{Queries: qs}
+		set := QuerySet{Queries: qs}
 		centroid := make([]float32, sharedDims)
 		for j, q := range qs {
 			v := sharedVectors.of(b, q)
@@ -138,7 +137,7 @@ func (f *sharedFixture) change(b testing.TB, tools map[string]string, describe f
 
 // index indexes the fixture's version in g, from the version g graded
 // last when touched names the tools changed since.
-func (f *sharedFixture) index(b testing.TB, g gradehook.Grader, touched []string) {
+func (f *sharedFixture) index(b testing.TB, g Grader, touched []string) {
 	b.Helper()
 	read := func(names []string) (map[string]string, error) {
 		out := make(map[string]string, len(names))
@@ -155,7 +154,7 @@ func (f *sharedFixture) index(b testing.TB, g gradehook.Grader, touched []string
 }
 
 // grade grades the version g indexed last with the fixture's query sets.
-func (f *sharedFixture) grade(b testing.TB, g gradehook.Grader) *gradehook.Grading {
+func (f *sharedFixture) grade(b testing.TB, g Grader) *Grading {
 	b.Helper()
 	got, left, err := g.Grade(context.Background(), f.sets)
 	if err != nil || left != 0 {
@@ -189,7 +188,7 @@ func BenchmarkGradeEdit(b *testing.B) {
 	for _, n := range []int{10000, 100000} {
 		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) {
 			f := newSharedFixture(b, n)
-			g := gradehook.New(-1, 0)
+			g := NewGrader(-1, 0)
 			f.index(b, g, nil)
 			f.grade(b, g)
 			searched, edit := 0, 0

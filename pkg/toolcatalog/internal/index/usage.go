@@ -1,4 +1,4 @@
-package toolcatalog
+package index
 
 // What a consumer records of its calls, and reads back: the most used
 // tools, and the requests a catalog learns from.

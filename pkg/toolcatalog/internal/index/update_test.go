@@ -1,4 +1,4 @@
-package toolcatalog
+package index
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package toolcatalog
+package index
 
 import (
 	"bytes"
@@ -13,31 +13,29 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolcatalog/tool-catalog-operator/pkg/toolcatalog/internal/gradehook"
-
 	"github.com/toolcatalog/tool-catalog-operator/internal/testing/openaitest"
 	"github.com/toolcatalog/tool-catalog-operator/pkg/contract"
 )
 
 // grade grades the catalog with its own queries, searching every one, as
 // a fresh grader does.
-func (c *Catalog) grade(ctx context.Context, sets map[string]gradehook.QuerySet) (*gradehook.Grading, error) {
+func (c *Catalog) grade(ctx context.Context, sets map[string]QuerySet) (*Grading, error) {
 	g, _, err := (&grader{maxSearches: -1}).grade(ctx, c, sets)
 	return g, err
 }
 
 // querySets embeds each fixture tool's queries and description, the set
 // its centroid was built from.
-func querySets(t *testing.T, tools []fixtureTool) map[string]gradehook.QuerySet {
+func querySets(t *testing.T, tools []fixtureTool) map[string]QuerySet {
 	t.Helper()
-	out := map[string]gradehook.QuerySet{}
+	out := map[string]QuerySet{}
 	for _, ft := range tools {
 		texts := append(append([]string(nil), ft.queries...), ft.description)
 		vecs, err := lexicalEmbedder().Embed(context.Background(), texts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[ft.name] = gradehook.QuerySet{Queries: texts, Vectors: vecs}
+		out[ft.name] = QuerySet{Queries: texts, Vectors: vecs}
 	}
 	return out
 }
@@ -91,8 +89,8 @@ func TestGradeLeavesEachQueryOut(t *testing.T) {
 	c := buildFixture(t, tools, contract.SearchDefaults{Method: "semantic", TopK: 5})
 	sets := querySets(t, tools)
 	// Only the two odd queries, not the description.
-	sets["misc_helper"] = gradehook.QuerySet{Queries: odd.queries, Vectors: sets["misc_helper"].Vectors[:2]}
-	g, err := c.grade(context.Background(), map[string]gradehook.QuerySet{"misc_helper": sets["misc_helper"]})
+	sets["misc_helper"] = QuerySet{Queries: odd.queries, Vectors: sets["misc_helper"].Vectors[:2]}
+	g, err := c.grade(context.Background(), map[string]QuerySet{"misc_helper": sets["misc_helper"]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +111,7 @@ func TestGradeSkipsToolsWithOneQuery(t *testing.T) {
 	c := buildFixture(t, fixture, contract.SearchDefaults{Method: "hybrid", TopK: 5})
 	sets := querySets(t, fixture)
 	one := sets["get_weather"]
-	g, err := c.grade(context.Background(), map[string]gradehook.QuerySet{"get_weather": {Queries: one.Queries[:1], Vectors: one.Vectors[:1]}})
+	g, err := c.grade(context.Background(), map[string]QuerySet{"get_weather": {Queries: one.Queries[:1], Vectors: one.Vectors[:1]}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +229,7 @@ func TestGraderNextWritesOverTheRows(t *testing.T) {
 	if g.nextVersion(doc, raw) != nil {
 		t.Fatal("nextVersion before the first grade built a catalog")
 	}
-	grade := func(g *grader, c *Catalog) *gradehook.Grading {
+	grade := func(g *grader, c *Catalog) *Grading {
 		t.Helper()
 		got, _, err := g.grade(ctx, c, sets)
 		if err != nil {
@@ -362,9 +360,9 @@ func TestGraderRegradesByTheBlendedScore(t *testing.T) {
 		return doc
 	}
 	// Every fifth query holds the word "1", which one tool holds.
-	sets := map[string]gradehook.QuerySet{}
+	sets := map[string]QuerySet{}
 	for i := 0; i < n; i += 20 {
-		var set gradehook.QuerySet
+		var set QuerySet
 		for j := range 5 {
 			q := fmt.Sprintf("request %d for %x", j+1, i*31+j)
 			set.Queries = append(set.Queries, q)
@@ -462,7 +460,7 @@ func TestBlendWatchReaches(t *testing.T) {
 
 // gradeBothWays grades c with g, from the grading before, and whole, and
 // fails unless both grade alike.
-func gradeBothWays(t *testing.T, g *grader, c *Catalog, sets map[string]gradehook.QuerySet) (inc, whole *gradehook.Grading) {
+func gradeBothWays(t *testing.T, g *grader, c *Catalog, sets map[string]QuerySet) (inc, whole *Grading) {
 	t.Helper()
 	inc, _, err := g.grade(context.Background(), c, sets)
 	if err != nil {
@@ -492,10 +490,10 @@ func TestGraderRanksFromKeptRankings(t *testing.T) {
 	}
 	version := func(v int64) (*contract.Document, map[string][]byte) { return vectorsVersion(t, v, dims, vectors) }
 	// Every 25th tool is graded by three queries.
-	sets := map[string]gradehook.QuerySet{}
+	sets := map[string]QuerySet{}
 	var queries [][]float32
 	for i := 0; i < n; i += 25 {
-		var set gradehook.QuerySet
+		var set QuerySet
 		for j := range 3 {
 			q := fmt.Sprintf("query %d of %s", j, name(i))
 			set.Queries = append(set.Queries, q)
@@ -619,9 +617,9 @@ func keptRankingsFollow(t *testing.T, seed uint64) {
 	for i := range n {
 		vectors[name(i)] = unit()
 	}
-	sets := map[string]gradehook.QuerySet{}
+	sets := map[string]QuerySet{}
 	for i := 0; i < n; i += 40 {
-		set := gradehook.QuerySet{Queries: []string{"a " + name(i), "b " + name(i)}}
+		set := QuerySet{Queries: []string{"a " + name(i), "b " + name(i)}}
 		set.Vectors = [][]float32{unit(), unit()}
 		sets[name(i)] = set
 	}
@@ -699,9 +697,9 @@ func gradingFlow(t *testing.T, touching bool) {
 	for i := range n {
 		raw[name(i)] = unit()
 	}
-	sets := map[string]gradehook.QuerySet{}
+	sets := map[string]QuerySet{}
 	for i := 0; i < n; i += 40 {
-		set := gradehook.QuerySet{Queries: []string{"a " + name(i), "b " + name(i)}}
+		set := QuerySet{Queries: []string{"a " + name(i), "b " + name(i)}}
 		for range 2 {
 			v, _ := contract.DecodeVector(unit())
 			set.Vectors = append(set.Vectors, v)
@@ -772,7 +770,7 @@ func gradingFlow(t *testing.T, touching bool) {
 			t.Fatal("the grading's index holds float rows")
 		}
 	}
-	grade := func() *gradehook.Grading {
+	grade := func() *Grading {
 		t.Helper()
 		got, _, err := g.Grade(ctx, sets)
 		if err != nil {
@@ -847,7 +845,7 @@ func TestIndexOfTheTouchedToolsGradesAsAWholeOne(t *testing.T) {
 		}
 	}
 	// What was graded, not how many searches it took.
-	grade := func(g *indexGrader) *gradehook.Grading {
+	grade := func(g *indexGrader) *Grading {
 		t.Helper()
 		got, _, err := g.Grade(ctx, sets)
 		if err != nil {
@@ -919,7 +917,7 @@ func TestGraderStartsAfreshAfterAFailedGrade(t *testing.T) {
 	doc2.Tools = slices.DeleteFunc(slices.Clone(doc.Tools), func(tl contract.Tool) bool { return tl.Name == first })
 	c := g.nextVersion(&doc2, map[string][]byte{"get_weather": raw["send_email"]})
 	bad := maps.Clone(sets)
-	bad["get_weather"] = gradehook.QuerySet{Queries: []string{"a", "b"}, Vectors: [][]float32{{1}, {1}}}
+	bad["get_weather"] = QuerySet{Queries: []string{"a", "b"}, Vectors: [][]float32{{1}, {1}}}
 	if _, _, err := g.grade(ctx, c, bad); err == nil {
 		t.Fatal("a query vector of the wrong length graded")
 	}
@@ -962,7 +960,7 @@ func vectorsVersion(t *testing.T, v int64, dims int, vectors map[string][]float3
 // rankedAsAScan fails unless every outcome g kept for the catalog it
 // graded last is a fresh grader's, which scans every row: the top five,
 // the semantic watch score and the blend's scales.
-func rankedAsAScan(t *testing.T, step string, g *grader, sets map[string]gradehook.QuerySet) {
+func rankedAsAScan(t *testing.T, step string, g *grader, sets map[string]QuerySet) {
 	t.Helper()
 	whole := &grader{maxSearches: -1}
 	if _, _, err := whole.grade(context.Background(), g.prev, sets); err != nil {
@@ -1001,15 +999,15 @@ func TestGraderBoundsAGradeByItsWork(t *testing.T) {
 	}
 	for _, tc := range []struct{ tools, graded, searched int }{
 		{tools: 512, graded: 512, searched: 1024},
-		{tools: gradehook.MaxSearchesTools, graded: 300, searched: gradehook.DefaultMaxSearches},
+		{tools: MaxSearchesTools, graded: 300, searched: DefaultMaxSearches},
 	} {
 		vectors := map[string][]float32{}
-		sets := map[string]gradehook.QuerySet{}
+		sets := map[string]QuerySet{}
 		for i := range tc.tools {
 			name := fmt.Sprintf("tool_%05d", i)
 			vectors[name] = unit()
 			if i < tc.graded {
-				sets[name] = gradehook.QuerySet{Queries: []string{"a " + name, "b " + name}, Vectors: [][]float32{unit(), unit()}}
+				sets[name] = QuerySet{Queries: []string{"a " + name, "b " + name}, Vectors: [][]float32{unit(), unit()}}
 			}
 		}
 		doc, raw := vectorsVersion(t, 1, dims, vectors)
@@ -1035,14 +1033,14 @@ func TestAGradingOfInt8RowsGradesAsTheFloatRows(t *testing.T) {
 		return v
 	}
 	vectors := map[string][]float32{}
-	sets := map[string]gradehook.QuerySet{}
+	sets := map[string]QuerySet{}
 	for i := range n {
 		name := fmt.Sprintf("tool_%04d", i)
 		vectors[name] = unit(gaussian(r, dims, 1))
 		if i%15 != 0 {
 			continue
 		}
-		var set gradehook.QuerySet
+		var set QuerySet
 		for j := range 4 {
 			q := gaussian(r, dims, 0.2)
 			for k := range q {
@@ -1083,7 +1081,7 @@ func TestAGradingOfInt8RowsGradesAsTheFloatRows(t *testing.T) {
 	if got.Queries != want.Queries || math.Abs(got.SelfRecallAt5-want.SelfRecallAt5) > 0.01 {
 		t.Fatalf("int8 rows grade %d queries to %.4f, float rows %d to %.4f", got.Queries, got.SelfRecallAt5, want.Queries, want.SelfRecallAt5)
 	}
-	top := func(g *gradehook.Grading) []string {
+	top := func(g *Grading) []string {
 		var out []string
 		for _, o := range g.Outranked[:min(5, len(g.Outranked))] {
 			out = append(out, o.Tool)
@@ -1092,5 +1090,12 @@ func TestAGradingOfInt8RowsGradesAsTheFloatRows(t *testing.T) {
 	}
 	if !slices.Equal(top(got), top(want)) {
 		t.Fatalf("int8 rows outrank %v most, float rows %v", top(got), top(want))
+	}
+}
+
+// A kept ranking fits the bytes KeptBytes promises per graded query.
+func TestAKeptRankingFitsItsBudget(t *testing.T) {
+	if size := (depth(K) + keptSlack) * 8; size > KeptBytes {
+		t.Fatalf("a kept ranking holds %d bytes, more than KeptBytes (%d)", size, KeptBytes)
 	}
 }

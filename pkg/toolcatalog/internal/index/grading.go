@@ -1,7 +1,4 @@
-// Package gradehook declares the self-grading that package toolcatalog
-// implements over its index and package selfgrade offers, so that neither
-// the index's internals nor the grading appear in toolcatalog's API.
-package gradehook
+package index
 
 import (
 	"context"
@@ -102,8 +99,3 @@ type Grader interface {
 	// sets and outcomes it keeps, not the document it indexed.
 	Bytes() int64
 }
-
-// New returns a Grader bounded to maxSearches searches per Grade (the
-// default when 0, none when negative), searching again sample tools' kept
-// queries in turn (the default when 0). Package toolcatalog sets it.
-var New func(maxSearches, sample int) Grader
