@@ -45,6 +45,11 @@ type Build struct {
 	Changed bool
 	// Digests are the document's entry digests (contract.Document.SealFrom).
 	Digests []string
+	// from names, by the document's index, the selected tool each entry
+	// was copied from, nil for an entry kept from the previous version:
+	// the next build reads an unchanged tool's entry from this document,
+	// in order, rather than from the tool (Stored.from).
+	from []*Tool
 }
 
 // BuildDocument assembles the catalog document. A tool is published with
@@ -68,19 +73,21 @@ func BuildDocument(in BuildInput) (Build, error) {
 	// vector it goes with, read from the plan: at 50,000 tools, each
 	// look-up by name in the stored state costs a cache miss or two.
 	entries := len(in.Rejected)
-	for _, pl := range in.Plans {
-		if _, embedded := in.Refreshed.Results[pl.Name]; embedded || !pl.Stale || pl.Stored.HasVector {
+	refreshed := refreshedPlans(in.Plans, in.Refreshed.Results)
+	for i := range in.Plans {
+		if pl := &in.Plans[i]; refreshed[i] || !pl.Stale || pl.Stored.HasVector {
 			entries++
 		}
 	}
 	doc.Tools = make([]contract.Tool, 0, entries)
 	metadata := make([]*contract.Metadata, 0, entries) // of doc.Tools' vectors
+	from := make([]*Tool, 0, entries)
 	keepPrevious := func(name string, stored StoredTool) bool {
 		entry, ok := prev.ToolByName(name)
 		if !ok || !stored.HasVector {
 			return false
 		}
-		doc.Tools, metadata = append(doc.Tools, entry), append(metadata, stored.Metadata)
+		doc.Tools, metadata, from = append(doc.Tools, entry), append(metadata, stored.Metadata), append(from, nil)
 		if perms, ok := prev.Permissions[name]; ok {
 			doc.Permissions[name] = perms
 		}
@@ -97,19 +104,29 @@ func BuildDocument(in BuildInput) (Build, error) {
 		}
 	}
 	accounted := 0 // stored tools a plan or a rejection stands for
-	for _, pl := range in.Plans {
+	// An entry the previous version copied from the same selected tool
+	// is that tool's entry still (a generation's entry is never changed):
+	// it is read from the previous document, in order, instead of from
+	// the tool. At 100,000 tools, reading every tool's entry where the
+	// selection holds it misses the CPU's caches for most of a build.
+	same := sameEntries{doc: prev, from: in.Stored.from}
+	for i := range in.Plans {
+		pl := &in.Plans[i]
 		name := pl.Name
 		as := selectedTool
-		if res, embedded := in.Refreshed.Results[name]; embedded || !pl.Stale {
+		if refreshed[i] || !pl.Stale {
 			m := pl.Stored.Metadata
-			if embedded {
+			if refreshed[i] {
 				// Only a tool embedded has its metadata copied to the
 				// heap: taking res's address would copy every plan's.
-				fresh := res.Metadata
+				fresh := in.Refreshed.Results[name].Metadata
 				m = &fresh
 			}
-			doc.Tools, metadata = append(doc.Tools, pl.Tool.Entry), append(metadata, m)
-			if pl.Tool.Principals != nil {
+			entry, unchanged := same.entry(pl.Tool)
+			doc.Tools, metadata, from = append(doc.Tools, entry), append(metadata, m), append(from, pl.Tool)
+			// A tool whose entry the previous document holds had no
+			// principals when that document has none.
+			if (!unchanged || len(prev.Permissions) > 0) && pl.Tool.Principals != nil {
 				doc.Permissions[name] = pl.Tool.Principals
 			}
 			as |= inDocument
@@ -146,13 +163,14 @@ func BuildDocument(in BuildInput) (Build, error) {
 	if !slices.IsSortedFunc(doc.Tools, contract.ByName) {
 		built := make([]builtEntry, len(doc.Tools))
 		for i := range doc.Tools {
-			built[i] = builtEntry{doc.Tools[i], metadata[i]}
+			built[i] = builtEntry{doc.Tools[i], metadata[i], from[i]}
 		}
 		slices.SortFunc(built, func(a, b builtEntry) int { return contract.ByName(a.tool, b.tool) })
 		for i := range built {
-			doc.Tools[i], metadata[i] = built[i].tool, built[i].metadata
+			doc.Tools[i], metadata[i], from[i] = built[i].tool, built[i].metadata, built[i].from
 		}
 	}
+	b.from = from
 	if len(doc.Tools) == 0 {
 		doc.Tools = nil
 	}
@@ -214,6 +232,55 @@ func BuildDocument(in BuildInput) (Build, error) {
 type builtEntry struct {
 	tool     contract.Tool
 	metadata *contract.Metadata
+	from     *Tool
+}
+
+// sameEntries finds, in a previous document whose entries were copied
+// from the selected tools from (by index, Build.from), the entry of a tool
+// the next document takes in the same order.
+type sameEntries struct {
+	doc  *contract.Document
+	from []*Tool
+	// next is where the previous document is read from.
+	next int
+}
+
+// entry is t's entry: the previous document's copy, and true, when that
+// was made from t; else t's own.
+func (s *sameEntries) entry(t *Tool) (contract.Tool, bool) {
+	if s.next < len(s.from) && s.from[s.next] == t {
+		s.next++
+		return s.doc.Tools[s.next-1], true
+	}
+	// Another tool: the previous document is read on from the first
+	// entry of a tool named after it.
+	for s.next < len(s.from) && s.doc.Tools[s.next].Name < t.Entry.Name {
+		s.next++
+	}
+	if s.next < len(s.from) && s.from[s.next] == t {
+		s.next++
+		return s.doc.Tools[s.next-1], true
+	}
+	return t.Entry, false
+}
+
+// refreshedPlans marks, by index, the plans a result of this pass is for.
+// Plans come in name order, so each result's plan is found by bisection:
+// at 100,000 tools, looking every plan's name up among the results reads
+// every name's bytes, most of them missing the CPU's caches.
+func refreshedPlans(plans []ToolPlan, results map[string]Result) []bool {
+	marked := make([]bool, len(plans))
+	for name := range results {
+		i, ok := slices.BinarySearchFunc(plans, name, func(pl ToolPlan, name string) int { return strings.Compare(pl.Name, name) })
+		if !ok {
+			// Plans out of order, as a hand-made input may be.
+			i = slices.IndexFunc(plans, func(pl ToolPlan) bool { return pl.Name == name })
+		}
+		if i >= 0 && i < len(plans) && plans[i].Name == name {
+			marked[i] = true
+		}
+	}
+	return marked
 }
 
 // seenAs is how BuildDocument met a tool, a set of these flags.

@@ -56,6 +56,9 @@ type Stored struct {
 	// this process (nil when read), so the next document hashes only the
 	// entries that changed.
 	Digests []string
+	// from names the selected tool each of Doc's entries was copied
+	// from, when this process published Doc (Build.from).
+	from []*Tool
 	// lineage says which state this is, and how it was derived from
 	// another (Published), so a plan knows which tools' entries it must
 	// look up again.
@@ -229,7 +232,7 @@ func (s Stored) Published(b Build, version int64) (Stored, error) {
 	doc := *b.Document
 	doc.Version = version
 	next := Stored{
-		Version: version, Doc: &doc, Contract2: true, Digests: b.Digests,
+		Version: version, Doc: &doc, Contract2: true, Digests: b.Digests, from: b.from,
 		Tools: maps.Clone(s.Tools), // staged ones are replaced from b below
 	}
 	next.lineage = Lineage{gen: gens.Add(1), since: s.lineage.gen, changed: make(map[string]bool, len(b.Metadata)+len(b.Removed))}
