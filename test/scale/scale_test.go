@@ -397,6 +397,7 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 	watchRate := mgr.watchingCost(t)
 	stopProfile := func() {}
 	var applyToVersion, statusLag, applyToStatus, editCPU, editNetCPU []time.Duration
+	var allocated, collections []int64
 	var chatPerEdit, embPerEdit, redisIn, redisOut, reload, tdReconciles, conflicts, errorLines, searches, scans []int64
 	var gradingTook, gradingCPU []time.Duration
 	var reverted, original string
@@ -430,6 +431,7 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 			reverted, original = name, td.Spec.Description
 		}
 		cpu0, td0, troubles0 := mgr.cpu(t), mgr.reconciles(t, "tooldefinition"), mgr.troubles(t)
+		heap0 := mgr.heapWork(t)
 		grading0 := mgr.gradingWork(t)
 		editStart := time.Now()
 		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"description": sh.edited(name, (i*7919)%n, i+1)}})
@@ -451,6 +453,8 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 		})
 		editCPU = append(editCPU, mgr.cpu(t)-cpu0)
 		editNetCPU = append(editNetCPU, editCPU[len(editCPU)-1]-time.Duration(watchRate*float64(time.Since(editStart))))
+		hw := mgr.heapWork(t).since(heap0)
+		allocated, collections = append(allocated, hw.allocated), append(collections, hw.collections)
 		took := time.Since(editStart)
 		tr := mgr.troubles(t).since(troubles0)
 		conflicts, errorLines = append(conflicts, tr.conflicts), append(errorLines, tr.errorLines)
@@ -494,6 +498,7 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 	tab.set("first edit after the bulk apply: manager CPU until idle / queries the grading searched / of them scanning every vector", col,
 		fmt.Sprintf("%v / %d / %d", editCPU[0].Round(10*time.Millisecond), searches[0], scans[0]))
 	applyToVersion, statusLag, applyToStatus, editCPU, editNetCPU = applyToVersion[1:], statusLag[1:], applyToStatus[1:], editCPU[1:], editNetCPU[1:]
+	allocated, collections = allocated[1:], collections[1:]
 	// Conflicts and error lines are the worst of every edit, the first too.
 	worst := troubles{conflicts: slices.Max(conflicts), errorLines: slices.Max(errorLines)}
 	chatPerEdit, embPerEdit, redisIn, redisOut, reload, tdReconciles = chatPerEdit[1:], embPerEdit[1:], redisIn[1:], redisOut[1:], reload[1:], tdReconciles[1:]
@@ -504,6 +509,10 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 	tab.set("one edit: apply → status shows the version", col, medianDuration(applyToStatus).Round(time.Millisecond).String())
 	tab.set("one edit: manager CPU until idle, grading included / less the watching's", col,
 		fmt.Sprintf("%v / %v", medianDuration(editCPU).Round(10*time.Millisecond), medianDuration(editNetCPU).Round(10*time.Millisecond)))
+	// What the edit allocates sets off the collections whose marking of
+	// the whole heap the component "collector" counts.
+	tab.set("one edit: manager heap allocated until idle / collections (each the median)", col,
+		fmt.Sprintf("%.1f MiB / %d", float64(median(allocated))/(1<<20), median(collections)))
 	var parts []string
 	for _, c := range componentNames() {
 		parts = append(parts, time.Duration(median(componentCPU[c])).Round(time.Millisecond).String())
@@ -560,6 +569,9 @@ func measureSize(t *testing.T, bin string, n int, sh shape, tab *table) {
 		t.Errorf("a label-only change moved P:version to %d", v)
 	}
 	mgr.setMemory(t, tab, col)
+	// The figures so far, before the clean-up: 100,000 ToolDefinitions
+	// take as long to delete as they took to become Ready.
+	t.Logf("measured:\n%s", tab)
 	cleanup(t, ns)
 }
 
@@ -704,6 +716,8 @@ func (m *managerProcess) metrics(names ...string) (map[string]float64, error) {
 			case m.Histogram != nil:
 				out[key+"_count"] += float64(m.GetHistogram().GetSampleCount())
 				out[key+"_sum"] += m.GetHistogram().GetSampleSum()
+			case m.Summary != nil:
+				out[key+"_count"] += float64(m.GetSummary().GetSampleCount())
 			}
 		}
 	}
@@ -786,6 +800,22 @@ func (m *managerProcess) gradingWork(t *testing.T) gradingWork {
 
 func (w gradingWork) since(before gradingWork) gradingWork {
 	return gradingWork{w.searched - before.searched, w.scanned - before.scanned, w.took - before.took, w.cpu - before.cpu}
+}
+
+// heapWork is what the manager's Go runtime reports of its heap: the
+// bytes allocated since it started and the collections run.
+type heapWork struct{ allocated, collections int64 }
+
+func (m *managerProcess) heapWork(t *testing.T) heapWork {
+	v, err := m.metrics("go_memstats_alloc_bytes_total", "go_gc_duration_seconds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return heapWork{int64(v["go_memstats_alloc_bytes_total"]), int64(v["go_gc_duration_seconds_count"])}
+}
+
+func (w heapWork) since(before heapWork) heapWork {
+	return heapWork{w.allocated - before.allocated, w.collections - before.collections}
 }
 
 // idle reports whether neither controller, the grading nor the records
