@@ -102,11 +102,11 @@ var grading = []string{
 }
 
 // The grading is linked where it is used (the manager grades each version
-// it publishes) and nowhere else: the gateway serves catalogs with
-// pkg/toolcatalog and never grades, so it links none of it.
+// it publishes) and nowhere else: the gateway and the plugin search
+// catalogs with pkg/toolcatalog and never grade, so they link none of it.
 func TestOnlyWhatGradesLinksTheGrading(t *testing.T) {
 	dir := t.TempDir()
-	for cmd, grades := range map[string]bool{"manager": true, "toolcatalog-gateway": false} {
+	for cmd, grades := range map[string]bool{"manager": true, "toolcatalog-gateway": false, "kubectl-toolcatalog": false} {
 		t.Run(cmd, func(t *testing.T) {
 			bin := filepath.Join(dir, cmd)
 			if out, err := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", bin, module+"/cmd/"+cmd).CombinedOutput(); err != nil {
