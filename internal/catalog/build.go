@@ -248,14 +248,13 @@ type sameEntries struct {
 // entry is t's entry: the previous document's copy, and true, when that
 // was made from t; else t's own.
 func (s *sameEntries) entry(t *Tool) (contract.Tool, bool) {
-	if s.next < len(s.from) && s.from[s.next] == t {
-		s.next++
-		return s.doc.Tools[s.next-1], true
-	}
-	// Another tool: the previous document is read on from the first
-	// entry of a tool named after it.
-	for s.next < len(s.from) && s.doc.Tools[s.next].Name < t.Entry.Name {
-		s.next++
+	// Another tool in the way (one that went, or changed): the previous
+	// document is read on from the first entry of a tool named after it.
+	// The names are compared only then, as reading them misses the caches.
+	if s.next < len(s.from) && s.from[s.next] != t {
+		for s.next < len(s.from) && s.doc.Tools[s.next].Name < t.Entry.Name {
+			s.next++
+		}
 	}
 	if s.next < len(s.from) && s.from[s.next] == t {
 		s.next++
