@@ -92,7 +92,7 @@ type State interface {
 	// QueryStore is the namespace's store of query sets and vectors paid
 	// for.
 	QueryStore() *querystore.Store
-	Read(ctx context.Context, fresh bool, tools []*Tool) (Stored, error)
+	Read(ctx context.Context, how Reading, tools []*Tool) (Stored, error)
 	Learned(ctx context.Context, stored Stored, tools []*Tool) (map[string][]string, error)
 	Stage(ctx context.Context, stored Stored, b Build) error
 	Publish(ctx context.Context, stored Stored, b Build, floor int64) (int64, error)
@@ -151,6 +151,15 @@ func (p *Pass) budget() Budget {
 		b.Clock = p.now
 	}
 	return b
+}
+
+// Reading says how much of what Redis holds a pass reads again.
+type Reading struct {
+	// Fresh reads everything again: a refresh request.
+	Fresh bool
+	// Edits says the pass follows edits the watch named: the periodic
+	// check of every field is then due later (catalogconfig.ResyncDue).
+	Edits bool
 }
 
 // ID is how a catalog is named to its store and providers.
@@ -231,13 +240,13 @@ func (p *Pass) hold(ctx context.Context, tc *v1alpha1.ToolCatalog, st State, o *
 // build, stage, publish. now is when the pass started.
 func (p *Pass) refresh(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, prov catalogconfig.Providers, st State, req Request, now time.Time) (*Outcome, error) {
 	sctx, span := step(ctx, "select")
-	sel, err := p.selection(sctx, tc, cfg, st)
+	sel, edits, err := p.selection(sctx, tc, cfg, st)
 	endStep(span, err)
 	if err != nil {
 		return nil, err
 	}
 	rctx, span := step(ctx, "read")
-	stored, err := st.Read(rctx, req.Token != "", sel.Tools)
+	stored, err := st.Read(rctx, Reading{Fresh: req.Token != "", Edits: edits}, sel.Tools)
 	var learned map[string][]string
 	if err == nil {
 		learned, err = st.Learned(rctx, stored, sel.Tools)
@@ -308,8 +317,9 @@ func (p *Pass) refresh(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catal
 // watch named as changed since the last pass are looked at (Changes,
 // Selector.Update); every one is on the catalog's first pass, after a
 // change of its selector, of a ToolSource of its namespace or of more
-// than MaxChanges ToolDefinitions, and at each resync.
-func (p *Pass) selection(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, st State) (Selection, error) {
+// than MaxChanges ToolDefinitions, and at each resync (ResyncDue). It
+// reports whether the pass follows edits the watch named.
+func (p *Pass) selection(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *catalogconfig.Config, st State) (Selection, bool, error) {
 	objects, whole := st.Changes().Take()
 	sel, whole, err := p.selectFrom(ctx, tc, cfg, st.Selector(), objects, whole)
 	trace.SpanFromContext(ctx).SetAttributes(attribute.Bool("toolcatalog.select.whole", whole), attribute.Int("toolcatalog.select.changed", len(objects)))
@@ -317,7 +327,7 @@ func (p *Pass) selection(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *cat
 		// What was taken is not lost: the next pass selects whole.
 		st.Changes().All()
 	}
-	return sel, err
+	return sel, len(objects) > 0, err
 }
 
 // selectFrom selects with s, from the objects changed or whole, and
@@ -332,7 +342,7 @@ func (p *Pass) selectFrom(ctx context.Context, tc *v1alpha1.ToolCatalog, cfg *ca
 		return Selection{}, true, &reconcile.Error{Reason: v1alpha1.ReasonAPIError, Message: fmt.Sprintf("%v; retrying with backoff", err), Err: err}
 	}
 	made, now := s.Made(), p.now()
-	if !whole && made.Key == selector.String() && now.Sub(made.At) < cfg.Resync {
+	if !whole && made.Key == selector.String() && !cfg.ResyncDue(now.Sub(made.At), len(objects) > 0) {
 		if sel, ok, updateErr := p.updateSelection(ctx, tc.Namespace, selector, s, objects, sources); updateErr != nil || ok {
 			return sel, false, updateErr
 		}

@@ -189,3 +189,54 @@ func TestPublishedVersionGolden(t *testing.T) {
 		t.Fatalf("what a pass writes to Redis changed; if that is meant, run with UPDATE_GOLDEN=1 and say so in docs/redis-contract.md. Got:\n%s", dumps.String())
 	}
 }
+
+// The periodic checks (the selection made whole, every field in Redis
+// compared) are the catalog's periodic pass's: a pass that follows an
+// edit leaves them to it, and makes them itself only an interval late. A
+// ToolDefinition the watch never named shows when they are made.
+func TestAnEditsPassLeavesThePeriodicChecksToThePeriodicPass(t *testing.T) {
+	const ns = "resync"
+	ctx := context.Background()
+	srv := redistest.New(t)
+	tc := builtinCatalog(ns, srv.Addr)
+	objs := newObjects(tool(ns, "a", "alpha", "Does alpha."), tool(ns, "b", "beta", "Does beta."))
+	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	pass, cats := newPass(t, objs, func() time.Time { return at })
+	run := func(step string) []string {
+		t.Helper()
+		res := pass.Run(ctx, tc)
+		if res.Err != nil {
+			t.Fatalf("%s: %v", step, res.Err)
+		}
+		tc.Status.Version = res.Outcome.Version
+		var names []string
+		for _, e := range res.Outcome.Build.Document.Tools {
+			names = append(names, e.Name)
+		}
+		return names
+	}
+	edit := func(n int) {
+		objs.edit(ns, "a", func(td *v1alpha1.ToolDefinition) { td.Spec.Description = strings.Repeat("Does alpha again. ", n) })
+		cats.Changed(catalog.ID(tc), "a")
+	}
+	run("the first pass")
+	// The watch misses a ToolDefinition.
+	objs.put(tool(ns, "c", "gamma", "Does gamma."))
+	at = at.Add(catalogconfig.DefaultResync)
+	edit(1)
+	if got := run("the edit's pass at the interval"); !slices.Equal(got, []string{"alpha", "beta"}) {
+		t.Fatalf("the edit's pass at the resync interval published %v; want alpha and beta, the selection made whole by the periodic pass", got)
+	}
+	if got := run("the periodic pass"); !slices.Equal(got, []string{"alpha", "beta", "gamma"}) {
+		t.Fatalf("the periodic pass published %v; want gamma too, the selection made whole", got)
+	}
+	// Edits that leave no periodic pass make the checks an interval late.
+	objs.put(tool(ns, "d", "delta", "Does delta."))
+	for i, want := range [][]string{{"alpha", "beta", "gamma"}, {"alpha", "beta", "delta", "gamma"}} {
+		at = at.Add(catalogconfig.DefaultResync)
+		edit(i + 2)
+		if got := run("an edit's pass"); !slices.Equal(got, want) {
+			t.Fatalf("the edit's pass %d intervals after the checks published %v; want %v", i+1, got, want)
+		}
+	}
+}

@@ -235,27 +235,28 @@ func (c *State) keep(s *snapshot) {
 }
 
 // Read returns the catalog's stored state: the kept one when Redis still
-// holds it (same stamp), else read whole. Past the resync interval every
-// field is read again and compared with the kept state (matches), which
-// is read whole only when they differ; fresh, a refresh request, and a
-// change of keys read everything again. What is read whole holds the
-// strings of tools, the selected ones, where equal.
-func (c *State) Read(ctx context.Context, fresh bool, tools []*catalog.Tool) (catalog.Stored, error) {
-	stored, err := c.read(ctx, fresh, tools)
+// holds it (same stamp), else read whole. When the resync is due
+// (catalogconfig.ResyncDue) every field is read again and compared with
+// the kept state (matches), which is read whole only when they differ; a
+// refresh request (how.Fresh) and a change of keys read everything
+// again. What is read whole holds the strings of tools, the selected
+// ones, where equal.
+func (c *State) Read(ctx context.Context, how catalog.Reading, tools []*catalog.Tool) (catalog.Stored, error) {
+	stored, err := c.read(ctx, how, tools)
 	if err != nil {
 		metrics.RedisErrors.WithLabelValues(c.id, "read").Inc()
 	}
 	return stored, err
 }
 
-func (c *State) read(ctx context.Context, fresh bool, tools []*catalog.Tool) (catalog.Stored, error) {
-	if kept := c.kept(); kept != nil && !fresh && kept.uid == c.uid && kept.where == c.where() {
+func (c *State) read(ctx context.Context, how catalog.Reading, tools []*catalog.Tool) (catalog.Stored, error) {
+	if kept := c.kept(); kept != nil && !how.Fresh && kept.uid == c.uid && kept.where == c.where() {
 		stamp, staged, err := versions.ReadStamp(ctx, c.rc, c.cfg.Keys)
 		if err != nil {
 			return catalog.Stored{}, err
 		}
 		c.check(stamp.Version)
-		if stamp == kept.stamp && c.cs.now().Sub(kept.readAt) < c.cfg.Resync {
+		if stamp == kept.stamp && !c.cfg.ResyncDue(c.cs.now().Sub(kept.readAt), how.Edits) {
 			return kept.stored.WithStaged(staged.StagedMetadata, staged.StagedVectors), nil
 		}
 		if stamp == kept.stamp {

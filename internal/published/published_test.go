@@ -83,7 +83,12 @@ func (f *fixture) selection(st *published.State, names ...string) catalog.Select
 
 func (f *fixture) read(st *published.State, fresh bool) catalog.Stored {
 	f.t.Helper()
-	stored, err := st.Read(context.Background(), fresh, nil)
+	return f.readAs(st, catalog.Reading{Fresh: fresh})
+}
+
+func (f *fixture) readAs(st *published.State, how catalog.Reading) catalog.Stored {
+	f.t.Helper()
+	stored, err := st.Read(context.Background(), how, nil)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -127,11 +132,32 @@ func TestPublishKeepsWhatItWroteUntilTheStampOrTheClockSaysOtherwise(t *testing.
 		t.Fatalf("a fresh read returned digest %x; want what Redis holds (%x)", got, garbage)
 	}
 
-	// The resync interval, on the injected clock, reads everything again.
+	// The resync interval, on the injected clock, reads everything again,
+	// but for a pass that follows edits: that leaves the check to the
+	// periodic pass.
+	goodBeta := f.read(st, false).Tools["beta"].Vector
 	f.corrupt("beta")
 	f.clock = f.clock.Add(f.cfg.Resync)
+	if got := f.readAs(f.open(), catalog.Reading{Edits: true}).Tools["beta"].Vector; got != goodBeta {
+		t.Fatalf("an edit's pass at the resync interval returned digest %x; want the kept one (%x), the check left to the periodic pass", got, goodBeta)
+	}
 	if got := f.read(f.open(), false).Tools["beta"].Vector; got != garbage {
 		t.Fatalf("a pass past the resync interval returned digest %x; want what Redis holds (%x)", got, garbage)
+	}
+
+	// Edits that leave no periodic pass wait for the check one interval
+	// more, no longer.
+	if err := f.srv.Client().HSet(ctx, f.cfg.Keys.Embeddings(), "beta", "garbage again").Err(); err != nil {
+		t.Fatal(err)
+	}
+	again := contract.VectorDigest([]byte("garbage again"))
+	f.clock = f.clock.Add(f.cfg.Resync)
+	if got := f.readAs(f.open(), catalog.Reading{Edits: true}).Tools["beta"].Vector; got != garbage {
+		t.Fatalf("an edit's pass one interval after the check returned digest %x; want the kept one (%x)", got, garbage)
+	}
+	f.clock = f.clock.Add(f.cfg.Resync)
+	if got := f.readAs(f.open(), catalog.Reading{Edits: true}).Tools["beta"].Vector; got != again {
+		t.Fatalf("an edit's pass two intervals after the check returned digest %x; want what Redis holds (%x)", got, again)
 	}
 }
 
