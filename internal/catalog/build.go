@@ -145,7 +145,7 @@ func BuildDocument(in BuildInput) (Build, error) {
 		if as&selectedTool != 0 {
 			continue // a plan's, or met before
 		}
-		stored, ok := in.Stored.Tools[f.Tool]
+		stored, ok := in.Stored.Tools.Lookup(f.Tool)
 		if ok {
 			accounted++
 		}
@@ -184,12 +184,12 @@ func BuildDocument(in BuildInput) (Build, error) {
 	// A tool's stored embedding goes only with the tool itself: one still
 	// selected (or rejected) that is missing from the document, because its
 	// refresh failed and there is no readable previous entry, keeps it.
-	if accounted < len(in.Stored.Tools) {
+	if accounted < in.Stored.Tools.Len() {
 		selected := make(map[string]bool, len(in.Plans))
 		for _, pl := range in.Plans {
 			selected[pl.Name] = true
 		}
-		for name := range in.Stored.Tools {
+		for name := range in.Stored.Tools.All() {
 			if _, ok := rejected[name]; !ok && !selected[name] {
 				b.Removed = append(b.Removed, name)
 			}
@@ -210,7 +210,7 @@ func BuildDocument(in BuildInput) (Build, error) {
 		}
 	}
 	for name, res := range in.Refreshed.Results {
-		st := in.Stored.Tools[name]
+		st := in.Stored.Tools.Get(name)
 		if st.HasVector && (!st.Staged || b.Blocked != "") && st.Vector == contract.VectorDigest(res.Vector) && sameEmbedding(st.Metadata, &res.Metadata) {
 			continue
 		}

@@ -52,7 +52,7 @@ func TestPlanRelearnsOnlyChangedTools(t *testing.T) {
 		s.Metadata.LearnedQueries = []string{"old"}
 		st[tl.Entry.Name] = s
 	}
-	plans := Plan(PlanInput{Tools: tools, Stored: st, Model: "m", Dimensions: 8, QueriesPerTool: 5,
+	plans := Plan(PlanInput{Tools: tools, Stored: StoredToolsOf(st), Model: "m", Dimensions: 8, QueriesPerTool: 5,
 		Learned: map[string][]string{"a": {"new"}, "b": {"old"}}})
 	for _, p := range plans {
 		switch p.Name {

@@ -223,7 +223,7 @@ func publishedState(t *testing.T, o *Outcome, v int64) Stored {
 	seen(o.Build)
 	o.Build.Document.Version = v
 	snap := snapshotOf(t, o.Build.Document)
-	for name, st := range o.Stored.Tools {
+	for name, st := range o.Stored.Tools.All() {
 		if st.Metadata != nil {
 			m, _ := st.Metadata.Marshal()
 			snap.Metadata[name] = string(m)
@@ -422,9 +422,9 @@ func TestDimensionsAreDeterministic(t *testing.T) {
 	tools := []v1alpha1.ToolDefinition{td("a", "a", okParams), td("b", "b", okParams)}
 	first := pass(t, f, tools, stored, Request{})
 	stored = publishedState(t, first, 1)
-	m := *stored.Tools["b"].Metadata
+	m := *stored.Tools.Get("b").Metadata
 	m.Dimensions = 8
-	stored.Tools["b"] = StoredTool{Metadata: &m, HasVector: true}
+	stored.Tools = stored.Tools.with(map[string]StoredTool{"b": {Metadata: &m, HasVector: true}}, nil)
 	for range 20 {
 		o := pass(t, f, tools, stored, Request{})
 		if !strings.HasPrefix(o.Build.Blocked, "1 tools (b)") || o.Build.Document.Embedding.Dimensions != 4 {
@@ -507,7 +507,7 @@ func stagedState(t *testing.T, o *Outcome) Stored {
 	published := publishedState(t, &Outcome{Build: Build{Document: o.Stored.Doc}, Stored: o.Stored}, o.Stored.Version)
 	snap := snapshotOf(t, o.Stored.Doc)
 	snap.StagedMetadata, snap.StagedVectors = map[string]string{}, map[string][]byte{}
-	for name, st := range published.Tools {
+	for name, st := range published.Tools.All() {
 		meta := st.Metadata
 		if st.Staged {
 			meta = st.Published
@@ -523,7 +523,7 @@ func stagedState(t *testing.T, o *Outcome) Stored {
 	}
 	for name := range snap.Metadata {
 		if _, staged := o.Stored.StagedMetadata[name]; !staged {
-			if st := published.Tools[name]; st.HasVector && !st.Staged {
+			if st := published.Tools.Get(name); st.HasVector && !st.Staged {
 				snap.Vectors[name] = rawVector(t, st)
 			}
 		}
@@ -622,7 +622,7 @@ func TestPipelineModelChangeAcrossPassesIsStaged(t *testing.T) {
 	badRequest := &embedding.Error{Kind: embedding.KindBadRequest, Err: errors.New("400")}
 	failing := passWith(t, context.Background(), &fakeProviders{model: "new", dims: 4, failEmbed: map[string]error{"t2": badRequest, "t3": badRequest}}, tools, stored, oneChunk)
 	if rec := recordFor(failing, "t0", nil); rec.Model != "old" {
-		t.Fatalf("a staged tool's record keeps the published model while blocked (%q): %+v %+v", failing.Build.Blocked, rec, failing.Stored.Tools["t0"])
+		t.Fatalf("a staged tool's record keeps the published model while blocked (%q): %+v %+v", failing.Build.Blocked, rec, failing.Stored.Tools.Get("t0"))
 	}
 	embedsBefore := f.embedHits
 	o = passWith(t, context.Background(), f, tools, stored, oneChunk)
@@ -1084,14 +1084,14 @@ func TestReadStateSharesTheSelectionsStrings(t *testing.T) {
 	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
 	a, b := sel.Tools[0].Entry, sel.Tools[1].Entry
 	entryA, _ := read.Doc.ToolByName("a")
-	if m := read.Tools["a"].Metadata; !same(m.SpecHash, a.SpecHash) || !same(m.Description, a.Description) || !same(entryA.Description, a.Description) || !same(entryA.SpecHash, a.SpecHash) ||
+	if m := read.Tools.Get("a").Metadata; !same(m.SpecHash, a.SpecHash) || !same(m.Description, a.Description) || !same(entryA.Description, a.Description) || !same(entryA.SpecHash, a.SpecHash) ||
 		&entryA.Parameters[0] != &a.Parameters[0] {
 		t.Error("an unchanged tool's stored strings are held twice")
 	}
-	if !same(read.Tools["a"].Metadata.Model, read.Tools["b"].Metadata.Model) {
+	if !same(read.Tools.Get("a").Metadata.Model, read.Tools.Get("b").Metadata.Model) {
 		t.Error("the model's name is held once per tool")
 	}
-	if m := read.Tools["b"].Metadata; m.SpecHash == b.SpecHash || m.Description == b.Description {
+	if m := read.Tools.Get("b").Metadata; m.SpecHash == b.SpecHash || m.Description == b.Description {
 		t.Errorf("the edited tool's stored state took its new spec: %+v", m)
 	}
 	if plans := Plan(PlanInput{Tools: sel.Tools, Stored: read.Tools, Model: f.model, QueriesPerTool: 2}); !plans[1].Stale || plans[0].Stale {
@@ -1105,7 +1105,7 @@ func TestReadStateSharesTheSelectionsStrings(t *testing.T) {
 		t.Fatal(err)
 	}
 	entryB, _ := edit.Build.Document.ToolByName("b")
-	if m := next.Tools["b"].Metadata; !same(m.SpecHash, entryB.SpecHash) || !same(m.Description, entryB.Description) || !same(m.Model, edit.Build.Document.Embedding.Model) {
+	if m := next.Tools.Get("b").Metadata; !same(m.SpecHash, entryB.SpecHash) || !same(m.Description, entryB.Description) || !same(m.Model, edit.Build.Document.Embedding.Model) {
 		t.Error("the published metadata holds its own copies of the tool's strings")
 	}
 }

@@ -33,7 +33,7 @@ const modeNormal v1alpha1.RefreshMode = ""
 // PlanInput is everything a pass's plan depends on.
 type PlanInput struct {
 	Tools  []*Tool
-	Stored map[string]StoredTool
+	Stored StoredTools
 	// Model and Dimensions identify the configured embedding; Dimensions
 	// 0 means any length is accepted.
 	Model      string
@@ -250,7 +250,7 @@ func (p *Planner) Forget() {
 
 // planTool is Plan for one tool, in the pass's mode.
 func planTool(t *Tool, in PlanInput, mode v1alpha1.RefreshMode, targeted map[string]bool) ToolPlan {
-	stored, found := in.Stored[t.Entry.Name]
+	stored, found := in.Stored.Lookup(t.Entry.Name)
 	p := classify(t, stored, found, in)
 	normal := normalAction(p)
 	isTarget := len(in.Targets) == 0 || targeted[t.Entry.Name]

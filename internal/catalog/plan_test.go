@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 	"testing"
@@ -48,9 +47,9 @@ func TestPlanClassification(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := PlanInput{Tools: []*Tool{tt.tool}, Stored: map[string]StoredTool{}, Model: "m", Dimensions: 8, QueriesPerTool: 5}
+			in := PlanInput{Tools: []*Tool{tt.tool}, Model: "m", Dimensions: 8, QueriesPerTool: 5}
 			if tt.stored != nil {
-				in.Stored["a"] = *tt.stored
+				in.Stored = StoredToolsOf(map[string]StoredTool{"a": *tt.stored})
 			}
 			p := Plan(in)[0]
 			if p.StaleReason != tt.wantStale || p.Stale != (tt.wantStale != "") {
@@ -107,7 +106,7 @@ func TestPlanModes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.mode)+"/"+joinNames(tt.targets), func(t *testing.T) {
-			plans := Plan(PlanInput{Tools: tools, Stored: st, Model: "m", Dimensions: 8, QueriesPerTool: 5, Mode: tt.mode, Targets: tt.targets})
+			plans := Plan(PlanInput{Tools: tools, Stored: StoredToolsOf(st), Model: "m", Dimensions: 8, QueriesPerTool: 5, Mode: tt.mode, Targets: tt.targets})
 			var deferred []string
 			for _, p := range plans {
 				if p.Action != tt.want[p.Name] {
@@ -254,8 +253,7 @@ func TestPlannerPlansAsPlanDoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := s.Tools[11].Entry.Name
-	behind := maps.Clone(stored.Tools)
-	behind[name] = StoredTool{}
+	behind := stored.Tools.with(map[string]StoredTool{name: {}}, nil)
 	in := PlanInput{Tools: s.Tools, Stored: behind, Lineage: stored.Lineage(), Model: f.model, QueriesPerTool: 2}
 	if got, _ := planner.Plan(in); got[11].Action != ActionNone || Plan(in)[11].Action != ActionRegenerate {
 		t.Fatalf("the planner planned %s as %v and Plan as %v; want the last plan reused", name, got[11].Action, Plan(in)[11].Action)
@@ -268,8 +266,8 @@ func TestPlannerPlansAsPlanDoes(t *testing.T) {
 	for i := range 3 {
 		pass(fmt.Sprintf("chunk %d of another model", i+1), Request{})
 	}
-	if stored.Version != version || len(stored.StagedMetadata) != 0 || stored.Tools[name].Metadata.Model != "m2" {
-		t.Fatalf("the model's chunks left version %d (want %d), %d staged, %s's model %s", stored.Version, version, len(stored.StagedMetadata), name, stored.Tools[name].Metadata.Model)
+	if stored.Version != version || len(stored.StagedMetadata) != 0 || stored.Tools.Get(name).Metadata.Model != "m2" {
+		t.Fatalf("the model's chunks left version %d (want %d), %d staged, %s's model %s", stored.Version, version, len(stored.StagedMetadata), name, stored.Tools.Get(name).Metadata.Model)
 	}
 	pass("after the model's publish", Request{})
 	pass("nothing changed after the model", Request{})

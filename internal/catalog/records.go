@@ -130,7 +130,7 @@ func (o *Outcome) Records(prev *Records) *Records {
 	for _, f := range failures {
 		r := record{object: f.Object, tool: f.Tool}
 		if selected(f) {
-			r = o.record(f.Object, f.Tool, o.Stored.Tools[f.Tool])
+			r = o.record(f.Object, f.Tool, o.Stored.Tools.Get(f.Tool))
 		}
 		r.reason, r.message = f.Reason, clip.Truncate(f.Message, 1024)
 		rs.failAt[f.Object] = len(rs.failures) // the later stands

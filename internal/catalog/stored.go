@@ -3,7 +3,6 @@ package catalog
 import (
 	"bytes"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -47,7 +46,7 @@ type Stored struct {
 	// next version rewrites the tools whole.
 	Contract2 bool
 	// Tools has an entry for every tool with metadata or a vector.
-	Tools map[string]StoredTool
+	Tools StoredTools
 	// StagedVectors and StagedMetadata hold the raw entries of the staged
 	// tools, for the version that publishes them.
 	StagedVectors  map[string][]byte
@@ -107,15 +106,16 @@ func (l Lineage) ChangedSince(gen uint64) (changed map[string]bool, ok bool) {
 // document is kept as DocErr. Staged entries are laid over the published
 // ones (WithStaged).
 func ReadStored(snap *contract.Snapshot) Stored {
-	s := Stored{Version: snap.Version, Tools: make(map[string]StoredTool, len(snap.Metadata)+len(snap.ParsedMetadata)), lineage: newLineage()}
+	s := Stored{Version: snap.Version, lineage: newLineage()}
 	s.Doc, s.DocErr = snap.Document()
 	s.Contract2 = snap.Head != nil && s.DocErr == nil
+	tools := make(map[string]StoredTool, len(snap.Metadata)+len(snap.ParsedMetadata))
 	for name, raw := range snap.Metadata {
 		m, err := contract.ParseMetadata(raw)
-		s.Tools[name] = StoredTool{Metadata: m, MetadataErr: err}
+		tools[name] = StoredTool{Metadata: m, MetadataErr: err}
 	}
 	for name, p := range snap.ParsedMetadata {
-		s.Tools[name] = StoredTool{Metadata: p.Metadata, MetadataErr: p.Err}
+		tools[name] = StoredTool{Metadata: p.Metadata, MetadataErr: p.Err}
 	}
 	digests := snap.VectorDigests
 	if digests == nil {
@@ -125,10 +125,11 @@ func ReadStored(snap *contract.Snapshot) Stored {
 		}
 	}
 	for name, d := range digests {
-		st := s.Tools[name]
+		st := tools[name]
 		st.HasVector, st.Vector = true, d
-		s.Tools[name] = st
+		tools[name] = st
 	}
+	s.Tools = StoredToolsOf(tools)
 	return s.WithStaged(snap.StagedMetadata, snap.StagedVectors)
 }
 
@@ -150,7 +151,7 @@ func (s Stored) Share(tools []*Tool) {
 		}
 	}
 	var model string
-	for name, st := range s.Tools {
+	for name, st := range s.Tools.All() {
 		for _, m := range []*contract.Metadata{st.Metadata, st.Published} {
 			if m == nil {
 				continue
@@ -205,17 +206,19 @@ func (s Stored) WithStaged(metadata map[string]string, vectors map[string][]byte
 	if len(metadata) == 0 {
 		return s
 	}
-	s.Tools, s.StagedVectors, s.StagedMetadata = maps.Clone(s.Tools), map[string][]byte{}, map[string][]byte{}
+	s.StagedVectors, s.StagedMetadata = map[string][]byte{}, map[string][]byte{}
 	s.lineage = newLineage()
+	staged := make(map[string]StoredTool, len(metadata))
 	for name, raw := range metadata {
 		m, err := contract.ParseMetadata(raw)
 		vec, ok := vectors[name]
 		if err != nil || !ok {
 			continue
 		}
-		s.Tools[name] = StoredTool{Metadata: m, HasVector: true, Vector: contract.VectorDigest(vec), Staged: true, Published: s.Tools[name].Metadata}
+		staged[name] = StoredTool{Metadata: m, HasVector: true, Vector: contract.VectorDigest(vec), Staged: true, Published: s.Tools.Get(name).Metadata}
 		s.StagedVectors[name], s.StagedMetadata[name] = vec, []byte(raw)
 	}
+	s.Tools = s.Tools.with(staged, nil)
 	return s
 }
 
@@ -231,14 +234,10 @@ func (s Stored) Published(b Build, version int64) (Stored, error) {
 	}
 	doc := *b.Document
 	doc.Version = version
-	next := Stored{
-		Version: version, Doc: &doc, Contract2: true, Digests: b.Digests, from: b.from,
-		Tools: maps.Clone(s.Tools), // staged ones are replaced from b below
-	}
+	next := Stored{Version: version, Doc: &doc, Contract2: true, Digests: b.Digests, from: b.from}
 	next.lineage = Lineage{gen: gens.Add(1), since: s.lineage.gen, changed: make(map[string]bool, len(b.Metadata)+len(b.Removed))}
-	if next.Tools == nil {
-		next.Tools = map[string]StoredTool{}
-	}
+	// Staged ones are replaced from b.
+	set := make(map[string]StoredTool, len(b.Metadata))
 	for name, raw := range b.Metadata {
 		m, err := contract.ParseMetadata(string(raw))
 		if err != nil {
@@ -249,12 +248,12 @@ func (s Stored) Published(b Build, version int64) (Stored, error) {
 		if i, ok := slices.BinarySearchFunc(doc.Tools, name, byName); ok {
 			shareMetadata(m, &doc.Tools[i], doc.Embedding.Model)
 		}
-		next.Tools[name] = StoredTool{Metadata: m, HasVector: true, Vector: contract.VectorDigest(b.Vectors[name])}
+		set[name] = StoredTool{Metadata: m, HasVector: true, Vector: contract.VectorDigest(b.Vectors[name])}
 		next.lineage.changed[name] = true
 	}
 	for _, name := range b.Removed {
-		delete(next.Tools, name)
 		next.lineage.changed[name] = true
 	}
+	next.Tools = s.Tools.with(set, b.Removed)
 	return next, nil
 }

@@ -408,7 +408,7 @@ func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*selfgrade.Grad
 		}
 		return vecs, nil
 	}
-	digest := func(name string) uint64 { return stored.Tools[name].Vector }
+	digest := func(name string) uint64 { return stored.Tools.Get(name).Vector }
 	var touched []string
 	if changed, ok := stored.Lineage().ChangedSince(st.graded); ok {
 		touched = make([]string, 0, len(changed))
@@ -424,7 +424,7 @@ func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*selfgrade.Grad
 	if st.whole {
 		sample = nil
 		for _, t := range stored.Doc.Tools {
-			if tool, ok := stored.Tools[t.Name]; gradable(tool, ok) {
+			if tool, ok := stored.Tools.Lookup(t.Name); gradable(tool, ok) {
 				sample = append(sample, t.Name)
 			}
 		}
@@ -440,7 +440,7 @@ func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*selfgrade.Grad
 	}
 	var texts []string
 	for _, name := range sample {
-		qs := ownQueries(stored.Tools[name].Metadata)
+		qs := ownQueries(stored.Tools.Get(name).Metadata)
 		if kept, ok := st.sets[name]; ok && slices.Equal(kept.Queries, qs) && (kept.IntentVectors != nil) == hasIntents(qs, intents) {
 			sets[name] = kept
 			continue
@@ -465,7 +465,7 @@ func (st *gradeState) grade(ctx context.Context, job *gradeJob) (*selfgrade.Grad
 		if _, ok := sets[name]; ok {
 			continue
 		}
-		qs := ownQueries(stored.Tools[name].Metadata)
+		qs := ownQueries(stored.Tools.Get(name).Metadata)
 		set := selfgrade.QuerySet{Queries: qs, Vectors: make([][]float32, len(qs))}
 		for i, q := range qs {
 			set.Vectors[i] = found[q]
@@ -548,7 +548,7 @@ func (o *sampleOrder) sample(stored catalog.Stored, changed map[string]bool) []s
 			if i, found := slices.BinarySearchFunc(o.list, c, byRank); found {
 				o.list = slices.Delete(o.list, i, i+1)
 			}
-			if st, ok := stored.Tools[name]; gradable(st, ok) && inDoc(name) {
+			if st, ok := stored.Tools.Lookup(name); gradable(st, ok) && inDoc(name) {
 				i, _ := slices.BinarySearchFunc(o.list, c, byRank)
 				o.list = slices.Insert(o.list, i, c)
 			}
@@ -557,7 +557,7 @@ func (o *sampleOrder) sample(stored catalog.Stored, changed map[string]bool) []s
 		// Looked up by name in the document from now on.
 		o.list = o.list[:0]
 		for _, t := range stored.Doc.Tools {
-			if st, ok := stored.Tools[t.Name]; gradable(st, ok) {
+			if st, ok := stored.Tools.Lookup(t.Name); gradable(st, ok) {
 				o.list = append(o.list, candidate{t.Name, rank(t.Name)})
 			}
 		}
@@ -572,7 +572,7 @@ func (o *sampleOrder) sample(stored catalog.Stored, changed map[string]bool) []s
 	}
 	var picked []candidate
 	for name := range changed {
-		if st, ok := stored.Tools[name]; gradable(st, ok) && inDoc(name) {
+		if st, ok := stored.Tools.Lookup(name); gradable(st, ok) && inDoc(name) {
 			picked = append(picked, candidate{name, rank(name)})
 		}
 	}
@@ -604,7 +604,7 @@ func gradingSample(stored catalog.Stored, changed map[string]bool) []string {
 	var inOrder []string // every gradable tool, while they fit
 	count := 0
 	for _, t := range stored.Doc.Tools {
-		if st, ok := stored.Tools[t.Name]; !gradable(st, ok) {
+		if st, ok := stored.Tools.Lookup(t.Name); !gradable(st, ok) {
 			continue
 		}
 		if count++; count <= MaxTools {

@@ -23,7 +23,7 @@ import (
 // no Redis.
 func TestGradingSample(t *testing.T) {
 	stored := func(n int) catalog.Stored {
-		s := catalog.Stored{Doc: &contract.Document{}, Tools: map[string]catalog.StoredTool{}}
+		s, tools := catalog.Stored{Doc: &contract.Document{}}, map[string]catalog.StoredTool{}
 		for i := range n {
 			name := fmt.Sprintf("tool_%04d", i)
 			s.Doc.Tools = append(s.Doc.Tools, contract.Tool{Name: name})
@@ -31,8 +31,9 @@ func TestGradingSample(t *testing.T) {
 			if i%10 == 9 {
 				queries = queries[:1] // too few queries to grade
 			}
-			s.Tools[name] = catalog.StoredTool{Metadata: &contract.Metadata{SyntheticQueries: queries}}
+			tools[name] = catalog.StoredTool{Metadata: &contract.Metadata{SyntheticQueries: queries}}
 		}
+		s.Tools = catalog.StoredToolsOf(tools)
 		return s
 	}
 	t.Run("all gradable tools when they fit", func(t *testing.T) {
@@ -178,8 +179,8 @@ func gradedCatalog(t *testing.T, n, words int) (catalog.Stored, map[string]strin
 		}
 	}
 	emb := embedding.LexicalEmbedder{}
-	stored := catalog.Stored{Doc: &contract.Document{Embedding: contract.EmbeddingInfo{Model: emb.Model(), Dimensions: emb.Dimensions()}}, Tools: map[string]catalog.StoredTool{}}
-	vectors := map[string]string{}
+	stored := catalog.Stored{Doc: &contract.Document{Embedding: contract.EmbeddingInfo{Model: emb.Model(), Dimensions: emb.Dimensions()}}}
+	tools, vectors := map[string]catalog.StoredTool{}, map[string]string{}
 	for i := range n {
 		name := fmt.Sprintf("%s_%s_%05d", word(), word(), i)
 		desc := make([]string, words)
@@ -198,8 +199,9 @@ func gradedCatalog(t *testing.T, n, words int) (catalog.Stored, map[string]strin
 		}
 		raw := contract.EncodeVector(vecs[0])
 		vectors[name] = string(raw)
-		stored.Tools[name] = catalog.StoredTool{HasVector: true, Vector: contract.VectorDigest(raw), Metadata: &contract.Metadata{Model: emb.Model(), Dimensions: emb.Dimensions(), SyntheticQueries: qs}}
+		tools[name] = catalog.StoredTool{HasVector: true, Vector: contract.VectorDigest(raw), Metadata: &contract.Metadata{Model: emb.Model(), Dimensions: emb.Dimensions(), SyntheticQueries: qs}}
 	}
+	stored.Tools = catalog.StoredToolsOf(tools)
 	if err := stored.Doc.Seal(); err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +226,7 @@ func TestGradingTellsTheIndexWhatChanged(t *testing.T) {
 	base, vectors := gradedCatalog(t, 300, 12)
 	all := func(stored catalog.Stored) catalog.Build {
 		b := catalog.Build{Document: stored.Doc, Vectors: map[string][]byte{}, Metadata: map[string][]byte{}}
-		for name, st := range stored.Tools {
+		for name, st := range stored.Tools.All() {
 			b.Vectors[name] = []byte(vectors[name])
 			m := *st.Metadata
 			m.SpecHash = "h"
@@ -242,7 +244,7 @@ func TestGradingTellsTheIndexWhatChanged(t *testing.T) {
 	doc2.Tools = slices.Clone(doc2.Tools)
 	doc2.Tools[7].Description = "a description edited since"
 	vec2 := contract.EncodeVector(append([]float32{1}, make([]float32, embedding.LexicalEmbedder{}.Dimensions()-1)...))
-	m := *v1.Tools[edited].Metadata
+	m := *v1.Tools.Get(edited).Metadata
 	raw2, _ := m.Marshal()
 	v2, err := v1.Published(catalog.Build{Document: &doc2, Vectors: map[string][]byte{edited: vec2}, Metadata: map[string][]byte{edited: raw2}}, 2)
 	if err != nil {

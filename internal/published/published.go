@@ -312,7 +312,7 @@ func (c *State) matches(ctx context.Context, kept *snapshot) (bool, *contract.Sn
 		entries[i] = doc.Tools[i].Name
 	}
 	var metadata, vectors []string
-	for name, t := range st.Tools {
+	for name, t := range st.Tools.All() {
 		if t.Metadata != nil || t.MetadataErr != nil {
 			metadata = append(metadata, name)
 		}
@@ -335,14 +335,14 @@ func (c *State) matches(ctx context.Context, kept *snapshot) (bool, *contract.Sn
 		}},
 		{c.cfg.Keys.Metadata(), metadata, func(name, raw string) bool {
 			m, err := contract.ParseMetadata(raw)
-			want := st.Tools[name]
+			want := st.Tools.Get(name)
 			if err != nil || want.Metadata == nil {
 				return err != nil && want.MetadataErr != nil
 			}
 			return m.Equal(want.Metadata)
 		}},
 		{c.cfg.Keys.Embeddings(), vectors, func(name, raw string) bool {
-			return contract.VectorDigestString(raw) == st.Tools[name].Vector
+			return contract.VectorDigestString(raw) == st.Tools.Get(name).Vector
 		}},
 	} {
 		same, n := true, 0
@@ -495,7 +495,7 @@ func (c *State) Release() {
 	if least <= 0 {
 		least = DefaultKeepMinTools
 	}
-	if s := c.mem.snapshot; s != nil && len(s.stored.Tools) < least {
+	if s := c.mem.snapshot; s != nil && s.stored.Tools.Len() < least {
 		// The next pass reads a state of its own, which no plan kept
 		// here was made from.
 		c.mem.snapshot = nil

@@ -119,29 +119,29 @@ func TestPublishKeepsWhatItWroteUntilTheStampOrTheClockSaysOtherwise(t *testing.
 	if kept, ok := st.Kept(1); !ok || kept.Doc.Version != 1 || len(kept.Doc.Tools) != 2 {
 		t.Fatalf("Kept(1) = %v, %v; want the version just published", kept.Doc, ok)
 	}
-	good := f.read(st, true).Tools["alpha"].Vector
+	good := f.read(st, true).Tools.Get("alpha").Vector
 	garbage := contract.VectorDigest([]byte("garbage"))
 
 	// While the stamp matches, a pass uses what was kept: the corrupted
 	// vector is not seen. A fresh read (a refresh request) reads it.
 	f.corrupt("alpha")
-	if got := f.read(f.open(), false).Tools["alpha"].Vector; got != good {
+	if got := f.read(f.open(), false).Tools.Get("alpha").Vector; got != good {
 		t.Fatalf("a pass under the same stamp read the vector again: digest %x, want %x", got, good)
 	}
-	if got := f.read(f.open(), true).Tools["alpha"].Vector; got != garbage {
+	if got := f.read(f.open(), true).Tools.Get("alpha").Vector; got != garbage {
 		t.Fatalf("a fresh read returned digest %x; want what Redis holds (%x)", got, garbage)
 	}
 
 	// The resync interval, on the injected clock, reads everything again,
 	// but for a pass that follows edits: that leaves the check to the
 	// periodic pass.
-	goodBeta := f.read(st, false).Tools["beta"].Vector
+	goodBeta := f.read(st, false).Tools.Get("beta").Vector
 	f.corrupt("beta")
 	f.clock = f.clock.Add(f.cfg.Resync)
-	if got := f.readAs(f.open(), catalog.Reading{Edits: true}).Tools["beta"].Vector; got != goodBeta {
+	if got := f.readAs(f.open(), catalog.Reading{Edits: true}).Tools.Get("beta").Vector; got != goodBeta {
 		t.Fatalf("an edit's pass at the resync interval returned digest %x; want the kept one (%x), the check left to the periodic pass", got, goodBeta)
 	}
-	if got := f.read(f.open(), false).Tools["beta"].Vector; got != garbage {
+	if got := f.read(f.open(), false).Tools.Get("beta").Vector; got != garbage {
 		t.Fatalf("a pass past the resync interval returned digest %x; want what Redis holds (%x)", got, garbage)
 	}
 
@@ -152,11 +152,11 @@ func TestPublishKeepsWhatItWroteUntilTheStampOrTheClockSaysOtherwise(t *testing.
 	}
 	again := contract.VectorDigest([]byte("garbage again"))
 	f.clock = f.clock.Add(f.cfg.Resync)
-	if got := f.readAs(f.open(), catalog.Reading{Edits: true}).Tools["beta"].Vector; got != garbage {
+	if got := f.readAs(f.open(), catalog.Reading{Edits: true}).Tools.Get("beta").Vector; got != garbage {
 		t.Fatalf("an edit's pass one interval after the check returned digest %x; want the kept one (%x)", got, garbage)
 	}
 	f.clock = f.clock.Add(f.cfg.Resync)
-	if got := f.readAs(f.open(), catalog.Reading{Edits: true}).Tools["beta"].Vector; got != again {
+	if got := f.readAs(f.open(), catalog.Reading{Edits: true}).Tools.Get("beta").Vector; got != again {
 		t.Fatalf("an edit's pass two intervals after the check returned digest %x; want what Redis holds (%x)", got, again)
 	}
 }
@@ -176,9 +176,9 @@ func TestReleaseLetsGoOfASmallCatalogsState(t *testing.T) {
 	if _, ok := st.Kept(1); !ok {
 		t.Fatal("Release let go of a catalog of KeepMinTools tools")
 	}
-	good := f.read(st, true).Tools["alpha"].Vector
+	good := f.read(st, true).Tools.Get("alpha").Vector
 	f.corrupt("alpha")
-	if got := f.read(f.open(), false).Tools["alpha"].Vector; got != good {
+	if got := f.read(f.open(), false).Tools.Get("alpha").Vector; got != good {
 		t.Fatalf("a pass under the same stamp read the vector again: digest %x, want %x", got, good)
 	}
 	f.cs.KeepMinTools = 3
@@ -186,7 +186,7 @@ func TestReleaseLetsGoOfASmallCatalogsState(t *testing.T) {
 	if _, ok := st.Kept(1); ok {
 		t.Fatal("Release kept the state of a catalog smaller than KeepMinTools")
 	}
-	if got := f.read(f.open(), false).Tools["alpha"].Vector; got != contract.VectorDigest([]byte("garbage")) {
+	if got := f.read(f.open(), false).Tools.Get("alpha").Vector; got != contract.VectorDigest([]byte("garbage")) {
 		t.Fatalf("the pass after Release returned digest %x; want what Redis holds", got)
 	}
 }
@@ -313,13 +313,13 @@ func TestAResyncReadsWholeOnlyWhatChangedBehindTheOperator(t *testing.T) {
 			return slices.Equal(s.Doc.Permissions["beta"], []string{"mallory"})
 		}},
 		{"metadata rewritten", rewrite(metadata, "alpha", "does alpha", "does omega"), func(s catalog.Stored) bool {
-			return s.Tools["alpha"].Metadata != nil && s.Tools["alpha"].Metadata.Description == "does omega"
+			return s.Tools.Get("alpha").Metadata != nil && s.Tools.Get("alpha").Metadata.Description == "does omega"
 		}},
 		{"metadata unreadable", rewrite(metadata, "beta", "{", "["), func(s catalog.Stored) bool {
-			return s.Tools["beta"].MetadataErr != nil
+			return s.Tools.Get("beta").MetadataErr != nil
 		}},
 		{"a vector rewritten", func(f *fixture) { f.corrupt("alpha") }, func(s catalog.Stored) bool {
-			return s.Tools["alpha"].Vector == contract.VectorDigest([]byte("garbage"))
+			return s.Tools.Get("alpha").Vector == contract.VectorDigest([]byte("garbage"))
 		}},
 		{"a field renamed, the count kept", func(f *fixture) {
 			rc := f.srv.Client()
@@ -334,7 +334,7 @@ func TestAResyncReadsWholeOnlyWhatChangedBehindTheOperator(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-		}, func(s catalog.Stored) bool { return s.Tools["gamma"].Metadata != nil }},
+		}, func(s catalog.Stored) bool { return s.Tools.Get("gamma").Metadata != nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
@@ -362,7 +362,7 @@ func TestAResyncReadsWholeOnlyWhatChangedBehindTheOperator(t *testing.T) {
 				// The check is done for another interval: a change now is
 				// not seen until then.
 				f.corrupt("alpha")
-				if got := f.read(f.open(), false).Tools["alpha"].Vector; got != stored.Tools["alpha"].Vector {
+				if got := f.read(f.open(), false).Tools.Get("alpha").Vector; got != stored.Tools.Get("alpha").Vector {
 					t.Fatal("the pass after a resync read the vectors again")
 				}
 				return
