@@ -43,7 +43,7 @@ type Build struct {
 	Blocked string
 	// Changed says a new version is due.
 	Changed bool
-	// Digests are the document's entry digests (contract.Document.SealFrom).
+	// Digests are the document's entry digests (contract.Document.SealKept).
 	Digests []string
 	// from names, by the document's index, the selected tool each entry
 	// was copied from, nil for an entry kept from the previous version:
@@ -82,12 +82,15 @@ func BuildDocument(in BuildInput) (Build, error) {
 	doc.Tools = make([]contract.Tool, 0, entries)
 	metadata := make([]*contract.Metadata, 0, entries) // of doc.Tools' vectors
 	from := make([]*Tool, 0, entries)
+	// kept names, by index, the previous document's entry each one copies
+	// unchanged (contract.Document.SealKept); -1 for the others.
+	kept := make([]int32, 0, entries)
 	keepPrevious := func(name string, stored StoredTool) bool {
 		entry, ok := prev.ToolByName(name)
 		if !ok || !stored.HasVector {
 			return false
 		}
-		doc.Tools, metadata, from = append(doc.Tools, entry), append(metadata, stored.Metadata), append(from, nil)
+		doc.Tools, metadata, from, kept = append(doc.Tools, entry), append(metadata, stored.Metadata), append(from, nil), append(kept, -1)
 		if perms, ok := prev.Permissions[name]; ok {
 			doc.Permissions[name] = perms
 		}
@@ -122,8 +125,9 @@ func BuildDocument(in BuildInput) (Build, error) {
 				fresh := in.Refreshed.Results[name].Metadata
 				m = &fresh
 			}
-			entry, unchanged := same.entry(pl.Tool)
-			doc.Tools, metadata, from = append(doc.Tools, entry), append(metadata, m), append(from, pl.Tool)
+			entry, at := same.entry(pl.Tool)
+			unchanged := at >= 0
+			doc.Tools, metadata, from, kept = append(doc.Tools, entry), append(metadata, m), append(from, pl.Tool), append(kept, at)
 			// A tool whose entry the previous document holds had no
 			// principals when that document has none.
 			if (!unchanged || len(prev.Permissions) > 0) && pl.Tool.Principals != nil {
@@ -160,14 +164,14 @@ func BuildDocument(in BuildInput) (Build, error) {
 	b := Build{Document: doc, Vectors: map[string][]byte{}, Metadata: map[string][]byte{}}
 	// In name order, as sealing leaves them: plans come in name order, so
 	// they are sorted again only when a rejected tool's entry was kept.
-	if !slices.IsSortedFunc(doc.Tools, contract.ByName) {
+	if !contract.SortedKept(doc.Tools, kept) {
 		built := make([]builtEntry, len(doc.Tools))
 		for i := range doc.Tools {
-			built[i] = builtEntry{doc.Tools[i], metadata[i], from[i]}
+			built[i] = builtEntry{doc.Tools[i], metadata[i], from[i], kept[i]}
 		}
 		slices.SortFunc(built, func(a, b builtEntry) int { return contract.ByName(a.tool, b.tool) })
 		for i := range built {
-			doc.Tools[i], metadata[i], from[i] = built[i].tool, built[i].metadata, built[i].from
+			doc.Tools[i], metadata[i], from[i], kept[i] = built[i].tool, built[i].metadata, built[i].from, built[i].kept
 		}
 	}
 	b.from = from
@@ -197,7 +201,7 @@ func BuildDocument(in BuildInput) (Build, error) {
 	}
 	sort.Strings(b.Removed)
 	var err error
-	if b.Digests, err = doc.SealFrom(in.Stored.Doc, in.Stored.Digests); err != nil {
+	if b.Digests, err = doc.SealKept(in.Stored.Doc, in.Stored.Digests, kept); err != nil {
 		return Build{}, fmt.Errorf("building catalog document: %w", err)
 	}
 	doc.GeneratedAt = in.Now.UTC()
@@ -233,6 +237,7 @@ type builtEntry struct {
 	tool     contract.Tool
 	metadata *contract.Metadata
 	from     *Tool
+	kept     int32
 }
 
 // sameEntries finds, in a previous document whose entries were copied
@@ -245,9 +250,9 @@ type sameEntries struct {
 	next int
 }
 
-// entry is t's entry: the previous document's copy, and true, when that
-// was made from t; else t's own.
-func (s *sameEntries) entry(t *Tool) (contract.Tool, bool) {
+// entry is t's entry: the previous document's copy, and its index there,
+// when that was made from t; else t's own, and -1.
+func (s *sameEntries) entry(t *Tool) (contract.Tool, int32) {
 	// Another tool in the way (one that went, or changed): the previous
 	// document is read on from the first entry of a tool named after it.
 	// The names are compared only then, as reading them misses the caches.
@@ -258,9 +263,9 @@ func (s *sameEntries) entry(t *Tool) (contract.Tool, bool) {
 	}
 	if s.next < len(s.from) && s.from[s.next] == t {
 		s.next++
-		return s.doc.Tools[s.next-1], true
+		return s.doc.Tools[s.next-1], int32(s.next - 1)
 	}
-	return t.Entry, false
+	return t.Entry, -1
 }
 
 // refreshedPlans marks, by index, the plans a result of this pass is for.

@@ -174,8 +174,25 @@ func (d *Document) Seal() error {
 // hashes only those. It returns the document's entry digests, in tool
 // order.
 func (d *Document) SealFrom(prev *Document, prevDigests []string) ([]string, error) {
-	if !slices.IsSortedFunc(d.Tools, ByName) {
+	return d.SealKept(prev, prevDigests, nil)
+}
+
+// SealKept is SealFrom told which of d's entries are copies of prev's:
+// kept[i] is the index in prev of the entry d.Tools[i] was copied from,
+// unchanged, with the same permissions, or -1 when it was not. A kept
+// entry's digest is taken without comparing the entries, and entries
+// kept in prev's order are known to be in order without comparing their
+// names: at 100,000 tools the comparisons read every entry's strings,
+// most of them missing the CPU's caches. kept is the caller's word: an
+// entry it says is unchanged when it is not gets a wrong digest. It is
+// ignored when its length is not d's, or when d is not sorted.
+func (d *Document) SealKept(prev *Document, prevDigests []string, kept []int32) ([]string, error) {
+	if prev == nil || len(prevDigests) != len(prev.Tools) || len(kept) != len(d.Tools) {
+		kept = nil
+	}
+	if !SortedKept(d.Tools, kept) {
 		sort.Slice(d.Tools, func(i, j int) bool { return d.Tools[i].Name < d.Tools[j].Name })
+		kept = nil
 	}
 	if d.Tools == nil {
 		d.Tools = []Tool{}
@@ -194,8 +211,16 @@ func (d *Document) SealFrom(prev *Document, prevDigests []string) ([]string, err
 		prev, prevDigests = &Document{}, nil
 	}
 	digests := make([]string, len(d.Tools))
+	// The digests computed here are laid side by side in one string, so
+	// the next seal's content hash reads them in order.
+	var computed []int // by index, each digest's end in packed
+	var packed strings.Builder
 	j := 0
 	for i := range d.Tools {
+		if kept != nil && kept[i] >= 0 && int(kept[i]) < len(prevDigests) {
+			digests[i], j = prevDigests[kept[i]], int(kept[i])+1
+			continue
+		}
 		e := d.Entry(i)
 		// Both documents are sorted by name.
 		for j < len(prev.Tools) && prev.Tools[j].Name < e.Name {
@@ -209,7 +234,12 @@ func (d *Document) SealFrom(prev *Document, prevDigests []string) ([]string, err
 		if err != nil {
 			return nil, err
 		}
-		digests[i] = digest
+		packed.WriteString(digest)
+		computed = append(computed, i, packed.Len())
+	}
+	all, at := packed.String(), 0
+	for k := 0; k < len(computed); k += 2 {
+		digests[computed[k]], at = all[at:computed[k+1]], computed[k+1]
 	}
 	h, err := d.contentHash(digests)
 	if err != nil {
@@ -217,6 +247,25 @@ func (d *Document) SealFrom(prev *Document, prevDigests []string) ([]string, err
 	}
 	d.SchemaHash = h
 	return digests, nil
+}
+
+// SortedKept reports whether tools are in name order, where kept (as
+// for SealKept, nil for none) names the entries copied from a sorted
+// document: two neighbours copied in that document's order are in order
+// without comparing their names.
+func SortedKept(tools []Tool, kept []int32) bool {
+	if len(kept) != len(tools) {
+		return slices.IsSortedFunc(tools, ByName)
+	}
+	for i := 1; i < len(tools); i++ {
+		if kept[i-1] >= 0 && kept[i] > kept[i-1] {
+			continue
+		}
+		if tools[i].Name < tools[i-1].Name {
+			return false
+		}
+	}
+	return true
 }
 
 // contentHash hashes the document without its version, time and hash:

@@ -84,6 +84,81 @@ func TestSealFromHashesWhatChanged(t *testing.T) {
 	}
 }
 
+// SealKept takes a kept entry's digest on the caller's word and hashes
+// the rest as SealFrom does; a document whose order the kept entries do
+// not vouch for is sorted and sealed as SealFrom would.
+func TestSealKeptTakesTheKeptDigestsAndHashesTheRest(t *testing.T) {
+	doc := func(names ...string) *Document {
+		d := &Document{Catalog: "ns/c", Embedding: EmbeddingInfo{Model: "m", Dimensions: 4}}
+		for _, name := range names {
+			d.Tools = append(d.Tools, Tool{Name: name, Description: "Does " + name + ".", Parameters: json.RawMessage(`{"type":"object"}`), SpecHash: "h" + name})
+		}
+		return d
+	}
+	prev := doc("a", "b", "d", "e")
+	digests, err := prev.SealFrom(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b edited, c added, d removed.
+	next := func() *Document {
+		d := doc("a", "b", "c", "e")
+		d.Tools[1].Description = "Does b better."
+		return d
+	}
+	fresh := next()
+	if err := fresh.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	kept := next()
+	got, err := kept.SealKept(prev, digests, []int32{0, -1, -1, 3})
+	if err != nil || kept.SchemaHash != fresh.SchemaHash {
+		t.Fatalf("sealed with the kept entries named: hash %s, %v; want %s, as sealed afresh", kept.SchemaHash, err, fresh.SchemaHash)
+	}
+	if got[0] != digests[0] || got[3] != digests[3] || got[1] == digests[1] {
+		t.Fatalf("digests %v from %v: want a's and e's taken, b's hashed", got, digests)
+	}
+	// The caller's word is taken: an entry said to be kept keeps its
+	// digest though it changed.
+	lied := next()
+	if got, _ := lied.SealKept(prev, digests, []int32{0, 1, -1, 3}); got[1] != digests[1] {
+		t.Fatal("an entry said to be kept was hashed again")
+	}
+	// Out of order, and no kept entries in the way: sorted, kept ignored.
+	unsorted := doc("e", "c", "b", "a")
+	unsorted.Tools[2].Description = "Does b better."
+	if _, err := unsorted.SealKept(prev, digests, []int32{3, -1, -1, 0}); err != nil || unsorted.SchemaHash != fresh.SchemaHash || unsorted.Tools[0].Name != "a" {
+		t.Fatalf("an unsorted document sealed with kept entries: hash %s, first %s, %v; want it sorted and hashed as afresh", unsorted.SchemaHash, unsorted.Tools[0].Name, err)
+	}
+}
+
+func TestSortedKeptComparesOnlyWhatTheKeptEntriesDoNotVouchFor(t *testing.T) {
+	tools := func(names ...string) []Tool {
+		var ts []Tool
+		for _, n := range names {
+			ts = append(ts, Tool{Name: n})
+		}
+		return ts
+	}
+	for _, c := range []struct {
+		names []string
+		kept  []int32
+		want  bool
+	}{
+		{[]string{"a", "b", "c"}, nil, true},
+		{[]string{"b", "a", "c"}, nil, false},
+		{[]string{"b", "a", "c"}, []int32{-1, -1, 2}, false},
+		{[]string{"b", "a", "c"}, []int32{4, 7, 9}, true}, // the caller's word
+		{[]string{"b", "a", "c"}, []int32{7, 4, 9}, false},
+		{[]string{"a", "c", "b"}, []int32{0, 1, -1}, false},
+		{[]string{"a", "b"}, []int32{0}, true}, // the wrong length: names compared
+	} {
+		if got := SortedKept(tools(c.names...), c.kept); got != c.want {
+			t.Errorf("SortedKept(%v, %v) = %t; want %t", c.names, c.kept, got, c.want)
+		}
+	}
+}
+
 // An entry's digest is what earlier releases stored: a change of the
 // hashing would make every consumer re-read every tool.
 func TestEntryDigestIsStable(t *testing.T) {
