@@ -107,7 +107,7 @@ func TestSealKeptTakesTheKeptDigestsAndHashesTheRest(t *testing.T) {
 		return d
 	}
 	fresh := next()
-	if err := fresh.Seal(); err != nil {
+	if err = fresh.Seal(); err != nil {
 		t.Fatal(err)
 	}
 	kept := next()
