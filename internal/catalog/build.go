@@ -80,6 +80,12 @@ func BuildDocument(in BuildInput) (Build, error) {
 		}
 	}
 	doc.Tools = make([]contract.Tool, 0, entries)
+	// An entry the previous version copied from the same selected tool
+	// is that tool's entry still (a generation's entry is never changed):
+	// it is copied from the previous document, in runs, instead of from
+	// the tool. At 100,000 tools, reading every tool's entry where the
+	// selection holds it misses the CPU's caches for most of a build.
+	same := sameEntries{doc: prev, from: in.Stored.from}
 	metadata := make([]*contract.Metadata, 0, entries) // of doc.Tools' vectors
 	from := make([]*Tool, 0, entries)
 	// kept names, by index, the previous document's entry each one copies
@@ -90,6 +96,7 @@ func BuildDocument(in BuildInput) (Build, error) {
 		if !ok || !stored.HasVector {
 			return false
 		}
+		doc.Tools = same.flush(doc.Tools)
 		doc.Tools, metadata, from, kept = append(doc.Tools, entry), append(metadata, stored.Metadata), append(from, nil), append(kept, -1)
 		if perms, ok := prev.Permissions[name]; ok {
 			doc.Permissions[name] = perms
@@ -107,12 +114,6 @@ func BuildDocument(in BuildInput) (Build, error) {
 		}
 	}
 	accounted := 0 // stored tools a plan or a rejection stands for
-	// An entry the previous version copied from the same selected tool
-	// is that tool's entry still (a generation's entry is never changed):
-	// it is read from the previous document, in order, instead of from
-	// the tool. At 100,000 tools, reading every tool's entry where the
-	// selection holds it misses the CPU's caches for most of a build.
-	same := sameEntries{doc: prev, from: in.Stored.from}
 	for i := range in.Plans {
 		pl := &in.Plans[i]
 		name := pl.Name
@@ -125,9 +126,10 @@ func BuildDocument(in BuildInput) (Build, error) {
 				fresh := in.Refreshed.Results[name].Metadata
 				m = &fresh
 			}
-			entry, at := same.entry(pl.Tool)
+			var at int32
+			doc.Tools, at = same.add(doc.Tools, pl.Tool)
 			unchanged := at >= 0
-			doc.Tools, metadata, from, kept = append(doc.Tools, entry), append(metadata, m), append(from, pl.Tool), append(kept, at)
+			metadata, from, kept = append(metadata, m), append(from, pl.Tool), append(kept, at)
 			// A tool whose entry the previous document holds had no
 			// principals when that document has none.
 			if (!unchanged || len(prev.Permissions) > 0) && pl.Tool.Principals != nil {
@@ -144,6 +146,7 @@ func BuildDocument(in BuildInput) (Build, error) {
 			rejected[name] = as
 		}
 	}
+	doc.Tools = same.flush(doc.Tools)
 	for _, f := range in.Rejected {
 		as := rejected[f.Tool]
 		if as&selectedTool != 0 {
@@ -242,17 +245,47 @@ type builtEntry struct {
 
 // sameEntries finds, in a previous document whose entries were copied
 // from the selected tools from (by index, Build.from), the entry of a tool
-// the next document takes in the same order.
+// the next document takes in the same order, and copies those entries a
+// run at a time: at 100,000 tools, copying the 16 MB of entries one at a
+// time was most of a build.
 type sameEntries struct {
 	doc  *contract.Document
 	from []*Tool
 	// next is where the previous document is read from.
 	next int
+	// runFrom and runTo are the run of the previous document's entries
+	// not yet copied.
+	runFrom, runTo int
 }
 
-// entry is t's entry: the previous document's copy, and its index there,
-// when that was made from t; else t's own, and -1.
-func (s *sameEntries) entry(t *Tool) (contract.Tool, int32) {
+// add appends t's entry to tools: the previous document's copy when that
+// was made from t, with its index there, else t's own and -1. A copy is
+// appended with the run it ends, by add or flush.
+func (s *sameEntries) add(tools []contract.Tool, t *Tool) ([]contract.Tool, int32) {
+	at := s.index(t)
+	if at < 0 {
+		return append(s.flush(tools), t.Entry), -1
+	}
+	if at != s.runTo {
+		tools = s.flush(tools)
+		s.runFrom = at
+	}
+	s.runTo = at + 1
+	return tools, int32(at)
+}
+
+// flush appends the run of copies add left.
+func (s *sameEntries) flush(tools []contract.Tool) []contract.Tool {
+	if s.runTo > s.runFrom {
+		tools = append(tools, s.doc.Tools[s.runFrom:s.runTo]...)
+	}
+	s.runFrom = s.runTo
+	return tools
+}
+
+// index is the index of t's entry in the previous document when that was
+// copied from t, else -1.
+func (s *sameEntries) index(t *Tool) int {
 	// Another tool in the way (one that went, or changed): the previous
 	// document is read on from the first entry of a tool named after it.
 	// The names are compared only then, as reading them misses the caches.
@@ -263,9 +296,9 @@ func (s *sameEntries) entry(t *Tool) (contract.Tool, int32) {
 	}
 	if s.next < len(s.from) && s.from[s.next] == t {
 		s.next++
-		return s.doc.Tools[s.next-1], int32(s.next - 1)
+		return s.next - 1
 	}
-	return t.Entry, -1
+	return -1
 }
 
 // refreshedPlans marks, by index, the plans a result of this pass is for.
