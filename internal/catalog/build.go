@@ -45,6 +45,10 @@ type Build struct {
 	Changed bool
 	// Digests are the document's entry digests (contract.Document.SealKept).
 	Digests []string
+	// Kept names, by the document's index, the previous document's entry
+	// each is an unchanged copy of, or -1; nil when the previous document
+	// was not built by this process (versions.Update.Kept).
+	Kept []int32
 	// from names, by the document's index, the selected tool each entry
 	// was copied from, nil for an entry kept from the previous version:
 	// the next build reads an unchanged tool's entry from this document,
@@ -178,6 +182,9 @@ func BuildDocument(in BuildInput) (Build, error) {
 		}
 	}
 	b.from = from
+	if same.from != nil {
+		b.Kept = kept
+	}
 	if len(doc.Tools) == 0 {
 		doc.Tools = nil
 	}

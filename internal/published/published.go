@@ -419,7 +419,7 @@ func (c *State) Publish(ctx context.Context, stored catalog.Stored, b catalog.Bu
 	start := c.cs.now()
 	err := versions.Write(ctx, c.rc, c.cfg.Keys, versions.Update{
 		ExpectVersion: read, Document: b.Document, Previous: stored.Doc, Rewrite: !stored.Contract2,
-		Vectors: b.Vectors, Metadata: b.Metadata, Remove: b.Removed, Retain: c.cfg.Retain,
+		Vectors: b.Vectors, Metadata: b.Metadata, Remove: b.Removed, Retain: c.cfg.Retain, Kept: b.Kept,
 	})
 	if err != nil {
 		c.keep(nil)

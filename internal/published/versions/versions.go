@@ -42,6 +42,12 @@ type Update struct {
 	// Retain is how many versions, the new one included, keep their
 	// change record.
 	Retain int
+	// Kept names, by index of Document's entries, the entry of Previous
+	// each is an unchanged copy of, or -1 (contract.Document.SealKept);
+	// nil when not known. Both documents are then taken as sealed, in name
+	// order, and only the entries not kept are looked at: at 100,000
+	// tools, walking both documents whole read every name twice.
+	Kept []int32
 }
 
 // legacyTombstone is what P:catalog holds under contract 2: a contract-1
@@ -169,48 +175,21 @@ func diff(u Update) (set map[string][]byte, removed []string, change contract.Ch
 		h := u.Previous.Head()
 		change.HeadBefore = &h
 	}
-	// Both documents are walked in name order, side by side: at 50,000
-	// tools, a map of either's names costs more than the rest of a
-	// publish. A sealed document is in name order already.
-	doc, prev := inNameOrder(u.Document.Tools), inNameOrder(prevTools)
-	docName := func(i int) string { return u.Document.Tools[doc[i]].Name }
-	prevName := func(j int) string { return prevTools[prev[j]].Name }
-	// Of a name the previous document lists twice (it was read from
-	// Redis), the last entry counts.
-	kept := prev[:0]
-	for k, p := range prev {
-		if k+1 < len(prev) && prevTools[prev[k+1]].Name == prevTools[p].Name {
-			continue
-		}
-		kept = append(kept, p)
-	}
-	prev = kept
 	set = map[string][]byte{}
 	updated := map[string]bool{}
-	for i, j := 0, 0; i < len(doc) || j < len(prev); {
-		if i == len(doc) || j < len(prev) && prevName(j) < docName(i) {
-			removed = append(removed, prevName(j))
-			j++
-			continue
-		}
-		e := u.Document.Entry(doc[i])
-		if i > 0 && docName(i-1) == e.Name {
-			// P:tools holds one entry a name: the head's count would lie.
-			return nil, nil, change, fmt.Errorf("the document lists tool %s twice", e.Name)
-		}
-		i++
-		if j < len(prev) && prevName(j) == e.Name {
-			j++
-			if u.Previous.Entry(prev[j-1]).Equal(e) && !u.Rewrite {
-				continue
-			}
-		}
-		if set[e.Name], err = json.Marshal(e); err != nil {
-			return nil, nil, change, fmt.Errorf("encoding the entry of %s: %w", e.Name, err)
-		}
-		updated[e.Name] = true
+	var doc, prev []int // the documents' name orders; nil when sealed
+	if u.Kept != nil && u.Previous != nil && !u.Rewrite && len(u.Kept) == len(u.Document.Tools) {
+		removed, err = diffKept(u, set, updated)
+	} else {
+		doc, prev, removed, err = diffWhole(u, set, updated)
+	}
+	if err != nil {
+		return nil, nil, change, err
 	}
 	find := func(tools []contract.Tool, order []int, name string) (int, bool) {
+		if order == nil {
+			return slices.BinarySearchFunc(tools, name, func(t contract.Tool, name string) int { return strings.Compare(t.Name, name) })
+		}
 		k, ok := slices.BinarySearchFunc(order, name, func(i int, name string) int { return strings.Compare(tools[i].Name, name) })
 		if !ok {
 			return 0, false
@@ -235,6 +214,91 @@ func diff(u Update) (set map[string][]byte, removed []string, change contract.Ch
 		}
 	}
 	return set, removed, change, nil
+}
+
+// diffKept is diff's walk of the entries when u.Kept says which are
+// unchanged copies of the previous document's: only the others are
+// looked at, and the previous entries no new one stands for are removed.
+// It fills set and updated, and returns the names removed.
+func diffKept(u Update, set map[string][]byte, updated map[string]bool) (removed []string, err error) {
+	tools, prevTools := u.Document.Tools, u.Previous.Tools
+	stays := make([]bool, len(prevTools)) // by index: a new entry stands for it
+	for i, at := range u.Kept {
+		if at >= 0 && int(at) < len(prevTools) {
+			stays[at] = true
+			continue
+		}
+		e := u.Document.Entry(i)
+		if (i > 0 && tools[i-1].Name == e.Name) || (i+1 < len(tools) && tools[i+1].Name == e.Name) {
+			return nil, fmt.Errorf("the document lists tool %s twice", e.Name)
+		}
+		j, ok := slices.BinarySearchFunc(prevTools, e.Name, func(t contract.Tool, name string) int { return strings.Compare(t.Name, name) })
+		if ok {
+			stays[j] = true
+			if u.Previous.Entry(j).Equal(e) {
+				continue
+			}
+		}
+		if set[e.Name], err = json.Marshal(e); err != nil {
+			return nil, fmt.Errorf("encoding the entry of %s: %w", e.Name, err)
+		}
+		updated[e.Name] = true
+	}
+	for j, ok := range stays {
+		if !ok {
+			removed = append(removed, prevTools[j].Name)
+		}
+	}
+	return removed, nil
+}
+
+// diffWhole is diff's walk of every entry of both documents, in name
+// order, side by side: at 50,000 tools, a map of either's names costs
+// more than the rest of a publish. It fills set and updated, and returns
+// both documents' name orders and the names removed.
+func diffWhole(u Update, set map[string][]byte, updated map[string]bool) (doc, prev []int, removed []string, err error) {
+	var prevTools []contract.Tool
+	if u.Previous != nil {
+		prevTools = u.Previous.Tools
+	}
+	// A sealed document is in name order already.
+	doc, prev = inNameOrder(u.Document.Tools), inNameOrder(prevTools)
+	docName := func(i int) string { return u.Document.Tools[doc[i]].Name }
+	prevName := func(j int) string { return prevTools[prev[j]].Name }
+	// Of a name the previous document lists twice (it was read from
+	// Redis), the last entry counts.
+	kept := prev[:0]
+	for k, p := range prev {
+		if k+1 < len(prev) && prevTools[prev[k+1]].Name == prevTools[p].Name {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	prev = kept
+	for i, j := 0, 0; i < len(doc) || j < len(prev); {
+		if i == len(doc) || j < len(prev) && prevName(j) < docName(i) {
+			removed = append(removed, prevName(j))
+			j++
+			continue
+		}
+		e := u.Document.Entry(doc[i])
+		if i > 0 && docName(i-1) == e.Name {
+			// P:tools holds one entry a name: the head's count would lie.
+			return nil, nil, nil, fmt.Errorf("the document lists tool %s twice", e.Name)
+		}
+		i++
+		if j < len(prev) && prevName(j) == e.Name {
+			j++
+			if u.Previous.Entry(prev[j-1]).Equal(e) && !u.Rewrite {
+				continue
+			}
+		}
+		if set[e.Name], err = json.Marshal(e); err != nil {
+			return nil, nil, nil, fmt.Errorf("encoding the entry of %s: %w", e.Name, err)
+		}
+		updated[e.Name] = true
+	}
+	return doc, prev, removed, nil
 }
 
 // inNameOrder returns the positions of tools in name order, those of

@@ -410,3 +410,99 @@ func dump(t *testing.T, c redis.UniversalClient, k contract.Keys) map[string]str
 	}
 	return out
 }
+
+// A write told which entries are kept from the previous version finds
+// the same entries to set and remove, and the same change record, as one
+// that walks both documents whole: for edits, additions in the middle,
+// removals, changes of permissions, a kept entry moved by a removal
+// before it, and a tool removed and another added in its place.
+func TestAWriteToldWhatWasKeptDiffsAsAWholeWalk(t *testing.T) {
+	doc := func(names ...string) *contract.Document {
+		d := &contract.Document{Catalog: "ns/c", Version: 1, Permissions: map[string][]string{}}
+		for _, n := range names {
+			d.Tools = append(d.Tools, contract.Tool{Name: n, Description: "Does " + n + ".", Parameters: json.RawMessage(`{"type":"object"}`), SpecHash: "h" + n})
+		}
+		if err := d.Seal(); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	prev := doc("a", "b", "c", "d")
+	prev.Permissions["c"] = []string{"alice"}
+	if err := prev.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		next func() *contract.Document
+		kept []int32
+	}{
+		{"nothing changed", func() *contract.Document { return prev }, []int32{0, 1, 2, 3}},
+		{"an edit", func() *contract.Document {
+			d := doc("a", "b", "c", "d")
+			d.Tools[1].Description = "Does b better."
+			d.Permissions["c"] = []string{"alice"}
+			return d
+		}, []int32{0, -1, 2, 3}},
+		{"an addition in the middle", func() *contract.Document {
+			d := doc("a", "b", "bb", "c", "d")
+			d.Permissions["c"] = []string{"alice"}
+			return d
+		}, []int32{0, 1, -1, 2, 3}},
+		{"a removal", func() *contract.Document {
+			d := doc("a", "c", "d")
+			d.Permissions["c"] = []string{"alice"}
+			return d
+		}, []int32{0, 2, 3}},
+		{"permissions changed", func() *contract.Document {
+			d := doc("a", "b", "c", "d")
+			d.Permissions["c"] = []string{"alice", "bob"}
+			return d
+		}, []int32{0, 1, -1, 3}},
+		{"removed and added in its place", func() *contract.Document {
+			d := doc("a", "bb", "c", "d")
+			d.Permissions["c"] = []string{"alice"}
+			return d
+		}, []int32{0, -1, 2, 3}},
+		{"a kept entry not said to be", func() *contract.Document {
+			d := doc("a", "b", "c", "d")
+			d.Permissions["c"] = []string{"alice"}
+			return d
+		}, []int32{0, -1, -1, 3}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			next := c.next()
+			if next != prev {
+				if err := next.Seal(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			next.Version = 2
+			u := Update{ExpectVersion: 1, Document: next, Previous: prev, Retain: 3, Vectors: map[string][]byte{"a": []byte("v")}}
+			wholeSet, wholeRemoved, wholeChange, err := diff(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.Kept = c.kept
+			set, removed, change, err := diff(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(set, wholeSet) || !reflect.DeepEqual(removed, wholeRemoved) || !reflect.DeepEqual(change, wholeChange) {
+				t.Fatalf("told what was kept: set %v, removed %v, change %+v; walking whole: %v, %v, %+v", keys(set), removed, change, keys(wholeSet), wholeRemoved, wholeChange)
+			}
+		})
+	}
+	// A name listed twice is refused told what was kept too.
+	twice := doc("a", "b", "c")
+	twice.Tools = append(twice.Tools[:2], twice.Tools[1:]...)
+	if _, _, _, err := diff(Update{ExpectVersion: 1, Document: twice, Previous: prev, Retain: 3, Kept: []int32{0, -1, 1, 2}}); err == nil {
+		t.Fatal("a document listing b twice was diffed")
+	}
+}
+
+func keys(m map[string][]byte) []string {
+	out := slices.Collect(maps.Keys(m))
+	slices.Sort(out)
+	return out
+}
