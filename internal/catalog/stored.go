@@ -16,6 +16,10 @@ type StoredTool struct {
 	Metadata *contract.Metadata
 	// MetadataErr says why an existing entry could not be read.
 	MetadataErr error
+	// MetadataDigest is the entry's contract.MetadataDigest, 0 when not
+	// known: a resync compares it with the field it reads again, rather
+	// than parse 100,000 of them.
+	MetadataDigest uint64
 	// HasVector is true when P:embeddings has an entry; Vector is then
 	// its contract.VectorDigest. The bytes themselves are not kept: a
 	// 50,000-tool catalog's would be 51 MB held between passes.
@@ -112,10 +116,10 @@ func ReadStored(snap *contract.Snapshot) Stored {
 	tools := make(map[string]StoredTool, len(snap.Metadata)+len(snap.ParsedMetadata))
 	for name, raw := range snap.Metadata {
 		m, err := contract.ParseMetadata(raw)
-		tools[name] = StoredTool{Metadata: m, MetadataErr: err}
+		tools[name] = StoredTool{Metadata: m, MetadataErr: err, MetadataDigest: contract.MetadataDigest(raw)}
 	}
 	for name, p := range snap.ParsedMetadata {
-		tools[name] = StoredTool{Metadata: p.Metadata, MetadataErr: p.Err}
+		tools[name] = StoredTool{Metadata: p.Metadata, MetadataErr: p.Err, MetadataDigest: p.Digest}
 	}
 	digests := snap.VectorDigests
 	if digests == nil {
@@ -248,7 +252,7 @@ func (s Stored) Published(b Build, version int64) (Stored, error) {
 		if i, ok := slices.BinarySearchFunc(doc.Tools, name, byName); ok {
 			shareMetadata(m, &doc.Tools[i], doc.Embedding.Model)
 		}
-		set[name] = StoredTool{Metadata: m, HasVector: true, Vector: contract.VectorDigest(b.Vectors[name])}
+		set[name] = StoredTool{Metadata: m, MetadataDigest: contract.MetadataDigest(string(raw)), HasVector: true, Vector: contract.VectorDigest(b.Vectors[name])}
 		next.lineage.changed[name] = true
 	}
 	for _, name := range b.Removed {

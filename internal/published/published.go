@@ -334,8 +334,11 @@ func (c *State) matches(ctx context.Context, kept *snapshot) (bool, *contract.Sn
 			return err == nil && ok && e.Equal(doc.Entry(i))
 		}},
 		{c.cfg.Keys.Metadata(), metadata, func(name, raw string) bool {
-			m, err := contract.ParseMetadata(raw)
 			want := st.Tools.Get(name)
+			if want.MetadataDigest != 0 {
+				return contract.MetadataDigest(raw) == want.MetadataDigest
+			}
+			m, err := contract.ParseMetadata(raw)
 			if err != nil || want.Metadata == nil {
 				return err != nil && want.MetadataErr != nil
 			}

@@ -148,6 +148,11 @@ func VectorDigest(raw []byte) uint64 { return maphash.Bytes(vectorSeed, raw) }
 // Redis replies give it: the same bytes have the same digest.
 func VectorDigestString(raw string) uint64 { return maphash.String(vectorSeed, raw) }
 
+// MetadataDigest is a P:metadata field's digest, as VectorDigestString
+// is a vector's: what tells, in one process, that a field read again is
+// the same without parsing it.
+func MetadataDigest(raw string) uint64 { return maphash.String(vectorSeed, raw) }
+
 var vectorSeed = maphash.MakeSeed()
 
 // DecodeVector decodes float32 little-endian bytes. A NaN or infinite

@@ -59,10 +59,11 @@ type Snapshot struct {
 }
 
 // ParsedMetadata is one P:metadata field, parsed: its Metadata, or Err
-// saying why it is unreadable.
+// saying why it is unreadable, and the field's MetadataDigest.
 type ParsedMetadata struct {
 	Metadata *Metadata
 	Err      error
+	Digest   uint64
 }
 
 // parsedEntries are P:tools' fields parsed as read: the entries, or the
@@ -234,7 +235,7 @@ func (s *Snapshot) readFields(ctx context.Context, c redis.UniversalClient, k Ke
 	s.ParsedMetadata = make(map[string]ParsedMetadata, len(metadata))
 	err = ReadFields(ctx, c, k.Metadata(), metadata, func(name, raw string) {
 		m, parseMetadataErr := ParseMetadata(raw)
-		s.ParsedMetadata[name] = ParsedMetadata{Metadata: m, Err: parseMetadataErr}
+		s.ParsedMetadata[name] = ParsedMetadata{Metadata: m, Err: parseMetadataErr, Digest: MetadataDigest(raw)}
 	})
 	if err != nil {
 		return false, err
