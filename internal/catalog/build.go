@@ -132,11 +132,10 @@ func BuildDocument(in BuildInput) (Build, error) {
 			}
 			var at int32
 			doc.Tools, at = same.add(doc.Tools, pl.Tool)
-			unchanged := at >= 0
 			metadata, from, kept = append(metadata, m), append(from, pl.Tool), append(kept, at)
 			// A tool whose entry the previous document holds had no
 			// principals when that document has none.
-			if (!unchanged || len(prev.Permissions) > 0) && pl.Tool.Principals != nil {
+			if (at < 0 || len(prev.Permissions) > 0) && pl.Tool.Principals != nil {
 				doc.Permissions[name] = pl.Tool.Principals
 			}
 			as |= inDocument

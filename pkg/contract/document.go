@@ -187,7 +187,10 @@ func (d *Document) SealFrom(prev *Document, prevDigests []string) ([]string, err
 // entry it says is unchanged when it is not gets a wrong digest. It is
 // ignored when its length is not d's, or when d is not sorted.
 func (d *Document) SealKept(prev *Document, prevDigests []string, kept []int32) ([]string, error) {
-	if prev == nil || len(prevDigests) != len(prev.Tools) || len(kept) != len(d.Tools) {
+	if prev == nil || len(prevDigests) != len(prev.Tools) {
+		prev, prevDigests, kept = &Document{}, nil, nil
+	}
+	if len(kept) != len(d.Tools) {
 		kept = nil
 	}
 	if !SortedKept(d.Tools, kept) {
@@ -207,9 +210,6 @@ func (d *Document) SealKept(prev *Document, prevDigests []string, kept []int32) 
 	}
 	d.Search.AlwaysInclude = append([]string{}, d.Search.AlwaysInclude...)
 	sort.Strings(d.Search.AlwaysInclude)
-	if prev == nil || len(prevDigests) != len(prev.Tools) {
-		prev, prevDigests = &Document{}, nil
-	}
 	digests := make([]string, len(d.Tools))
 	// The digests computed here are laid side by side in one string, so
 	// the next seal's content hash reads them in order.

@@ -239,10 +239,9 @@ func diffKept(u Update, set map[string][]byte, updated map[string]bool) (removed
 				continue
 			}
 		}
-		if set[e.Name], err = json.Marshal(e); err != nil {
-			return nil, fmt.Errorf("encoding the entry of %s: %w", e.Name, err)
+		if err = setEntry(set, updated, e); err != nil {
+			return nil, err
 		}
-		updated[e.Name] = true
 	}
 	for j, ok := range stays {
 		if !ok {
@@ -293,12 +292,21 @@ func diffWhole(u Update, set map[string][]byte, updated map[string]bool) (doc, p
 				continue
 			}
 		}
-		if set[e.Name], err = json.Marshal(e); err != nil {
-			return nil, nil, nil, fmt.Errorf("encoding the entry of %s: %w", e.Name, err)
+		if err = setEntry(set, updated, e); err != nil {
+			return nil, nil, nil, err
 		}
-		updated[e.Name] = true
 	}
 	return doc, prev, removed, nil
+}
+
+// setEntry marks e to be written, encoded, and its tool as updated.
+func setEntry(set map[string][]byte, updated map[string]bool, e contract.Entry) error {
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("encoding the entry of %s: %w", e.Name, err)
+	}
+	set[e.Name], updated[e.Name] = raw, true
+	return nil
 }
 
 // inNameOrder returns the positions of tools in name order, those of
