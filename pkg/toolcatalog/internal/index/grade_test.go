@@ -520,10 +520,11 @@ func TestGraderRanksFromKeptRankings(t *testing.T) {
 		}
 		rankedAsAScan(t, step, g, sets)
 	}
-	// A tool in many queries' best rows: the first query's, at rank 1.
+	// A tool in many queries' best rows: the first query's, at rank 1,
+	// of the first tool in name order, so each run edits the same tools.
 	best := func() string {
-		for tn, gt := range g.tools {
-			if k := gt.kept[0]; k != nil && g.prev.vecNames[k.rows[0].row] != tn {
+		for _, tn := range slices.Sorted(maps.Keys(g.tools)) {
+			if k := g.tools[tn].kept[0]; k != nil && g.prev.vecNames[k.rows[0].row] != tn {
 				return g.prev.vecNames[k.rows[0].row]
 			}
 		}
@@ -566,8 +567,8 @@ func TestGraderRanksFromKeptRankings(t *testing.T) {
 	// ranks are left, and its next search scans (the others need not).
 	var q string
 	var k *keptRanking
-	for tn, gt := range g.tools {
-		if gt.kept[0] != nil && !slices.ContainsFunc(gt.kept[0].rows[:20], func(r keptRow) bool { return g.prev.vecNames[r.row] == tn }) {
+	for _, tn := range slices.Sorted(maps.Keys(g.tools)) {
+		if gt := g.tools[tn]; gt.kept[0] != nil && !slices.ContainsFunc(gt.kept[0].rows[:20], func(r keptRow) bool { return g.prev.vecNames[r.row] == tn }) {
 			q, k = gt.set.Queries[0], gt.kept[0]
 			break
 		}
